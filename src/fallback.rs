@@ -42,8 +42,9 @@ pub fn forced() -> bool {
     std::env::var_os(FORCE_ENV).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
-/// Checks a user-facing channel name before it reaches the file system.
-pub(crate) fn validate_name(name: &str) -> Result<()> {
+/// Checks a user-facing channel name before it reaches the file system: 1 to 200 bytes of
+/// `[A-Za-z0-9._-]`, not starting with a dot.
+pub fn validate_name(name: &str) -> Result<()> {
     let reason = if name.is_empty() {
         Some("empty")
     } else if name.len() > 200 {

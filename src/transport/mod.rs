@@ -203,6 +203,12 @@ pub trait Listener {
     /// What the child must be told to connect (a mapping name, a socket path, an address).
     fn address(&self) -> String;
 
+    /// The backend that will carry the messages: the transport's own name, except where the
+    /// library may fall back (`shm` says `ipc-channel` then).
+    fn backend(&self) -> &'static str {
+        <Self::Transport as Transport>::KIND.as_str()
+    }
+
     /// Waits for the child to connect. `stdio` carries the child's piped standard input and
     /// output for the `pipe` backend (the others ignore it). Fails rather than hangs when `peer`
     /// dies first or the options' connect timeout passes.

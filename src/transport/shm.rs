@@ -109,6 +109,10 @@ impl Listener for ShmListener {
         self.endpoint.name().to_owned()
     }
 
+    fn backend(&self) -> &'static str {
+        self.endpoint.backend().as_str()
+    }
+
     fn accept(mut self, _stdio: ChildStdio, peer: Peer) -> Result<Shm> {
         let deadline = Instant::now() + self.opts.connect_timeout;
         loop {
