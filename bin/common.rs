@@ -103,14 +103,17 @@ pub fn random_id() -> String {
     )
 }
 
-/// Writes the round-trip number into a raw payload (first 8 bytes and the last byte), the
-/// cheap check that the echo is this message and not a stale one.
+/// Writes the round-trip number into a raw payload (its first 8 bytes, and its last byte when
+/// it is longer than that), the cheap check that the echo is this message, whole, and not a
+/// stale one.
 pub fn stamp(buf: &mut [u8], seq: u64) {
     let head = seq.to_le_bytes();
     let n = buf.len().min(8);
     buf[..n].copy_from_slice(&head[..n]);
-    if let Some(last) = buf.last_mut() {
-        *last = seq as u8;
+    if buf.len() > 8 {
+        if let Some(last) = buf.last_mut() {
+            *last = seq as u8;
+        }
     }
 }
 
@@ -121,7 +124,7 @@ pub fn check_stamp(buf: &[u8], len: usize, seq: u64) -> bool {
     }
     let head = seq.to_le_bytes();
     let n = buf.len().min(8);
-    buf[..n] == head[..n] && buf.last().is_none_or(|&b| b == seq as u8)
+    buf[..n] == head[..n] && (buf.len() <= 8 || buf.last() == Some(&(seq as u8)))
 }
 
 /// Parses `200ms`, `5s`, `1.5s`, `2m`, `500us` or a bare number of seconds.

@@ -175,14 +175,20 @@ impl Transport for Floor {
                     self.received
                 )));
             }
-            spin.turn(|| {
-                // After the Acquire of `closed`, a last message would be visible: look again.
-                if self.peer_closed() && line.seq.load(Ordering::Acquire) == self.received {
+            let turned = spin.turn(|| {
+                if self.peer_closed() {
                     Err(Error::Disconnected)
                 } else {
                     Ok(())
                 }
-            })?;
+            });
+            if let Err(e) = turned {
+                // The peer closed or exited, perhaps right after a last message: look again
+                // (after the Acquire of `closed`, or the peer's exit, it would be visible).
+                if line.seq.load(Ordering::Acquire) != expected {
+                    return Err(e);
+                }
+            }
         }
         // Relaxed: ordered after the Acquire load of `seq` above.
         let len = line.len.load(Ordering::Relaxed) as usize;

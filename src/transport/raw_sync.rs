@@ -113,15 +113,22 @@ impl RawSync {
                 fence(Ordering::Acquire);
                 return Ok(());
             }
-            if self.peer_closed() {
-                // One last look: the peer may have signalled just before closing.
+            let gone = if self.peer_closed() {
+                Some(Error::Disconnected)
+            } else if self.peer.is_gone() {
+                Some(self.peer.gone_error())
+            } else {
+                None
+            };
+            if let Some(e) = gone {
+                // One last look: the peer may have signalled just before closing or exiting.
                 if event.wait(Timeout::Val(Duration::ZERO)).is_ok() {
+                    // Acquire: as above.
                     fence(Ordering::Acquire);
                     return Ok(());
                 }
-                return Err(Error::Disconnected);
+                return Err(e);
             }
-            self.peer.check()?;
         }
     }
 

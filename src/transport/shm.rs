@@ -73,6 +73,9 @@ impl Transport for Shm {
     }
 
     fn send(&mut self, msg: &[u8]) -> Result<()> {
+        if msg.len() > self.max {
+            return Err(Error::TooLarge { len: msg.len(), max: self.max });
+        }
         self.endpoint.send(msg)
     }
 
