@@ -168,6 +168,14 @@ impl Endpoint {
         }
     }
 
+    /// Largest message [`Endpoint::send`] accepts.
+    pub fn max_message(&self) -> usize {
+        match self {
+            Endpoint::Shm(c) => c.max_message(),
+            Endpoint::IpcChannel(d) => d.max_message(),
+        }
+    }
+
     /// Sends one message, waiting for room.
     pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
         match self {

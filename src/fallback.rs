@@ -27,6 +27,9 @@ use crate::Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Largest message sent in one piece (ipc-channel splits large messages itself).
+pub const MAX_MESSAGE: usize = 256 << 20;
+
 /// What the connector sends the creator: the creator's sender and receiver.
 type Halves = (IpcBytesSender, IpcBytesReceiver);
 
@@ -211,6 +214,11 @@ impl IpcDuplex {
         &self.name
     }
 
+    /// Largest message [`IpcDuplex::send`] accepts.
+    pub fn max_message(&self) -> usize {
+        MAX_MESSAGE
+    }
+
     /// True once both ends are connected.
     pub fn is_connected(&self) -> bool {
         matches!(self.state, State::Connected { .. })
@@ -254,6 +262,9 @@ impl IpcDuplex {
 
     /// Sends one message.
     pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
+        if bytes.len() > MAX_MESSAGE {
+            return Err(Error::TooLarge { len: bytes.len(), max: MAX_MESSAGE });
+        }
         let (tx, _) = self.halves()?;
         tx.send(bytes).map_err(io_error)
     }

@@ -7,12 +7,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use crate::fallback::IpcDuplex;
+use crate::fallback::{IpcDuplex, MAX_MESSAGE};
 use crate::Error;
 
 const SLICE: Duration = Duration::from_millis(50);
-/// Largest message accepted (ipc-channel itself splits large messages).
-const MAX_MESSAGE: usize = 256 << 20;
 
 /// One end of the ipc-channel transport.
 pub struct IpcChannel {

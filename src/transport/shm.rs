@@ -41,10 +41,6 @@ impl Shm {
     }
 }
 
-fn max_message(opts: &Options) -> usize {
-    (opts.ring_size / 2).saturating_sub(64)
-}
-
 impl Transport for Shm {
     type Listener = ShmListener;
     const KIND: Kind = Kind::Shm;
@@ -65,7 +61,8 @@ impl Transport for Shm {
             }
         };
         endpoint.send(HELLO)?;
-        Ok(Shm { endpoint, max: max_message(opts) })
+        let max = endpoint.max_message();
+        Ok(Shm { endpoint, max })
     }
 
     fn max_message(&self) -> usize {
@@ -131,6 +128,7 @@ impl Listener for ShmListener {
                 Err(e) => return Err(e),
             }
         }
-        Ok(Shm { endpoint: self.endpoint, max: max_message(&self.opts) })
+        let max = self.endpoint.max_message();
+        Ok(Shm { endpoint: self.endpoint, max })
     }
 }

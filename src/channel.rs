@@ -1,0 +1,813 @@
+//! The duplex channel: two rings in one named mapping, one per direction.
+//!
+//! [`Channel::create`] makes the mapping and owns the name; [`Channel::connect`] finds it by name.
+//! Ring 0 carries frames from the creator to the connector, ring 1 the other way.
+
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::layout::{
+    check_capacity, segment_size, PeerInfo, RingHeader, SegmentHeader, HEADER_SIZE,
+    LAYOUT_VERSION, MAGIC, MODE_BLOCK, MODE_SPIN, PEER_ABSENT, PEER_CLOSED, PEER_PRESENT, READY,
+    RINGS_OFFSET,
+};
+use crate::mapping::{self, Mapping};
+use crate::process::ProcessId;
+use crate::ring::{kind, Consumer, Frame, Producer, ReadGuard, RingPtrs, WriteGrant};
+use crate::wait::{self, WaitStrategy, CHECK_INTERVAL};
+
+/// Default for [`Channel::max_message`]: 1 GiB.
+pub const DEFAULT_MAX_MESSAGE: usize = 1 << 30;
+
+/// [`PeerInfo::state`] while a connector is filling in its details.
+const PEER_CLAIMING: u32 = 3;
+
+/// How a channel is made.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Bytes in each direction's ring: a power of two from 256 B to 2 GiB. A single frame can
+    /// carry up to `capacity / 2 - 16` bytes.
+    pub capacity: usize,
+    /// How this endpoint waits for data or room.
+    pub wait: WaitStrategy,
+}
+
+impl Default for Config {
+    /// 1 MiB per direction, [`WaitStrategy::Block`].
+    fn default() -> Self {
+        Config {
+            capacity: 1 << 20,
+            wait: WaitStrategy::Block,
+        }
+    }
+}
+
+impl Config {
+    /// A default configuration with another wait strategy.
+    pub fn with_wait(wait: WaitStrategy) -> Self {
+        Config {
+            wait,
+            ..Config::default()
+        }
+    }
+}
+
+/// Which end of a channel this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Made the mapping and owns its name.
+    Creator,
+    /// Found the mapping by name.
+    Connector,
+}
+
+/// Watches the other endpoint: did it close, is its process still running?
+struct PeerWatch {
+    info: NonNull<PeerInfo>,
+    id: Option<ProcessId>,
+    last_check: Option<Instant>,
+}
+
+impl PeerWatch {
+    fn info(&self) -> &PeerInfo {
+        // SAFETY: points into the channel's mapping, which outlives the watch; all fields are
+        // atomics.
+        unsafe { self.info.as_ref() }
+    }
+
+    fn state(&self) -> u32 {
+        // Acquire: pairs with the Release store of PEER_PRESENT (so pid and start time are
+        // visible) and of PEER_CLOSED in `Channel::drop` (so every frame sent before the close
+        // is visible).
+        self.info().state.load(Ordering::Acquire)
+    }
+
+    /// Err(Disconnected) once the peer closed, Err(PeerGone) once its process is gone.
+    fn check(&mut self) -> Result<()> {
+        match self.state() {
+            PEER_ABSENT | PEER_CLAIMING => Ok(()),
+            PEER_PRESENT => {
+                // SAFETY: as in `info`; a copy of the pointer so `self.id` can be borrowed.
+                let info = unsafe { self.info.as_ref() };
+                let id = *self.id.get_or_insert_with(|| ProcessId {
+                    // Relaxed: published before PEER_PRESENT, which `state` read with Acquire.
+                    pid: info.pid.load(Ordering::Relaxed),
+                    start_time: info.start_time.load(Ordering::Relaxed),
+                });
+                self.last_check = Some(Instant::now());
+                if id.is_alive() {
+                    Ok(())
+                } else {
+                    Err(Error::PeerGone { pid: id.pid })
+                }
+            }
+            PEER_CLOSED => Err(Error::Disconnected),
+            other => Err(Error::corrupt(format!("peer state {other:#x} is unknown"))),
+        }
+    }
+
+    /// Like `check`, but looks at the process at most once per check interval.
+    fn check_throttled(&mut self) -> Result<()> {
+        let state = self.state();
+        if state == PEER_PRESENT {
+            if let Some(last) = self.last_check {
+                if last.elapsed() < CHECK_INTERVAL {
+                    return Ok(());
+                }
+            }
+        }
+        self.check()
+    }
+}
+
+/// One end of a duplex shared-memory channel.
+///
+/// Both ends can send and receive. Sending copies the bytes into the ring (or lets you write
+/// them in place with [`reserve`](Channel::reserve) / [`send_json`](Channel::send_json));
+/// receiving hands out a [`ReadGuard`] that borrows the frame in place until it is dropped.
+///
+/// ```no_run
+/// use shmring::{Channel, Config};
+/// let mut server = Channel::create("demo", &Config::default())?;
+/// // ... in another process: let mut client = Channel::connect("demo", Default::default())?;
+/// let request = server.recv()?;
+/// println!("got {} bytes", request.len());
+/// # Ok::<(), shmring::Error>(())
+/// ```
+pub struct Channel {
+    tx: Producer,
+    rx: Consumer,
+    me: NonNull<PeerInfo>,
+    peer: PeerWatch,
+    wait: WaitStrategy,
+    role: Role,
+    name: String,
+    json_hint: usize,
+    /// Largest message accepted in either direction (fragmented messages included).
+    max_message: usize,
+    /// Reassembly buffer for fragmented messages, kept between messages.
+    assembly: Vec<u8>,
+    /// Total length of the fragmented message being reassembled, if one is under way.
+    assembling: Option<usize>,
+    /// Serialisation buffer for JSON values too large for one frame.
+    scratch: Vec<u8>,
+    // Declared last: dropped after the ring ends that point into it. Only kept alive.
+    _map: Mapping,
+}
+
+// SAFETY: every pointer in a channel points into `map`, which moves with it; cross-process
+// access goes through atomics and the frame protocol. A channel is not `Sync`: each end is
+// single-producer and single-consumer.
+unsafe impl Send for Channel {}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .field("wait", &self.wait)
+            .field("capacity", &self.tx.capacity())
+            .finish()
+    }
+}
+
+fn mode_of(wait: WaitStrategy) -> u32 {
+    match wait {
+        WaitStrategy::Block => MODE_BLOCK,
+        WaitStrategy::Spin | WaitStrategy::SpinYield => MODE_SPIN,
+    }
+}
+
+fn segment(map: &Mapping) -> &SegmentHeader {
+    // SAFETY: callers only use this on mappings at least HEADER_SIZE bytes long (checked at
+    // create/open); the mapping is page-aligned and `SegmentHeader` is all atomics, valid for
+    // any bit pattern.
+    unsafe { map.ptr().cast::<SegmentHeader>().as_ref() }
+}
+
+impl Channel {
+    /// Creates the channel `name` (a mapping named `/shmring-<name>`, mode 0600) and becomes
+    /// its creator. The name is removed again when the channel drops.
+    ///
+    /// If a mapping with that name exists and its creator process is gone, the stale mapping is
+    /// removed and replaced; if the creator is alive, this fails with [`Error::AlreadyExists`].
+    pub fn create(name: &str, config: &Config) -> Result<Channel> {
+        mapping::validate_name(name)?;
+        check_capacity(config.capacity)?;
+        let size = segment_size(config.capacity);
+        let map = match Mapping::create_named(name, size) {
+            Err(Error::AlreadyExists(_)) if crate::segments::reclaim_if_dead(name)? => {
+                Mapping::create_named(name, size)?
+            }
+            other => other?,
+        };
+        Self::init_creator(map, name.to_owned(), config)
+    }
+
+    /// Like [`create`](Channel::create), backed by a new file at `path` (for example on a tmpfs
+    /// or hugetlbfs mount). The file is created exclusively with mode 0600 and removed on drop.
+    pub fn create_at(path: &Path, config: &Config) -> Result<Channel> {
+        check_capacity(config.capacity)?;
+        let map = Mapping::create_file(path, segment_size(config.capacity))?;
+        Self::init_creator(map, path.display().to_string(), config)
+    }
+
+    fn init_creator(map: Mapping, name: String, config: &Config) -> Result<Channel> {
+        let hdr = segment(&map);
+        let me = ProcessId::current();
+        // Relaxed stores: all published by the Release store of `ready` below, which openers
+        // read with Acquire before anything else.
+        hdr.magic.store(MAGIC, Ordering::Relaxed);
+        hdr.version.store(LAYOUT_VERSION, Ordering::Relaxed);
+        hdr.header_size.store(HEADER_SIZE as u32, Ordering::Relaxed);
+        hdr.capacity.store(config.capacity as u64, Ordering::Relaxed);
+        hdr.total_size
+            .store(segment_size(config.capacity) as u64, Ordering::Relaxed);
+        let info = &hdr.creator;
+        info.pid.store(me.pid, Ordering::Relaxed);
+        info.start_time.store(me.start_time, Ordering::Relaxed);
+        info.wait_mode.store(mode_of(config.wait), Ordering::Relaxed);
+        info.state.store(PEER_PRESENT, Ordering::Relaxed);
+        // Release: pairs with the Acquire load of `ready` in `connect_at_mapping`: publishes
+        // every field above.
+        hdr.ready.store(READY, Ordering::Release);
+        Self::assemble(map, name, config.capacity, Role::Creator, config.wait)
+    }
+
+    /// Connects to the channel `name` made by another process (or thread).
+    ///
+    /// Fails with [`Error::NotFound`] or [`Error::NotReady`] if it is not there yet (see
+    /// [`connect_timeout`](Channel::connect_timeout) to wait for it), with
+    /// [`Error::AlreadyConnected`] if another endpoint holds the connecting end, and with
+    /// [`Error::BadMagic`], [`Error::VersionMismatch`] or [`Error::SizeMismatch`] if the mapping
+    /// is not one this build understands.
+    pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
+        let map = Mapping::open_named(name)?;
+        Self::connect_mapping(map, name.to_owned(), wait)
+    }
+
+    /// Like [`connect`](Channel::connect), retrying while the channel is missing or not ready,
+    /// until `timeout` has passed.
+    pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            match Self::connect(name, wait) {
+                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+                    pause = (pause * 2).min(Duration::from_millis(10));
+                }
+                Err(Error::NotFound(_) | Error::NotReady(_)) => return Err(Error::Timeout),
+                other => return other,
+            }
+        }
+    }
+
+    /// Connects to a channel backed by the file at `path` (see [`create_at`](Channel::create_at)).
+    pub fn connect_at(path: &Path, wait: WaitStrategy) -> Result<Channel> {
+        let map = Mapping::open_file(path)?;
+        Self::connect_mapping(map, path.display().to_string(), wait)
+    }
+
+    fn connect_mapping(map: Mapping, name: String, wait: WaitStrategy) -> Result<Channel> {
+        if map.len() < HEADER_SIZE {
+            return Err(Error::SizeMismatch(format!(
+                "mapping of {} bytes is smaller than the {HEADER_SIZE}-byte header",
+                map.len()
+            )));
+        }
+        let hdr = segment(&map);
+        // Acquire: pairs with the Release store of `ready` in `init_creator`.
+        if hdr.ready.load(Ordering::Acquire) != READY {
+            // A mapping that does not even carry our magic is not ours at all.
+            let magic = hdr.magic.load(Ordering::Relaxed);
+            if magic != 0 && magic != MAGIC {
+                return Err(Error::BadMagic(magic));
+            }
+            return Err(Error::NotReady(name));
+        }
+        let capacity = hdr.validate(map.len())?;
+        let info = &hdr.connector;
+        // Acquire on success: pairs with the Release of a previous holder (none for a fresh
+        // channel); the claim makes us the only connector.
+        if info
+            .state
+            .compare_exchange(
+                PEER_ABSENT,
+                PEER_CLAIMING,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return Err(Error::AlreadyConnected);
+        }
+        let me = ProcessId::current();
+        info.pid.store(me.pid, Ordering::Relaxed);
+        info.start_time.store(me.start_time, Ordering::Relaxed);
+        info.wait_mode.store(mode_of(wait), Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `PeerWatch::state` on the creator's side.
+        info.state.store(PEER_PRESENT, Ordering::Release);
+        Self::assemble(map, name, capacity, Role::Connector, wait)
+    }
+
+    fn assemble(
+        mut map: Mapping,
+        name: String,
+        capacity: usize,
+        role: Role,
+        wait: WaitStrategy,
+    ) -> Result<Channel> {
+        let base = map.ptr();
+        let hdr = segment(&map);
+        let (me, peer) = match role {
+            Role::Creator => (&hdr.creator, &hdr.connector),
+            Role::Connector => (&hdr.connector, &hdr.creator),
+        };
+        let me = NonNull::from(&**me);
+        let peer = NonNull::from(&**peer);
+        // SAFETY: `peer` points into the mapping; `wait_mode` is a field of it.
+        let peer_mode: NonNull<AtomicU32> = NonNull::from(&unsafe { peer.as_ref() }.wait_mode);
+        let ring = |i: usize| {
+            // SAFETY: the two ring headers sit at RINGS_OFFSET inside the header page and the
+            // two regions right after it; `validate` (or our own sizing) checked that the
+            // mapping holds HEADER_SIZE + 2 * capacity bytes. The mapping is page-aligned, so
+            // both are aligned for their types.
+            unsafe {
+                RingPtrs {
+                    header: NonNull::new_unchecked(
+                        base.as_ptr()
+                            .add(RINGS_OFFSET + i * std::mem::size_of::<RingHeader>())
+                            as *mut RingHeader,
+                    ),
+                    region: NonNull::new_unchecked(base.as_ptr().add(HEADER_SIZE + i * capacity)),
+                    capacity,
+                    peer_mode,
+                }
+            }
+        };
+        let (tx_ring, rx_ring) = match role {
+            Role::Creator => (ring(0), ring(1)),
+            Role::Connector => (ring(1), ring(0)),
+        };
+        // SAFETY: the rings live in `map`, which the channel owns and drops after the ends; the
+        // role split gives each ring exactly one producer and one consumer per channel.
+        let built = unsafe { Producer::new(tx_ring, None) }
+            .and_then(|tx| Ok((tx, unsafe { Consumer::new(rx_ring, None) }?)));
+        let (tx, rx) = match built {
+            Ok(ends) => ends,
+            Err(e) => {
+                if role == Role::Connector {
+                    // Give the connecting end back so the mapping is not left half-claimed.
+                    // SAFETY: `me` points into `map`, still alive here.
+                    unsafe { me.as_ref() }
+                        .state
+                        .store(PEER_ABSENT, Ordering::Release);
+                }
+                map.set_owner(role == Role::Creator);
+                return Err(e);
+            }
+        };
+        Ok(Channel {
+            tx,
+            rx,
+            me,
+            peer: PeerWatch {
+                info: peer,
+                id: None,
+                last_check: None,
+            },
+            wait,
+            role,
+            name,
+            json_hint: 256,
+            max_message: DEFAULT_MAX_MESSAGE,
+            assembly: Vec::new(),
+            assembling: None,
+            scratch: Vec::new(),
+            _map: map,
+        })
+    }
+
+    /// The name given at create / connect time (or the file path).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Which end this is.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// How this end waits.
+    pub fn wait_strategy(&self) -> WaitStrategy {
+        self.wait
+    }
+
+    /// Bytes in each ring.
+    pub fn capacity(&self) -> usize {
+        self.tx.capacity()
+    }
+
+    /// Largest payload one frame carries (`capacity / 2 - 16`).
+    pub fn max_frame(&self) -> usize {
+        self.tx.max_len()
+    }
+
+    /// True while the peer endpoint is connected and its process runs.
+    pub fn is_peer_connected(&mut self) -> bool {
+        self.peer.state() == PEER_PRESENT && self.peer.check().is_ok()
+    }
+
+    /// The peer's process id, once it has connected.
+    pub fn peer_pid(&mut self) -> Option<u32> {
+        let _ = self.peer.check();
+        self.peer.id.map(|id| id.pid)
+    }
+
+    fn send_allowed(&self) -> Result<()> {
+        if self.peer.state() == PEER_CLOSED {
+            return Err(Error::Disconnected);
+        }
+        Ok(())
+    }
+
+    /// Largest message [`send`](Channel::send) accepts and [`recv`](Channel::recv) reassembles
+    /// (default 1 GiB). Messages up to [`max_frame`](Channel::max_frame) travel in one frame;
+    /// larger ones are split into fragments.
+    pub fn max_message(&self) -> usize {
+        self.max_message
+    }
+
+    /// Sets [`max_message`](Channel::max_message). The receiving side refuses (as
+    /// [`Error::Corrupt`]) a fragmented message announced larger than its own limit.
+    pub fn set_max_message(&mut self, max: usize) {
+        self.max_message = max;
+    }
+
+    /// Reserves room for a frame of `len` bytes (at most [`max_frame`](Channel::max_frame)),
+    /// waiting for the peer to make room if needed.
+    pub fn reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
+        self.reserve_kind(len, kind::DATA, None)
+    }
+
+    /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`] if not).
+    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
+        self.send_allowed()?;
+        self.tx.try_reserve(len)
+    }
+
+    #[inline]
+    fn reserve_kind(
+        &mut self,
+        len: usize,
+        kind: u8,
+        deadline: Option<Instant>,
+    ) -> Result<WriteGrant<'_>> {
+        self.send_allowed()?;
+        if len > self.tx.max_len() {
+            return Err(Error::TooLarge {
+                len,
+                max: self.tx.max_len(),
+            });
+        }
+        self.wait_room(len, deadline)?;
+        self.tx.try_reserve_kind(len, kind)
+    }
+
+    #[inline]
+    fn wait_room(&mut self, len: usize, deadline: Option<Instant>) -> Result<()> {
+        let tx = &mut self.tx;
+        let peer = &mut self.peer;
+        let cell = tx.space_cell() as *const _;
+        // SAFETY: the cell lives in the mapping, not in `tx`, so the reference stays valid while
+        // `tx` is borrowed mutably by the closure below.
+        let cell = unsafe { &*cell };
+        wait::wait_until(
+            self.wait,
+            cell,
+            deadline,
+            // A corrupt index makes `has_room` fail; report "ready" so the caller's reserve
+            // returns that error.
+            || tx.has_room(len).unwrap_or(true),
+            || peer.check(),
+        )
+    }
+
+    /// Sends one message, waiting for room.
+    ///
+    /// A message up to [`max_frame`](Channel::max_frame) bytes is one frame; a larger one, up to
+    /// [`max_message`](Channel::max_message), is streamed in fragments as the peer reads them.
+    /// Fails with [`Error::TooLarge`] past `max_message` (before anything is written),
+    /// [`Error::Disconnected`] once the peer closed, and [`Error::PeerGone`] if the peer died
+    /// while we waited for room.
+    #[inline]
+    pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
+        self.send_deadline(bytes, None)
+    }
+
+    /// Sends one frame if there is room now ([`Error::Full`] if not). Never fragments.
+    #[inline]
+    pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
+        self.send_allowed()?;
+        self.tx.try_send(bytes)
+    }
+
+    /// Like [`send`](Channel::send), giving up with [`Error::Timeout`] after `timeout`. A
+    /// fragmented message that times out part-way leaves the channel unusable for sending.
+    pub fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<()> {
+        self.send_deadline(bytes, Some(Instant::now() + timeout))
+    }
+
+    #[inline]
+    fn send_deadline(&mut self, bytes: &[u8], deadline: Option<Instant>) -> Result<()> {
+        if bytes.len() <= self.tx.max_len() {
+            let mut grant = self.reserve_kind(bytes.len(), kind::DATA, deadline)?;
+            grant.copy_from_slice(bytes);
+            grant.commit(bytes.len());
+            Ok(())
+        } else {
+            self.send_fragments(bytes, deadline)
+        }
+    }
+
+    #[inline(never)]
+    fn send_fragments(&mut self, bytes: &[u8], deadline: Option<Instant>) -> Result<()> {
+        if bytes.len() > self.max_message {
+            return Err(Error::TooLarge {
+                len: bytes.len(),
+                max: self.max_message,
+            });
+        }
+        let chunk = self.tx.max_len() & !7;
+        let mut grant = self.reserve_kind(chunk, kind::FRAG_FIRST, deadline)?;
+        let (total, rest) = grant.split_at_mut(8);
+        total.copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        let mut sent = rest.len();
+        rest.copy_from_slice(&bytes[..sent]);
+        grant.commit(chunk);
+        while sent < bytes.len() {
+            let n = chunk.min(bytes.len() - sent);
+            let kind = if sent + n == bytes.len() {
+                kind::FRAG_LAST
+            } else {
+                kind::FRAG_MORE
+            };
+            let mut grant = self.reserve_kind(n, kind, deadline)?;
+            grant.copy_from_slice(&bytes[sent..sent + n]);
+            grant.commit(n);
+            sent += n;
+        }
+        Ok(())
+    }
+
+    /// Serialises `value` as JSON straight into the ring: no intermediate buffer.
+    ///
+    /// The frame is reserved at a size learnt from earlier messages; if the value does not fit,
+    /// the grant is dropped and a larger one reserved. Values larger than
+    /// [`max_frame`](Channel::max_frame) fail with [`Error::TooLarge`].
+    pub fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        let max = self.tx.max_len();
+        let mut want = self.json_hint.min(max);
+        loop {
+            let mut grant = self.reserve(want)?;
+            let mut out = SliceWriter {
+                buf: &mut grant,
+                pos: 0,
+            };
+            match serde_json::to_writer(&mut out, value) {
+                Ok(()) => {
+                    let used = out.pos;
+                    grant.commit(used);
+                    if used * 2 > self.json_hint {
+                        self.json_hint = (used * 2).next_power_of_two().min(max);
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.is_io() => {
+                    drop(grant);
+                    if want >= max {
+                        return self.send_json_large(value);
+                    }
+                    want = (want * 4).min(max);
+                    self.json_hint = want;
+                }
+                Err(e) => return Err(Error::Json(e)),
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn send_json_large<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let result = serde_json::to_writer(&mut buf, value)
+            .map_err(Error::from)
+            .and_then(|()| self.send(&buf));
+        self.scratch = buf;
+        result
+    }
+
+    /// Receives the next frame, waiting for it. The frame stays in the ring until the guard
+    /// drops.
+    ///
+    /// Fails with [`Error::Disconnected`] once the peer closed and everything it sent was
+    /// received, [`Error::PeerGone`] within a few milliseconds of the peer process dying, and
+    /// [`Error::Corrupt`] if the ring holds an invalid frame.
+    #[inline]
+    pub fn recv(&mut self) -> Result<ReadGuard<'_>> {
+        self.recv_deadline(None)
+    }
+
+    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`] after `timeout`.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<ReadGuard<'_>> {
+        self.recv_deadline(Some(Instant::now() + timeout))
+    }
+
+    /// Receives the next frame if one is there: [`Error::Empty`] if not, [`Error::Disconnected`]
+    /// or [`Error::PeerGone`] if none will come.
+    /// A fragmented message is returned once its last fragment is there.
+    #[inline]
+    pub fn try_recv(&mut self) -> Result<ReadGuard<'_>> {
+        loop {
+            match self.rx.next_frame() {
+                Ok(frame) if frame.kind() == kind::DATA && self.assembling.is_none() => {
+                    return Ok(self.rx.guard(frame))
+                }
+                Ok(frame) => {
+                    if self.absorb_fragment(frame)? {
+                        return Ok(ReadGuard::assembled(&self.assembly));
+                    }
+                }
+                Err(Error::Empty) => {
+                    self.peer.check_throttled()?;
+                    return Err(Error::Empty);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    #[inline]
+    fn recv_deadline(&mut self, deadline: Option<Instant>) -> Result<ReadGuard<'_>> {
+        loop {
+            match self.rx.next_frame() {
+                Ok(frame) if frame.kind() == kind::DATA && self.assembling.is_none() => {
+                    return Ok(self.rx.guard(frame))
+                }
+                Ok(frame) => {
+                    if self.absorb_fragment(frame)? {
+                        return Ok(ReadGuard::assembled(&self.assembly));
+                    }
+                }
+                Err(Error::Empty) => self.wait_data(deadline)?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Copies a fragment into the reassembly buffer; true once the message is complete.
+    #[inline(never)]
+    fn absorb_fragment(&mut self, frame: Frame) -> Result<bool> {
+        let guard = self.rx.guard(frame);
+        let result = match (self.assembling, guard.kind()) {
+            (None, kind::FRAG_FIRST) => match guard.get(..8) {
+                Some(prefix) => {
+                    let mut total = [0u8; 8];
+                    total.copy_from_slice(prefix);
+                    let total = u64::from_le_bytes(total);
+                    let body = &guard[8..];
+                    match usize::try_from(total) {
+                        Ok(t) if t <= self.max_message && body.len() <= t => {
+                            self.assembly.clear();
+                            self.assembly.reserve(t);
+                            self.assembly.extend_from_slice(body);
+                            self.assembling = Some(t);
+                            Ok(false)
+                        }
+                        _ => Err(format!(
+                            "fragmented message of {total} bytes (limit {})",
+                            self.max_message
+                        )),
+                    }
+                }
+                None => Err("first fragment shorter than its length prefix".to_owned()),
+            },
+            (Some(total), k @ (kind::FRAG_MORE | kind::FRAG_LAST)) => {
+                if self.assembly.len() + guard.len() > total {
+                    Err(format!("fragments exceed the announced {total} bytes"))
+                } else {
+                    self.assembly.extend_from_slice(&guard);
+                    if k == kind::FRAG_MORE {
+                        Ok(false)
+                    } else if self.assembly.len() == total {
+                        self.assembling = None;
+                        Ok(true)
+                    } else {
+                        Err(format!(
+                            "message ended at {} of the announced {total} bytes",
+                            self.assembly.len()
+                        ))
+                    }
+                }
+            }
+            (state, k) => Err(format!(
+                "frame kind {k} out of sequence (reassembling: {})",
+                state.is_some()
+            )),
+        };
+        drop(guard);
+        result.map_err(|what| {
+            self.assembling = None;
+            Error::Corrupt(what)
+        })
+    }
+
+    /// Receives one message (of any size) and copies it into `buf`, replacing its contents.
+    /// Returns the length. `buf` keeps its capacity, so a caller that reuses it allocates only
+    /// when a message is larger than any before.
+    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize> {
+        let msg = self.recv()?;
+        buf.clear();
+        buf.extend_from_slice(&msg);
+        Ok(buf.len())
+    }
+
+    #[inline]
+    fn wait_data(&mut self, deadline: Option<Instant>) -> Result<()> {
+        let rx = &self.rx;
+        let peer = &mut self.peer;
+        let result = wait::wait_until(
+            self.wait,
+            rx.data_cell(),
+            deadline,
+            || rx.has_data(),
+            || peer.check(),
+        );
+        match result {
+            Err(e @ (Error::Disconnected | Error::PeerGone { .. })) => {
+                // Frames published before the close are visible now (Acquire in `state`).
+                if rx.has_data() {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Receives one frame and decodes it as JSON into an owned value. To borrow `&str` fields
+    /// from the frame instead, use [`recv`](Channel::recv) and [`ReadGuard::json`].
+    pub fn recv_json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
+        let guard = self.recv()?;
+        guard.json()
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        // SAFETY: `me` points into `self.map`, still alive.
+        let me = unsafe { self.me.as_ref() };
+        // Release: pairs with the Acquire in the peer's `PeerWatch::state`: every frame we
+        // published is visible to a peer that sees the close.
+        me.state.store(PEER_CLOSED, Ordering::Release);
+        // Wake a peer that sleeps waiting for data from us or for room in our inbound ring.
+        wait::wake(self.tx.data_cell());
+        wait::wake(self.rx.space_cell());
+    }
+}
+
+/// `io::Write` into a fixed slice; fails with `WriteZero` when full.
+struct SliceWriter<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl std::io::Write for SliceWriter<'_> {
+    #[inline]
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.write_all(data)?;
+        Ok(data.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        let end = self.pos + data.len();
+        match self.buf.get_mut(self.pos..end) {
+            Some(dst) => {
+                dst.copy_from_slice(data);
+                self.pos = end;
+                Ok(())
+            }
+            None => Err(std::io::ErrorKind::WriteZero.into()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

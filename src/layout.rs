@@ -1,0 +1,186 @@
+//! The `#[repr(C)]` header at the start of every shared mapping.
+//!
+//! ```text
+//! offset 0      SegmentHeader   magic, version, sizes, ready word, one PeerInfo per endpoint
+//! RINGS_OFFSET  RingHeader[2]   ring 0: creator -> connector, ring 1: connector -> creator
+//! HEADER_SIZE   region 0        `capacity` bytes of frames
+//! + capacity    region 1        `capacity` bytes of frames
+//! ```
+//!
+//! Everything here lives in memory another process can write, so readers validate each field
+//! before they use it (see [`SegmentHeader::validate`]). Only offsets and counters are stored,
+//! never pointers: each process maps the segment at its own address.
+
+use crossbeam_utils::CachePadded;
+use std::mem::{offset_of, size_of};
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+use crate::error::{Error, Result};
+
+/// `b"SHMRING\0"` read as a little-endian `u64`.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMRING\0");
+/// Bumped whenever the layout or the frame protocol changes.
+pub const LAYOUT_VERSION: u32 = 1;
+/// Bytes before the first ring region; a page, so regions start page-aligned.
+pub const HEADER_SIZE: usize = 4096;
+/// Offset of the two ring headers inside the segment header page.
+pub const RINGS_OFFSET: usize = 1024;
+/// Smallest ring capacity accepted.
+pub const MIN_CAPACITY: usize = 256;
+/// Largest ring capacity accepted (frame tags and lengths are 32-bit quantities).
+pub const MAX_CAPACITY: usize = 1 << 31;
+
+/// Value of [`SegmentHeader::ready`] once the creator has initialised everything.
+pub const READY: u32 = 0x5245_4459; // "REDY"
+
+/// [`PeerInfo::state`]: nobody has claimed this end yet.
+pub const PEER_ABSENT: u32 = 0;
+/// [`PeerInfo::state`]: a process holds this end.
+pub const PEER_PRESENT: u32 = 1;
+/// [`PeerInfo::state`]: the process that held this end closed it.
+pub const PEER_CLOSED: u32 = 2;
+
+/// [`PeerInfo::wait_mode`] values; `0` means "not announced yet".
+pub const MODE_UNKNOWN: u32 = 0;
+/// The endpoint busy-waits and never sleeps in the kernel.
+pub const MODE_SPIN: u32 = 1;
+/// The endpoint may sleep on the futex words and must be woken.
+pub const MODE_BLOCK: u32 = 2;
+
+/// What one endpoint records about itself.
+#[repr(C)]
+#[derive(Debug)]
+pub struct PeerInfo {
+    /// `PEER_ABSENT`, `PEER_PRESENT` or `PEER_CLOSED`.
+    pub state: AtomicU32,
+    /// `MODE_SPIN` or `MODE_BLOCK`, written before `state` becomes `PEER_PRESENT`.
+    pub wait_mode: AtomicU32,
+    /// Process id of the holder.
+    pub pid: AtomicU32,
+    /// Reserved, zero.
+    pub _reserved: AtomicU32,
+    /// Start time of the holder process (clock ticks since boot on Linux), so a reused pid is
+    /// not mistaken for the original process.
+    pub start_time: AtomicU64,
+}
+
+/// The first bytes of every mapping.
+#[repr(C)]
+#[derive(Debug)]
+pub struct SegmentHeader {
+    /// [`MAGIC`].
+    pub magic: AtomicU64,
+    /// [`LAYOUT_VERSION`].
+    pub version: AtomicU32,
+    /// [`HEADER_SIZE`]: offset of the first region.
+    pub header_size: AtomicU32,
+    /// Bytes in each ring region (a power of two).
+    pub capacity: AtomicU64,
+    /// Bytes in the whole mapping.
+    pub total_size: AtomicU64,
+    /// [`READY`] once initialised; written last by the creator.
+    pub ready: AtomicU32,
+    /// Reserved, zero.
+    pub _reserved: AtomicU32,
+    /// The creating endpoint.
+    pub creator: CachePadded<PeerInfo>,
+    /// The connecting endpoint.
+    pub connector: CachePadded<PeerInfo>,
+}
+
+/// Sleep/wake state for one side of one ring.
+#[repr(C)]
+#[derive(Debug)]
+pub struct WaitCell {
+    /// The futex word: bumped by the waker before each wake call.
+    pub futex: AtomicU32,
+    /// Non-zero while a waiter has announced that it is about to sleep or sleeping.
+    pub sleepers: AtomicU32,
+}
+
+/// Shared state of one ring. The frames themselves live in the region.
+#[repr(C)]
+#[derive(Debug)]
+pub struct RingHeader {
+    /// Producer index: bytes ever published (free-running).
+    pub tail: CachePadded<AtomicU64>,
+    /// Consumer index: bytes ever released (free-running).
+    pub head: CachePadded<AtomicU64>,
+    /// The consumer sleeps here when the ring is empty.
+    pub data_wait: CachePadded<WaitCell>,
+    /// The producer sleeps here when the ring is full.
+    pub space_wait: CachePadded<WaitCell>,
+}
+
+const _: () = {
+    assert!(offset_of!(SegmentHeader, magic) == 0);
+    assert!(offset_of!(SegmentHeader, version) == 8);
+    assert!(offset_of!(SegmentHeader, header_size) == 12);
+    assert!(offset_of!(SegmentHeader, capacity) == 16);
+    assert!(offset_of!(SegmentHeader, total_size) == 24);
+    assert!(offset_of!(SegmentHeader, ready) == 32);
+    assert!(size_of::<PeerInfo>() == 24);
+    assert!(size_of::<SegmentHeader>() <= RINGS_OFFSET);
+    assert!(RINGS_OFFSET + 2 * size_of::<RingHeader>() <= HEADER_SIZE);
+    assert!(RINGS_OFFSET % 128 == 0);
+    assert!(size_of::<RingHeader>() % 128 == 0);
+};
+
+/// Bytes a mapping with two rings of `capacity` bytes needs.
+pub fn segment_size(capacity: usize) -> usize {
+    HEADER_SIZE + 2 * capacity
+}
+
+/// Checks a capacity chosen by a caller.
+pub fn check_capacity(capacity: usize) -> Result<()> {
+    if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
+        return Err(Error::InvalidConfig(format!(
+            "ring capacity {capacity} must be a power of two between {MIN_CAPACITY} and {MAX_CAPACITY}"
+        )));
+    }
+    Ok(())
+}
+
+impl SegmentHeader {
+    /// Reads and checks the fixed fields of a header the creator has marked ready, against the
+    /// real length of the mapping. Returns the ring capacity.
+    pub fn validate(&self, mapping_len: usize) -> Result<usize> {
+        use std::sync::atomic::Ordering::Relaxed;
+        // Relaxed: these fields were published by the creator before `ready`, which the caller
+        // has already read with Acquire.
+        let magic = self.magic.load(Relaxed);
+        if magic != MAGIC {
+            return Err(Error::BadMagic(magic));
+        }
+        let version = self.version.load(Relaxed);
+        if version != LAYOUT_VERSION {
+            return Err(Error::VersionMismatch {
+                found: version,
+                expected: LAYOUT_VERSION,
+            });
+        }
+        let header_size = self.header_size.load(Relaxed) as usize;
+        if header_size != HEADER_SIZE {
+            return Err(Error::SizeMismatch(format!(
+                "header size {header_size}, expected {HEADER_SIZE}"
+            )));
+        }
+        let capacity = self.capacity.load(Relaxed);
+        let capacity = usize::try_from(capacity)
+            .ok()
+            .filter(|c| check_capacity(*c).is_ok())
+            .ok_or_else(|| Error::SizeMismatch(format!("ring capacity {capacity} is invalid")))?;
+        let total = self.total_size.load(Relaxed);
+        if total != segment_size(capacity) as u64 {
+            return Err(Error::SizeMismatch(format!(
+                "total size {total} does not match two rings of {capacity} bytes"
+            )));
+        }
+        if (total as usize) > mapping_len {
+            return Err(Error::SizeMismatch(format!(
+                "header says {total} bytes but the mapping has {mapping_len}"
+            )));
+        }
+        Ok(capacity)
+    }
+}
