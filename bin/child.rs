@@ -100,14 +100,27 @@ fn run() -> anyhow::Result<()> {
         connect_timeout: Duration::from_secs(10),
         ..Options::default()
     };
-    transport::dispatch(args.transport, Serve { args: &args, opts: &opts, peer })
+    transport::dispatch(
+        args.transport,
+        Serve {
+            args: &args,
+            opts: &opts,
+            peer,
+        },
+    )
 }
 
 #[cfg(target_os = "linux")]
 fn die_with_parent() {
     // SAFETY: prctl(PR_SET_PDEATHSIG, SIGKILL) only sets a flag on this process.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
     }
 }
 
@@ -154,7 +167,11 @@ fn ping_pong<T: Transport>(t: &mut T, args: &Args) -> Result<(), Error> {
                 }
                 Ok(ping.sent_at_ms)
             })?;
-            let pong = Ping { sender_id: &args.child_id, receiver_id: &args.parent_id, sent_at_ms };
+            let pong = Ping {
+                sender_id: &args.child_id,
+                receiver_id: &args.parent_id,
+                sent_at_ms,
+            };
             t.send_json(&pong)?;
         },
         Workload::ReferenceJson => loop {

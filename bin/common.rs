@@ -79,7 +79,10 @@ impl Workload {
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
 }
 
 /// A random UUID-style id (36 characters).
@@ -89,7 +92,12 @@ pub fn random_id() -> String {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_usize(i);
         h.write_u32(std::process::id());
-        h.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        h.write_u128(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
         *word = h.finish();
     }
     let [a, b] = words;
@@ -130,9 +138,13 @@ pub fn check_stamp(buf: &[u8], len: usize, seq: u64) -> bool {
 /// Parses `200ms`, `5s`, `1.5s`, `2m`, `500us` or a bare number of seconds.
 pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
-    let value: f64 = number.parse().with_context(|| format!("bad duration {s:?}"))?;
+    let value: f64 = number
+        .parse()
+        .with_context(|| format!("bad duration {s:?}"))?;
     let seconds = match unit.trim() {
         "" | "s" | "sec" | "secs" => value,
         "ms" => value / 1e3,
@@ -160,10 +172,15 @@ pub fn parse_size(s: &str) -> anyhow::Result<usize> {
         "g" | "gb" | "gib" => 1 << 30,
         other => bail!("bad size unit {other:?} in {s:?}"),
     };
-    value.checked_mul(factor).ok_or_else(|| anyhow!("size {s:?} too large"))
+    value
+        .checked_mul(factor)
+        .ok_or_else(|| anyhow!("size {s:?} too large"))
 }
 
 /// The exact errors a peer process going away produces.
 pub fn is_peer_gone(e: &shmring::Error) -> bool {
-    matches!(e, shmring::Error::Disconnected | shmring::Error::PeerGone { .. })
+    matches!(
+        e,
+        shmring::Error::Disconnected | shmring::Error::PeerGone { .. }
+    )
 }

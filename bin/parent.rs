@@ -144,7 +144,9 @@ struct ChildGuard {
 
 impl ChildGuard {
     fn spawn(mut command: Command) -> anyhow::Result<ChildGuard> {
-        let child = command.spawn().with_context(|| format!("spawning {command:?}"))?;
+        let child = command
+            .spawn()
+            .with_context(|| format!("spawning {command:?}"))?;
         let pid = i32::try_from(child.id()).unwrap_or(0);
         CHILD_PID.store(pid, Ordering::SeqCst);
         let guard = ChildGuard { child };
@@ -174,7 +176,10 @@ impl ChildGuard {
         CHILD_PID.store(0, Ordering::SeqCst);
         let _ = self.child.kill();
         let status = self.child.wait()?;
-        bail!("child {} did not exit by itself; killed ({status})", self.child.id())
+        bail!(
+            "child {} did not exit by itself; killed ({status})",
+            self.child.id()
+        )
     }
 }
 
@@ -248,13 +253,23 @@ fn machine() -> Machine {
         .ok()
         .and_then(|text| {
             text.lines()
-                .find(|l| l.starts_with("model name") || l.starts_with("Model") || l.starts_with("Hardware"))
+                .find(|l| {
+                    l.starts_with("model name")
+                        || l.starts_with("Model")
+                        || l.starts_with("Hardware")
+                })
                 .and_then(|l| l.split_once(':'))
                 .map(|(_, v)| v.trim().to_owned())
         })
         .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    Machine { cpu, cores, kernel: kernel() }
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    Machine {
+        cpu,
+        cores,
+        kernel: kernel(),
+    }
 }
 
 fn kernel() -> String {
@@ -265,7 +280,11 @@ fn kernel() -> String {
         return std::env::consts::OS.to_owned();
     }
     let field = |chars: &[libc::c_char]| {
-        let bytes: Vec<u8> = chars.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        let bytes: Vec<u8> = chars
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     };
     format!("{} {}", field(&uts.sysname), field(&uts.release))
@@ -321,7 +340,9 @@ fn child_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         return Ok(path.to_owned());
     }
     let exe = std::env::current_exe().context("locating this executable")?;
-    let dir = exe.parent().ok_or_else(|| anyhow!("executable {exe:?} has no directory"))?;
+    let dir = exe
+        .parent()
+        .ok_or_else(|| anyhow!("executable {exe:?} has no directory"))?;
     let path = dir.join(format!("ipc-child{}", std::env::consts::EXE_SUFFIX));
     if !path.exists() {
         bail!("child binary not found at {path:?} (build it, or pass --child PATH)");
@@ -340,8 +361,9 @@ impl Visitor for RunRound<'_> {
     fn visit<T: Transport>(self) -> anyhow::Result<RoundOutcome> {
         let plan = self.plan;
         let kind = T::KIND;
-        let name = format!("{}-r{}-{}", plan.base, self.round, kind.as_str().replace('-', ""));
-        let listener = T::listen(&name, &plan.opts).with_context(|| format!("setting up {kind}"))?;
+        let name = format!("{}-r{}", plan.base, self.round);
+        let listener =
+            T::listen(&name, &plan.opts).with_context(|| format!("setting up {kind}"))?;
         let backend = listener.backend().to_owned();
 
         let mut command = Command::new(&plan.child_path);
@@ -370,8 +392,16 @@ impl Visitor for RunRound<'_> {
             command.stdin(Stdio::null()).stdout(Stdio::null());
         }
         let mut child = ChildGuard::spawn(command)?;
-        eprintln!("[info] round {} {kind}: child pid {} on {}", self.round, child.pid(), listener.address());
-        let stdio = ChildStdio { stdin: child.child.stdin.take(), stdout: child.child.stdout.take() };
+        eprintln!(
+            "[info] round {} {kind}: child pid {} on {}",
+            self.round,
+            child.pid(),
+            listener.address()
+        );
+        let stdio = ChildStdio {
+            stdin: child.child.stdin.take(),
+            stdout: child.child.stdout.take(),
+        };
         let peer = Peer::child(child.pid());
         let mut t = listener
             .accept(stdio, peer)
@@ -390,8 +420,20 @@ impl Visitor for RunRound<'_> {
         if !status.success() {
             bail!("{kind} child exited with {status}");
         }
-        let rt_per_s = if seconds > 0.0 { round_trips as f64 / seconds } else { 0.0 };
-        Ok(RoundOutcome { round: RoundResult { round_trips, seconds, rt_per_s }, histogram, backend })
+        let rt_per_s = if seconds > 0.0 {
+            round_trips as f64 / seconds
+        } else {
+            0.0
+        };
+        Ok(RoundOutcome {
+            round: RoundResult {
+                round_trips,
+                seconds,
+                rt_per_s,
+            },
+            histogram,
+            backend,
+        })
     }
 }
 
@@ -411,7 +453,11 @@ struct Pinger<'a> {
 impl<'a> Pinger<'a> {
     fn new(plan: &'a Plan, kind: Kind) -> Self {
         let workload = Workload::of(kind, plan.args.message);
-        let size = if workload == Workload::Raw { plan.args.size } else { 0 };
+        let size = if workload == Workload::Raw {
+            plan.args.size
+        } else {
+            0
+        };
         Pinger {
             workload,
             parent_id: &plan.parent_id,
@@ -452,7 +498,11 @@ impl<'a> Pinger<'a> {
         match self.workload {
             Workload::Json => {
                 let sent_at_ms = common::now_ms() as u64;
-                let ping = Ping { sender_id: self.parent_id, receiver_id: self.child_id, sent_at_ms };
+                let ping = Ping {
+                    sender_id: self.parent_id,
+                    receiver_id: self.child_id,
+                    sent_at_ms,
+                };
                 t.send_json(&ping)?;
                 t.recv_json::<PingMsg, _>(|pong| {
                     if pong.sender_id != self.child_id
@@ -527,7 +577,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         kinds,
         opts,
         child_path: child_path(args.child.as_deref())?,
-        base: args.name.clone().unwrap_or_else(|| format!("h{}", std::process::id())),
+        base: args
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("h{}", std::process::id())),
         parent_id: common::random_id(),
         child_id: common::random_id(),
         args,
@@ -542,13 +595,20 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             machine.kernel,
             profile(),
             plan.args.message.as_str(),
-            if plan.args.message == MessageKind::Raw { format!(" ({} bytes)", plan.args.size) } else { String::new() },
+            if plan.args.message == MessageKind::Raw {
+                format!(" ({} bytes)", plan.args.size)
+            } else {
+                String::new()
+            },
         );
     }
 
     let mut rounds: Vec<Vec<RoundResult>> = vec![Vec::new(); plan.kinds.len()];
-    let mut histograms: Vec<Histogram<u64>> =
-        plan.kinds.iter().map(|_| new_histogram()).collect::<anyhow::Result<_>>()?;
+    let mut histograms: Vec<Histogram<u64>> = plan
+        .kinds
+        .iter()
+        .map(|_| new_histogram())
+        .collect::<anyhow::Result<_>>()?;
     let mut backends: Vec<String> = plan.kinds.iter().map(|k| k.to_string()).collect();
     for round in 1..=plan.args.rounds {
         for (i, &kind) in plan.kinds.iter().enumerate() {
@@ -569,7 +629,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             } else {
                 println!("[{kind}] {line}");
             }
-            histograms[i].add(&outcome.histogram).map_err(|e| anyhow!("histogram: {e}"))?;
+            histograms[i]
+                .add(&outcome.histogram)
+                .map_err(|e| anyhow!("histogram: {e}"))?;
             backends[i] = outcome.backend;
             rounds[i].push(outcome.round);
         }
@@ -589,7 +651,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             let mut rates: Vec<f64> = rounds[i].iter().map(|r| r.rt_per_s).collect();
             let best = rates.iter().copied().fold(0.0, f64::max);
             let h = &histograms[i];
-            let payload = if kind == Kind::Floor { Some(0) } else { raw_size };
+            let payload = if kind == Kind::Floor {
+                Some(0)
+            } else {
+                raw_size
+            };
             TransportResult {
                 transport: kind.to_string(),
                 wait: (kind == Kind::Shm).then(|| plan.opts.wait.to_string()),
@@ -632,7 +698,17 @@ fn print_table(out: &mut impl Write, report: &Report) -> anyhow::Result<()> {
     writeln!(
         out,
         "{:<12} {:<6} {:<12} {:>12} {:>14} {:>14} {:>9} {:>9} {:>9} {:>10} {:>8}",
-        "transport", "wait", "backend", "round trips", "best rt/s", "median rt/s", "p50 ns", "p99 ns", "p99.9 ns", "max ns", "% floor"
+        "transport",
+        "wait",
+        "backend",
+        "round trips",
+        "best rt/s",
+        "median rt/s",
+        "p50 ns",
+        "p99 ns",
+        "p99.9 ns",
+        "max ns",
+        "% floor"
     )?;
     for r in &report.results {
         let total: u64 = r.rounds.iter().map(|x| x.round_trips).sum();
@@ -660,7 +736,8 @@ fn print_table(out: &mut impl Write, report: &Report) -> anyhow::Result<()> {
 
 fn read_report(path: &Path) -> anyhow::Result<Report> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path:?}"))?;
-    serde_json::from_str(&text).with_context(|| format!("{path:?} is not an ipc-parent --json result"))
+    serde_json::from_str(&text)
+        .with_context(|| format!("{path:?} is not an ipc-parent --json result"))
 }
 
 fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
@@ -670,7 +747,12 @@ fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
     if report.results.is_empty() {
         bail!("{input:?} has no results");
     }
-    let top = report.results.iter().map(|r| r.best_rt_per_s).fold(10.0, f64::max) * 3.0;
+    let top = report
+        .results
+        .iter()
+        .map(|r| r.best_rt_per_s)
+        .fold(10.0, f64::max)
+        * 3.0;
     let n = report.results.len();
     let title = format!(
         "ping-pong round trips / s ({} build, {} messages) - {}",
@@ -708,7 +790,10 @@ fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
         .draw_series(report.results.iter().enumerate().map(|(i, r)| {
             let color = Palette99::pick(i).filled();
             let mut bar = Rectangle::new(
-                [(SegmentValue::Exact(i), 1.0), (SegmentValue::Exact(i + 1), r.best_rt_per_s.max(1.0))],
+                [
+                    (SegmentValue::Exact(i), 1.0),
+                    (SegmentValue::Exact(i + 1), r.best_rt_per_s.max(1.0)),
+                ],
                 color,
             );
             bar.set_margin(0, 0, 12, 12);
@@ -733,15 +818,26 @@ fn compare(debug: &Path, release: &Path) -> anyhow::Result<()> {
     let debug = read_report(debug)?;
     let release = read_report(release)?;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "machine: {} ({} cores), {}", release.machine.cpu, release.machine.cores, release.machine.kernel)?;
+    writeln!(
+        out,
+        "machine: {} ({} cores), {}",
+        release.machine.cpu, release.machine.cores, release.machine.kernel
+    )?;
     writeln!(
         out,
         "{:<12} {:>16} {:>16} {:>15} {:>14} {:>14}",
-        "transport", "debug best rt/s", "release best rt/s", "release/debug", "debug p50 ns", "release p50 ns"
+        "transport",
+        "debug best rt/s",
+        "release best rt/s",
+        "release/debug",
+        "debug p50 ns",
+        "release p50 ns"
     )?;
     for r in &release.results {
         let d = debug.results.iter().find(|d| d.transport == r.transport);
-        let ratio = d.filter(|d| d.best_rt_per_s > 0.0).map(|d| r.best_rt_per_s / d.best_rt_per_s);
+        let ratio = d
+            .filter(|d| d.best_rt_per_s > 0.0)
+            .map(|d| r.best_rt_per_s / d.best_rt_per_s);
         writeln!(
             out,
             "{:<12} {:>16} {:>17.1} {:>15} {:>14} {:>14}",
@@ -756,11 +852,18 @@ fn compare(debug: &Path, release: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Some(Cmd::Chart { input, output }) => chart(&input, &output),
         Some(Cmd::Compare { debug, release }) => compare(&debug, &release),
         None => run(cli.run),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

@@ -52,7 +52,9 @@ pub fn validate_name(name: &str) -> Result<()> {
         Some("empty")
     } else if name.len() > 200 {
         Some("longer than 200 bytes")
-    } else if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
     {
         Some("only A-Z, a-z, 0-9, '.', '_' and '-' are allowed")
     } else if name.starts_with('.') {
@@ -61,7 +63,10 @@ pub fn validate_name(name: &str) -> Result<()> {
         None
     };
     match reason {
-        Some(reason) => Err(Error::InvalidName { name: name.to_owned(), reason }),
+        Some(reason) => Err(Error::InvalidName {
+            name: name.to_owned(),
+            reason,
+        }),
         None => Ok(()),
     }
 }
@@ -118,7 +123,10 @@ impl std::fmt::Debug for IpcDuplex {
             State::Connected { .. } => "connected",
             State::Broken => "broken",
         };
-        f.debug_struct("IpcDuplex").field("name", &self.name).field("state", &state).finish()
+        f.debug_struct("IpcDuplex")
+            .field("name", &self.name)
+            .field("state", &state)
+            .finish()
     }
 }
 
@@ -157,13 +165,20 @@ impl IpcDuplex {
         std::thread::Builder::new()
             .name(format!("shmring-accept-{name}"))
             .spawn(move || {
-                let result = server.accept().map(|(_bootstrap, halves)| halves).map_err(ipc_error);
+                let result = server
+                    .accept()
+                    .map(|(_bootstrap, halves)| halves)
+                    .map_err(ipc_error);
                 // The creator may be gone (dropped while pending): nobody to tell.
                 let _ = done.send(result);
             })?;
         Ok(IpcDuplex {
             name: name.to_owned(),
-            state: State::Pending { accepted, server_name, _rendezvous: rendezvous },
+            state: State::Pending {
+                accepted,
+                server_name,
+                _rendezvous: rendezvous,
+            },
             inbox: Vec::new(),
             out: Vec::new(),
         })
@@ -186,10 +201,15 @@ impl IpcDuplex {
             .map_err(|_| Error::NotFound(name.to_owned()))?;
         let (to_connector, from_creator) = ipc::bytes_channel()?;
         let (to_creator, from_connector) = ipc::bytes_channel()?;
-        bootstrap.send((to_connector, from_connector)).map_err(ipc_error)?;
+        bootstrap
+            .send((to_connector, from_connector))
+            .map_err(ipc_error)?;
         Ok(IpcDuplex {
             name: name.to_owned(),
-            state: State::Connected { tx: to_creator, rx: from_creator },
+            state: State::Connected {
+                tx: to_creator,
+                rx: from_creator,
+            },
             inbox: Vec::new(),
             out: Vec::new(),
         })
@@ -263,7 +283,10 @@ impl IpcDuplex {
     /// Sends one message.
     pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
         if bytes.len() > MAX_MESSAGE {
-            return Err(Error::TooLarge { len: bytes.len(), max: MAX_MESSAGE });
+            return Err(Error::TooLarge {
+                len: bytes.len(),
+                max: MAX_MESSAGE,
+            });
         }
         let (tx, _) = self.halves()?;
         tx.send(bytes).map_err(io_error)
@@ -355,7 +378,10 @@ mod tests {
     fn names_are_validated() {
         assert!(validate_name("ok-name_1.2").is_ok());
         for bad in ["", ".hidden", "a/b", "sp ace", &"x".repeat(201)] {
-            assert!(matches!(validate_name(bad), Err(Error::InvalidName { .. })), "{bad:?}");
+            assert!(
+                matches!(validate_name(bad), Err(Error::InvalidName { .. })),
+                "{bad:?}"
+            );
         }
     }
 
@@ -370,9 +396,15 @@ mod tests {
         let (word, n): (String, u64) = a.recv_json()?;
         assert_eq!((word.as_str(), n), ("pong", 7));
         assert!(matches!(a.try_recv(), Err(Error::Empty)));
-        assert!(!rendezvous_path(&name).exists(), "rendezvous file removed after accept");
+        assert!(
+            !rendezvous_path(&name).exists(),
+            "rendezvous file removed after accept"
+        );
         drop(b);
-        assert!(matches!(a.recv_timeout(Duration::from_secs(5)), Err(Error::Disconnected)));
+        assert!(matches!(
+            a.recv_timeout(Duration::from_secs(5)),
+            Err(Error::Disconnected)
+        ));
         Ok(())
     }
 

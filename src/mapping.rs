@@ -250,7 +250,16 @@ mod tests {
 
     #[test]
     fn names_are_validated() {
-        for bad in ["", "../x", "a/b", ".hidden", "-x", "nul\0byte", "sp ace", "é"] {
+        for bad in [
+            "",
+            "../x",
+            "a/b",
+            ".hidden",
+            "-x",
+            "nul\0byte",
+            "sp ace",
+            "é",
+        ] {
             assert!(
                 matches!(validate_name(bad), Err(Error::InvalidName { .. })),
                 "{bad:?} accepted"

@@ -50,7 +50,10 @@ fn start<T: Transport>(mode: &str, count: u64) -> Session<T> {
         command.stdin(Stdio::null()).stdout(Stdio::null());
     }
     let mut child = ChildGuard::spawn(command);
-    let stdio = ChildStdio { stdin: child.child.stdin.take(), stdout: child.child.stdout.take() };
+    let stdio = ChildStdio {
+        stdin: child.child.stdin.take(),
+        stdout: child.child.stdout.take(),
+    };
     let t = match listener.accept(stdio, Peer::child(child.pid())) {
         Ok(t) => t,
         Err(e) => panic!("{}: accept: {e}", T::KIND),
@@ -94,14 +97,20 @@ fn order<T: Transport>() {
     for i in 0..COUNT {
         let expected = burst_message(i, max);
         let got = s.t.recv_with(|b| Ok(b.to_vec()));
-        assert_eq!(got.ok().as_deref(), Some(&expected[..]), "{}: message {i}", T::KIND);
+        assert_eq!(
+            got.ok().as_deref(),
+            Some(&expected[..]),
+            "{}: message {i}",
+            T::KIND
+        );
     }
     for i in 0..COUNT {
         if let Err(e) = s.t.send(&burst_message(i, max)) {
             panic!("{}: send {i}: {e}", T::KIND);
         }
     }
-    let verdict = s.t.recv_with(|b| Ok(String::from_utf8_lossy(b).into_owned()));
+    let verdict =
+        s.t.recv_with(|b| Ok(String::from_utf8_lossy(b).into_owned()));
     match verdict {
         Ok(v) => assert_eq!(v, "ok", "{}: child's verdict", T::KIND),
         Err(e) => panic!("{}: receiving the child's verdict: {e}", T::KIND),
@@ -121,7 +130,11 @@ fn large_message<T: Transport>() {
             panic!("{}: send {len} bytes: {e}", T::KIND);
         }
         let echoed = s.t.recv_with(|b| Ok(b == &msg[..]));
-        assert!(matches!(echoed, Ok(true)), "{}: {len}-byte echo differs", T::KIND);
+        assert!(
+            matches!(echoed, Ok(true)),
+            "{}: {len}-byte echo differs",
+            T::KIND
+        );
     }
     if max <= 32 << 20 {
         let too_large = vec![0u8; max + 1];
@@ -140,7 +153,12 @@ fn peer_closes<T: Transport>() {
     let mut s = start::<T>("close-after", 1);
     assert!(s.t.send(b"one").is_ok(), "{}: send", T::KIND);
     let echoed = s.t.recv_with(|b| Ok(b.to_vec()));
-    assert_eq!(echoed.ok().as_deref(), Some(&b"one"[..]), "{}: echo", T::KIND);
+    assert_eq!(
+        echoed.ok().as_deref(),
+        Some(&b"one"[..]),
+        "{}: echo",
+        T::KIND
+    );
     // The child closed its end and stays alive for two seconds: only the close tells.
     match s.t.recv_with(|b| Ok(b.len())) {
         Err(Error::Disconnected | Error::PeerGone { .. }) => {}
@@ -154,12 +172,19 @@ fn peer_killed<T: Transport>() {
     let _watchdog = Watchdog::arm(LIMIT, &format!("{} peer killed", T::KIND));
     let mut s = start::<T>("echo", 0);
     assert!(s.t.send(b"ping").is_ok(), "{}: send", T::KIND);
-    assert!(s.t.recv_with(|b| Ok(b == b"ping")).unwrap_or(false), "{}: echo", T::KIND);
+    assert!(
+        s.t.recv_with(|b| Ok(b == b"ping")).unwrap_or(false),
+        "{}: echo",
+        T::KIND
+    );
     s.child.signal(libc::SIGKILL);
     // The child was killed mid-conversation: the next receive must fail, not hang.
     match s.t.recv_with(|b| Ok(b.len())) {
         Err(Error::Disconnected | Error::PeerGone { .. }) => {}
-        other => panic!("{}: expected the dead peer to be noticed, got {other:?}", T::KIND),
+        other => panic!(
+            "{}: expected the dead peer to be noticed, got {other:?}",
+            T::KIND
+        ),
     }
     s.finish();
 }

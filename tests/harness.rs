@@ -18,7 +18,11 @@ const LIMIT: Duration = Duration::from_secs(180);
 /// Runs `ipc-parent` with `args` to completion; returns (success, stdout, stderr).
 fn run_parent(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let mut command = Command::new(PARENT);
-    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (key, value) in env {
         command.env(key, value);
     }
@@ -53,31 +57,65 @@ fn parse(stdout: &str, stderr: &str) -> Value {
 fn json_document_of_every_transport() {
     let _serial = serial();
     let name = unique_name("all");
-    let args =
-        ["--transport", "all", "--duration", "200ms", "--rounds", "1", "--warmup", "50ms", "--json", "--name", &name];
+    let args = [
+        "--transport",
+        "all",
+        "--duration",
+        "200ms",
+        "--rounds",
+        "1",
+        "--warmup",
+        "50ms",
+        "--json",
+        "--name",
+        &name,
+    ];
     let (ok, stdout, stderr) = run_parent(&args, &[]);
     assert!(ok, "ipc-parent failed:\n{stderr}");
     let doc = parse(&stdout, &stderr);
 
     let machine = &doc["machine"];
     assert!(machine["cpu"].is_string(), "machine.cpu: {machine}");
-    assert!(machine["cores"].as_u64().is_some_and(|c| c >= 1), "machine.cores: {machine}");
+    assert!(
+        machine["cores"].as_u64().is_some_and(|c| c >= 1),
+        "machine.cores: {machine}"
+    );
     assert!(machine["kernel"].is_string(), "machine.kernel: {machine}");
     assert!(matches!(doc["profile"].as_str(), Some("debug" | "release")));
     assert_eq!(doc["message"], "json");
     assert!(doc["size"].is_null());
 
     let results = doc["results"].as_array().cloned().unwrap_or_default();
-    let names: Vec<&str> = results.iter().filter_map(|r| r["transport"].as_str()).collect();
-    assert_eq!(names, ["shm", "ipc-channel", "raw-sync", "pipe", "uds", "tcp", "floor"]);
+    let names: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r["transport"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "shm",
+            "ipc-channel",
+            "raw-sync",
+            "pipe",
+            "uds",
+            "tcp",
+            "floor"
+        ]
+    );
     for r in &results {
         let t = r["transport"].as_str().unwrap_or("?");
         let rounds = r["rounds"].as_array().cloned().unwrap_or_default();
         assert_eq!(rounds.len(), 1, "{t}: rounds");
-        assert!(rounds[0]["round_trips"].as_u64().is_some_and(|n| n > 0), "{t}: {r}");
+        assert!(
+            rounds[0]["round_trips"].as_u64().is_some_and(|n| n > 0),
+            "{t}: {r}"
+        );
         assert!(rounds[0]["seconds"].is_f64(), "{t}: seconds");
         assert!(rounds[0]["rt_per_s"].is_f64(), "{t}: rt_per_s");
-        assert!(r["best_rt_per_s"].as_f64().is_some_and(|x| x > 0.0), "{t}: best");
+        assert!(
+            r["best_rt_per_s"].as_f64().is_some_and(|x| x > 0.0),
+            "{t}: best"
+        );
         assert!(r["median_rt_per_s"].is_f64(), "{t}: median");
         for p in ["p50", "p99", "p999", "max"] {
             assert!(r["latency_ns"][p].as_u64().is_some(), "{t}: latency_ns.{p}");
@@ -96,8 +134,19 @@ fn raw_messages_report_their_size() {
     let _serial = serial();
     let name = unique_name("raw");
     let args = [
-        "--transport", "shm,uds", "--message", "raw", "--size", "4KiB", "--duration", "100ms",
-        "--warmup", "20ms", "--json", "--name", &name,
+        "--transport",
+        "shm,uds",
+        "--message",
+        "raw",
+        "--size",
+        "4KiB",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "20ms",
+        "--json",
+        "--name",
+        &name,
     ];
     let (ok, stdout, stderr) = run_parent(&args, &[]);
     assert!(ok, "ipc-parent failed:\n{stderr}");
@@ -114,14 +163,26 @@ fn raw_messages_report_their_size() {
 fn forced_fallback_runs_shm_over_ipc_channel() {
     let _serial = serial();
     let name = unique_name("forced");
-    let args = ["--transport", "shm", "--duration", "100ms", "--warmup", "20ms", "--json", "--name", &name];
+    let args = [
+        "--transport",
+        "shm",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "20ms",
+        "--json",
+        "--name",
+        &name,
+    ];
     let (ok, stdout, stderr) = run_parent(&args, &[("SHMRING_FORCE_FALLBACK", "1")]);
     assert!(ok, "ipc-parent failed:\n{stderr}");
     let doc = parse(&stdout, &stderr);
     let result = &doc["results"][0];
     assert_eq!(result["transport"], "shm");
     assert_eq!(result["backend"], "ipc-channel", "{result}");
-    assert!(result["rounds"][0]["round_trips"].as_u64().is_some_and(|n| n > 0));
+    assert!(result["rounds"][0]["round_trips"]
+        .as_u64()
+        .is_some_and(|n| n > 0));
     let left = leftovers(&name);
     assert!(left.is_empty(), "left behind: {left:?}");
 }
@@ -131,13 +192,24 @@ fn forced_fallback_runs_shm_over_ipc_channel() {
 fn interrupt_run(transport: &str, name: &str, kill_parent: bool) -> (bool, String, u32) {
     let mut command = Command::new(PARENT);
     command
-        .args(["--transport", transport, "--duration", "60s", "--warmup", "10ms", "--name", name])
+        .args([
+            "--transport",
+            transport,
+            "--duration",
+            "60s",
+            "--warmup",
+            "10ms",
+            "--name",
+            name,
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut parent = ChildGuard::spawn(command);
     let _watchdog = Watchdog::arm(LIMIT, &format!("interrupted {transport} run"));
-    let Some(stderr) = parent.child.stderr.take() else { panic!("no stderr") };
+    let Some(stderr) = parent.child.stderr.take() else {
+        panic!("no stderr")
+    };
     let mut lines = BufReader::new(stderr).lines();
     let mut log = String::new();
     let mut child_pid = None;
@@ -146,15 +218,24 @@ fn interrupt_run(transport: &str, name: &str, kill_parent: bool) -> (bool, Strin
         log.push_str(&line);
         log.push('\n');
         if let Some(rest) = line.split("child pid ").nth(1) {
-            child_pid = rest.split_whitespace().next().and_then(|p| p.parse::<u32>().ok());
+            child_pid = rest
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u32>().ok());
             break;
         }
     }
-    let Some(child_pid) = child_pid else { panic!("no child started:\n{log}") };
+    let Some(child_pid) = child_pid else {
+        panic!("no child started:\n{log}")
+    };
     // Let the ping-pong get going.
     std::thread::sleep(Duration::from_millis(500));
     let target = if kill_parent { parent.pid() } else { child_pid };
-    let signal = if kill_parent { libc::SIGINT } else { libc::SIGKILL };
+    let signal = if kill_parent {
+        libc::SIGINT
+    } else {
+        libc::SIGKILL
+    };
     // SAFETY: kill on a process this test started (the parent, or the parent's live child).
     unsafe {
         libc::kill(target as i32, signal);
@@ -171,9 +252,18 @@ fn killing_the_child_fails_the_parent(transport: &str) {
     let _serial = serial();
     let name = unique_name(&format!("kill{}", transport.replace('-', "")));
     let (ok, log, child) = interrupt_run(transport, &name, false);
-    assert!(!ok, "{transport}: the parent must fail when its child is killed:\n{log}");
-    assert!(log.contains("Error"), "{transport}: a clear error expected:\n{log}");
-    assert!(!process_exists(child), "{transport}: child {child} not reaped");
+    assert!(
+        !ok,
+        "{transport}: the parent must fail when its child is killed:\n{log}"
+    );
+    assert!(
+        log.contains("Error"),
+        "{transport}: a clear error expected:\n{log}"
+    );
+    assert!(
+        !process_exists(child),
+        "{transport}: child {child} not reaped"
+    );
     let left = leftovers(&name);
     assert!(left.is_empty(), "{transport}: left behind: {left:?}");
 }
@@ -221,16 +311,25 @@ fn chart_and_compare_read_a_result_file() {
     let input = dir.join("result.json");
     let svg = dir.join("chart.svg");
     std::fs::write(&input, FIXTURE).ok();
-    let (input_s, svg_s) = (input.to_string_lossy().into_owned(), svg.to_string_lossy().into_owned());
+    let (input_s, svg_s) = (
+        input.to_string_lossy().into_owned(),
+        svg.to_string_lossy().into_owned(),
+    );
 
     let (ok, _, stderr) = run_parent(&["chart", &input_s, "--output", &svg_s], &[]);
     assert!(ok, "chart failed:\n{stderr}");
     let text = std::fs::read_to_string(&svg).unwrap_or_default();
-    assert!(text.contains("<svg") && text.contains("floor"), "not an SVG chart:\n{text}");
+    assert!(
+        text.contains("<svg") && text.contains("floor"),
+        "not an SVG chart:\n{text}"
+    );
 
     let (ok, stdout, stderr) = run_parent(&["compare", &input_s, &input_s], &[]);
     assert!(ok, "compare failed:\n{stderr}");
-    assert!(stdout.contains("shm") && stdout.contains("1.00x"), "{stdout}");
+    assert!(
+        stdout.contains("shm") && stdout.contains("1.00x"),
+        "{stdout}"
+    );
 
     let (ok, _, _) = run_parent(&["chart", "/nonexistent/result.json"], &[]);
     assert!(!ok, "a missing input is an error");

@@ -81,7 +81,10 @@ impl Floor {
 
     fn send_bytes(&mut self, msg: &[u8]) -> Result<()> {
         if msg.len() > MAX_MESSAGE {
-            return Err(Error::TooLarge { len: msg.len(), max: MAX_MESSAGE });
+            return Err(Error::TooLarge {
+                len: msg.len(),
+                max: MAX_MESSAGE,
+            });
         }
         let mut spin = Spinner::new(self.peer);
         let sent = self.sent;
@@ -89,7 +92,13 @@ impl Floor {
         // Acquire: pairs with the Release store of `ack` in `recv_with`, so the peer's reads of
         // the old payload are done before we overwrite it.
         while self.shared().lines[1 - self.me].ack.load(Ordering::Acquire) != sent {
-            spin.turn(|| if self.peer_closed() { Err(Error::Disconnected) } else { Ok(()) })?;
+            spin.turn(|| {
+                if self.peer_closed() {
+                    Err(Error::Disconnected)
+                } else {
+                    Ok(())
+                }
+            })?;
         }
         let line = &self.shared().lines[self.me];
         for (word, chunk) in line.words.iter().zip(msg.chunks(8)) {
@@ -114,18 +123,34 @@ impl Transport for Floor {
     fn listen(name: &str, opts: &Options) -> Result<FloorListener> {
         let id = mapping_id(name, "floor");
         let shmem = create_mapping(&id, size_of::<Shared>())?;
-        let floor = Floor { shmem, me: 0, sent: 0, received: 0, peer: Peer::unknown() };
+        let floor = Floor {
+            shmem,
+            me: 0,
+            sent: 0,
+            received: 0,
+            peer: Peer::unknown(),
+        };
         let header = &floor.shared().header;
         // Relaxed: published by the Release store of `ready`.
         header.magic.store(MAGIC, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `ready` in `connect`.
         header.ready.store(1, Ordering::Release);
-        Ok(FloorListener { floor, id, opts: opts.clone() })
+        Ok(FloorListener {
+            floor,
+            id,
+            opts: opts.clone(),
+        })
     }
 
     fn connect(address: &str, opts: &Options, peer: Peer) -> Result<Floor> {
         let shmem = open_mapping(address, size_of::<Shared>(), peer, opts.connect_timeout)?;
-        let floor = Floor { shmem, me: 1, sent: 0, received: 0, peer };
+        let floor = Floor {
+            shmem,
+            me: 1,
+            sent: 0,
+            received: 0,
+            peer,
+        };
         let header = &floor.shared().header;
         poll_until(peer, opts.connect_timeout, || {
             // Acquire: pairs with the Release store of `ready` in `listen`.
@@ -196,14 +221,21 @@ impl Transport for Floor {
             return Err(Error::Corrupt(format!("floor message of {len} bytes")));
         }
         let mut buf = [0u8; MAX_MESSAGE];
-        for (word, chunk) in line.words.iter().zip(buf.chunks_mut(8)).take(len.div_ceil(8)) {
+        for (word, chunk) in line
+            .words
+            .iter()
+            .zip(buf.chunks_mut(8))
+            .take(len.div_ceil(8))
+        {
             // Relaxed: ordered after the Acquire load of `seq` above.
             chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
         }
         self.received = expected;
         // Release: pairs with the Acquire load of `ack` in the peer's `send_bytes`; our reads
         // of the payload are complete.
-        self.shared().lines[self.me].ack.store(expected, Ordering::Release);
+        self.shared().lines[self.me]
+            .ack
+            .store(expected, Ordering::Release);
         read(&buf[..len])
     }
 }

@@ -29,7 +29,10 @@ impl Transport for IpcChannel {
 
     fn listen(name: &str, opts: &Options) -> Result<IpcChannelListener> {
         let duplex = IpcDuplex::create(&format!("{name}-ipc"))?;
-        Ok(IpcChannelListener { duplex, opts: opts.clone() })
+        Ok(IpcChannelListener {
+            duplex,
+            opts: opts.clone(),
+        })
     }
 
     fn connect(address: &str, opts: &Options, peer: Peer) -> Result<IpcChannel> {
@@ -49,7 +52,10 @@ impl Transport for IpcChannel {
 
     fn send(&mut self, msg: &[u8]) -> Result<()> {
         if msg.len() > MAX_MESSAGE {
-            return Err(Error::TooLarge { len: msg.len(), max: MAX_MESSAGE });
+            return Err(Error::TooLarge {
+                len: msg.len(),
+                max: MAX_MESSAGE,
+            });
         }
         self.duplex.send(msg)
     }
@@ -75,7 +81,11 @@ impl Listener for IpcChannelListener {
         let deadline = Instant::now() + self.opts.connect_timeout;
         loop {
             match self.duplex.wait_connected(Some(SLICE)) {
-                Ok(()) => return Ok(IpcChannel { duplex: self.duplex }),
+                Ok(()) => {
+                    return Ok(IpcChannel {
+                        duplex: self.duplex,
+                    })
+                }
                 Err(Error::Timeout) => {
                     peer.check()?;
                     if Instant::now() >= deadline {

@@ -246,24 +246,36 @@ enum Relation {
 impl Peer {
     /// A child process of this one.
     pub fn child(pid: u32) -> Peer {
-        Peer { pid: i32::try_from(pid).ok(), relation: Relation::Child }
+        Peer {
+            pid: i32::try_from(pid).ok(),
+            relation: Relation::Child,
+        }
     }
 
     /// This process's parent, as it is now.
     pub fn parent() -> Peer {
         // SAFETY: getppid has no preconditions and cannot fail.
         let pid = unsafe { libc::getppid() };
-        Peer { pid: Some(pid), relation: Relation::Parent }
+        Peer {
+            pid: Some(pid),
+            relation: Relation::Parent,
+        }
     }
 
     /// Some other process.
     pub fn process(pid: u32) -> Peer {
-        Peer { pid: i32::try_from(pid).ok(), relation: Relation::Other }
+        Peer {
+            pid: i32::try_from(pid).ok(),
+            relation: Relation::Other,
+        }
     }
 
     /// A peer whose process is not known (a remote TCP peer, a test thread).
     pub fn unknown() -> Peer {
-        Peer { pid: None, relation: Relation::Unknown }
+        Peer {
+            pid: None,
+            relation: Relation::Unknown,
+        }
     }
 
     /// The peer's process id, when known.
@@ -308,7 +320,9 @@ impl Peer {
 
     /// The error for a gone peer.
     pub fn gone_error(&self) -> Error {
-        Error::PeerGone { pid: self.pid().unwrap_or(0) }
+        Error::PeerGone {
+            pid: self.pid().unwrap_or(0),
+        }
     }
 
     /// `Err(PeerGone)` when the peer is gone.
@@ -339,7 +353,11 @@ const CHECK_MASK: u32 = (1 << 12) - 1;
 
 impl Spinner {
     pub(crate) fn new(peer: Peer) -> Spinner {
-        Spinner { peer, turns: 0, deadline: None }
+        Spinner {
+            peer,
+            turns: 0,
+            deadline: None,
+        }
     }
 
     /// One turn of the loop. Every `CHECK_MASK + 1` turns it yields the CPU once (there may be
@@ -416,6 +434,51 @@ pub(crate) fn mapping_id(name: &str, suffix: &str) -> String {
     format!("shmring-{name}-{suffix}")
 }
 
+/// Creates a zero-filled shared-memory mapping called `id` of at least `size` bytes; it is
+/// unlinked when the returned handle drops.
+pub(crate) fn create_mapping(id: &str, size: usize) -> Result<shared_memory::Shmem> {
+    shared_memory::ShmemConf::new()
+        .os_id(id)
+        .size(size)
+        .create()
+        .map_err(|e| match e {
+            shared_memory::ShmemError::MappingIdExists => Error::AlreadyExists(id.to_owned()),
+            other => Error::Io(io::Error::other(format!(
+                "creating mapping {id:?}: {other}"
+            ))),
+        })
+}
+
+/// Opens the mapping `id`, retrying while it does not exist yet (until the peer dies or the
+/// timeout passes), and checks that it holds at least `size` bytes.
+pub(crate) fn open_mapping(
+    id: &str,
+    size: usize,
+    peer: Peer,
+    timeout: Duration,
+) -> Result<shared_memory::Shmem> {
+    let shmem = poll_until(peer, timeout, || {
+        match shared_memory::ShmemConf::new().os_id(id).open() {
+            Ok(m) => Ok(Some(m)),
+            Err(shared_memory::ShmemError::MapOpenFailed(_)) => Ok(None),
+            Err(other) => Err(Error::Io(io::Error::other(format!(
+                "opening mapping {id:?}: {other}"
+            )))),
+        }
+    })
+    .map_err(|e| match e {
+        Error::Timeout => Error::NotFound(id.to_owned()),
+        other => other,
+    })?;
+    if shmem.len() < size {
+        return Err(Error::SizeMismatch(format!(
+            "mapping {id:?} holds {} bytes, at least {size} expected",
+            shmem.len()
+        )));
+    }
+    Ok(shmem)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -434,43 +497,4 @@ mod tests {
         assert!(Peer::child(std::process::id()).is_gone());
         assert!(!Peer::unknown().is_gone());
     }
-}
-
-/// Creates a zero-filled shared-memory mapping called `id` of at least `size` bytes; it is
-/// unlinked when the returned handle drops.
-pub(crate) fn create_mapping(id: &str, size: usize) -> Result<shared_memory::Shmem> {
-    shared_memory::ShmemConf::new()
-        .os_id(id)
-        .size(size)
-        .create()
-        .map_err(|e| match e {
-            shared_memory::ShmemError::MappingIdExists => Error::AlreadyExists(id.to_owned()),
-            other => Error::Io(io::Error::other(format!("creating mapping {id:?}: {other}"))),
-        })
-}
-
-/// Opens the mapping `id`, retrying while it does not exist yet (until the peer dies or the
-/// timeout passes), and checks that it holds at least `size` bytes.
-pub(crate) fn open_mapping(
-    id: &str,
-    size: usize,
-    peer: Peer,
-    timeout: Duration,
-) -> Result<shared_memory::Shmem> {
-    let shmem = poll_until(peer, timeout, || match shared_memory::ShmemConf::new().os_id(id).open() {
-        Ok(m) => Ok(Some(m)),
-        Err(shared_memory::ShmemError::MapOpenFailed(_)) => Ok(None),
-        Err(other) => Err(Error::Io(io::Error::other(format!("opening mapping {id:?}: {other}")))),
-    })
-    .map_err(|e| match e {
-        Error::Timeout => Error::NotFound(id.to_owned()),
-        other => other,
-    })?;
-    if shmem.len() < size {
-        return Err(Error::SizeMismatch(format!(
-            "mapping {id:?} holds {} bytes, at least {size} expected",
-            shmem.len()
-        )));
-    }
-    Ok(shmem)
 }

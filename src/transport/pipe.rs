@@ -48,7 +48,9 @@ impl Transport for Pipe {
         }
         grow_pipe(input.as_raw_fd(), opts.ring_size);
         grow_pipe(output.as_raw_fd(), opts.ring_size);
-        Ok(Pipe { ends: Ends::Child(Framed::new(input, output, max_message(opts))) })
+        Ok(Pipe {
+            ends: Ends::Child(Framed::new(input, output, max_message(opts))),
+        })
     }
 
     fn max_message(&self) -> usize {
@@ -98,7 +100,9 @@ impl Listener for PipeListener {
         let stdout = stdio.stdout.ok_or_else(missing)?;
         grow_pipe(stdin.as_raw_fd(), self.opts.ring_size);
         grow_pipe(stdout.as_raw_fd(), self.opts.ring_size);
-        Ok(Pipe { ends: Ends::Parent(Framed::new(stdout, stdin, max_message(&self.opts))) })
+        Ok(Pipe {
+            ends: Ends::Parent(Framed::new(stdout, stdin, max_message(&self.opts))),
+        })
     }
 }
 

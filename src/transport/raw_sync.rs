@@ -91,7 +91,13 @@ impl RawSync {
     fn len_word(&self, mailbox: &Mailbox) -> &AtomicU64 {
         // SAFETY: `at + LEN_AT` is 8-aligned (HEADER, MAILBOX_HEADER and the slot size are
         // multiples of 8) and inside the mapping; the word is only accessed atomically.
-        unsafe { &*self.shmem.as_ptr().add(mailbox.at + LEN_AT).cast::<AtomicU64>() }
+        unsafe {
+            &*self
+                .shmem
+                .as_ptr()
+                .add(mailbox.at + LEN_AT)
+                .cast::<AtomicU64>()
+        }
     }
 
     fn slot_ptr(&self, mailbox: &Mailbox) -> *mut u8 {
@@ -132,7 +138,12 @@ impl RawSync {
         }
     }
 
-    fn open_mailboxes(shmem: &shared_memory::Shmem, slot: usize, create: bool, me: usize) -> Result<(Mailbox, Mailbox)> {
+    fn open_mailboxes(
+        shmem: &shared_memory::Shmem,
+        slot: usize,
+        create: bool,
+        me: usize,
+    ) -> Result<(Mailbox, Mailbox)> {
         let mut boxes = Vec::with_capacity(2);
         for direction in 0..2 {
             let at = mailbox_at(direction, slot);
@@ -142,13 +153,16 @@ impl RawSync {
             let (ready, free) = unsafe {
                 let base = shmem.as_ptr().add(at);
                 if create {
-                    let (ready, _) = BusyEvent::new(base.add(READY_AT), true).map_err(event_error)?;
+                    let (ready, _) =
+                        BusyEvent::new(base.add(READY_AT), true).map_err(event_error)?;
                     let (free, _) = BusyEvent::new(base.add(FREE_AT), true).map_err(event_error)?;
                     free.set(EventState::Signaled).map_err(event_error)?;
                     (ready, free)
                 } else {
-                    let (ready, _) = BusyEvent::from_existing(base.add(READY_AT)).map_err(event_error)?;
-                    let (free, _) = BusyEvent::from_existing(base.add(FREE_AT)).map_err(event_error)?;
+                    let (ready, _) =
+                        BusyEvent::from_existing(base.add(READY_AT)).map_err(event_error)?;
+                    let (free, _) =
+                        BusyEvent::from_existing(base.add(FREE_AT)).map_err(event_error)?;
                     (ready, free)
                 }
             };
@@ -172,7 +186,14 @@ impl Transport for RawSync {
         let id = mapping_id(name, "rawsync");
         let shmem = create_mapping(&id, mailbox_at(2, slot))?;
         let (outbox, inbox) = RawSync::open_mailboxes(&shmem, slot, true, 0)?;
-        let end = RawSync { outbox, inbox, shmem, slot, me: 0, peer: Peer::unknown() };
+        let end = RawSync {
+            outbox,
+            inbox,
+            shmem,
+            slot,
+            me: 0,
+            peer: Peer::unknown(),
+        };
         let header = end.header();
         // Relaxed: published by the Release store of `ready`.
         header.magic.store(MAGIC, Ordering::Relaxed);
@@ -180,7 +201,11 @@ impl Transport for RawSync {
         // Release: pairs with the Acquire load of `ready` in `connect`; also publishes the
         // events' initial state written above.
         header.ready.store(1, Ordering::Release);
-        Ok(RawSyncListener { end, id, opts: opts.clone() })
+        Ok(RawSyncListener {
+            end,
+            id,
+            opts: opts.clone(),
+        })
     }
 
     fn connect(address: &str, opts: &Options, peer: Peer) -> Result<RawSync> {
@@ -196,11 +221,26 @@ impl Transport for RawSync {
             return Err(Error::BadMagic(magic));
         }
         let slot = usize::try_from(header.slot.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
-        if slot % 64 != 0 || slot.checked_mul(2).and_then(|s| s.checked_add(HEADER + 2 * MAILBOX_HEADER)).is_none_or(|total| total > shmem.len()) {
-            return Err(Error::SizeMismatch(format!("slot of {slot} bytes in a mapping of {}", shmem.len())));
+        if slot % 64 != 0
+            || slot
+                .checked_mul(2)
+                .and_then(|s| s.checked_add(HEADER + 2 * MAILBOX_HEADER))
+                .is_none_or(|total| total > shmem.len())
+        {
+            return Err(Error::SizeMismatch(format!(
+                "slot of {slot} bytes in a mapping of {}",
+                shmem.len()
+            )));
         }
         let (outbox, inbox) = RawSync::open_mailboxes(&shmem, slot, false, 1)?;
-        let end = RawSync { outbox, inbox, shmem, slot, me: 1, peer };
+        let end = RawSync {
+            outbox,
+            inbox,
+            shmem,
+            slot,
+            me: 1,
+            peer,
+        };
         // Release: pairs with the Acquire load of `ready` in `RawSyncListener::accept`.
         end.header().ready.store(2, Ordering::Release);
         Ok(end)
@@ -212,17 +252,26 @@ impl Transport for RawSync {
 
     fn send(&mut self, msg: &[u8]) -> Result<()> {
         if msg.len() > self.slot {
-            return Err(Error::TooLarge { len: msg.len(), max: self.slot });
+            return Err(Error::TooLarge {
+                len: msg.len(),
+                max: self.slot,
+            });
         }
         self.wait(self.outbox.free.as_ref())?;
         // SAFETY: the slot holds `self.slot >= msg.len()` bytes; the `free` event we just
         // consumed means the peer is done with it and will not touch it until `ready` is set.
-        unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), self.slot_ptr(&self.outbox), msg.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(msg.as_ptr(), self.slot_ptr(&self.outbox), msg.len())
+        };
         // Relaxed: published by the Release fence below.
-        self.len_word(&self.outbox).store(msg.len() as u64, Ordering::Relaxed);
+        self.len_word(&self.outbox)
+            .store(msg.len() as u64, Ordering::Relaxed);
         // Release: pairs with the Acquire fence after the peer's wait on `ready`.
         fence(Ordering::Release);
-        self.outbox.ready.set(EventState::Signaled).map_err(event_error)
+        self.outbox
+            .ready
+            .set(EventState::Signaled)
+            .map_err(event_error)
     }
 
     fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
@@ -236,7 +285,10 @@ impl Transport for RawSync {
         let len = self.len_word(&self.inbox).load(Ordering::Relaxed);
         let len = usize::try_from(len).unwrap_or(usize::MAX);
         if len > self.slot {
-            return Err(Error::Corrupt(format!("mailbox message of {len} bytes in a {} byte slot", self.slot)));
+            return Err(Error::Corrupt(format!(
+                "mailbox message of {len} bytes in a {} byte slot",
+                self.slot
+            )));
         }
         // SAFETY: `len` was checked against the slot; the `ready` event we consumed means the
         // peer finished writing and will not write again until we set `free`.
@@ -245,7 +297,10 @@ impl Transport for RawSync {
         // Release: pairs with the Acquire fence after the peer's wait on `free`: our reads of
         // the slot are done.
         fence(Ordering::Release);
-        self.inbox.free.set(EventState::Signaled).map_err(event_error)?;
+        self.inbox
+            .free
+            .set(EventState::Signaled)
+            .map_err(event_error)?;
         result
     }
 }

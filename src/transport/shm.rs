@@ -46,9 +46,15 @@ impl Transport for Shm {
     const KIND: Kind = Kind::Shm;
 
     fn listen(name: &str, opts: &Options) -> Result<ShmListener> {
-        let config = Config { capacity: opts.ring_size, wait: opts.wait };
+        let config = Config {
+            capacity: opts.ring_size,
+            wait: opts.wait,
+        };
         let endpoint = Endpoint::create(&format!("{name}-shm"), &config)?;
-        Ok(ShmListener { endpoint, opts: opts.clone() })
+        Ok(ShmListener {
+            endpoint,
+            opts: opts.clone(),
+        })
     }
 
     fn connect(address: &str, opts: &Options, peer: Peer) -> Result<Shm> {
@@ -71,7 +77,10 @@ impl Transport for Shm {
 
     fn send(&mut self, msg: &[u8]) -> Result<()> {
         if msg.len() > self.max {
-            return Err(Error::TooLarge { len: msg.len(), max: self.max });
+            return Err(Error::TooLarge {
+                len: msg.len(),
+                max: self.max,
+            });
         }
         self.endpoint.send(msg)
     }
@@ -129,6 +138,9 @@ impl Listener for ShmListener {
             }
         }
         let max = self.endpoint.max_message();
-        Ok(Shm { endpoint: self.endpoint, max })
+        Ok(Shm {
+            endpoint: self.endpoint,
+            max,
+        })
     }
 }

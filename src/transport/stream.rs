@@ -166,13 +166,25 @@ mod tests {
             assert!(matches!(f.send(&[0; 2000]), Err(Error::TooLarge { .. })));
         }
         let mut f = Framed::new(&wire[..], io::sink(), 1024);
-        assert_eq!(f.recv_with(|b| Ok(b.to_vec())).ok(), Some(b"hello".to_vec()));
-        assert_eq!(f.recv_with(|b| Ok(b.to_vec())).ok(), Some(br#"["a",1]"#.to_vec()));
+        assert_eq!(
+            f.recv_with(|b| Ok(b.to_vec())).ok(),
+            Some(b"hello".to_vec())
+        );
+        assert_eq!(
+            f.recv_with(|b| Ok(b.to_vec())).ok(),
+            Some(br#"["a",1]"#.to_vec())
+        );
         assert_eq!(f.recv_with(|b| Ok(b.len())).ok(), Some(0));
-        assert!(matches!(f.recv_with(|b| Ok(b.len())), Err(Error::Disconnected)));
+        assert!(matches!(
+            f.recv_with(|b| Ok(b.len())),
+            Err(Error::Disconnected)
+        ));
 
         let bogus = [0xff, 0xff, 0xff, 0x7f, 1, 2, 3];
         let mut f = Framed::new(&bogus[..], io::sink(), 1024);
-        assert!(matches!(f.recv_with(|b| Ok(b.len())), Err(Error::Corrupt(_))));
+        assert!(matches!(
+            f.recv_with(|b| Ok(b.len())),
+            Err(Error::Corrupt(_))
+        ));
     }
 }

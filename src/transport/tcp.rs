@@ -29,7 +29,9 @@ impl Tcp {
         stream.set_nodelay(true)?;
         set_socket_buffers(stream.as_raw_fd(), opts.ring_size)?;
         let reader = stream.try_clone()?;
-        Ok(Tcp { framed: Framed::new(reader, stream, opts.ring_size.max(1 << 20) * 16) })
+        Ok(Tcp {
+            framed: Framed::new(reader, stream, opts.ring_size.max(1 << 20) * 16),
+        })
     }
 }
 
@@ -40,7 +42,10 @@ impl Transport for Tcp {
     fn listen(_name: &str, opts: &Options) -> Result<TcpListenerSide> {
         let listener = TcpListener::bind(opts.tcp_addr.as_str())?;
         listener.set_nonblocking(true)?;
-        Ok(TcpListenerSide { listener, opts: opts.clone() })
+        Ok(TcpListenerSide {
+            listener,
+            opts: opts.clone(),
+        })
     }
 
     fn connect(address: &str, opts: &Options, peer: Peer) -> Result<Tcp> {
@@ -88,10 +93,12 @@ impl Listener for TcpListenerSide {
     }
 
     fn accept(self, _stdio: ChildStdio, peer: Peer) -> Result<Tcp> {
-        let stream = poll_until(peer, self.opts.connect_timeout, || match self.listener.accept() {
-            Ok((s, _)) => Ok(Some(s)),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(Error::Io(e)),
+        let stream = poll_until(peer, self.opts.connect_timeout, || {
+            match self.listener.accept() {
+                Ok((s, _)) => Ok(Some(s)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+                Err(e) => Err(Error::Io(e)),
+            }
         })?;
         stream.set_nonblocking(false)?;
         Tcp::from_stream(stream, &self.opts)

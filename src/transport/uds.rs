@@ -2,7 +2,7 @@
 //!
 //! `SO_SNDBUF` and `SO_RCVBUF` are set to the ring size on *both* ends: a write on a Unix
 //! socket is bounded by the receiver's buffer, so one untuned end caps the whole connection.
-//! The socket file lives in the temporary directory as `shmring-<name>.sock` and is removed when
+//! The socket file lives in the temporary directory as `shmring-<name>-uds.sock` and is removed when
 //! the listener (or the parent's transport) is dropped.
 
 use std::os::fd::AsRawFd;
@@ -41,7 +41,10 @@ impl Uds {
     fn from_stream(stream: UnixStream, opts: &Options, path: Option<SocketPath>) -> Result<Uds> {
         set_socket_buffers(stream.as_raw_fd(), opts.ring_size)?;
         let reader = stream.try_clone()?;
-        Ok(Uds { framed: Framed::new(reader, stream, opts.ring_size.max(1 << 20) * 16), _path: path })
+        Ok(Uds {
+            framed: Framed::new(reader, stream, opts.ring_size.max(1 << 20) * 16),
+            _path: path,
+        })
     }
 }
 
@@ -50,20 +53,26 @@ impl Transport for Uds {
     const KIND: Kind = Kind::Uds;
 
     fn listen(name: &str, opts: &Options) -> Result<UdsListener> {
-        let path = std::env::temp_dir().join(format!("shmring-{name}.sock"));
+        let path = std::env::temp_dir().join(format!("shmring-{name}-uds.sock"));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)?;
         let path = SocketPath(path);
         listener.set_nonblocking(true)?;
-        Ok(UdsListener { listener, path, opts: opts.clone() })
+        Ok(UdsListener {
+            listener,
+            path,
+            opts: opts.clone(),
+        })
     }
 
     fn connect(address: &str, opts: &Options, peer: Peer) -> Result<Uds> {
-        let stream = poll_until(peer, opts.connect_timeout, || match UnixStream::connect(address) {
-            Ok(s) => Ok(Some(s)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Ok(None),
-            Err(e) => Err(Error::Io(e)),
+        let stream = poll_until(peer, opts.connect_timeout, || {
+            match UnixStream::connect(address) {
+                Ok(s) => Ok(Some(s)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Ok(None),
+                Err(e) => Err(Error::Io(e)),
+            }
         })?;
         Uds::from_stream(stream, opts, None)
     }
@@ -117,10 +126,12 @@ impl Listener for UdsListener {
     }
 
     fn accept(self, _stdio: ChildStdio, peer: Peer) -> Result<Uds> {
-        let stream = poll_until(peer, self.opts.connect_timeout, || match self.listener.accept() {
-            Ok((s, _)) => Ok(Some(s)),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(Error::Io(e)),
+        let stream = poll_until(peer, self.opts.connect_timeout, || {
+            match self.listener.accept() {
+                Ok((s, _)) => Ok(Some(s)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+                Err(e) => Err(Error::Io(e)),
+            }
         })?;
         stream.set_nonblocking(false)?;
         Uds::from_stream(stream, &self.opts, Some(self.path))

@@ -19,7 +19,11 @@ pub fn serial() -> MutexGuard<'static, ()> {
 /// A name no other test (or test run) uses.
 pub fn unique_name(tag: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!("t{}-{tag}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "t{}-{tag}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Aborts the whole test binary if not dropped within `limit`: a hang becomes a loud failure
@@ -38,7 +42,9 @@ impl Watchdog {
                 std::process::abort();
             }
         });
-        Watchdog { disarm: Some(disarm) }
+        Watchdog {
+            disarm: Some(disarm),
+        }
     }
 }
 
