@@ -184,3 +184,49 @@ pub fn is_peer_gone(e: &shmring::Error) -> bool {
         shmring::Error::Disconnected | shmring::Error::PeerGone { .. }
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes_parse() {
+        assert_eq!(
+            parse_duration("200ms").ok(),
+            Some(Duration::from_millis(200))
+        );
+        assert_eq!(
+            parse_duration("1.5s").ok(),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(parse_duration("2").ok(), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m").ok(), Some(Duration::from_secs(60)));
+        assert!(parse_duration("fast").is_err() && parse_duration("5 parsecs").is_err());
+        assert_eq!(parse_size("4096").ok(), Some(4096));
+        assert_eq!(parse_size("64KiB").ok(), Some(64 << 10));
+        assert_eq!(parse_size("1M").ok(), Some(1 << 20));
+        assert!(parse_size("lots").is_err() && parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn stamps_catch_stale_and_short_echoes() {
+        for len in [1, 7, 8, 9, 64, 4096] {
+            let mut buf = vec![0u8; len];
+            stamp(&mut buf, 0x0102_0304_0506_0708);
+            assert!(check_stamp(&buf, len, 0x0102_0304_0506_0708), "len {len}");
+            assert!(!check_stamp(&buf, len, 0x0102_0304_0506_0709), "len {len}");
+            assert!(
+                !check_stamp(&buf[..len - 1], len, 0x0102_0304_0506_0708),
+                "len {len}"
+            );
+        }
+    }
+
+    #[test]
+    fn ids_look_like_uuids() {
+        let (a, b) = (random_id(), random_id());
+        assert_eq!(a.len(), 36);
+        assert_eq!(a.matches('-').count(), 4);
+        assert_ne!(a, b);
+    }
+}
