@@ -95,6 +95,10 @@ struct RunArgs {
 // ---------------------------------------------------------------------------------------------
 // Ctrl-C: kill the child, let the parent unwind and clean up.
 
+// Both statics are shared with the signal handler. SeqCst throughout: they publish no other
+// data, and the strongest order keeps "store pid, then check INTERRUPTED" (spawn) against
+// "set INTERRUPTED, then load pid" (handler) from missing each other.
+
 /// The child of the round in progress (0: none).
 static CHILD_PID: AtomicI32 = AtomicI32::new(0);
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);

@@ -45,30 +45,10 @@ pub fn forced() -> bool {
     std::env::var_os(FORCE_ENV).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
-/// Checks a user-facing channel name before it reaches the file system: 1 to 200 bytes of
-/// `[A-Za-z0-9._-]`, not starting with a dot.
+/// Checks a user-facing channel name before it reaches the file system (the same rules as
+/// the shared-memory backend: [`crate::mapping::validate_name`]).
 pub fn validate_name(name: &str) -> Result<()> {
-    let reason = if name.is_empty() {
-        Some("empty")
-    } else if name.len() > 200 {
-        Some("longer than 200 bytes")
-    } else if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
-        Some("only A-Z, a-z, 0-9, '.', '_' and '-' are allowed")
-    } else if name.starts_with('.') {
-        Some("must not start with '.'")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(Error::InvalidName {
-            name: name.to_owned(),
-            reason,
-        }),
-        None => Ok(()),
-    }
+    crate::mapping::validate_name(name)
 }
 
 /// Where the rendezvous file of channel `name` lives.
@@ -377,7 +357,7 @@ mod tests {
     #[test]
     fn names_are_validated() {
         assert!(validate_name("ok-name_1.2").is_ok());
-        for bad in ["", ".hidden", "a/b", "sp ace", &"x".repeat(201)] {
+        for bad in ["", ".hidden", "-dash", "a/b", "sp ace", &"x".repeat(201)] {
             assert!(
                 matches!(validate_name(bad), Err(Error::InvalidName { .. })),
                 "{bad:?}"

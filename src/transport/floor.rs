@@ -156,6 +156,7 @@ impl Transport for Floor {
             // Acquire: pairs with the Release store of `ready` in `listen`.
             Ok((header.ready.load(Ordering::Acquire) != 0).then_some(()))
         })?;
+        // Relaxed: ordered after the Acquire load of `ready` above.
         let magic = header.magic.load(Ordering::Relaxed);
         if magic != MAGIC {
             return Err(Error::BadMagic(magic));

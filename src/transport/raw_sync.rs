@@ -197,6 +197,7 @@ impl Transport for RawSync {
         let header = end.header();
         // Relaxed: published by the Release store of `ready`.
         header.magic.store(MAGIC, Ordering::Relaxed);
+        // Relaxed: published by the Release store of `ready`, like `magic`.
         header.slot.store(slot as u64, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `ready` in `connect`; also publishes the
         // events' initial state written above.
@@ -216,6 +217,7 @@ impl Transport for RawSync {
             // Acquire: pairs with the Release store of `ready` in `listen`.
             Ok((header.ready.load(Ordering::Acquire) != 0).then_some(()))
         })?;
+        // Relaxed: ordered after the Acquire load of `ready` above (as is `slot` below).
         let magic = header.magic.load(Ordering::Relaxed);
         if magic != MAGIC {
             return Err(Error::BadMagic(magic));
@@ -290,8 +292,11 @@ impl Transport for RawSync {
                 self.slot
             )));
         }
-        // SAFETY: `len` was checked against the slot; the `ready` event we consumed means the
-        // peer finished writing and will not write again until we set `free`.
+        // SAFETY: `len` was checked against the slot, so the slice stays inside the mapping;
+        // the `ready` event we consumed means the peer finished writing and will not write
+        // again until we set `free`. (A peer that breaks the protocol can change the bytes
+        // while we read them, the same caveat as the ring's ReadGuard; it cannot make us read
+        // outside the mapping.)
         let bytes = unsafe { std::slice::from_raw_parts(self.slot_ptr(&self.inbox), len) };
         let result = read(bytes);
         // Release: pairs with the Acquire fence after the peer's wait on `free`: our reads of
