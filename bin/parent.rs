@@ -87,6 +87,11 @@ struct RunArgs {
     /// The child binary (default: `ipc-child` next to this executable).
     #[arg(long)]
     child: Option<PathBuf>,
+    /// Do not spawn the child: wait for a peer started by hand, for example `ipc-child` on
+    /// another host with `--transport tcp --tcp-addr 0.0.0.0:7000` (the parent prints the
+    /// command each round). Only for transports a remote peer can reach (`tcp`).
+    #[arg(long)]
+    no_spawn: bool,
     /// Base of the names of mappings, sockets and rendezvous files (default: `h<pid>`).
     #[arg(long)]
     name: Option<String>,
@@ -370,46 +375,63 @@ impl Visitor for RunRound<'_> {
             T::listen(&name, &plan.opts).with_context(|| format!("setting up {kind}"))?;
         let backend = listener.backend().to_owned();
 
-        let mut command = Command::new(&plan.child_path);
-        command
-            .arg("--transport")
-            .arg(kind.as_str())
-            .arg("--address")
-            .arg(listener.address())
-            .arg("--message")
-            .arg(plan.args.message.as_str())
-            .arg("--wait")
-            .arg(plan.opts.wait.to_string())
-            .arg("--ring-size")
-            .arg(plan.opts.ring_size.to_string())
-            .arg("--parent-id")
-            .arg(&plan.parent_id)
-            .arg("--child-id")
-            .arg(&plan.child_id)
-            .arg("--parent-pid")
-            .arg(std::process::id().to_string())
-            .stderr(Stdio::inherit());
-        if kind.needs_stdio() {
-            command.stdin(Stdio::piped()).stdout(Stdio::piped());
+        let child_args: Vec<String> = vec![
+            "--transport".into(),
+            kind.as_str().into(),
+            "--address".into(),
+            listener.address(),
+            "--message".into(),
+            plan.args.message.as_str().into(),
+            "--wait".into(),
+            plan.opts.wait.to_string(),
+            "--ring-size".into(),
+            plan.opts.ring_size.to_string(),
+            "--parent-id".into(),
+            plan.parent_id.clone(),
+            "--child-id".into(),
+            plan.child_id.clone(),
+        ];
+        let (mut t, child) = if plan.args.no_spawn {
+            eprintln!(
+                "[info] round {} {kind}: waiting for a peer; run on the other host (with this \
+                 host's address if the one shown is loopback):\n  ipc-child {} --standalone",
+                self.round,
+                child_args.join(" ")
+            );
+            let t = listener
+                .accept(ChildStdio::default(), Peer::unknown())
+                .with_context(|| format!("waiting for the {kind} peer to connect"))?;
+            (t, None)
         } else {
-            // Standard output is the parent's report: the child stays off it.
-            command.stdin(Stdio::null()).stdout(Stdio::null());
-        }
-        let mut child = ChildGuard::spawn(command)?;
-        eprintln!(
-            "[info] round {} {kind}: child pid {} on {}",
-            self.round,
-            child.pid(),
-            listener.address()
-        );
-        let stdio = ChildStdio {
-            stdin: child.child.stdin.take(),
-            stdout: child.child.stdout.take(),
+            let mut command = Command::new(&plan.child_path);
+            command
+                .args(&child_args)
+                .arg("--parent-pid")
+                .arg(std::process::id().to_string())
+                .stderr(Stdio::inherit());
+            if kind.needs_stdio() {
+                command.stdin(Stdio::piped()).stdout(Stdio::piped());
+            } else {
+                // Standard output is the parent's report: the child stays off it.
+                command.stdin(Stdio::null()).stdout(Stdio::null());
+            }
+            let mut child = ChildGuard::spawn(command)?;
+            eprintln!(
+                "[info] round {} {kind}: child pid {} on {}",
+                self.round,
+                child.pid(),
+                listener.address()
+            );
+            let stdio = ChildStdio {
+                stdin: child.child.stdin.take(),
+                stdout: child.child.stdout.take(),
+            };
+            let peer = Peer::child(child.pid());
+            let t = listener
+                .accept(stdio, peer)
+                .with_context(|| format!("waiting for the {kind} child to connect"))?;
+            (t, Some(child))
         };
-        let peer = Peer::child(child.pid());
-        let mut t = listener
-            .accept(stdio, peer)
-            .with_context(|| format!("waiting for the {kind} child to connect"))?;
 
         let mut workload = Pinger::new(plan, kind);
         let mut histogram = new_histogram()?;
@@ -420,9 +442,11 @@ impl Visitor for RunRound<'_> {
             .run(&mut t, plan.args.duration, Some(&mut histogram))
             .with_context(|| format!("{kind} round {}", self.round))?;
         drop(t);
-        let status = child.finish(Duration::from_secs(5))?;
-        if !status.success() {
-            bail!("{kind} child exited with {status}");
+        if let Some(child) = child {
+            let status = child.finish(Duration::from_secs(5))?;
+            if !status.success() {
+                bail!("{kind} child exited with {status}");
+            }
         }
         let rt_per_s = if seconds > 0.0 {
             round_trips as f64 / seconds
@@ -565,6 +589,9 @@ fn median(values: &mut [f64]) -> f64 {
 fn run(args: RunArgs) -> anyhow::Result<()> {
     install_signal_handlers()?;
     let kinds = parse_transports(&args.transport)?;
+    if args.no_spawn && kinds.iter().any(|&k| k != Kind::Tcp) {
+        bail!("--no-spawn needs --transport tcp (a peer started by hand reaches only TCP)");
+    }
     if args.rounds == 0 {
         bail!("--rounds must be at least 1");
     }
@@ -575,12 +602,17 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         wait: args.wait,
         ring_size: args.ring_size,
         tcp_addr: args.tcp_addr.clone(),
-        connect_timeout: Duration::from_secs(10),
+        // A peer started by hand gets minutes, a spawned child seconds.
+        connect_timeout: Duration::from_secs(if args.no_spawn { 300 } else { 10 }),
     };
     let plan = Plan {
         kinds,
         opts,
-        child_path: child_path(args.child.as_deref())?,
+        child_path: if args.no_spawn {
+            PathBuf::new()
+        } else {
+            child_path(args.child.as_deref())?
+        },
         base: args
             .name
             .clone()
