@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    check_capacity, segment_size, PeerInfo, RingHeader, SegmentHeader, HEADER_SIZE, LAYOUT_VERSION,
-    MAGIC, MODE_BLOCK, MODE_SPIN, PEER_ABSENT, PEER_CLOSED, PEER_PRESENT, READY, RINGS_OFFSET,
+    check_capacity, segment_size, PeerInfo, RingHeader, SegmentHeader, HEADER_SIZE,
+    LAYOUT_VERSION, MAGIC, MODE_BLOCK, MODE_SPIN, PEER_ABSENT, PEER_CLOSED, PEER_PRESENT, READY,
+    RINGS_OFFSET,
 };
 use crate::mapping::{self, Mapping};
 use crate::process::ProcessId;
@@ -222,15 +223,13 @@ impl Channel {
         hdr.magic.store(MAGIC, Ordering::Relaxed);
         hdr.version.store(LAYOUT_VERSION, Ordering::Relaxed);
         hdr.header_size.store(HEADER_SIZE as u32, Ordering::Relaxed);
-        hdr.capacity
-            .store(config.capacity as u64, Ordering::Relaxed);
+        hdr.capacity.store(config.capacity as u64, Ordering::Relaxed);
         hdr.total_size
             .store(segment_size(config.capacity) as u64, Ordering::Relaxed);
         let info = &hdr.creator;
         info.pid.store(me.pid, Ordering::Relaxed);
         info.start_time.store(me.start_time, Ordering::Relaxed);
-        info.wait_mode
-            .store(mode_of(config.wait), Ordering::Relaxed);
+        info.wait_mode.store(mode_of(config.wait), Ordering::Relaxed);
         info.state.store(PEER_PRESENT, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `ready` in `connect_at_mapping`: publishes
         // every field above.
@@ -258,9 +257,7 @@ impl Channel {
         loop {
             match Self::connect(name, wait) {
                 Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
-                    std::thread::sleep(
-                        pause.min(deadline.saturating_duration_since(Instant::now())),
-                    );
+                    std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
                     pause = (pause * 2).min(Duration::from_millis(10));
                 }
                 Err(Error::NotFound(_) | Error::NotReady(_)) => return Err(Error::Timeout),

@@ -250,16 +250,7 @@ mod tests {
 
     #[test]
     fn names_are_validated() {
-        for bad in [
-            "",
-            "../x",
-            "a/b",
-            ".hidden",
-            "-x",
-            "nul\0byte",
-            "sp ace",
-            "é",
-        ] {
+        for bad in ["", "../x", "a/b", ".hidden", "-x", "nul\0byte", "sp ace", "é"] {
             assert!(
                 matches!(validate_name(bad), Err(Error::InvalidName { .. })),
                 "{bad:?} accepted"

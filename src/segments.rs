@@ -5,9 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
-use crate::layout::{
-    SegmentHeader, HEADER_SIZE, MAGIC, PEER_ABSENT, PEER_CLOSED, PEER_PRESENT, READY,
-};
+use crate::layout::{SegmentHeader, HEADER_SIZE, MAGIC, PEER_ABSENT, PEER_CLOSED, PEER_PRESENT, READY};
 use crate::mapping::{self, Mapping, OS_PREFIX};
 use crate::process::ProcessId;
 
@@ -92,8 +90,8 @@ pub fn inspect(name: &str) -> Result<SegmentInfo> {
     // atomics, valid for any bytes.
     let hdr = unsafe { map.ptr().cast::<SegmentHeader>().as_ref() };
     // Acquire: pairs with the creator's Release store of `ready`.
-    let ready =
-        hdr.ready.load(Ordering::Acquire) == READY && hdr.magic.load(Ordering::Relaxed) == MAGIC;
+    let ready = hdr.ready.load(Ordering::Acquire) == READY
+        && hdr.magic.load(Ordering::Relaxed) == MAGIC;
     let creator = endpoint(&hdr.creator);
     let connector = endpoint(&hdr.connector);
     let stale = if ready {
