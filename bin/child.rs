@@ -1,1 +1,232 @@
-fn main() {}
+//! `ipc-child`: the far end of the ping-pong. The parent spawns it with the transport and the
+//! address to connect to; it answers until the parent closes the transport or goes away.
+//!
+//! It never writes to standard output (that may be the `pipe` transport); diagnostics go to
+//! standard error. It exits on its own when the parent dies: `PR_SET_PDEATHSIG` on Linux, and
+//! every wait of every transport checks the parent's liveness.
+
+#[path = "common.rs"]
+mod common;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use common::{check_stamp, is_peer_gone, MessageKind, OwnedPing, Ping, PingMsg, Workload};
+use shmring::transport::{self, Kind, Options, Peer, Transport, Visitor};
+use shmring::{Error, WaitStrategy};
+
+/// Answers the parent's pings over one transport.
+#[derive(Debug, Parser)]
+#[command(name = "ipc-child", version)]
+struct Args {
+    /// Transport to connect with.
+    #[arg(long)]
+    transport: Kind,
+    /// What the parent's listener reported: mapping name, socket path, TCP address, ...
+    #[arg(long)]
+    address: String,
+    /// Workload: the JSON ping / pong, or raw bytes echoed back.
+    #[arg(long, value_enum, default_value = "json")]
+    message: MessageKind,
+    /// Wait strategy of the `shm` transport.
+    #[arg(long, default_value = "spin")]
+    wait: WaitStrategy,
+    /// Bytes per direction (ring, mailbox, socket buffers).
+    #[arg(long, default_value = "1MiB", value_parser = common::parse_size)]
+    ring_size: usize,
+    /// The parent's id (JSON workload).
+    #[arg(long, default_value = "")]
+    parent_id: String,
+    /// This child's id (JSON workload).
+    #[arg(long, default_value = "")]
+    child_id: String,
+    /// The parent's process id; the child exits if it is not (or no longer) its parent. Without
+    /// it, the process that spawned the child is watched.
+    #[arg(long)]
+    parent_pid: Option<u32>,
+    /// Do not watch any process: only the transport's own end-of-file (a remote TCP peer).
+    #[arg(long)]
+    standalone: bool,
+    /// What to do once connected (the modes other than `ping-pong` serve the tests).
+    #[arg(long, value_enum, default_value = "ping-pong")]
+    mode: Mode,
+    /// Message count for `burst` and `close-after`.
+    #[arg(long, default_value_t = 100)]
+    count: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    /// Answer the workload of `--message` (the harness).
+    PingPong,
+    /// Send every message back as it came.
+    Echo,
+    /// Send `--count` numbered messages, then receive `--count` and check their order, then
+    /// send `ok` (or what was wrong).
+    Burst,
+    /// Echo `--count` messages, close the transport cleanly, stay alive two seconds.
+    CloseAfter,
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ipc-child: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let peer = if args.standalone {
+        Peer::unknown()
+    } else {
+        die_with_parent();
+        let peer = Peer::parent();
+        if let Some(expected) = args.parent_pid {
+            if peer.pid() != Some(expected) {
+                bail!("parent {expected} is already gone");
+            }
+        }
+        peer
+    };
+    let opts = Options {
+        wait: args.wait,
+        ring_size: args.ring_size,
+        connect_timeout: Duration::from_secs(10),
+        ..Options::default()
+    };
+    transport::dispatch(
+        args.transport,
+        Serve {
+            args: &args,
+            opts: &opts,
+            peer,
+        },
+    )
+}
+
+#[cfg(target_os = "linux")]
+fn die_with_parent() {
+    // SAFETY: prctl(PR_SET_PDEATHSIG, SIGKILL) only sets a flag on this process.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent() {}
+
+struct Serve<'a> {
+    args: &'a Args,
+    opts: &'a Options,
+    peer: Peer,
+}
+
+impl Visitor for Serve<'_> {
+    type Output = anyhow::Result<()>;
+
+    fn visit<T: Transport>(self) -> anyhow::Result<()> {
+        let mut t = T::connect(&self.args.address, self.opts, self.peer)
+            .with_context(|| format!("connecting {} to {}", T::KIND, self.args.address))?;
+        let result = match self.args.mode {
+            Mode::PingPong => ping_pong(&mut t, self.args),
+            Mode::Echo => echo(&mut t, u64::MAX),
+            Mode::Burst => burst(&mut t, self.args.count),
+            Mode::CloseAfter => {
+                let r = echo(&mut t, self.args.count);
+                drop(t);
+                std::thread::sleep(Duration::from_secs(2));
+                return r.map_err(anyhow::Error::from);
+            }
+        };
+        match result {
+            // The parent closed the transport or exited: the normal end.
+            Err(e) if is_peer_gone(&e) => Ok(()),
+            other => other.map_err(anyhow::Error::from),
+        }
+    }
+}
+
+fn ping_pong<T: Transport>(t: &mut T, args: &Args) -> Result<(), Error> {
+    match Workload::of(T::KIND, args.message) {
+        Workload::Json => loop {
+            let sent_at_ms = t.recv_json::<PingMsg, _>(|ping| {
+                if ping.sender_id != args.parent_id || ping.receiver_id != args.child_id {
+                    return Err(Error::Corrupt(format!("unexpected ping {ping:?}")));
+                }
+                Ok(ping.sent_at_ms)
+            })?;
+            let pong = Ping {
+                sender_id: &args.child_id,
+                receiver_id: &args.parent_id,
+                sent_at_ms,
+            };
+            t.send_json(&pong)?;
+        },
+        Workload::ReferenceJson => loop {
+            let ping: OwnedPing = t.recv_with(|bytes| Ok(serde_json::from_slice(bytes)?))?;
+            if ping.sender_id != args.parent_id || ping.receiver_id != args.child_id {
+                return Err(Error::Corrupt(format!("unexpected ping {ping:?}")));
+            }
+            let pong = OwnedPing {
+                sender_id: args.child_id.clone(),
+                receiver_id: args.parent_id.clone(),
+                sent_at_ms: ping.sent_at_ms,
+            };
+            let bytes = serde_json::to_vec(&pong)?;
+            t.send(&bytes)?;
+        },
+        Workload::Raw | Workload::Bounce => echo(t, u64::MAX),
+    }
+}
+
+fn echo<T: Transport>(t: &mut T, count: u64) -> Result<(), Error> {
+    let mut buf = Vec::new();
+    for _ in 0..count {
+        t.recv_with(|bytes| {
+            buf.clear();
+            buf.extend_from_slice(bytes);
+            Ok(())
+        })?;
+        t.send(&buf)?;
+    }
+    Ok(())
+}
+
+/// Message `i` of a burst: `i` stamped over a length that varies with `i`.
+fn burst_message(i: u64, max: usize, buf: &mut Vec<u8>) {
+    let len = (8 + (i as usize * 7) % 56).min(max);
+    buf.clear();
+    buf.resize(len, (i as u8).wrapping_mul(31));
+    common::stamp(buf, i);
+}
+
+fn burst<T: Transport>(t: &mut T, count: u64) -> Result<(), Error> {
+    let mut buf = Vec::new();
+    let max = t.max_message();
+    for i in 0..count {
+        burst_message(i, max, &mut buf);
+        t.send(&buf)?;
+    }
+    let mut verdict = String::from("ok");
+    for i in 0..count {
+        burst_message(i, max, &mut buf);
+        let expected_len = buf.len();
+        let good = t.recv_with(|bytes| Ok(check_stamp(bytes, expected_len, i)))?;
+        if !good && verdict == "ok" {
+            verdict = format!("message {i} out of order or damaged");
+        }
+    }
+    t.send(verdict.as_bytes())
+}

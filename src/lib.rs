@@ -84,5 +84,10 @@ pub use error::{Error, Result};
 pub use ring::{ReadGuard, WriteGrant};
 pub use wait::WaitStrategy;
 
+mod endpoint;
+pub mod fallback;
+pub mod transport;
+pub use endpoint::{Backend, Endpoint, Received};
+
 #[cfg(all(test, loom))]
 mod loom_model;

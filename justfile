@@ -1,0 +1,102 @@
+# Tasks for shmring's ping-pong harness. `just` alone lists them.
+#
+#   BUILD_MODE=release  build and run optimised binaries (default: debug)
+#   DURATION=5s         length of one measured round
+#   ROUNDS=3            rounds per transport (transports interleaved round by round)
+#   TRANSPORTS=shm,uds  transports of run-all / compare (default: all)
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+build_mode := env_var_or_default("BUILD_MODE", "debug")
+duration := env_var_or_default("DURATION", "5s")
+rounds := env_var_or_default("ROUNDS", "1")
+transports := env_var_or_default("TRANSPORTS", "all")
+target_dir := env_var_or_default("CARGO_TARGET_DIR", "target")
+cargo_flags := if build_mode == "release" { "--release" } else { "" }
+bin_dir := target_dir / build_mode
+
+# List the recipes
+default:
+    @just --list --unsorted
+
+# Build the library and both harness binaries (BUILD_MODE=release for optimised ones)
+build:
+    @echo "[info] building shmring ({{build_mode}})"
+    cargo build {{cargo_flags}} --bins
+
+# Ping-pong over the shmring shared-memory ring (extra ipc-parent options after the name)
+ipc-shmem *ARGS: build
+    {{bin_dir}}/ipc-parent --transport shm --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+
+# Ping-pong over the ipc-channel fallback
+ipc-channel *ARGS: build
+    {{bin_dir}}/ipc-parent --transport ipc-channel --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+
+# Same as ipc-channel (the reference project's name)
+alias ipc-ipcc := ipc-channel
+
+# Ping-pong the reference way: single-slot mailboxes signalled with raw_sync busy events
+ipc-raw-sync *ARGS: build
+    {{bin_dir}}/ipc-parent --transport raw-sync --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+
+# Ping-pong over the child's stdin / stdout
+ipc-pipe *ARGS: build
+    {{bin_dir}}/ipc-parent --transport pipe --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+
+# Ping-pong over a Unix domain socket
+ipc-uds *ARGS: build
+    {{bin_dir}}/ipc-parent --transport uds --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+
+# Ping-pong over TCP on loopback (--tcp-addr ADDR to bind elsewhere)
+ipc-tcp *ARGS: build
+    {{bin_dir}}/ipc-parent --transport tcp --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+
+# Bounce two cache lines between the processes: the hardware's floor
+ipc-floor *ARGS: build
+    {{bin_dir}}/ipc-parent --transport floor --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+
+# Every transport (or TRANSPORTS), interleaved round by round, in one table
+run-all *ARGS: build
+    {{bin_dir}}/ipc-parent --transport {{transports}} --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+
+# Same transports in a debug and a release build, one table with the release/debug ratio
+compare *ARGS:
+    mkdir -p results
+    cargo build --bins
+    cargo build --release --bins
+    {{target_dir}}/debug/ipc-parent --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json {{ARGS}} > results/debug.json
+    {{target_dir}}/release/ipc-parent --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json {{ARGS}} > results/release.json
+    {{target_dir}}/release/ipc-parent compare results/debug.json results/release.json
+
+# Raw payload sweep: one JSON result per message size in results/sweep-<size>.json
+sweep sizes="64 1KiB 16KiB 256KiB": build
+    mkdir -p results
+    for size in {{sizes}}; do \
+        {{bin_dir}}/ipc-parent --transport {{transports}} --message raw --size "$size" \
+            --duration {{duration}} --rounds {{rounds}} --json > "results/sweep-$size.json"; \
+        echo "[info] wrote results/sweep-$size.json"; \
+    done
+
+# Run every transport into results/<mode>.json and draw it as an SVG bar chart
+chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": build
+    mkdir -p results "$(dirname {{output}})"
+    test -f {{input}} || {{bin_dir}}/ipc-parent --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json > {{input}}
+    {{bin_dir}}/ipc-parent chart {{input}} --output {{output}}
+
+# Run the unit, conformance and end-to-end tests
+test:
+    cargo test {{cargo_flags}}
+
+# Check formatting and run clippy with warnings as errors
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --all-targets -- -D warnings
+
+# Run the criterion benchmarks
+bench:
+    cargo bench
+
+# List shared-memory mappings and sockets this project left behind (there should be none)
+leftovers:
+    @ls -1 /dev/shm 2>/dev/null | grep '^shmring-' || echo "none in /dev/shm"
+    @ls -1 "${XDG_RUNTIME_DIR:-/tmp}" /tmp 2>/dev/null | grep '^shmring-' || echo "no sockets or rendezvous files"

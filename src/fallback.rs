@@ -1,0 +1,401 @@
+//! The fallback backend: a duplex byte channel over the `ipc-channel` crate, for hosts where a
+//! shared-memory mapping cannot be made.
+//!
+//! Bootstrap: the creator opens an [`IpcOneShotServer`] and publishes the server's name in a
+//! rendezvous file named after the channel (`shmring-<name>.ipc` in `$XDG_RUNTIME_DIR`, or the
+//! temporary directory when that is not set). The connector reads the file, connects to the
+//! server and sends it the two halves the creator needs: a sender for the creator-to-connector
+//! direction's receiver it keeps, and a receiver for the direction it sends on. The creator
+//! accepts in a background thread, so [`IpcDuplex::create`] returns at once (like a mapping
+//! that exists before anybody connects); the first send or receive waits for the connector.
+//!
+//! A peer that exits closes its ends, so a receive returns [`Error::Disconnected`] instead of
+//! hanging. Received messages are owned buffers (the channel allocates them); the duplex keeps
+//! the last one and lends it out.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ipc_channel::ipc::{self, IpcBytesReceiver, IpcBytesSender, IpcOneShotServer, IpcSender};
+use ipc_channel::{IpcError, TryRecvError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::Error;
+
+type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Largest message sent in one piece (ipc-channel splits large messages itself).
+pub const MAX_MESSAGE: usize = 256 << 20;
+
+/// What the connector sends the creator: the creator's sender and receiver.
+type Halves = (IpcBytesSender, IpcBytesReceiver);
+
+/// Environment variable that forces [`crate::Endpoint::create`] onto this backend when set to
+/// anything but `0` or the empty string.
+pub const FORCE_ENV: &str = "SHMRING_FORCE_FALLBACK";
+
+/// True when the fallback is forced, by [`FORCE_ENV`] or the `force-fallback` cargo feature.
+pub fn forced() -> bool {
+    if cfg!(feature = "force-fallback") {
+        return true;
+    }
+    std::env::var_os(FORCE_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Checks a user-facing channel name before it reaches the file system (the same rules as
+/// the shared-memory backend: [`crate::mapping::validate_name`]).
+pub fn validate_name(name: &str) -> Result<()> {
+    crate::mapping::validate_name(name)
+}
+
+/// Where the rendezvous file of channel `name` lives.
+pub fn rendezvous_path(name: &str) -> PathBuf {
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    dir.join(format!("shmring-{name}.ipc"))
+}
+
+/// Removes the rendezvous file on drop.
+#[derive(Debug)]
+struct Rendezvous(PathBuf);
+
+impl Drop for Rendezvous {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+enum State {
+    /// Creator, before the connector arrived.
+    Pending {
+        accepted: mpsc::Receiver<Result<Halves>>,
+        server_name: String,
+        /// Kept only to be removed on drop (when the connector arrives or the creator goes).
+        _rendezvous: Rendezvous,
+    },
+    Connected {
+        tx: IpcBytesSender,
+        rx: IpcBytesReceiver,
+    },
+    /// The accept failed; the error was returned once.
+    Broken,
+}
+
+/// One end of a duplex byte channel over ipc-channel.
+pub struct IpcDuplex {
+    name: String,
+    state: State,
+    /// The last message received, lent out by the receive calls.
+    inbox: Vec<u8>,
+    /// Reused by [`IpcDuplex::send_json`].
+    out: Vec<u8>,
+}
+
+impl std::fmt::Debug for IpcDuplex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.state {
+            State::Pending { .. } => "pending",
+            State::Connected { .. } => "connected",
+            State::Broken => "broken",
+        };
+        f.debug_struct("IpcDuplex")
+            .field("name", &self.name)
+            .field("state", &state)
+            .finish()
+    }
+}
+
+fn ipc_error(e: IpcError) -> Error {
+    match e {
+        IpcError::Disconnected => Error::Disconnected,
+        IpcError::Io(e) => io_error(e),
+        IpcError::SerializationError(e) => Error::Corrupt(format!("ipc-channel message: {e}")),
+    }
+}
+
+fn io_error(e: io::Error) -> Error {
+    match e.kind() {
+        io::ErrorKind::BrokenPipe
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::NotConnected => Error::Disconnected,
+        _ => Error::Io(e),
+    }
+}
+
+impl IpcDuplex {
+    /// Creates the channel `name` and publishes it for [`IpcDuplex::connect`]. Returns at once;
+    /// the connection completes in the background.
+    pub fn create(name: &str) -> Result<IpcDuplex> {
+        validate_name(name)?;
+        let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
+        let path = rendezvous_path(name);
+        let tmp = path.with_extension(format!("ipc.tmp-{}", std::process::id()));
+        std::fs::write(&tmp, server_name.as_bytes())?;
+        std::fs::rename(&tmp, &path).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })?;
+        let rendezvous = Rendezvous(path);
+        let (done, accepted) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("shmring-accept-{name}"))
+            .spawn(move || {
+                let result = server
+                    .accept()
+                    .map(|(_bootstrap, halves)| halves)
+                    .map_err(ipc_error);
+                // The creator may be gone (dropped while pending): nobody to tell.
+                let _ = done.send(result);
+            })?;
+        Ok(IpcDuplex {
+            name: name.to_owned(),
+            state: State::Pending {
+                accepted,
+                server_name,
+                _rendezvous: rendezvous,
+            },
+            inbox: Vec::new(),
+            out: Vec::new(),
+        })
+    }
+
+    /// Connects to the channel `name` made by [`IpcDuplex::create`]. `Err(NotFound)` when no
+    /// creator has published it (yet).
+    pub fn connect(name: &str) -> Result<IpcDuplex> {
+        validate_name(name)?;
+        let path = rendezvous_path(name);
+        let server_name = match std::fs::read_to_string(&path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::NotFound(name.to_owned()))
+            }
+            Err(e) => return Err(Error::Io(e)),
+        };
+        // A stale file (its creator died or already accepted) has no server behind it.
+        let bootstrap = IpcSender::<Halves>::connect(server_name)
+            .map_err(|_| Error::NotFound(name.to_owned()))?;
+        let (to_connector, from_creator) = ipc::bytes_channel()?;
+        let (to_creator, from_connector) = ipc::bytes_channel()?;
+        bootstrap
+            .send((to_connector, from_connector))
+            .map_err(ipc_error)?;
+        Ok(IpcDuplex {
+            name: name.to_owned(),
+            state: State::Connected {
+                tx: to_creator,
+                rx: from_creator,
+            },
+            inbox: Vec::new(),
+            out: Vec::new(),
+        })
+    }
+
+    /// [`IpcDuplex::connect`], retried until the channel appears or `timeout` passes.
+    pub fn connect_timeout(name: &str, timeout: Duration) -> Result<IpcDuplex> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match IpcDuplex::connect(name) {
+                Err(Error::NotFound(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(Error::NotFound(_)) => return Err(Error::Timeout),
+                other => return other,
+            }
+        }
+    }
+
+    /// The channel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Largest message [`IpcDuplex::send`] accepts.
+    pub fn max_message(&self) -> usize {
+        MAX_MESSAGE
+    }
+
+    /// True once both ends are connected.
+    pub fn is_connected(&self) -> bool {
+        matches!(self.state, State::Connected { .. })
+    }
+
+    /// Waits until the connector has arrived: forever with `None`, else at most `timeout`
+    /// (`Err(Timeout)`, and the call may be repeated).
+    pub fn wait_connected(&mut self, timeout: Option<Duration>) -> Result<()> {
+        let result = match &self.state {
+            State::Connected { .. } => return Ok(()),
+            State::Broken => return Err(Error::Disconnected),
+            State::Pending { accepted, .. } => match timeout {
+                None => accepted.recv().map_err(|_| Error::Disconnected),
+                Some(t) => match accepted.recv_timeout(t) {
+                    Ok(r) => Ok(r),
+                    Err(mpsc::RecvTimeoutError::Timeout) => return Err(Error::Timeout),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Disconnected),
+                },
+            },
+        };
+        match result.and_then(|r| r) {
+            Ok((tx, rx)) => {
+                // Dropping the pending state removes the rendezvous file.
+                self.state = State::Connected { tx, rx };
+                Ok(())
+            }
+            Err(e) => {
+                self.state = State::Broken;
+                Err(e)
+            }
+        }
+    }
+
+    fn halves(&mut self) -> Result<(&IpcBytesSender, &IpcBytesReceiver)> {
+        self.wait_connected(None)?;
+        match &self.state {
+            State::Connected { tx, rx } => Ok((tx, rx)),
+            _ => Err(Error::Disconnected),
+        }
+    }
+
+    /// Sends one message.
+    pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
+        if bytes.len() > MAX_MESSAGE {
+            return Err(Error::TooLarge {
+                len: bytes.len(),
+                max: MAX_MESSAGE,
+            });
+        }
+        let (tx, _) = self.halves()?;
+        tx.send(bytes).map_err(io_error)
+    }
+
+    /// Serialises `value` as JSON into a reused buffer and sends it.
+    pub fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let result = match serde_json::to_writer(&mut out, value) {
+            Ok(()) => self.send(&out),
+            Err(e) => Err(Error::Json(e)),
+        };
+        self.out = out;
+        result
+    }
+
+    /// Waits for one message and lends it out until the next call.
+    pub fn recv(&mut self) -> Result<&[u8]> {
+        let (_, rx) = self.halves()?;
+        self.inbox = rx.recv().map_err(ipc_error)?;
+        Ok(&self.inbox)
+    }
+
+    /// One message if one is waiting now, else `Err(Empty)`.
+    pub fn try_recv(&mut self) -> Result<&[u8]> {
+        match self.wait_connected(Some(Duration::ZERO)) {
+            Err(Error::Timeout) => return Err(Error::Empty),
+            other => other?,
+        }
+        let (_, rx) = self.halves()?;
+        self.inbox = match rx.try_recv() {
+            Ok(bytes) => bytes,
+            Err(TryRecvError::Empty) => return Err(Error::Empty),
+            Err(TryRecvError::IpcError(e)) => return Err(ipc_error(e)),
+        };
+        Ok(&self.inbox)
+    }
+
+    /// Waits at most `timeout` for one message (`Err(Timeout)` after that).
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<&[u8]> {
+        let deadline = Instant::now() + timeout;
+        let mut turns = 0u32;
+        loop {
+            match self.try_recv() {
+                Ok(_) => return Ok(&self.inbox),
+                Err(Error::Empty) => {}
+                Err(e) => return Err(e),
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout);
+            }
+            turns += 1;
+            if turns < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    /// Waits for one message and decodes it as JSON.
+    pub fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T> {
+        let bytes = self.recv()?;
+        Ok(serde_json::from_slice(bytes)?)
+    }
+}
+
+impl Drop for IpcDuplex {
+    fn drop(&mut self) {
+        if let State::Pending { server_name, .. } = &self.state {
+            // Wake the accepting thread so that it ends: connect to our own server once.
+            if let (Ok(sender), Ok((tx, _keep_rx)), Ok((_keep_tx, rx))) = (
+                IpcSender::<Halves>::connect(server_name.clone()),
+                ipc::bytes_channel(),
+                ipc::bytes_channel(),
+            ) {
+                let _ = sender.send((tx, rx));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_validated() {
+        assert!(validate_name("ok-name_1.2").is_ok());
+        for bad in ["", ".hidden", "-dash", "a/b", "sp ace", &"x".repeat(201)] {
+            assert!(
+                matches!(validate_name(bad), Err(Error::InvalidName { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn duplex_in_one_process() -> Result<()> {
+        let name = format!("fallback-unit-{}", std::process::id());
+        let mut a = IpcDuplex::create(&name)?;
+        let mut b = IpcDuplex::connect_timeout(&name, Duration::from_secs(5))?;
+        a.send(b"ping")?;
+        assert_eq!(b.recv()?, b"ping");
+        b.send_json(&("pong", 7u64))?;
+        let (word, n): (String, u64) = a.recv_json()?;
+        assert_eq!((word.as_str(), n), ("pong", 7));
+        assert!(matches!(a.try_recv(), Err(Error::Empty)));
+        assert!(
+            !rendezvous_path(&name).exists(),
+            "rendezvous file removed after accept"
+        );
+        drop(b);
+        assert!(matches!(
+            a.recv_timeout(Duration::from_secs(5)),
+            Err(Error::Disconnected)
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn dropping_a_pending_creator_cleans_up() -> Result<()> {
+        let name = format!("fallback-pending-{}", std::process::id());
+        let a = IpcDuplex::create(&name)?;
+        assert!(rendezvous_path(&name).exists());
+        drop(a);
+        assert!(!rendezvous_path(&name).exists());
+        assert!(matches!(IpcDuplex::connect(&name), Err(Error::NotFound(_))));
+        Ok(())
+    }
+}

@@ -1,0 +1,497 @@
+//! Every way the ping-pong harness can move a message between two processes, behind one trait.
+//!
+//! A backend is a [`Transport`]: the parent side makes a [`Listener`] (it creates the mapping,
+//! binds the socket, ...), hands its [`Listener::address`] to the child on the command line, spawns
+//! the child and [`Listener::accept`]s; the child side calls [`Transport::connect`] with that
+//! address. After that both sides are symmetric: [`Transport::send`] / [`Transport::recv_with`]
+//! move one message of bytes, [`Transport::send_json`] / [`Transport::recv_json`] move one JSON
+//! value without a heap allocation where the backend allows it.
+//!
+//! Every blocking wait notices a peer that is gone: a socket or pipe sees end of file, a
+//! shared-memory spin checks the peer's "closed" flag and whether its process is still alive
+//! ([`Peer`]) every few thousand iterations, so a killed peer is an error, never a hang.
+//!
+//! | kind | file | what moves the bytes |
+//! | --- | --- | --- |
+//! | `shm` | `shm.rs` | the shmring duplex channel ([`crate::Endpoint`], so it falls back like the library) |
+//! | `ipc-channel` | `ipc_channel.rs` | the ipc-channel fallback ([`crate::fallback::IpcDuplex`]) |
+//! | `raw-sync` | `raw_sync.rs` | a single-slot mailbox per direction signalled with `raw_sync` busy events |
+//! | `pipe` | `pipe.rs` | the child's stdin / stdout, length-prefixed |
+//! | `uds` | `uds.rs` | a Unix stream socket with large send / receive buffers on both ends |
+//! | `tcp` | `tcp.rs` | TCP, loopback by default, `TCP_NODELAY` |
+//! | `floor` | `floor.rs` | one cache line per direction bounced between the processes: the hardware limit |
+
+use std::fmt;
+use std::io;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, WaitStrategy};
+
+pub mod floor;
+pub mod ipc_channel;
+pub mod pipe;
+pub mod raw_sync;
+pub mod shm;
+pub mod tcp;
+pub mod uds;
+
+mod stream;
+
+/// Result type of this module: the library's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Which backend a transport is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// The shmring ring in a named shared-memory mapping.
+    Shm,
+    /// The ipc-channel fallback.
+    IpcChannel,
+    /// The reference method: a single-slot mailbox signalled with `raw_sync` busy events.
+    RawSync,
+    /// The child's standard input and output.
+    Pipe,
+    /// A Unix domain stream socket.
+    Uds,
+    /// A TCP connection (loopback by default).
+    Tcp,
+    /// Two cache lines bounced between the processes: no framing, the hardware's limit.
+    Floor,
+}
+
+impl Kind {
+    /// Every backend, in the order the harness interleaves them.
+    pub const ALL: [Kind; 7] = [
+        Kind::Shm,
+        Kind::IpcChannel,
+        Kind::RawSync,
+        Kind::Pipe,
+        Kind::Uds,
+        Kind::Tcp,
+        Kind::Floor,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Shm => "shm",
+            Kind::IpcChannel => "ipc-channel",
+            Kind::RawSync => "raw-sync",
+            Kind::Pipe => "pipe",
+            Kind::Uds => "uds",
+            Kind::Tcp => "tcp",
+            Kind::Floor => "floor",
+        }
+    }
+
+    /// Whether the child must be spawned with piped standard input and output.
+    pub fn needs_stdio(self) -> bool {
+        self == Kind::Pipe
+    }
+
+    /// Whether both processes busy-spin while they wait (whatever the wait strategy).
+    pub fn always_spins(self) -> bool {
+        matches!(self, Kind::RawSync | Kind::Floor)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Kind> {
+        match s {
+            "shm" | "shmem" => Ok(Kind::Shm),
+            "ipc-channel" | "ipcc" | "ipc_channel" => Ok(Kind::IpcChannel),
+            "raw-sync" | "raw_sync" => Ok(Kind::RawSync),
+            "pipe" | "stdio" => Ok(Kind::Pipe),
+            "uds" | "unix" => Ok(Kind::Uds),
+            "tcp" => Ok(Kind::Tcp),
+            "floor" => Ok(Kind::Floor),
+            other => Err(Error::InvalidConfig(format!(
+                "unknown transport {other:?} (expected one of shm, ipc-channel, raw-sync, pipe, uds, tcp, floor)"
+            ))),
+        }
+    }
+}
+
+/// Settings shared by both sides of a transport.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How the `shm` backend waits (the other backends ignore it).
+    pub wait: WaitStrategy,
+    /// Bytes per direction: ring capacity (`shm`), mailbox slot (`raw-sync`), socket buffers
+    /// (`uds`, `tcp`) and pipe buffer (`pipe`, where the OS allows).
+    pub ring_size: usize,
+    /// Address the `tcp` parent binds (the child connects to the address the listener reports).
+    pub tcp_addr: String,
+    /// How long a connect or an accept may wait for the other side.
+    pub connect_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            wait: WaitStrategy::Spin,
+            ring_size: 1 << 20,
+            tcp_addr: "127.0.0.1:0".to_owned(),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A family of JSON message types that may borrow from the received bytes, so that
+/// [`Transport::recv_json`] can hand out a `T<'a>` tied to a frame it only lends.
+pub trait JsonMessage {
+    /// The message type, borrowing from a buffer of lifetime `'a`.
+    type Of<'a>: Deserialize<'a>;
+}
+
+/// One backend of the harness. See the module docs for the life cycle.
+pub trait Transport: Sized {
+    /// The parent side before the child has connected.
+    type Listener: Listener<Transport = Self>;
+
+    /// Which backend this is.
+    const KIND: Kind;
+
+    /// Parent side: prepare an endpoint named after `name` (mapping, socket path, ...).
+    fn listen(name: &str, opts: &Options) -> Result<Self::Listener>;
+
+    /// Child side: connect to the address the parent's listener reported.
+    fn connect(address: &str, opts: &Options, peer: Peer) -> Result<Self>;
+
+    /// The largest message this endpoint can send in one piece.
+    fn max_message(&self) -> usize;
+
+    /// Sends one message, waiting for room (and failing if the peer is gone).
+    fn send(&mut self, msg: &[u8]) -> Result<()>;
+
+    /// Serialises `value` as JSON and sends it, without a heap allocation per message where the
+    /// backend can write in place or reuse a buffer.
+    fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()>;
+
+    /// Waits for one message and lends its bytes to `read`.
+    fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R>;
+
+    /// Waits for one JSON message and lends the decoded value (which may borrow from the
+    /// message's bytes) to `read`.
+    fn recv_json<M: JsonMessage, R>(
+        &mut self,
+        read: impl for<'a> FnOnce(M::Of<'a>) -> Result<R>,
+    ) -> Result<R> {
+        self.recv_with(|bytes| {
+            let value = serde_json::from_slice::<M::Of<'_>>(bytes)?;
+            read(value)
+        })
+    }
+}
+
+/// The parent side of a transport before the child has connected.
+pub trait Listener {
+    /// The transport this listener yields.
+    type Transport: Transport;
+
+    /// What the child must be told to connect (a mapping name, a socket path, an address).
+    fn address(&self) -> String;
+
+    /// The backend that will carry the messages: the transport's own name, except where the
+    /// library may fall back (`shm` says `ipc-channel` then).
+    fn backend(&self) -> &'static str {
+        <Self::Transport as Transport>::KIND.as_str()
+    }
+
+    /// Waits for the child to connect. `stdio` carries the child's piped standard input and
+    /// output for the `pipe` backend (the others ignore it). Fails rather than hangs when `peer`
+    /// dies first or the options' connect timeout passes.
+    fn accept(self, stdio: ChildStdio, peer: Peer) -> Result<Self::Transport>;
+}
+
+/// The child's piped standard input and output, when it was spawned with them.
+#[derive(Debug, Default)]
+pub struct ChildStdio {
+    /// The child's standard input (the parent writes to it).
+    pub stdin: Option<std::process::ChildStdin>,
+    /// The child's standard output (the parent reads from it).
+    pub stdout: Option<std::process::ChildStdout>,
+}
+
+/// The process on the other side, watched while waiting so that a dead peer is an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pid: Option<i32>,
+    relation: Relation,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relation {
+    /// Our child: it stays a zombie until reaped, so liveness is asked with `waitid(WNOWAIT)`.
+    Child,
+    /// Our parent: gone when we are reparented.
+    Parent,
+    /// Any other process: `kill(pid, 0)`.
+    Other,
+    /// Nothing to watch (the transport's own end-of-file detection must do).
+    Unknown,
+}
+
+impl Peer {
+    /// A child process of this one.
+    pub fn child(pid: u32) -> Peer {
+        Peer {
+            pid: i32::try_from(pid).ok(),
+            relation: Relation::Child,
+        }
+    }
+
+    /// This process's parent, as it is now.
+    pub fn parent() -> Peer {
+        // SAFETY: getppid has no preconditions and cannot fail.
+        let pid = unsafe { libc::getppid() };
+        Peer {
+            pid: Some(pid),
+            relation: Relation::Parent,
+        }
+    }
+
+    /// Some other process.
+    pub fn process(pid: u32) -> Peer {
+        Peer {
+            pid: i32::try_from(pid).ok(),
+            relation: Relation::Other,
+        }
+    }
+
+    /// A peer whose process is not known (a remote TCP peer, a test thread).
+    pub fn unknown() -> Peer {
+        Peer {
+            pid: None,
+            relation: Relation::Unknown,
+        }
+    }
+
+    /// The peer's process id, when known.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid.and_then(|p| u32::try_from(p).ok())
+    }
+
+    /// True when the peer's process has exited (or been killed).
+    pub fn is_gone(&self) -> bool {
+        let Some(pid) = self.pid else { return false };
+        match self.relation {
+            Relation::Unknown => false,
+            Relation::Child => {
+                // SAFETY: an all-zero siginfo_t is a valid value of this plain C struct.
+                let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+                // SAFETY: `info` is a valid, writable siginfo_t; WNOWAIT leaves the child
+                // waitable, so the owner of its `std::process::Child` still reaps it.
+                let rc = unsafe {
+                    libc::waitid(
+                        libc::P_PID,
+                        pid as libc::id_t,
+                        &mut info,
+                        libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                    )
+                };
+                if rc != 0 {
+                    // ECHILD: already reaped (or not our child): gone.
+                    return true;
+                }
+                // SAFETY: waitid succeeded, so `info` holds a valid (possibly zeroed) record.
+                let exited_pid = unsafe { info.si_pid() };
+                exited_pid != 0
+            }
+            Relation::Parent => {
+                // SAFETY: getppid has no preconditions and cannot fail.
+                let now = unsafe { libc::getppid() };
+                now != pid || !process_exists(pid)
+            }
+            Relation::Other => !process_exists(pid),
+        }
+    }
+
+    /// The error for a gone peer.
+    pub fn gone_error(&self) -> Error {
+        Error::PeerGone {
+            pid: self.pid().unwrap_or(0),
+        }
+    }
+
+    /// `Err(PeerGone)` when the peer is gone.
+    pub fn check(&self) -> Result<()> {
+        if self.is_gone() {
+            Err(self.gone_error())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 performs only the existence and permission checks.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Spins in a wait loop, yielding now and then and checking the peer every few thousand turns.
+pub(crate) struct Spinner {
+    peer: Peer,
+    turns: u32,
+}
+
+/// Turns between two yields of the CPU (a power of two minus one, used as a mask): about ten
+/// microseconds of spinning. A yield costs little when nothing else wants the core, and when
+/// something does (more spinning processes than cores), it hands the core over instead of
+/// spinning out a whole scheduler time slice.
+const YIELD_MASK: u32 = (1 << 8) - 1;
+/// Turns between two checks of the peer (a multiple of the yield period).
+const CHECK_MASK: u32 = (1 << 12) - 1;
+
+impl Spinner {
+    pub(crate) fn new(peer: Peer) -> Spinner {
+        Spinner { peer, turns: 0 }
+    }
+
+    /// One turn of the loop. Every `YIELD_MASK + 1` turns it yields the CPU; every
+    /// `CHECK_MASK + 1` turns it also runs `still_open` (a backend's "peer closed" check) and
+    /// checks that the peer's process is alive.
+    #[inline]
+    pub(crate) fn turn(&mut self, still_open: impl FnOnce() -> Result<()>) -> Result<()> {
+        self.turns = self.turns.wrapping_add(1);
+        if self.turns & YIELD_MASK != 0 {
+            std::hint::spin_loop();
+            return Ok(());
+        }
+        self.slow_turn(still_open)
+    }
+
+    #[cold]
+    fn slow_turn(&mut self, still_open: impl FnOnce() -> Result<()>) -> Result<()> {
+        std::thread::yield_now();
+        if self.turns & CHECK_MASK != 0 {
+            return Ok(());
+        }
+        still_open()?;
+        self.peer.check()
+    }
+}
+
+/// Polls `attempt` until it yields a value, sleeping briefly in between, failing when the peer
+/// dies or `timeout` passes. For accepts and connects, never for the message path.
+pub(crate) fn poll_until<T>(
+    peer: Peer,
+    timeout: Duration,
+    mut attempt: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = attempt()? {
+            return Ok(value);
+        }
+        peer.check()?;
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Runs `visitor` with the concrete transport type of `kind`: the way to pick a backend at run
+/// time while the message loop stays monomorphic.
+pub fn dispatch<V: Visitor>(kind: Kind, visitor: V) -> V::Output {
+    match kind {
+        Kind::Shm => visitor.visit::<shm::Shm>(),
+        Kind::IpcChannel => visitor.visit::<ipc_channel::IpcChannel>(),
+        Kind::RawSync => visitor.visit::<raw_sync::RawSync>(),
+        Kind::Pipe => visitor.visit::<pipe::Pipe>(),
+        Kind::Uds => visitor.visit::<uds::Uds>(),
+        Kind::Tcp => visitor.visit::<tcp::Tcp>(),
+        Kind::Floor => visitor.visit::<floor::Floor>(),
+    }
+}
+
+/// Code generic over the transport type, run by [`dispatch`].
+pub trait Visitor {
+    /// What the visit returns.
+    type Output;
+    /// Runs with `T` as the transport type.
+    fn visit<T: Transport>(self) -> Self::Output;
+}
+
+/// The name of a shared-memory mapping this module creates: `shmring-<name>-<suffix>`.
+pub(crate) fn mapping_id(name: &str, suffix: &str) -> String {
+    format!("shmring-{name}-{suffix}")
+}
+
+/// Creates a zero-filled shared-memory mapping called `id` of at least `size` bytes; it is
+/// unlinked when the returned handle drops.
+pub(crate) fn create_mapping(id: &str, size: usize) -> Result<shared_memory::Shmem> {
+    shared_memory::ShmemConf::new()
+        .os_id(id)
+        .size(size)
+        .create()
+        .map_err(|e| match e {
+            shared_memory::ShmemError::MappingIdExists => Error::AlreadyExists(id.to_owned()),
+            other => Error::Io(io::Error::other(format!(
+                "creating mapping {id:?}: {other}"
+            ))),
+        })
+}
+
+/// Opens the mapping `id`, retrying while it does not exist yet (until the peer dies or the
+/// timeout passes), and checks that it holds at least `size` bytes.
+pub(crate) fn open_mapping(
+    id: &str,
+    size: usize,
+    peer: Peer,
+    timeout: Duration,
+) -> Result<shared_memory::Shmem> {
+    let shmem = poll_until(peer, timeout, || {
+        match shared_memory::ShmemConf::new().os_id(id).open() {
+            Ok(m) => Ok(Some(m)),
+            Err(shared_memory::ShmemError::MapOpenFailed(_)) => Ok(None),
+            Err(other) => Err(Error::Io(io::Error::other(format!(
+                "opening mapping {id:?}: {other}"
+            )))),
+        }
+    })
+    .map_err(|e| match e {
+        Error::Timeout => Error::NotFound(id.to_owned()),
+        other => other,
+    })?;
+    if shmem.len() < size {
+        return Err(Error::SizeMismatch(format!(
+            "mapping {id:?} holds {} bytes, at least {size} expected",
+            shmem.len()
+        )));
+    }
+    Ok(shmem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_through_their_names() {
+        for kind in Kind::ALL {
+            assert_eq!(kind.as_str().parse::<Kind>().ok(), Some(kind));
+        }
+        assert!("carrier-pigeon".parse::<Kind>().is_err());
+    }
+
+    #[test]
+    fn own_process_is_alive_and_a_bogus_child_is_gone() {
+        assert!(!Peer::process(std::process::id()).is_gone());
+        assert!(Peer::child(std::process::id()).is_gone());
+        assert!(!Peer::unknown().is_gone());
+    }
+}

@@ -1,0 +1,190 @@
+//! Length-prefixed framing over any byte stream (pipe, Unix socket, TCP).
+//!
+//! A frame is a little-endian `u32` length followed by that many bytes. The reader buffers, so a
+//! small frame usually costs one `read` system call; the writer assembles header and payload in
+//! one reused buffer, so a frame costs one `write`.
+
+use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
+
+use serde::Serialize;
+
+use super::Result;
+use crate::Error;
+
+/// Bytes in a frame header.
+const HEADER: usize = 4;
+
+/// A framed duplex stream.
+pub(crate) struct Framed<R: Read, W: Write> {
+    reader: BufReader<R>,
+    writer: W,
+    /// Reused for outgoing frames.
+    out: Vec<u8>,
+    /// Reused for incoming frames that do not sit whole in the reader's buffer.
+    inc: Vec<u8>,
+    max: usize,
+}
+
+impl<R: Read, W: Write> Framed<R, W> {
+    pub(crate) fn new(reader: R, writer: W, max: usize) -> Self {
+        Framed {
+            reader: BufReader::with_capacity(64 * 1024, reader),
+            writer,
+            out: Vec::with_capacity(4096),
+            inc: Vec::new(),
+            max: max.min(u32::MAX as usize),
+        }
+    }
+
+    pub(crate) fn max_message(&self) -> usize {
+        self.max
+    }
+
+    fn too_large(&self, len: usize) -> Error {
+        Error::TooLarge { len, max: self.max }
+    }
+
+    pub(crate) fn send(&mut self, msg: &[u8]) -> Result<()> {
+        if msg.len() > self.max {
+            return Err(self.too_large(msg.len()));
+        }
+        let header = (msg.len() as u32).to_le_bytes();
+        if msg.len() <= 64 * 1024 {
+            self.out.clear();
+            self.out.extend_from_slice(&header);
+            self.out.extend_from_slice(msg);
+            write_all(&mut self.writer, &self.out)
+        } else {
+            // Large frames are not worth a copy: two writes.
+            write_all(&mut self.writer, &header)?;
+            write_all(&mut self.writer, msg)
+        }
+    }
+
+    pub(crate) fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        self.out.clear();
+        self.out.extend_from_slice(&[0; HEADER]);
+        serde_json::to_writer(&mut self.out, value)?;
+        let len = self.out.len() - HEADER;
+        if len > self.max {
+            return Err(self.too_large(len));
+        }
+        self.out[..HEADER].copy_from_slice(&(len as u32).to_le_bytes());
+        write_all(&mut self.writer, &self.out)
+    }
+
+    pub(crate) fn recv_with<T>(&mut self, read: impl FnOnce(&[u8]) -> Result<T>) -> Result<T> {
+        let mut header = [0u8; HEADER];
+        read_exact(&mut self.reader, &mut header)?;
+        let len = u32::from_le_bytes(header) as usize;
+        if len > self.max {
+            return Err(Error::Corrupt(format!(
+                "frame of {len} bytes announced, the maximum is {}",
+                self.max
+            )));
+        }
+        // Lend straight from the reader's buffer when the whole frame is already there.
+        let buffered = self.reader.buffer();
+        if buffered.len() >= len {
+            let result = read(&buffered[..len]);
+            self.reader.consume(len);
+            return result;
+        }
+        self.inc.resize(len, 0);
+        read_exact(&mut self.reader, &mut self.inc)?;
+        read(&self.inc)
+    }
+
+    pub(crate) fn writer(&self) -> &W {
+        &self.writer
+    }
+}
+
+fn write_all<W: Write>(writer: &mut W, bytes: &[u8]) -> Result<()> {
+    match writer.write_all(bytes).and_then(|()| writer.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if is_disconnect(&e) => Err(Error::Disconnected),
+        Err(e) => Err(Error::Io(e)),
+    }
+}
+
+/// Reads exactly `buf.len()` bytes. End of file, whether between frames (a clean close) or
+/// inside one (a peer that died mid-write), is `Disconnected`: nothing more will come.
+fn read_exact<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<()> {
+    match reader.read_exact(buf) {
+        Ok(()) => Ok(()),
+        Err(e) if is_disconnect(&e) => Err(Error::Disconnected),
+        Err(e) => Err(Error::Io(e)),
+    }
+}
+
+fn is_disconnect(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::UnexpectedEof
+            | ErrorKind::BrokenPipe
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::NotConnected
+    )
+}
+
+/// Sets `SO_SNDBUF` and `SO_RCVBUF` on a socket (best effort: the kernel may clamp the values).
+pub(crate) fn set_socket_buffers(fd: std::os::fd::RawFd, bytes: usize) -> Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    for option in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        // SAFETY: `fd` is an open socket owned by the caller for the duration of the call, and
+        // the option value points at a live c_int of the stated length.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                option,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::Io(io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_bad_lengths_are_corrupt() {
+        let mut wire = Vec::new();
+        {
+            let mut f = Framed::new(io::empty(), &mut wire, 1024);
+            f.send(b"hello").ok();
+            f.send_json(&("a", 1)).ok();
+            f.send(&[]).ok();
+            assert!(matches!(f.send(&[0; 2000]), Err(Error::TooLarge { .. })));
+        }
+        let mut f = Framed::new(&wire[..], io::sink(), 1024);
+        assert_eq!(
+            f.recv_with(|b| Ok(b.to_vec())).ok(),
+            Some(b"hello".to_vec())
+        );
+        assert_eq!(
+            f.recv_with(|b| Ok(b.to_vec())).ok(),
+            Some(br#"["a",1]"#.to_vec())
+        );
+        assert_eq!(f.recv_with(|b| Ok(b.len())).ok(), Some(0));
+        assert!(matches!(
+            f.recv_with(|b| Ok(b.len())),
+            Err(Error::Disconnected)
+        ));
+
+        let bogus = [0xff, 0xff, 0xff, 0x7f, 1, 2, 3];
+        let mut f = Framed::new(&bogus[..], io::sink(), 1024);
+        assert!(matches!(
+            f.recv_with(|b| Ok(b.len())),
+            Err(Error::Corrupt(_))
+        ));
+    }
+}

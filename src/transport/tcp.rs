@@ -1,0 +1,106 @@
+//! `tcp`: a TCP connection with `TCP_NODELAY`, length-prefixed frames.
+//!
+//! The parent binds [`Options::tcp_addr`] (`127.0.0.1:0` by default: loopback, any free port)
+//! and tells the child the address it got. Bind another address (for example `0.0.0.0:7000`)
+//! and run the child on another host to measure a real network.
+
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+
+use serde::Serialize;
+
+use super::stream::{set_socket_buffers, Framed};
+use super::{poll_until, ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
+use crate::Error;
+
+/// One end of the TCP transport.
+pub struct Tcp {
+    framed: Framed<TcpStream, TcpStream>,
+}
+
+/// The bound TCP listener, waiting for the child.
+pub struct TcpListenerSide {
+    listener: TcpListener,
+    opts: Options,
+}
+
+impl Tcp {
+    fn from_stream(stream: TcpStream, opts: &Options) -> Result<Tcp> {
+        stream.set_nodelay(true)?;
+        set_socket_buffers(stream.as_raw_fd(), opts.ring_size)?;
+        let reader = stream.try_clone()?;
+        Ok(Tcp {
+            framed: Framed::new(reader, stream, opts.ring_size.max(1 << 20) * 16),
+        })
+    }
+}
+
+impl Transport for Tcp {
+    type Listener = TcpListenerSide;
+    const KIND: Kind = Kind::Tcp;
+
+    fn listen(_name: &str, opts: &Options) -> Result<TcpListenerSide> {
+        let listener = TcpListener::bind(opts.tcp_addr.as_str())?;
+        listener.set_nonblocking(true)?;
+        Ok(TcpListenerSide {
+            listener,
+            opts: opts.clone(),
+        })
+    }
+
+    fn connect(address: &str, opts: &Options, peer: Peer) -> Result<Tcp> {
+        let addrs: Vec<_> = address.to_socket_addrs()?.collect();
+        let stream = poll_until(peer, opts.connect_timeout, || {
+            match TcpStream::connect(&addrs[..]) {
+                Ok(s) => Ok(Some(s)),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Ok(None),
+                Err(e) => Err(Error::Io(e)),
+            }
+        })?;
+        Tcp::from_stream(stream, opts)
+    }
+
+    fn max_message(&self) -> usize {
+        self.framed.max_message()
+    }
+
+    fn send(&mut self, msg: &[u8]) -> Result<()> {
+        self.framed.send(msg)
+    }
+
+    fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        self.framed.send_json(value)
+    }
+
+    fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
+        self.framed.recv_with(read)
+    }
+}
+
+impl Listener for TcpListenerSide {
+    type Transport = Tcp;
+
+    fn address(&self) -> String {
+        match self.listener.local_addr() {
+            // A wildcard bind is reached through loopback by a local child.
+            Ok(addr) if addr.ip().is_unspecified() => {
+                let ip = if addr.is_ipv4() { "127.0.0.1" } else { "::1" };
+                std::net::SocketAddr::new(ip.parse().unwrap_or(addr.ip()), addr.port()).to_string()
+            }
+            Ok(addr) => addr.to_string(),
+            Err(_) => self.opts.tcp_addr.clone(),
+        }
+    }
+
+    fn accept(self, _stdio: ChildStdio, peer: Peer) -> Result<Tcp> {
+        let stream = poll_until(peer, self.opts.connect_timeout, || {
+            match self.listener.accept() {
+                Ok((s, _)) => Ok(Some(s)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+                Err(e) => Err(Error::Io(e)),
+            }
+        })?;
+        stream.set_nonblocking(false)?;
+        Tcp::from_stream(stream, &self.opts)
+    }
+}

@@ -1,0 +1,228 @@
+//! One behaviour suite, generic over the transport, run against every backend: messages arrive
+//! in order, a large message arrives whole, a peer that closes is seen as closed, and a peer
+//! that is killed is an error, never a hang.
+//!
+//! This test process is the parent; the other end is the real `ipc-child` binary in one of its
+//! test modes.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{leftovers, serial, unique_name, ChildGuard, Watchdog};
+use shmring::transport::{
+    floor::Floor, ipc_channel::IpcChannel, pipe::Pipe, raw_sync::RawSync, shm::Shm, tcp::Tcp,
+    uds::Uds, ChildStdio, Listener, Options, Peer, Transport,
+};
+use shmring::Error;
+
+/// Generous: debug builds on a loaded two-core machine.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A connected transport and the child on the other end. Field order: the transport closes
+/// before the child is reaped.
+struct Session<T> {
+    t: T,
+    child: ChildGuard,
+    name: String,
+}
+
+fn start<T: Transport>(mode: &str, count: u64) -> Session<T> {
+    let name = unique_name(T::KIND.as_str());
+    let opts = Options::default();
+    let listener = match T::listen(&name, &opts) {
+        Ok(l) => l,
+        Err(e) => panic!("{}: listen: {e}", T::KIND),
+    };
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ipc-child"));
+    command
+        .args(["--transport", T::KIND.as_str(), "--address"])
+        .arg(listener.address())
+        .args(["--message", "raw", "--mode", mode, "--count"])
+        .arg(count.to_string())
+        .arg("--parent-pid")
+        .arg(std::process::id().to_string())
+        .stderr(Stdio::inherit());
+    if T::KIND.needs_stdio() {
+        command.stdin(Stdio::piped()).stdout(Stdio::piped());
+    } else {
+        command.stdin(Stdio::null()).stdout(Stdio::null());
+    }
+    let mut child = ChildGuard::spawn(command);
+    let stdio = ChildStdio {
+        stdin: child.child.stdin.take(),
+        stdout: child.child.stdout.take(),
+    };
+    let t = match listener.accept(stdio, Peer::child(child.pid())) {
+        Ok(t) => t,
+        Err(e) => panic!("{}: accept: {e}", T::KIND),
+    };
+    Session { t, child, name }
+}
+
+impl<T> Session<T> {
+    /// Closes the transport, reaps the child and checks that nothing named after the session
+    /// is left in /dev/shm or the temporary directories.
+    fn finish(self) {
+        let Session { t, mut child, name } = self;
+        drop(t);
+        child.wait_for(LIMIT);
+        let left = leftovers(&name);
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}
+
+/// The child's `burst` message `i` (same formula as `ipc-child`).
+fn burst_message(i: u64, max: usize) -> Vec<u8> {
+    let len = (8 + (i as usize * 7) % 56).min(max);
+    let mut buf = vec![(i as u8).wrapping_mul(31); len];
+    let head = i.to_le_bytes();
+    let n = len.min(8);
+    buf[..n].copy_from_slice(&head[..n]);
+    if len > 8 {
+        if let Some(last) = buf.last_mut() {
+            *last = i as u8;
+        }
+    }
+    buf
+}
+
+fn order<T: Transport>() {
+    let _serial = serial();
+    let _watchdog = Watchdog::arm(LIMIT, &format!("{} order", T::KIND));
+    const COUNT: u64 = 300;
+    let mut s = start::<T>("burst", COUNT);
+    let max = s.t.max_message();
+    for i in 0..COUNT {
+        let expected = burst_message(i, max);
+        let got = s.t.recv_with(|b| Ok(b.to_vec()));
+        assert_eq!(
+            got.ok().as_deref(),
+            Some(&expected[..]),
+            "{}: message {i}",
+            T::KIND
+        );
+    }
+    for i in 0..COUNT {
+        if let Err(e) = s.t.send(&burst_message(i, max)) {
+            panic!("{}: send {i}: {e}", T::KIND);
+        }
+    }
+    let verdict =
+        s.t.recv_with(|b| Ok(String::from_utf8_lossy(b).into_owned()));
+    match verdict {
+        Ok(v) => assert_eq!(v, "ok", "{}: child's verdict", T::KIND),
+        Err(e) => panic!("{}: receiving the child's verdict: {e}", T::KIND),
+    }
+    s.finish();
+}
+
+fn large_message<T: Transport>() {
+    let _serial = serial();
+    let _watchdog = Watchdog::arm(LIMIT, &format!("{} large message", T::KIND));
+    let mut s = start::<T>("echo", 0);
+    let max = s.t.max_message();
+    let len = max.min(256 * 1024);
+    let msg: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+    for _ in 0..3 {
+        if let Err(e) = s.t.send(&msg) {
+            panic!("{}: send {len} bytes: {e}", T::KIND);
+        }
+        let echoed = s.t.recv_with(|b| Ok(b == &msg[..]));
+        assert!(
+            matches!(echoed, Ok(true)),
+            "{}: {len}-byte echo differs",
+            T::KIND
+        );
+    }
+    if max <= 32 << 20 {
+        let too_large = vec![0u8; max + 1];
+        assert!(
+            matches!(s.t.send(&too_large), Err(Error::TooLarge { .. })),
+            "{}: a message over the maximum must be refused",
+            T::KIND
+        );
+    }
+    s.finish();
+}
+
+fn peer_closes<T: Transport>() {
+    let _serial = serial();
+    let _watchdog = Watchdog::arm(LIMIT, &format!("{} peer closes", T::KIND));
+    let mut s = start::<T>("close-after", 1);
+    assert!(s.t.send(b"one").is_ok(), "{}: send", T::KIND);
+    let echoed = s.t.recv_with(|b| Ok(b.to_vec()));
+    assert_eq!(
+        echoed.ok().as_deref(),
+        Some(&b"one"[..]),
+        "{}: echo",
+        T::KIND
+    );
+    // The child closed its end and stays alive for two seconds: only the close tells.
+    match s.t.recv_with(|b| Ok(b.len())) {
+        Err(Error::Disconnected | Error::PeerGone { .. }) => {}
+        other => panic!("{}: expected a disconnect, got {other:?}", T::KIND),
+    }
+    s.finish();
+}
+
+fn peer_killed<T: Transport>() {
+    let _serial = serial();
+    let _watchdog = Watchdog::arm(LIMIT, &format!("{} peer killed", T::KIND));
+    let mut s = start::<T>("echo", 0);
+    assert!(s.t.send(b"ping").is_ok(), "{}: send", T::KIND);
+    assert!(
+        s.t.recv_with(|b| Ok(b == b"ping")).unwrap_or(false),
+        "{}: echo",
+        T::KIND
+    );
+    s.child.signal(libc::SIGKILL);
+    // The child was killed mid-conversation: the next receive must fail, not hang.
+    match s.t.recv_with(|b| Ok(b.len())) {
+        Err(Error::Disconnected | Error::PeerGone { .. }) => {}
+        other => panic!(
+            "{}: expected the dead peer to be noticed, got {other:?}",
+            T::KIND
+        ),
+    }
+    s.finish();
+}
+
+macro_rules! conformance {
+    ($($module:ident => $transport:ty),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn messages_arrive_in_order() {
+                order::<$transport>();
+            }
+
+            #[test]
+            fn a_large_message_arrives_whole() {
+                large_message::<$transport>();
+            }
+
+            #[test]
+            fn a_peer_that_closes_is_seen() {
+                peer_closes::<$transport>();
+            }
+
+            #[test]
+            fn a_killed_peer_is_an_error_not_a_hang() {
+                peer_killed::<$transport>();
+            }
+        }
+    )*};
+}
+
+conformance! {
+    shm => Shm,
+    ipc_channel => IpcChannel,
+    raw_sync => RawSync,
+    pipe => Pipe,
+    uds => Uds,
+    tcp => Tcp,
+    floor => Floor,
+}

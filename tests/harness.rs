@@ -1,0 +1,344 @@
+//! End-to-end tests of the `ipc-parent` binary: the JSON document of a run over every
+//! transport, the forced fallback, a child killed mid-run, Ctrl-C, and the chart / compare
+//! subcommands. No timing is asserted.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{leftovers, process_exists, serial, unique_name, ChildGuard, Watchdog};
+use serde_json::Value;
+
+const PARENT: &str = env!("CARGO_BIN_EXE_ipc-parent");
+/// Generous: debug builds on a loaded two-core machine, seven transports.
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// Runs `ipc-parent` with `args` to completion; returns (success, stdout, stderr).
+fn run_parent(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let mut command = Command::new(PARENT);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = ChildGuard::spawn(command);
+    let _watchdog = Watchdog::arm(LIMIT, &format!("ipc-parent {args:?}"));
+    let stdout = drain(child.child.stdout.take());
+    let stderr = drain(child.child.stderr.take());
+    let status = child.wait_for(LIMIT);
+    let text = |h: std::thread::JoinHandle<String>| h.join().unwrap_or_default();
+    (status.success(), text(stdout), text(stderr))
+}
+
+/// Reads a pipe to its end on another thread (so neither pipe can fill up and block the child).
+fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_string(&mut text);
+        }
+        text
+    })
+}
+
+fn parse(stdout: &str, stderr: &str) -> Value {
+    match serde_json::from_str(stdout) {
+        Ok(v) => v,
+        Err(e) => panic!("stdout is not one JSON document ({e}):\n{stdout}\nstderr:\n{stderr}"),
+    }
+}
+
+#[test]
+fn json_document_of_every_transport() {
+    let _serial = serial();
+    let name = unique_name("all");
+    let args = [
+        "--transport",
+        "all",
+        "--duration",
+        "200ms",
+        "--rounds",
+        "1",
+        "--warmup",
+        "50ms",
+        "--json",
+        "--name",
+        &name,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "ipc-parent failed:\n{stderr}");
+    let doc = parse(&stdout, &stderr);
+
+    let machine = &doc["machine"];
+    assert!(machine["cpu"].is_string(), "machine.cpu: {machine}");
+    assert!(
+        machine["cores"].as_u64().is_some_and(|c| c >= 1),
+        "machine.cores: {machine}"
+    );
+    assert!(machine["kernel"].is_string(), "machine.kernel: {machine}");
+    assert!(matches!(doc["profile"].as_str(), Some("debug" | "release")));
+    assert_eq!(doc["message"], "json");
+    assert!(doc["size"].is_null());
+
+    let results = doc["results"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r["transport"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "shm",
+            "ipc-channel",
+            "raw-sync",
+            "pipe",
+            "uds",
+            "tcp",
+            "floor"
+        ]
+    );
+    for r in &results {
+        let t = r["transport"].as_str().unwrap_or("?");
+        let rounds = r["rounds"].as_array().cloned().unwrap_or_default();
+        assert_eq!(rounds.len(), 1, "{t}: rounds");
+        assert!(
+            rounds[0]["round_trips"].as_u64().is_some_and(|n| n > 0),
+            "{t}: {r}"
+        );
+        assert!(rounds[0]["seconds"].is_f64(), "{t}: seconds");
+        assert!(rounds[0]["rt_per_s"].is_f64(), "{t}: rt_per_s");
+        assert!(
+            r["best_rt_per_s"].as_f64().is_some_and(|x| x > 0.0),
+            "{t}: best"
+        );
+        assert!(r["median_rt_per_s"].is_f64(), "{t}: median");
+        for p in ["p50", "p99", "p999", "max"] {
+            assert!(r["latency_ns"][p].as_u64().is_some(), "{t}: latency_ns.{p}");
+        }
+        assert!(r["pct_of_floor"].is_f64(), "{t}: pct_of_floor (floor ran)");
+        assert!(r.get("wait").is_some(), "{t}: wait present");
+    }
+    assert_eq!(results[0]["wait"], "spin");
+    assert!(results[1]["wait"].is_null());
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn raw_messages_report_their_size() {
+    let _serial = serial();
+    let name = unique_name("raw");
+    let args = [
+        "--transport",
+        "shm,uds",
+        "--message",
+        "raw",
+        "--size",
+        "4KiB",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "20ms",
+        "--json",
+        "--name",
+        &name,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "ipc-parent failed:\n{stderr}");
+    let doc = parse(&stdout, &stderr);
+    assert_eq!(doc["message"], "raw");
+    assert_eq!(doc["size"], 4096);
+    for r in doc["results"].as_array().cloned().unwrap_or_default() {
+        assert!(r["mb_per_s"].is_f64(), "{r}");
+        assert!(r["pct_of_floor"].is_null(), "no floor ran: {r}");
+    }
+}
+
+#[test]
+fn forced_fallback_runs_shm_over_ipc_channel() {
+    let _serial = serial();
+    let name = unique_name("forced");
+    let args = [
+        "--transport",
+        "shm",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "20ms",
+        "--json",
+        "--name",
+        &name,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[("SHMRING_FORCE_FALLBACK", "1")]);
+    assert!(ok, "ipc-parent failed:\n{stderr}");
+    let doc = parse(&stdout, &stderr);
+    let result = &doc["results"][0];
+    assert_eq!(result["transport"], "shm");
+    assert_eq!(result["backend"], "ipc-channel", "{result}");
+    assert!(result["rounds"][0]["round_trips"]
+        .as_u64()
+        .is_some_and(|n| n > 0));
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Starts a long run over `transport`, waits for the first child, then does `act` to it (or to
+/// the parent); returns the parent's (success, stderr, child pid).
+fn interrupt_run(transport: &str, name: &str, kill_parent: bool) -> (bool, String, u32) {
+    let mut command = Command::new(PARENT);
+    command
+        .args([
+            "--transport",
+            transport,
+            "--duration",
+            "60s",
+            "--warmup",
+            "10ms",
+            "--name",
+            name,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut parent = ChildGuard::spawn(command);
+    let _watchdog = Watchdog::arm(LIMIT, &format!("interrupted {transport} run"));
+    let Some(stderr) = parent.child.stderr.take() else {
+        panic!("no stderr")
+    };
+    let mut lines = BufReader::new(stderr).lines();
+    let mut log = String::new();
+    let mut child_pid = None;
+    for line in lines.by_ref() {
+        let Ok(line) = line else { break };
+        log.push_str(&line);
+        log.push('\n');
+        if let Some(rest) = line.split("child pid ").nth(1) {
+            child_pid = rest
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u32>().ok());
+            break;
+        }
+    }
+    let Some(child_pid) = child_pid else {
+        panic!("no child started:\n{log}")
+    };
+    // Let the ping-pong get going.
+    std::thread::sleep(Duration::from_millis(500));
+    let target = if kill_parent { parent.pid() } else { child_pid };
+    let signal = if kill_parent {
+        libc::SIGINT
+    } else {
+        libc::SIGKILL
+    };
+    // SAFETY: kill on a process this test started (the parent, or the parent's live child).
+    unsafe {
+        libc::kill(target as i32, signal);
+    }
+    let status = parent.wait_for(Duration::from_secs(30));
+    for line in lines.map_while(Result::ok) {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    (status.success(), log, child_pid)
+}
+
+fn killing_the_child_fails_the_parent(transport: &str) {
+    let _serial = serial();
+    let name = unique_name(&format!("kill{}", transport.replace('-', "")));
+    let (ok, log, child) = interrupt_run(transport, &name, false);
+    assert!(
+        !ok,
+        "{transport}: the parent must fail when its child is killed:\n{log}"
+    );
+    assert!(
+        log.contains("Error"),
+        "{transport}: a clear error expected:\n{log}"
+    );
+    assert!(
+        !process_exists(child),
+        "{transport}: child {child} not reaped"
+    );
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "{transport}: left behind: {left:?}");
+}
+
+#[test]
+fn killing_the_shm_child_fails_the_parent_cleanly() {
+    killing_the_child_fails_the_parent("shm");
+}
+
+#[test]
+fn killing_the_floor_child_fails_the_parent_cleanly() {
+    killing_the_child_fails_the_parent("floor");
+}
+
+#[test]
+fn killing_the_raw_sync_child_fails_the_parent_cleanly() {
+    killing_the_child_fails_the_parent("raw-sync");
+}
+
+#[test]
+fn ctrl_c_reaps_the_child_and_unlinks_everything() {
+    let _serial = serial();
+    let name = unique_name("sigint");
+    let (ok, log, child) = interrupt_run("shm", &name, true);
+    assert!(!ok, "an interrupted run is not a success:\n{log}");
+    assert!(log.contains("interrupted"), "{log}");
+    assert!(!process_exists(child), "child {child} not reaped");
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+const FIXTURE: &str = r#"{"machine":{"cpu":"Test CPU","cores":2,"kernel":"Linux 6.1"},
+ "profile":"release","message":"json","size":null,
+ "results":[
+  {"transport":"shm","wait":"spin","rounds":[{"round_trips":100,"seconds":1.0,"rt_per_s":100.0}],
+   "best_rt_per_s":100.0,"median_rt_per_s":100.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":50.0},
+  {"transport":"floor","wait":null,"rounds":[{"round_trips":200,"seconds":1.0,"rt_per_s":200.0}],
+   "best_rt_per_s":200.0,"median_rt_per_s":200.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":100.0}]}"#;
+
+#[test]
+fn chart_and_compare_read_a_result_file() {
+    let dir = std::env::temp_dir().join(unique_name("chart"));
+    let _cleanup = RemoveDir(dir.clone());
+    std::fs::create_dir_all(&dir).ok();
+    let input = dir.join("result.json");
+    let svg = dir.join("chart.svg");
+    std::fs::write(&input, FIXTURE).ok();
+    let (input_s, svg_s) = (
+        input.to_string_lossy().into_owned(),
+        svg.to_string_lossy().into_owned(),
+    );
+
+    let (ok, _, stderr) = run_parent(&["chart", &input_s, "--output", &svg_s], &[]);
+    assert!(ok, "chart failed:\n{stderr}");
+    let text = std::fs::read_to_string(&svg).unwrap_or_default();
+    assert!(
+        text.contains("<svg") && text.contains("floor"),
+        "not an SVG chart:\n{text}"
+    );
+
+    let (ok, stdout, stderr) = run_parent(&["compare", &input_s, &input_s], &[]);
+    assert!(ok, "compare failed:\n{stderr}");
+    assert!(
+        stdout.contains("shm") && stdout.contains("1.00x"),
+        "{stdout}"
+    );
+
+    let (ok, _, _) = run_parent(&["chart", "/nonexistent/result.json"], &[]);
+    assert!(!ok, "a missing input is an error");
+}
+
+struct RemoveDir(std::path::PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
