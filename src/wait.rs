@@ -1,7 +1,9 @@
 //! How an endpoint waits when the ring is empty (or full).
 //!
 //! * [`WaitStrategy::Spin`] busy-polls with `spin_loop` hints: the lowest latency, one core at
-//!   100% while waiting.
+//!   100% while waiting. After 20 us without data it also yields the core between batches of
+//!   polls, so two spinning processes on an oversubscribed machine do not wait out each other's
+//!   time slices.
 //! * [`WaitStrategy::SpinYield`] backs off with [`crossbeam_utils::Backoff`] and then yields the
 //!   core to other threads between polls.
 //! * [`WaitStrategy::Block`] spins for a short while, then sleeps in the kernel on a futex word
@@ -92,9 +94,13 @@ impl FromStr for WaitStrategy {
 /// How often a waiting side checks whether its peer closed or died.
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(5);
 /// Polls between two looks at the clock while spinning.
-const SPINS_PER_CLOCK_READ: u32 = 512;
+const SPINS_PER_CLOCK_READ: u32 = 128;
 /// How long `Block` spins before it sleeps.
 const BLOCK_SPIN: Duration = Duration::from_micros(50);
+/// After spinning this long without data, `Spin` yields the core once per batch of polls, so a
+/// peer that shares the core (an oversubscribed machine) gets to run instead of waiting for the
+/// end of our time slice. A message that arrives sooner never pays for it.
+const SPIN_POLITE_AFTER: Duration = Duration::from_micros(20);
 
 /// Waits until `ready()` returns true.
 ///
@@ -146,6 +152,9 @@ fn wait_slow(
             }
         }
         let now = Instant::now();
+        if strategy == WaitStrategy::Spin && now.duration_since(started) >= SPIN_POLITE_AFTER {
+            std::thread::yield_now();
+        }
         if strategy == WaitStrategy::Block && now.duration_since(started) >= BLOCK_SPIN {
             let mut until = next_check;
             if let Some(d) = deadline {
