@@ -1,0 +1,308 @@
+//! The JSON work of the harness's ping, in one process: no IPC.
+//!
+//! The message is the one `ipc-parent` sends (see `bin/common.rs`): two 36-character ids and a
+//! millisecond timestamp, about 120 bytes of JSON.
+//!
+//! - `json/encode`: `serde_json::to_writer` into a fixed slice (what `Channel::send_json` does
+//!   with a write grant), the same through a real grant of an in-process ring (reserve, serialise,
+//!   commit, and the consumer releasing the frame), and `serde_json::to_vec` (one allocation per
+//!   message, the reference's way).
+//! - `json/decode`: `serde_json::from_slice` with `&str` fields borrowed from the bytes, and into
+//!   owned `String`s with a `u128` timestamp (the reference's way; serde_json parses a `u128`
+//!   through a heap buffer).
+//! - `json/round_trip`: the codec work of one ping-pong round trip (encode ping, decode it, encode
+//!   pong, decode it), the harness's `serde` row.
+//!
+//! With `--features sonic` every group gains `sonic_rs` rows for the same work, and the bench
+//! checks first that both crates put the same bytes on the wire.
+
+use std::hint::black_box;
+use std::io::Write;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use serde::{Deserialize, Serialize};
+
+/// The harness's ping / pong: ids borrowed, `u64` milliseconds.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct Ping<'a> {
+    sender_id: &'a str,
+    receiver_id: &'a str,
+    sent_at_ms: u64,
+}
+
+/// The reference's message: owned ids, `u128` milliseconds.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct OwnedPing {
+    sender_id: String,
+    receiver_id: String,
+    sent_at_ms: u128,
+}
+
+const PARENT_ID: &str = "5f0c9a3e-1b2d-4e6f-8a7b-9c0d1e2f3a4b";
+const CHILD_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-8e9f0a1b2c3d";
+/// A realistic 13-digit millisecond timestamp.
+const SENT_AT_MS: u64 = 1_764_444_156_789;
+
+fn ping() -> Ping<'static> {
+    Ping {
+        sender_id: PARENT_ID,
+        receiver_id: CHILD_ID,
+        sent_at_ms: SENT_AT_MS,
+    }
+}
+
+fn pong(p: &Ping<'_>) -> Ping<'static> {
+    Ping {
+        sender_id: CHILD_ID,
+        receiver_id: PARENT_ID,
+        sent_at_ms: p.sent_at_ms,
+    }
+}
+
+/// `io::Write` into a fixed slice, failing when full: the writer `Channel::send_json` gives
+/// serde_json over a write grant.
+struct SliceWriter<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl Write for SliceWriter<'_> {
+    #[inline]
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.write_all(data)?;
+        Ok(data.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        let end = self.pos + data.len();
+        match self.buf.get_mut(self.pos..end) {
+            Some(dst) => {
+                dst.copy_from_slice(data);
+                self.pos = end;
+                Ok(())
+            }
+            None => Err(std::io::ErrorKind::WriteZero.into()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// serde_json into `buf`; returns the bytes written.
+#[inline]
+fn serde_encode<T: Serialize>(buf: &mut [u8], value: &T) -> usize {
+    let mut out = SliceWriter { buf, pos: 0 };
+    serde_json::to_writer(&mut out, value).expect("the ping fits");
+    out.pos
+}
+
+#[cfg(feature = "sonic")]
+mod sonic {
+    //! sonic-rs over a fixed slice. sonic-rs asks its writer for the worst case of what it may
+    //! write next (`6 * len + 35` bytes for a string, whatever the string holds) as
+    //! uninitialised spare room, so the slice must have that much slack beyond the message.
+
+    use std::mem::MaybeUninit;
+
+    /// `sonic_rs::writer::WriteExt` into a fixed slice, failing when the slack runs out.
+    pub struct SliceWriter<'a> {
+        pub buf: &'a mut [u8],
+        pub pos: usize,
+    }
+
+    impl std::io::Write for SliceWriter<'_> {
+        #[inline]
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            let end = self.pos + data.len();
+            match self.buf.get_mut(self.pos..end) {
+                Some(dst) => {
+                    dst.copy_from_slice(data);
+                    self.pos = end;
+                    Ok(data.len())
+                }
+                None => Err(std::io::ErrorKind::WriteZero.into()),
+            }
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl sonic_rs::writer::WriteExt for SliceWriter<'_> {
+        #[inline]
+        fn reserve_with(&mut self, additional: usize) -> std::io::Result<&mut [MaybeUninit<u8>]> {
+            let end = self.pos + additional;
+            match self.buf.get_mut(self.pos..end) {
+                // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and initialised bytes are
+                // valid `MaybeUninit`s; sonic-rs only writes initialised bytes through it.
+                Some(spare) => Ok(unsafe {
+                    std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast(), spare.len())
+                }),
+                None => Err(std::io::ErrorKind::WriteZero.into()),
+            }
+        }
+
+        #[inline]
+        unsafe fn flush_len(&mut self, additional: usize) -> std::io::Result<()> {
+            self.pos += additional;
+            Ok(())
+        }
+    }
+
+    /// sonic-rs into `buf`; returns the bytes written.
+    #[inline]
+    pub fn encode<T: serde::Serialize>(buf: &mut [u8], value: &T) -> usize {
+        let mut out = SliceWriter { buf, pos: 0 };
+        sonic_rs::to_writer(&mut out, value).expect("the ping fits");
+        out.pos
+    }
+}
+
+/// Room for the ping and, for sonic-rs, the worst-case slack of its string escaper.
+const SLICE: usize = 512;
+
+fn check_wire(buf: &mut [u8]) -> usize {
+    let n = serde_encode(buf, &ping());
+    let reference = serde_json::to_vec(&OwnedPing {
+        sender_id: PARENT_ID.into(),
+        receiver_id: CHILD_ID.into(),
+        sent_at_ms: SENT_AT_MS.into(),
+    })
+    .unwrap();
+    assert_eq!(&buf[..n], &reference[..], "u64 and u128 encode alike");
+    #[cfg(feature = "sonic")]
+    {
+        let mut other = [0u8; SLICE];
+        let m = sonic::encode(&mut other, &ping());
+        assert_eq!(
+            std::str::from_utf8(&other[..m]).unwrap(),
+            std::str::from_utf8(&buf[..n]).unwrap(),
+            "sonic-rs and serde_json put the same bytes on the wire"
+        );
+        assert_eq!(sonic_rs::to_vec(&ping()).unwrap(), reference);
+        let back: Ping<'_> = sonic_rs::from_slice(&buf[..n]).unwrap();
+        assert_eq!(back, ping());
+        let owned: OwnedPing = sonic_rs::from_slice(&buf[..n]).unwrap();
+        assert_eq!(owned.sent_at_ms, u128::from(SENT_AT_MS));
+    }
+    n
+}
+
+fn encode(c: &mut Criterion) {
+    let mut buf = [0u8; SLICE];
+    check_wire(&mut buf);
+    let mut g = c.benchmark_group("json/encode");
+    g.throughput(Throughput::Elements(1));
+    let msg = ping();
+    g.bench_function("serde_json/into_slice", |b| {
+        b.iter(|| serde_encode(black_box(&mut buf), black_box(&msg)))
+    });
+    let (mut tx, mut rx) = shmring::ring::new(64 * 1024).unwrap();
+    g.bench_function("serde_json/into_grant", |b| {
+        b.iter(|| {
+            let mut grant = tx.try_reserve(SLICE).unwrap();
+            let used = serde_encode(&mut grant, black_box(&msg));
+            grant.commit(used);
+            drop(black_box(rx.try_read().unwrap()));
+        })
+    });
+    g.bench_function("serde_json/to_vec", |b| {
+        b.iter(|| serde_json::to_vec(black_box(&msg)).unwrap())
+    });
+    #[cfg(feature = "sonic")]
+    {
+        g.bench_function("sonic_rs/into_slice", |b| {
+            b.iter(|| sonic::encode(black_box(&mut buf), black_box(&msg)))
+        });
+        g.bench_function("sonic_rs/into_grant", |b| {
+            b.iter(|| {
+                let mut grant = tx.try_reserve(SLICE).unwrap();
+                let used = sonic::encode(&mut grant, black_box(&msg));
+                grant.commit(used);
+                drop(black_box(rx.try_read().unwrap()));
+            })
+        });
+        g.bench_function("sonic_rs/to_vec", |b| {
+            b.iter(|| sonic_rs::to_vec(black_box(&msg)).unwrap())
+        });
+    }
+    g.finish();
+}
+
+fn decode(c: &mut Criterion) {
+    let mut buf = [0u8; SLICE];
+    let n = check_wire(&mut buf);
+    let wire = &buf[..n];
+    let mut g = c.benchmark_group("json/decode");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("serde_json/borrowed", |b| {
+        b.iter(|| serde_json::from_slice::<Ping<'_>>(black_box(wire)).unwrap())
+    });
+    g.bench_function("serde_json/owned_u128", |b| {
+        b.iter(|| serde_json::from_slice::<OwnedPing>(black_box(wire)).unwrap())
+    });
+    #[cfg(feature = "sonic")]
+    {
+        g.bench_function("sonic_rs/borrowed", |b| {
+            b.iter(|| sonic_rs::from_slice::<Ping<'_>>(black_box(wire)).unwrap())
+        });
+        g.bench_function("sonic_rs/owned_u128", |b| {
+            b.iter(|| sonic_rs::from_slice::<OwnedPing>(black_box(wire)).unwrap())
+        });
+    }
+    g.finish();
+}
+
+/// One round trip's codec work: encode the ping, decode it, encode the pong, decode it.
+fn round_trip(c: &mut Criterion) {
+    let mut g = c.benchmark_group("json/round_trip");
+    g.throughput(Throughput::Elements(1));
+    let mut a = [0u8; SLICE];
+    let mut b_ = [0u8; SLICE];
+    g.bench_function("serde_json", |b| {
+        b.iter(|| {
+            let n = serde_encode(&mut a, black_box(&ping()));
+            let got: Ping<'_> = serde_json::from_slice(black_box(&a[..n])).unwrap();
+            let m = serde_encode(&mut b_, &pong(&got));
+            let back: Ping<'_> = serde_json::from_slice(black_box(&b_[..m])).unwrap();
+            back.sent_at_ms
+        })
+    });
+    g.bench_function("serde_json/reference", |b| {
+        b.iter(|| {
+            let bytes = serde_json::to_vec(black_box(&OwnedPing {
+                sender_id: PARENT_ID.to_owned(),
+                receiver_id: CHILD_ID.to_owned(),
+                sent_at_ms: u128::from(SENT_AT_MS),
+            }))
+            .unwrap();
+            let got: OwnedPing = serde_json::from_slice(black_box(&bytes)).unwrap();
+            let bytes = serde_json::to_vec(&OwnedPing {
+                sender_id: got.receiver_id,
+                receiver_id: got.sender_id,
+                sent_at_ms: got.sent_at_ms,
+            })
+            .unwrap();
+            let back: OwnedPing = serde_json::from_slice(black_box(&bytes)).unwrap();
+            back.sent_at_ms
+        })
+    });
+    #[cfg(feature = "sonic")]
+    g.bench_function("sonic_rs", |b| {
+        b.iter(|| {
+            let n = sonic::encode(&mut a, black_box(&ping()));
+            let got: Ping<'_> = sonic_rs::from_slice(black_box(&a[..n])).unwrap();
+            let m = sonic::encode(&mut b_, &pong(&got));
+            let back: Ping<'_> = sonic_rs::from_slice(black_box(&b_[..m])).unwrap();
+            back.sent_at_ms
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, encode, decode, round_trip);
+criterion_main!(benches);
