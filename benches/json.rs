@@ -188,6 +188,19 @@ fn check_wire(buf: &mut [u8]) -> usize {
         assert_eq!(back, ping());
         let owned: OwnedPing = sonic_rs::from_slice(&buf[..n]).unwrap();
         assert_eq!(owned.sent_at_ms, u128::from(SENT_AT_MS));
+        // Ids that need escaping come out the same too.
+        let odd = OwnedPing {
+            sender_id: "quote\" back\\slash/ \n\t\r \u{1}\u{1f}\u{7f} é ✓ 😀 </script>".into(),
+            receiver_id: (0u8..0x80).map(char::from).collect(),
+            sent_at_ms: u128::from(u64::MAX),
+        };
+        let mut big = [0u8; 4096];
+        let m = sonic::encode(&mut big, &odd);
+        let expected = serde_json::to_vec(&odd).unwrap();
+        assert_eq!(&big[..m], &expected[..]);
+        assert_eq!(sonic_rs::to_vec(&odd).unwrap(), expected);
+        let back: OwnedPing = sonic_rs::from_slice(&expected).unwrap();
+        assert_eq!(back, odd);
     }
     n
 }
