@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
-use shmring::transport::{JsonMessage, Kind};
+use shmring::transport::{JsonMessage, Kind, Transport};
+use shmring::Error;
 
 /// The workload's message, as the harness sends it on every backend except `raw-sync`: ids
 /// borrowed (decoded in place from the received frame), a `u64` millisecond timestamp.
@@ -24,6 +25,33 @@ pub struct PingMsg;
 
 impl JsonMessage for PingMsg {
     type Of<'a> = Ping<'a>;
+}
+
+/// One round trip of the JSON workload from the parent's side, as the harness does it on every
+/// backend but `raw-sync`: the ping serialised by the transport (into the ring on `shm`), the
+/// pong decoded with its ids borrowed from the received bytes and checked.
+#[inline]
+pub fn json_round_trip<T: Transport>(
+    t: &mut T,
+    parent_id: &str,
+    child_id: &str,
+) -> Result<(), Error> {
+    let sent_at_ms = now_ms() as u64;
+    let ping = Ping {
+        sender_id: parent_id,
+        receiver_id: child_id,
+        sent_at_ms,
+    };
+    t.send_json(&ping)?;
+    t.recv_json::<PingMsg, _>(|pong| {
+        if pong.sender_id != child_id
+            || pong.receiver_id != parent_id
+            || pong.sent_at_ms != sent_at_ms
+        {
+            return Err(Error::Corrupt(format!("unexpected pong {pong:?}")));
+        }
+        Ok(())
+    })
 }
 
 /// The reference project's message, kept for the `raw-sync` row: owned strings, a `u128`

@@ -24,9 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Parser, Subcommand};
-use common::{
-    check_stamp, size_label, stamp, MessageKind, OwnedPing, Ping, PingMsg, SliceWriter, Workload,
-};
+use common::{check_stamp, size_label, stamp, MessageKind, OwnedPing, Ping, SliceWriter, Workload};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use shmring::transport::{self, ChildStdio, Kind, Listener, Options, Peer, Transport, Visitor};
@@ -651,24 +649,7 @@ impl<'a> Pinger<'a> {
     fn round_trip<T: Transport>(&mut self, t: &mut T) -> Result<(), Error> {
         self.seq = self.seq.wrapping_add(1);
         match self.workload {
-            Workload::Json => {
-                let sent_at_ms = common::now_ms() as u64;
-                let ping = Ping {
-                    sender_id: self.parent_id,
-                    receiver_id: self.child_id,
-                    sent_at_ms,
-                };
-                t.send_json(&ping)?;
-                t.recv_json::<PingMsg, _>(|pong| {
-                    if pong.sender_id != self.child_id
-                        || pong.receiver_id != self.parent_id
-                        || pong.sent_at_ms != sent_at_ms
-                    {
-                        return Err(Error::Corrupt(format!("unexpected pong {pong:?}")));
-                    }
-                    Ok(())
-                })
-            }
+            Workload::Json => common::json_round_trip(t, self.parent_id, self.child_id),
             Workload::ReferenceJson => {
                 let ping = OwnedPing {
                     sender_id: self.parent_id.to_owned(),
