@@ -111,6 +111,9 @@ struct RunArgs {
     /// Print exactly one JSON document on standard output instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON document to this file (the table still goes to standard output).
+    #[arg(long, value_name = "PATH")]
+    save: Option<PathBuf>,
     /// The child binary (default: `ipc-child` next to this executable).
     #[arg(long)]
     child: Option<PathBuf>,
@@ -1047,6 +1050,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         warmup_s: plan.args.warmup.as_secs_f64(),
         results,
     };
+    if let Some(path) = &plan.args.save {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {path:?}"))?;
+        eprintln!("[info] wrote {path:?}");
+    }
     let mut out = std::io::stdout().lock();
     if plan.args.json {
         serde_json::to_writer_pretty(&mut out, &report)?;
@@ -1328,11 +1336,14 @@ fn sweep_chart(report: &Report, output: &Path) -> anyhow::Result<()> {
         .iter()
         .filter_map(|r| r.mb_per_s)
         .filter(|&x| x > 0.0)
-        .fold(top, f64::min)
-        .clamp(0.01, 1.0);
-    // Slots on the x axis: one per bar plus one gap per group.
-    let per_group = names.len() + 1;
+        .fold(top, f64::min);
+    // Room under the smallest bar so that it shows.
+    let bottom = (bottom * 0.5).clamp(0.01, 1.0);
+    // Half-bar units on the x axis: each bar is two wide, each group ends with a one-bar gap,
+    // so a group's centre (where its size label goes) falls on a whole unit.
+    let per_group = 2 * (names.len() + 1);
     let slots = (sizes.len() * per_group) as i32;
+    let middle = names.len();
     let title = format!(
         "payload throughput, MB/s both directions ({} build, ring {}) - {}",
         report.profile,
@@ -1350,8 +1361,6 @@ fn sweep_chart(report: &Report, output: &Path) -> anyhow::Result<()> {
         .build_cartesian_2d(0..slots, (bottom..top).log_scale())
         .map_err(draw)?;
     let label_sizes = sizes.clone();
-    // A group's size label goes under its middle bar.
-    let middle = names.len() / 2;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -1377,8 +1386,8 @@ fn sweep_chart(report: &Report, output: &Path) -> anyhow::Result<()> {
             .enumerate()
             .filter_map(|(g, &size)| {
                 let value = mb(name, size)?.max(bottom);
-                let x = (g * per_group + t) as i32;
-                let mut bar = Rectangle::new([(x, bottom), (x + 1, value)], color.filled());
+                let x = (g * per_group + 2 * t) as i32;
+                let mut bar = Rectangle::new([(x, bottom), (x + 2, value)], color.filled());
                 bar.set_margin(0, 0, 2, 2);
                 Some(bar)
             })
