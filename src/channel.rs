@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    check_capacity, segment_size, PeerInfo, RingHeader, SegmentHeader, HEADER_SIZE,
-    LAYOUT_VERSION, MAGIC, MODE_BLOCK, MODE_SPIN, PEER_ABSENT, PEER_CLOSED, PEER_PRESENT, READY,
-    RINGS_OFFSET,
+    check_capacity, segment_size, PeerInfo, RingHeader, SegmentHeader, HEADER_SIZE, LAYOUT_VERSION,
+    MAGIC, MODE_BLOCK, MODE_SPIN, PEER_ABSENT, PEER_CLOSED, PEER_PRESENT, READY, RINGS_OFFSET,
 };
 use crate::mapping::{self, Mapping};
 use crate::process::ProcessId;
@@ -97,8 +96,10 @@ impl PeerWatch {
                     pid: info.pid.load(Ordering::Relaxed),
                     start_time: info.start_time.load(Ordering::Relaxed),
                 });
-                self.last_check = Some(Instant::now());
                 if id.is_alive() {
+                    // Only a live verdict is cached: a dead process stays dead, and every call
+                    // after the first `PeerGone` must report it too.
+                    self.last_check = Some(Instant::now());
                     Ok(())
                 } else {
                     Err(Error::PeerGone { pid: id.pid })
@@ -223,13 +224,15 @@ impl Channel {
         hdr.magic.store(MAGIC, Ordering::Relaxed);
         hdr.version.store(LAYOUT_VERSION, Ordering::Relaxed);
         hdr.header_size.store(HEADER_SIZE as u32, Ordering::Relaxed);
-        hdr.capacity.store(config.capacity as u64, Ordering::Relaxed);
+        hdr.capacity
+            .store(config.capacity as u64, Ordering::Relaxed);
         hdr.total_size
             .store(segment_size(config.capacity) as u64, Ordering::Relaxed);
         let info = &hdr.creator;
         info.pid.store(me.pid, Ordering::Relaxed);
         info.start_time.store(me.start_time, Ordering::Relaxed);
-        info.wait_mode.store(mode_of(config.wait), Ordering::Relaxed);
+        info.wait_mode
+            .store(mode_of(config.wait), Ordering::Relaxed);
         info.state.store(PEER_PRESENT, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `ready` in `connect_at_mapping`: publishes
         // every field above.
@@ -257,7 +260,9 @@ impl Channel {
         loop {
             match Self::connect(name, wait) {
                 Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
-                    std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+                    std::thread::sleep(
+                        pause.min(deadline.saturating_duration_since(Instant::now())),
+                    );
                     pause = (pause * 2).min(Duration::from_millis(10));
                 }
                 Err(Error::NotFound(_) | Error::NotReady(_)) => return Err(Error::Timeout),

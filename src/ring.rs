@@ -511,7 +511,9 @@ impl Consumer {
         // Acquire: pairs with the Release store of our predecessor's index.
         let head = ptrs.header().head.load(Ordering::Acquire);
         if head % 8 != 0 {
-            return Err(Error::corrupt(format!("consumer index {head} is not aligned")));
+            return Err(Error::corrupt(format!(
+                "consumer index {head} is not aligned"
+            )));
         }
         Ok(Consumer {
             mask: ptrs.capacity as u64 - 1,
@@ -710,7 +712,9 @@ impl std::ops::Deref for ReadGuard<'_> {
                 // region; the producer does not write there until we release it in `drop`. (A
                 // hostile producer process can still change these bytes under us; they are
                 // plain bytes, any value is valid.)
-                unsafe { std::slice::from_raw_parts(consumer.ptrs.region.as_ptr().add(*offset), *len) }
+                unsafe {
+                    std::slice::from_raw_parts(consumer.ptrs.region.as_ptr().add(*offset), *len)
+                }
             }
             Source::Assembled(bytes) => bytes,
         }
@@ -729,7 +733,9 @@ impl Drop for ReadGuard<'_> {
 
 impl std::fmt::Debug for ReadGuard<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadGuard").field("len", &self.len()).finish()
+        f.debug_struct("ReadGuard")
+            .field("len", &self.len())
+            .finish()
     }
 }
 
@@ -792,7 +798,11 @@ mod tests {
                     tx.try_send(&data).unwrap();
                     // A second frame right behind it, so the next-position bookkeeping is used.
                     tx.try_send(b"next").unwrap();
-                    assert_eq!(&*rx.try_read().unwrap(), &data[..], "offset {offset} len {len}");
+                    assert_eq!(
+                        &*rx.try_read().unwrap(),
+                        &data[..],
+                        "offset {offset} len {len}"
+                    );
                     assert_eq!(&*rx.try_read().unwrap(), b"next");
                     assert!(matches!(rx.try_read(), Err(Error::Empty)));
                 }
@@ -814,7 +824,10 @@ mod tests {
         assert!(matches!(tx.try_reserve(max), Err(Error::Full)));
         assert!(matches!(tx.try_reserve(16), Err(Error::Full)));
         // Never-fits stays never-fits when full, too.
-        assert!(matches!(tx.try_reserve(max + 1), Err(Error::TooLarge { .. })));
+        assert!(matches!(
+            tx.try_reserve(max + 1),
+            Err(Error::TooLarge { .. })
+        ));
         assert_eq!(&*rx.try_read().unwrap(), &vec![1; max][..]);
         assert_eq!(&*rx.try_read().unwrap(), &vec![2; max][..]);
         // After a full drain a maximal frame always fits, wherever the ring stands.
@@ -930,7 +943,9 @@ mod tests {
     }
 
     fn corrupt_head_word(rx: &Consumer, word: u64) {
-        rx.ptrs.word((rx.head & rx.mask) as usize).store(word, Ordering::Relaxed);
+        rx.ptrs
+            .word((rx.head & rx.mask) as usize)
+            .store(word, Ordering::Relaxed);
     }
 
     #[test]
@@ -939,8 +954,14 @@ mod tests {
             ("wrong tag", Box::new(|idx| encode(idx + 8, kind::DATA, 4))),
             ("unknown kind", Box::new(|idx| encode(idx, 7, 4))),
             ("kind zero", Box::new(|idx| encode(idx, 0, 4))),
-            ("length past max", Box::new(|idx| encode(idx, kind::DATA, 1000))),
-            ("length u32::MAX", Box::new(|idx| encode(idx, kind::DATA, u32::MAX))),
+            (
+                "length past max",
+                Box::new(|idx| encode(idx, kind::DATA, 1000)),
+            ),
+            (
+                "length u32::MAX",
+                Box::new(|idx| encode(idx, kind::DATA, u32::MAX)),
+            ),
         ];
         for (what, word) in cases {
             for offset in [0usize, 64, 200, 248] {
