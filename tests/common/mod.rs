@@ -58,7 +58,12 @@ impl ChildGuard {
 
     /// Waits for the child to exit, failing the test after the watchdog.
     pub fn reap(&mut self) -> std::process::ExitStatus {
-        let deadline = std::time::Instant::now() + WATCHDOG;
+        self.reap_within(WATCHDOG)
+    }
+
+    /// Waits for the child to exit, failing the test after `limit`.
+    pub fn reap_within(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
                 self.reaped = true;
@@ -66,12 +71,21 @@ impl ChildGuard {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "child {} did not exit within {WATCHDOG:?}",
+                "child {} did not exit within {limit:?}",
                 self.pid()
             );
             // A bounded wait on a process that was killed or told to stop; no data to poll for.
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+
+    /// Everything the child wrote to stdout; call after it exited.
+    pub fn read_all(&mut self) -> String {
+        let mut out = String::new();
+        if let Some(mut stdout) = self.child.stdout.take() {
+            let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+        }
+        out
     }
 
     /// Reads one line from the child's stdout, failing after the watchdog.
@@ -89,6 +103,15 @@ impl ChildGuard {
             .unwrap_or_else(|_| panic!("child {} printed nothing within {WATCHDOG:?}", self.pid()));
         self.child.stdout = Some(stdout);
         line.trim_end().to_owned()
+    }
+}
+
+impl From<Child> for ChildGuard {
+    fn from(child: Child) -> Self {
+        ChildGuard {
+            child,
+            reaped: false,
+        }
     }
 }
 
