@@ -950,7 +950,8 @@ mod tests {
 
     #[test]
     fn hostile_frame_headers_are_corrupt_errors() {
-        let cases: Vec<(&str, Box<dyn Fn(u64) -> u64>)> = vec![
+        type Case = (&'static str, Box<dyn Fn(u64) -> u64>);
+        let cases: Vec<Case> = vec![
             ("wrong tag", Box::new(|idx| encode(idx + 8, kind::DATA, 4))),
             ("unknown kind", Box::new(|idx| encode(idx, 7, 4))),
             ("kind zero", Box::new(|idx| encode(idx, 0, 4))),
