@@ -83,3 +83,6 @@ pub use channel::{Channel, Config, Role};
 pub use error::{Error, Result};
 pub use ring::{ReadGuard, WriteGrant};
 pub use wait::WaitStrategy;
+
+#[cfg(all(test, loom))]
+mod loom_model;

@@ -510,9 +510,11 @@ impl Consumer {
     pub(crate) unsafe fn new(ptrs: RingPtrs, owned: Option<std::sync::Arc<Owned>>) -> Result<Self> {
         // Acquire: pairs with the Release store of our predecessor's index.
         let head = ptrs.header().head.load(Ordering::Acquire);
-        if head % 8 != 0 {
+        // Acquire: pairs with the producer's Release store of its informational index.
+        let tail = ptrs.header().tail.load(Ordering::Acquire);
+        if head % 8 != 0 || head > tail || tail - head > ptrs.capacity as u64 {
             return Err(Error::corrupt(format!(
-                "consumer index {head} is not aligned"
+                "ring indices out of range: head {head}, tail {tail}"
             )));
         }
         Ok(Consumer {
@@ -950,8 +952,8 @@ mod tests {
 
     #[test]
     fn hostile_frame_headers_are_corrupt_errors() {
-        type Case = (&'static str, Box<dyn Fn(u64) -> u64>);
-        let cases: Vec<Case> = vec![
+        type Forge = Box<dyn Fn(u64) -> u64>;
+        let cases: Vec<(&str, Forge)> = vec![
             ("wrong tag", Box::new(|idx| encode(idx + 8, kind::DATA, 4))),
             ("unknown kind", Box::new(|idx| encode(idx, 7, 4))),
             ("kind zero", Box::new(|idx| encode(idx, 0, 4))),
