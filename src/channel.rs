@@ -96,8 +96,10 @@ impl PeerWatch {
                     pid: info.pid.load(Ordering::Relaxed),
                     start_time: info.start_time.load(Ordering::Relaxed),
                 });
-                self.last_check = Some(Instant::now());
                 if id.is_alive() {
+                    // Only a live verdict is cached: a dead process stays dead, and every call
+                    // after the first `PeerGone` must report it too.
+                    self.last_check = Some(Instant::now());
                     Ok(())
                 } else {
                     Err(Error::PeerGone { pid: id.pid })
@@ -1127,6 +1129,9 @@ mod tests {
             hdr.creator.state.store(PEER_PRESENT, Ordering::Relaxed);
             hdr.ready.store(READY, Ordering::Release);
         }
+        // A dead creator also no longer holds its creator lock: let go of the segment (without
+        // removing its name) like a process that died.
+        drop(map);
         let fresh = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
         assert!(matches!(
             Channel::create(&name, &small(WaitStrategy::Spin)),
