@@ -479,8 +479,13 @@ impl Channel {
                 max: self.tx.max_len(),
             });
         }
-        self.wait_room(len, deadline)?;
-        self.tx.try_reserve_kind(len, kind)
+        let start = loop {
+            match self.tx.room_for(len)? {
+                Some(start) => break start,
+                None => self.wait_room(len, deadline)?,
+            }
+        };
+        Ok(self.tx.grant_at(start, len, kind))
     }
 
     #[inline]

@@ -6,8 +6,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{echo, echo_creator, serial, unique, ChildGuard, NameGuard, WATCHDOG};
 use shmring::{Channel, Config, Error, WaitStrategy};
+use support::{echo, echo_creator, serial, unique, ChildGuard, NameGuard, WATCHDOG};
 
 /// Receives stream frames until `count` have arrived, checking their sequence numbers.
 fn receive_stream(ch: &mut Channel, count: u64) {

@@ -8,9 +8,9 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-use support::{echo, echo_creator, serial, shm_path, unique, NameGuard};
 use shmring::segments::{self, Reclaim};
 use shmring::{Channel, Config, Error, WaitStrategy};
+use support::{echo, echo_creator, serial, shm_path, unique, NameGuard};
 
 fn small() -> Config {
     Config {

@@ -21,8 +21,8 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{serial, unique, ChildGuard, NameGuard};
 use shmring::{Channel, Config, Error, WaitStrategy};
+use support::{serial, unique, ChildGuard, NameGuard};
 
 const RING: usize = 4096;
 const HEADER: usize = 16;
