@@ -103,3 +103,19 @@ bench:
 leftovers:
     @ls -1 /dev/shm 2>/dev/null | grep '^shmring-' || echo "none in /dev/shm"
     @ls -1 "${XDG_RUNTIME_DIR:-/tmp}" /tmp 2>/dev/null | grep '^shmring-' || echo "no sockets or rendezvous files"
+
+# Stress both wait strategies: 10,000,000 frames per direction through a 4 KiB ring, print the counts
+stress frames="10000000":
+    SHMRING_STRESS_FRAMES={{frames}} cargo test --release --test stress -- --nocapture --test-threads=1
+
+# List shmring segments with owner and state, and remove those whose creator is dead (--dry-run lists only)
+clean-shm *ARGS:
+    cargo run --release --quiet --bin shmring-clean -- {{ARGS}}
+
+# Model-check the ring's publish protocol and the sleep/wake handshake with loom
+loom:
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR={{target_dir}}/loom cargo test --release --lib loom
+
+# Fuzz the consumer and the connecting side against hostile segment bytes for N seconds (needs cargo-fuzz)
+fuzz secs="180":
+    cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run hostile_segment -- -max_total_time={{secs}} -max_len=4096
