@@ -198,12 +198,7 @@ fn ping_pong<T: Transport>(t: &mut T, args: &Args) -> Result<(), Error> {
 fn echo<T: Transport>(t: &mut T, count: u64) -> Result<(), Error> {
     let mut buf = Vec::new();
     for _ in 0..count {
-        t.recv_with(|bytes| {
-            buf.clear();
-            buf.extend_from_slice(bytes);
-            Ok(())
-        })?;
-        t.send(&buf)?;
+        t.echo(&mut buf)?;
     }
     Ok(())
 }

@@ -872,10 +872,19 @@ impl RecvHalf {
     /// Receives one message (of any size) and copies it into `buf`, replacing its contents.
     /// Returns the length. `buf` keeps its capacity, so a caller that reuses it allocates only
     /// when a message is larger than any before.
+    ///
+    /// A message that arrived in fragments is handed over without a further copy: `buf` and the
+    /// reassembly buffer trade places, and the channel keeps `buf`'s old allocation for the next
+    /// one.
     pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize> {
         let msg = self.recv()?;
-        buf.clear();
-        buf.extend_from_slice(&msg);
+        if !msg.is_assembled() {
+            buf.clear();
+            buf.extend_from_slice(&msg);
+            return Ok(buf.len());
+        }
+        drop(msg);
+        std::mem::swap(buf, &mut self.assembly);
         Ok(buf.len())
     }
 

@@ -714,6 +714,12 @@ impl<'a> ReadGuard<'a> {
         }
     }
 
+    /// True when the bytes were reassembled from fragments outside the ring.
+    #[inline]
+    pub(crate) fn is_assembled(&self) -> bool {
+        matches!(self.src, Source::Assembled(_))
+    }
+
     /// The frame kind; `DATA` for reassembled messages.
     #[inline]
     pub(crate) fn kind(&self) -> u8 {

@@ -188,6 +188,18 @@ pub trait Transport: Sized {
     /// Waits for one message and lends its bytes to `read`.
     fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R>;
 
+    /// Receives one message and sends the same bytes back. `buf` is scratch space a backend may
+    /// use to hold the message in between; backends that can send straight from the received
+    /// message override this to save that copy.
+    fn echo(&mut self, buf: &mut Vec<u8>) -> Result<()> {
+        self.recv_with(|bytes| {
+            buf.clear();
+            buf.extend_from_slice(bytes);
+            Ok(())
+        })?;
+        self.send(buf)
+    }
+
     /// Waits for one JSON message and lends the decoded value (which may borrow from the
     /// message's bytes) to `read`.
     fn recv_json<M: JsonMessage, R>(
