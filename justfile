@@ -3,7 +3,8 @@
 #   BUILD_MODE=release  build and run optimised binaries (default: debug)
 #   DURATION=5s         length of one measured round
 #   ROUNDS=3            rounds per transport (transports interleaved round by round)
-#   TRANSPORTS=shm,uds  transports of run-all / compare (default: all)
+#   TRANSPORTS=shm,uds  transports of run-all / compare / sweep (default: all)
+#   SIZES=1KiB,1MiB     message sizes of sweep (default: 1KiB,64KiB,1MiB,16MiB)
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
@@ -11,6 +12,7 @@ build_mode := env_var_or_default("BUILD_MODE", "debug")
 duration := env_var_or_default("DURATION", "5s")
 rounds := env_var_or_default("ROUNDS", "1")
 transports := env_var_or_default("TRANSPORTS", "all")
+sizes := env_var_or_default("SIZES", "1KiB,64KiB,1MiB,16MiB")
 target_dir := env_var_or_default("CARGO_TARGET_DIR", "target")
 cargo_flags := if build_mode == "release" { "--release" } else { "" }
 bin_dir := target_dir / build_mode
@@ -55,6 +57,10 @@ ipc-tcp *ARGS: build
 ipc-floor *ARGS: build
     {{bin_dir}}/ipc-parent --transport floor --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
+# The serde limit row alone: the JSON work of one round trip in one process, no IPC
+ipc-serde *ARGS: build
+    {{bin_dir}}/ipc-parent --transport serde --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+
 # Every transport (or TRANSPORTS), interleaved round by round, in one table
 run-all *ARGS: build
     {{bin_dir}}/ipc-parent --transport {{transports}} --duration {{duration}} --rounds {{rounds}} {{ARGS}}
@@ -68,14 +74,11 @@ compare *ARGS:
     {{target_dir}}/release/ipc-parent --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json {{ARGS}} > results/release.json
     {{target_dir}}/release/ipc-parent compare results/debug.json results/release.json
 
-# Raw payload sweep: one JSON result per message size in results/sweep-<size>.json
-sweep sizes="64 1KiB 16KiB 256KiB": build
-    mkdir -p results
-    for size in {{sizes}}; do \
-        {{bin_dir}}/ipc-parent --transport {{transports}} --message raw --size "$size" \
-            --duration {{duration}} --rounds {{rounds}} --json > "results/sweep-$size.json"; \
-        echo "[info] wrote results/sweep-$size.json"; \
-    done
+# Payload sweep (SIZES): MB/s per transport and size beside memcpy; saves results/sweep-<mode>.json, draws docs/sweep-chart.svg
+sweep *ARGS: build
+    mkdir -p results docs
+    {{bin_dir}}/ipc-parent --sweep --sizes {{sizes}} --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --save results/sweep-{{build_mode}}.json {{ARGS}}
+    {{bin_dir}}/ipc-parent chart results/sweep-{{build_mode}}.json --output docs/sweep-chart.svg
 
 # Run every transport into results/<mode>.json and draw it as an SVG bar chart
 chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": build
@@ -100,3 +103,19 @@ bench:
 leftovers:
     @ls -1 /dev/shm 2>/dev/null | grep '^shmring-' || echo "none in /dev/shm"
     @ls -1 "${XDG_RUNTIME_DIR:-/tmp}" /tmp 2>/dev/null | grep '^shmring-' || echo "no sockets or rendezvous files"
+
+# Stress both wait strategies: 10,000,000 frames per direction through a 4 KiB ring, print the counts
+stress frames="10000000":
+    SHMRING_STRESS_FRAMES={{frames}} cargo test --release --test stress -- --nocapture --test-threads=1
+
+# List shmring segments with owner and state, and remove those whose creator is dead (--dry-run lists only)
+clean-shm *ARGS:
+    cargo run --release --quiet --bin shmring-clean -- {{ARGS}}
+
+# Model-check the ring's publish protocol and the sleep/wake handshake with loom
+loom:
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR={{target_dir}}/loom cargo test --release --lib loom
+
+# Fuzz the consumer and the connecting side against hostile segment bytes for N seconds (needs cargo-fuzz)
+fuzz secs="180":
+    cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run hostile_segment -- -max_total_time={{secs}} -max_len=4096

@@ -36,6 +36,9 @@ struct Args {
     /// Bytes per direction (ring, mailbox, socket buffers).
     #[arg(long, default_value = "1MiB", value_parser = common::parse_size)]
     ring_size: usize,
+    /// The largest message the parent will send (frame limit of the stream transports).
+    #[arg(long, default_value = "1MiB", value_parser = common::parse_size)]
+    max_message: usize,
     /// The parent's id (JSON workload).
     #[arg(long, default_value = "")]
     parent_id: String,
@@ -97,6 +100,7 @@ fn run() -> anyhow::Result<()> {
     let opts = Options {
         wait: args.wait,
         ring_size: args.ring_size,
+        max_message: args.max_message,
         connect_timeout: Duration::from_secs(10),
         ..Options::default()
     };
@@ -194,12 +198,7 @@ fn ping_pong<T: Transport>(t: &mut T, args: &Args) -> Result<(), Error> {
 fn echo<T: Transport>(t: &mut T, count: u64) -> Result<(), Error> {
     let mut buf = Vec::new();
     for _ in 0..count {
-        t.recv_with(|bytes| {
-            buf.clear();
-            buf.extend_from_slice(bytes);
-            Ok(())
-        })?;
-        t.send(&buf)?;
+        t.echo(&mut buf)?;
     }
     Ok(())
 }

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
-use shmring::transport::{JsonMessage, Kind};
+use shmring::transport::{JsonMessage, Kind, Transport};
+use shmring::Error;
 
 /// The workload's message, as the harness sends it on every backend except `raw-sync`: ids
 /// borrowed (decoded in place from the received frame), a `u64` millisecond timestamp.
@@ -24,6 +25,33 @@ pub struct PingMsg;
 
 impl JsonMessage for PingMsg {
     type Of<'a> = Ping<'a>;
+}
+
+/// One round trip of the JSON workload from the parent's side, as the harness does it on every
+/// backend but `raw-sync`: the ping serialised by the transport (into the ring on `shm`), the
+/// pong decoded with its ids borrowed from the received bytes and checked.
+#[inline]
+pub fn json_round_trip<T: Transport>(
+    t: &mut T,
+    parent_id: &str,
+    child_id: &str,
+) -> Result<(), Error> {
+    let sent_at_ms = now_ms() as u64;
+    let ping = Ping {
+        sender_id: parent_id,
+        receiver_id: child_id,
+        sent_at_ms,
+    };
+    t.send_json(&ping)?;
+    t.recv_json::<PingMsg, _>(|pong| {
+        if pong.sender_id != child_id
+            || pong.receiver_id != parent_id
+            || pong.sent_at_ms != sent_at_ms
+        {
+            return Err(Error::Corrupt(format!("unexpected pong {pong:?}")));
+        }
+        Ok(())
+    })
 }
 
 /// The reference project's message, kept for the `raw-sync` row: owned strings, a `u128`
@@ -74,6 +102,39 @@ impl Workload {
             (Kind::RawSync, MessageKind::Json) => Workload::ReferenceJson,
             (_, MessageKind::Json) => Workload::Json,
         }
+    }
+}
+
+/// `io::Write` into a fixed slice, failing with `WriteZero` when full: the same writer
+/// `Channel::send_json` serialises into a ring grant with (the `serde` row uses it to do exactly
+/// the same work without the ring).
+pub struct SliceWriter<'a> {
+    pub buf: &'a mut [u8],
+    pub pos: usize,
+}
+
+impl std::io::Write for SliceWriter<'_> {
+    #[inline]
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.write_all(data)?;
+        Ok(data.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        let end = self.pos + data.len();
+        match self.buf.get_mut(self.pos..end) {
+            Some(dst) => {
+                dst.copy_from_slice(data);
+                self.pos = end;
+                Ok(())
+            }
+            None => Err(std::io::ErrorKind::WriteZero.into()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -177,6 +238,35 @@ pub fn parse_size(s: &str) -> anyhow::Result<usize> {
         .ok_or_else(|| anyhow!("size {s:?} too large"))
 }
 
+/// Parses a comma list of sizes (`1KiB,64KiB,1MiB,16MiB`).
+pub fn parse_sizes(s: &str) -> anyhow::Result<Vec<usize>> {
+    let mut sizes = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let size = parse_size(item)?;
+        if size == 0 {
+            bail!("message sizes must be at least 1 byte");
+        }
+        if !sizes.contains(&size) {
+            sizes.push(size);
+        }
+    }
+    if sizes.is_empty() {
+        bail!("no message size given");
+    }
+    Ok(sizes)
+}
+
+/// `1 KiB`, `64 KiB`, `16 MiB`, `1000 B`: a size the way tables show it.
+pub fn size_label(bytes: usize) -> String {
+    const UNITS: [(usize, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (factor, unit) in UNITS {
+        if bytes >= factor && bytes % factor == 0 {
+            return format!("{} {unit}", bytes / factor);
+        }
+    }
+    format!("{bytes} B")
+}
+
 /// The exact errors a peer process going away produces.
 pub fn is_peer_gone(e: &shmring::Error) -> bool {
     matches!(
@@ -206,6 +296,14 @@ mod tests {
         assert_eq!(parse_size("64KiB").ok(), Some(64 << 10));
         assert_eq!(parse_size("1M").ok(), Some(1 << 20));
         assert!(parse_size("lots").is_err() && parse_size("99999999999999999999G").is_err());
+        assert_eq!(
+            parse_sizes("1KiB, 64KiB,1MiB,1KiB").ok(),
+            Some(vec![1 << 10, 64 << 10, 1 << 20])
+        );
+        assert!(parse_sizes("").is_err() && parse_sizes("0").is_err());
+        assert_eq!(size_label(1 << 10), "1 KiB");
+        assert_eq!(size_label(16 << 20), "16 MiB");
+        assert_eq!(size_label(1000), "1000 B");
     }
 
     #[test]

@@ -1,22 +1,83 @@
-//! `shmring-echo NAME [spin|yield|block]`: connects to the channel NAME and sends every frame
-//! back until the creator closes it. Used by the cross-process tests; handy for trying a channel
-//! by hand.
+//! `shmring-echo [OPTIONS] NAME [spin|yield|block]`: connects to the channel NAME and sends every
+//! frame back until the creator closes it. Used by the cross-process tests; handy for trying a
+//! channel by hand.
+//!
+//! Options:
+//! * `--create`: create the channel instead of connecting to it, and print `ready` on stdout once
+//!   it exists. The channel is removed when this process exits normally.
+//! * `--stream`: instead of echoing, send numbered frames (an 8-byte little-endian sequence
+//!   number, then `seq % 256` bytes of filler) until the peer closes or goes away.
+//! * `--capacity BYTES`: ring capacity for `--create` (default 65536).
+//! * `--half-create`: make the segment and hold its creator lock like a creator that is still
+//!   initialising it, print `ready`, and then never finish (wait until stdin closes). For tests
+//!   of segments whose creator died before it was ready.
 
+use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use shmring::{Channel, Error, WaitStrategy};
+use shmring::{Channel, Config, Error, WaitStrategy};
 
-fn run(name: &str, wait: WaitStrategy) -> Result<u64, Error> {
-    let mut ch = Channel::connect_timeout(name, wait, Duration::from_secs(10))?;
+struct Options {
+    name: String,
+    wait: WaitStrategy,
+    create: bool,
+    stream: bool,
+    half_create: bool,
+    capacity: usize,
+}
+
+const USAGE: &str = "usage: shmring-echo [--create] [--stream] [--half-create] [--capacity BYTES] \
+                     NAME [spin|yield|block]";
+
+fn parse() -> Result<Options, String> {
+    let mut opts = Options {
+        name: String::new(),
+        wait: WaitStrategy::Block,
+        create: false,
+        stream: false,
+        half_create: false,
+        capacity: 1 << 16,
+    };
+    let mut positional = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--create" => opts.create = true,
+            "--stream" => opts.stream = true,
+            "--half-create" => opts.half_create = true,
+            "--capacity" => {
+                let v = args.next().ok_or("--capacity needs a value")?;
+                opts.capacity = v.parse().map_err(|e| format!("--capacity {v}: {e}"))?;
+            }
+            "-h" | "--help" => return Err(String::new()),
+            _ => positional.push(arg),
+        }
+    }
+    let mut positional = positional.into_iter();
+    opts.name = positional.next().ok_or("missing NAME")?;
+    if let Some(w) = positional.next() {
+        opts.wait = w.parse().map_err(|e: Error| e.to_string())?;
+    }
+    if let Some(extra) = positional.next() {
+        return Err(format!("unexpected argument {extra:?}"));
+    }
+    Ok(opts)
+}
+
+fn announce() -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready")?;
+    out.flush()?;
+    Ok(())
+}
+
+fn echo(ch: &mut Channel) -> Result<u64, Error> {
     let mut echoed = 0u64;
     let mut buf = Vec::new();
     loop {
-        match ch.recv() {
-            Ok(frame) => {
-                buf.clear();
-                buf.extend_from_slice(&frame);
-            }
+        match ch.recv_into(&mut buf) {
+            Ok(_) => {}
             Err(Error::Disconnected) => return Ok(echoed),
             Err(e) => return Err(e),
         }
@@ -28,23 +89,106 @@ fn run(name: &str, wait: WaitStrategy) -> Result<u64, Error> {
     }
 }
 
-fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let Some(name) = args.next() else {
-        eprintln!("usage: shmring-echo NAME [spin|yield|block]");
-        return ExitCode::from(2);
+fn stream(ch: &mut Channel) -> Result<u64, Error> {
+    let mut frame = Vec::with_capacity(8 + 256);
+    for seq in 0u64.. {
+        frame.clear();
+        frame.extend_from_slice(&seq.to_le_bytes());
+        frame.resize(8 + (seq % 256) as usize, seq as u8);
+        match ch.send(&frame) {
+            Ok(()) => {}
+            Err(Error::Disconnected | Error::PeerGone { .. }) => return Ok(seq),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(u64::MAX)
+}
+
+/// Makes the segment the way `Channel::create` does up to the point where it would mark it
+/// ready, then stops there.
+fn half_create(name: &str, capacity: usize) -> Result<u64, Error> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+    shmring::mapping::validate_name(name)?;
+    let dir = shmring::mapping::shm_dir()
+        .ok_or_else(|| Error::InvalidConfig("no shared-memory directory".into()))?;
+    let path = dir.join(format!("{}{name}", shmring::mapping::OS_PREFIX));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    // SAFETY: the descriptor is open; flock takes no pointers.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    file.set_len(shmring::layout::segment_size(capacity) as u64)?;
+    // SAFETY: a fresh object that only this process and the tests map; all accesses below are
+    // atomic.
+    let map = unsafe { memmap2::MmapMut::map_mut(&file) }?;
+    let base = map.as_ptr();
+    // SAFETY: offsets 0 and 8 of a page-aligned mapping of at least 4096 bytes, aligned for
+    // their types.
+    let (magic, version) = unsafe {
+        (
+            &*(base as *const AtomicU64),
+            &*(base.add(8) as *const AtomicU32),
+        )
     };
-    let wait = match args.next().map(|w| w.parse::<WaitStrategy>()) {
-        None => WaitStrategy::Block,
-        Some(Ok(w)) => w,
-        Some(Err(e)) => {
-            eprintln!("shmring-echo: {e}");
+    // Relaxed: nobody may rely on these until `ready`, which is never written.
+    magic.store(shmring::layout::MAGIC, Ordering::Relaxed);
+    version.store(shmring::layout::LAYOUT_VERSION, Ordering::Relaxed);
+    announce()?;
+    // Stay "initialising" until killed or until stdin closes, then clean up like a creator
+    // that gave up.
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    drop(map);
+    let _ = std::fs::remove_file(&path);
+    Ok(0)
+}
+
+fn run(opts: &Options) -> Result<u64, Error> {
+    if opts.half_create {
+        return half_create(&opts.name, opts.capacity);
+    }
+    let mut ch = if opts.create {
+        let ch = Channel::create(
+            &opts.name,
+            &Config {
+                capacity: opts.capacity,
+                wait: opts.wait,
+            },
+        )?;
+        announce()?;
+        ch
+    } else {
+        Channel::connect_timeout(&opts.name, opts.wait, Duration::from_secs(10))?
+    };
+    if opts.stream {
+        stream(&mut ch)
+    } else {
+        echo(&mut ch)
+    }
+}
+
+fn main() -> ExitCode {
+    let opts = match parse() {
+        Ok(opts) => opts,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("shmring-echo: {e}");
+            }
+            eprintln!("{USAGE}");
             return ExitCode::from(2);
         }
     };
-    match run(&name, wait) {
+    match run(&opts) {
         Ok(n) => {
-            eprintln!("shmring-echo: echoed {n} frames");
+            let what = if opts.stream { "sent" } else { "echoed" };
+            eprintln!("shmring-echo: {what} {n} frames");
             ExitCode::SUCCESS
         }
         Err(e) => {

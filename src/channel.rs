@@ -64,6 +64,7 @@ pub enum Role {
 }
 
 /// Watches the other endpoint: did it close, is its process still running?
+#[derive(Clone)]
 struct PeerWatch {
     info: NonNull<PeerInfo>,
     id: Option<ProcessId>,
@@ -96,8 +97,10 @@ impl PeerWatch {
                     pid: info.pid.load(Ordering::Relaxed),
                     start_time: info.start_time.load(Ordering::Relaxed),
                 });
-                self.last_check = Some(Instant::now());
                 if id.is_alive() {
+                    // Only a live verdict is cached: a dead process stays dead, and every call
+                    // after the first `PeerGone` must report it too.
+                    self.last_check = Some(Instant::now());
                     Ok(())
                 } else {
                     Err(Error::PeerGone { pid: id.pid })
@@ -137,22 +140,12 @@ impl PeerWatch {
 /// # Ok::<(), shmring::Error>(())
 /// ```
 pub struct Channel {
-    tx: Producer,
-    rx: Consumer,
+    sender: SendHalf,
+    receiver: RecvHalf,
     me: NonNull<PeerInfo>,
-    peer: PeerWatch,
     wait: WaitStrategy,
     role: Role,
     name: String,
-    json_hint: usize,
-    /// Largest message accepted in either direction (fragmented messages included).
-    max_message: usize,
-    /// Reassembly buffer for fragmented messages, kept between messages.
-    assembly: Vec<u8>,
-    /// Total length of the fragmented message being reassembled, if one is under way.
-    assembling: Option<usize>,
-    /// Serialisation buffer for JSON values too large for one frame.
-    scratch: Vec<u8>,
     // Declared last: dropped after the ring ends that point into it. Only kept alive.
     _map: Mapping,
 }
@@ -168,7 +161,7 @@ impl std::fmt::Debug for Channel {
             .field("name", &self.name)
             .field("role", &self.role)
             .field("wait", &self.wait)
-            .field("capacity", &self.tx.capacity())
+            .field("capacity", &self.capacity())
             .finish()
     }
 }
@@ -374,23 +367,32 @@ impl Channel {
                 return Err(e);
             }
         };
+        let peer = PeerWatch {
+            info: peer,
+            id: None,
+            last_check: None,
+        };
         Ok(Channel {
-            tx,
-            rx,
-            me,
-            peer: PeerWatch {
-                info: peer,
-                id: None,
-                last_check: None,
+            sender: SendHalf {
+                tx,
+                peer: peer.clone(),
+                wait,
+                json_hint: 256,
+                max_message: DEFAULT_MAX_MESSAGE,
+                scratch: Vec::new(),
             },
+            receiver: RecvHalf {
+                rx,
+                peer,
+                wait,
+                max_message: DEFAULT_MAX_MESSAGE,
+                assembly: Vec::new(),
+                assembling: None,
+            },
+            me,
             wait,
             role,
             name,
-            json_hint: 256,
-            max_message: DEFAULT_MAX_MESSAGE,
-            assembly: Vec::new(),
-            assembling: None,
-            scratch: Vec::new(),
             _map: map,
         })
     }
@@ -412,23 +414,133 @@ impl Channel {
 
     /// Bytes in each ring.
     pub fn capacity(&self) -> usize {
-        self.tx.capacity()
+        self.sender.tx.capacity()
     }
 
     /// Largest payload one frame carries (`capacity / 2 - 16`).
     pub fn max_frame(&self) -> usize {
-        self.tx.max_len()
+        self.sender.tx.max_len()
     }
 
     /// True while the peer endpoint is connected and its process runs.
     pub fn is_peer_connected(&mut self) -> bool {
-        self.peer.state() == PEER_PRESENT && self.peer.check().is_ok()
+        let peer = &mut self.receiver.peer;
+        peer.state() == PEER_PRESENT && peer.check().is_ok()
     }
 
     /// The peer's process id, once it has connected.
     pub fn peer_pid(&mut self) -> Option<u32> {
-        let _ = self.peer.check();
-        self.peer.id.map(|id| id.pid)
+        let _ = self.receiver.peer.check();
+        self.receiver.peer.id.map(|id| id.pid)
+    }
+
+    /// Splits the channel into its sending and receiving halves, which can be used from two
+    /// threads at once (for example with `std::thread::scope`).
+    ///
+    /// A [`Channel`] cannot receive while it is blocked in [`send`](Channel::send); when both
+    /// peers may send messages larger than the ring at the same time, each needs a thread that
+    /// keeps receiving, or the two sends wait on each other forever.
+    pub fn split(&mut self) -> (&mut SendHalf, &mut RecvHalf) {
+        (&mut self.sender, &mut self.receiver)
+    }
+
+    /// Largest message [`send`](Channel::send) accepts and [`recv`](Channel::recv) reassembles
+    /// (default 1 GiB). Messages up to [`max_frame`](Channel::max_frame) travel in one frame;
+    /// larger ones are split into fragments.
+    pub fn max_message(&self) -> usize {
+        self.sender.max_message
+    }
+
+    /// Sets [`max_message`](Channel::max_message) for both directions. The receiving side
+    /// refuses (as [`Error::Corrupt`]) a fragmented message announced larger than its own limit.
+    pub fn set_max_message(&mut self, max: usize) {
+        self.sender.max_message = max;
+        self.receiver.max_message = max;
+    }
+
+    /// Reserves room for a frame of `len` bytes (at most [`max_frame`](Channel::max_frame)),
+    /// waiting for the peer to make room if needed.
+    #[inline]
+    pub fn reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
+        self.sender.reserve(len)
+    }
+
+    /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`] if not).
+    #[inline]
+    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
+        self.sender.try_reserve(len)
+    }
+
+    /// Sends one message, waiting for room. See [`SendHalf::send`].
+    #[inline]
+    pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
+        self.sender.send(bytes)
+    }
+
+    /// Sends one frame if there is room now ([`Error::Full`] if not). Never fragments.
+    #[inline]
+    pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
+        self.sender.try_send(bytes)
+    }
+
+    /// Like [`send`](Channel::send), giving up with [`Error::Timeout`] after `timeout`.
+    pub fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<()> {
+        self.sender.send_timeout(bytes, timeout)
+    }
+
+    /// Serialises `value` as JSON straight into the ring. See [`SendHalf::send_json`].
+    #[inline]
+    pub fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        self.sender.send_json(value)
+    }
+
+    /// Receives the next message, waiting for it. See [`RecvHalf::recv`].
+    #[inline]
+    pub fn recv(&mut self) -> Result<ReadGuard<'_>> {
+        self.receiver.recv()
+    }
+
+    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`] after `timeout`.
+    #[inline]
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<ReadGuard<'_>> {
+        self.receiver.recv_timeout(timeout)
+    }
+
+    /// Receives the next message if one is there. See [`RecvHalf::try_recv`].
+    #[inline]
+    pub fn try_recv(&mut self) -> Result<ReadGuard<'_>> {
+        self.receiver.try_recv()
+    }
+
+    /// Receives one message and copies it into `buf`. See [`RecvHalf::recv_into`].
+    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize> {
+        self.receiver.recv_into(buf)
+    }
+
+    /// Receives one message and decodes it as JSON into an owned value.
+    pub fn recv_json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
+        self.receiver.recv_json()
+    }
+}
+
+/// The sending half of a [`Channel`], from [`Channel::split`]: it can move to another thread
+/// while the receiving half keeps working, so two peers can each stream large messages to the
+/// other at once without waiting on each other.
+pub struct SendHalf {
+    tx: Producer,
+    peer: PeerWatch,
+    wait: WaitStrategy,
+    json_hint: usize,
+    /// Largest message accepted (fragmented messages included).
+    max_message: usize,
+    /// Serialisation buffer for JSON values too large for one frame.
+    scratch: Vec<u8>,
+}
+
+impl SendHalf {
+    /// Largest payload one frame carries (`capacity / 2 - 16`).
+    pub fn max_frame(&self) -> usize {
+        self.tx.max_len()
     }
 
     fn send_allowed(&self) -> Result<()> {
@@ -438,15 +550,12 @@ impl Channel {
         Ok(())
     }
 
-    /// Largest message [`send`](Channel::send) accepts and [`recv`](Channel::recv) reassembles
-    /// (default 1 GiB). Messages up to [`max_frame`](Channel::max_frame) travel in one frame;
-    /// larger ones are split into fragments.
+    /// Largest message [`send`](Channel::send) accepts.
     pub fn max_message(&self) -> usize {
         self.max_message
     }
 
-    /// Sets [`max_message`](Channel::max_message). The receiving side refuses (as
-    /// [`Error::Corrupt`]) a fragmented message announced larger than its own limit.
+    /// Sets the largest message this half sends.
     pub fn set_max_message(&mut self, max: usize) {
         self.max_message = max;
     }
@@ -477,8 +586,13 @@ impl Channel {
                 max: self.tx.max_len(),
             });
         }
-        self.wait_room(len, deadline)?;
-        self.tx.try_reserve_kind(len, kind)
+        let start = loop {
+            match self.tx.room_for(len)? {
+                Some(start) => break start,
+                None => self.wait_room(len, deadline)?,
+            }
+        };
+        Ok(self.tx.grant_at(start, len, kind))
     }
 
     #[inline]
@@ -613,6 +727,32 @@ impl Channel {
         self.scratch = buf;
         result
     }
+}
+
+/// The receiving half of a [`Channel`], from [`Channel::split`].
+pub struct RecvHalf {
+    rx: Consumer,
+    peer: PeerWatch,
+    wait: WaitStrategy,
+    /// Largest message reassembled from fragments.
+    max_message: usize,
+    /// Reassembly buffer for fragmented messages, kept between messages.
+    assembly: Vec<u8>,
+    /// Total length of the fragmented message being reassembled, if one is under way.
+    assembling: Option<usize>,
+}
+
+impl RecvHalf {
+    /// Largest message [`recv`](Channel::recv) reassembles.
+    pub fn max_message(&self) -> usize {
+        self.max_message
+    }
+
+    /// Sets the largest message this half reassembles; a longer announced length is
+    /// [`Error::Corrupt`].
+    pub fn set_max_message(&mut self, max: usize) {
+        self.max_message = max;
+    }
 
     /// Receives the next frame, waiting for it. The frame stays in the ring until the guard
     /// drops.
@@ -732,10 +872,19 @@ impl Channel {
     /// Receives one message (of any size) and copies it into `buf`, replacing its contents.
     /// Returns the length. `buf` keeps its capacity, so a caller that reuses it allocates only
     /// when a message is larger than any before.
+    ///
+    /// A message that arrived in fragments is handed over without a further copy: `buf` and the
+    /// reassembly buffer trade places, and the channel keeps `buf`'s old allocation for the next
+    /// one.
     pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize> {
         let msg = self.recv()?;
-        buf.clear();
-        buf.extend_from_slice(&msg);
+        if !msg.is_assembled() {
+            buf.clear();
+            buf.extend_from_slice(&msg);
+            return Ok(buf.len());
+        }
+        drop(msg);
+        std::mem::swap(buf, &mut self.assembly);
         Ok(buf.len())
     }
 
@@ -771,6 +920,13 @@ impl Channel {
     }
 }
 
+// SAFETY: the halves hold pointers into the channel's mapping, which outlives them (they are
+// only handed out as borrows of the channel); all shared access goes through atomics and the
+// frame protocol, and each half is the only user of its ring end.
+unsafe impl Send for SendHalf {}
+// SAFETY: as for `SendHalf`.
+unsafe impl Send for RecvHalf {}
+
 impl Drop for Channel {
     fn drop(&mut self) {
         // SAFETY: `me` points into `self.map`, still alive.
@@ -779,8 +935,8 @@ impl Drop for Channel {
         // published is visible to a peer that sees the close.
         me.state.store(PEER_CLOSED, Ordering::Release);
         // Wake a peer that sleeps waiting for data from us or for room in our inbound ring.
-        wait::wake(self.tx.data_cell());
-        wait::wake(self.rx.space_cell());
+        wait::wake(self.sender.tx.data_cell());
+        wait::wake(self.receiver.rx.space_cell());
     }
 }
 
@@ -971,7 +1127,7 @@ mod tests {
         let _b = Channel::connect(&name, WaitStrategy::Block).unwrap();
         assert!(matches!(a.try_recv(), Err(Error::Empty)));
         for wait in WaitStrategy::ALL {
-            a.wait = wait;
+            a.receiver.wait = wait;
             assert!(matches!(
                 a.recv_timeout(Duration::from_millis(30)),
                 Err(Error::Timeout)
@@ -1012,6 +1168,38 @@ mod tests {
         ));
         // Nothing of the refused message was written.
         assert!(matches!(b.try_recv(), Err(Error::Empty)));
+    }
+
+    #[test]
+    fn split_halves_stream_large_messages_both_ways_at_once() {
+        let name = unique("split");
+        let mut a = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
+        let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+        let big = |seed: u8| -> Vec<u8> { (0..50_000).map(|i| (i as u8) ^ seed).collect() };
+        // Each end sends messages 12x the ring while the other does the same: with one thread
+        // per end this would deadlock; with split halves each end keeps receiving.
+        let run = |ch: &mut Channel, seed: u8, other: u8| {
+            let (tx, rx) = ch.split();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for _ in 0..5 {
+                        tx.send_timeout(&big(seed), Duration::from_secs(20))
+                            .unwrap();
+                    }
+                });
+                let mut buf = Vec::new();
+                for _ in 0..5 {
+                    let msg = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+                    buf.clear();
+                    buf.extend_from_slice(&msg);
+                    assert_eq!(buf, big(other));
+                }
+            });
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| run(&mut a, 1, 2));
+            s.spawn(|| run(&mut b, 2, 1));
+        });
     }
 
     #[test]
@@ -1127,6 +1315,9 @@ mod tests {
             hdr.creator.state.store(PEER_PRESENT, Ordering::Relaxed);
             hdr.ready.store(READY, Ordering::Release);
         }
+        // A dead creator also no longer holds its creator lock: let go of the segment (without
+        // removing its name) like a process that died.
+        drop(map);
         let fresh = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
         assert!(matches!(
             Channel::create(&name, &small(WaitStrategy::Spin)),

@@ -2,20 +2,22 @@
 //!
 //! Two kinds of backing are offered:
 //! * a POSIX shared-memory object named `/shmring-<name>` (on Linux it shows up as
-//!   `/dev/shm/shmring-<name>`), through the `shared_memory` crate;
+//!   `/dev/shm/shmring-<name>`), through `shm_open` and `memmap2`;
 //! * a file at a path the caller chooses (a tmpfs or hugetlbfs file, say), through `memmap2`.
 //!
 //! Both are created exclusively with owner-only permissions (0600) and are removed by the creator
-//! when it drops them. This module knows nothing about what is stored in a mapping.
+//! when it drops them. The creator holds an exclusive advisory lock (`flock`) on the object for
+//! as long as it lives; the kernel releases it when the process dies, however it dies, so a lock
+//! that can be taken means a dead creator, whatever happened to its pid since. This module knows nothing about what is stored in a mapping.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
 use memmap2::MmapMut;
-use shared_memory::{Shmem, ShmemConf, ShmemError};
 
 use crate::error::{Error, Result};
 
@@ -81,14 +83,23 @@ pub fn unlink(name: &str) -> Result<()> {
     Ok(())
 }
 
-enum Backing {
-    Shm(Shmem),
-    File {
-        // Only kept alive: unmapped on drop.
-        _map: MmapMut,
-        path: PathBuf,
-        owner: bool,
-    },
+/// An open shared-memory object or file, and the mapping of it.
+struct Backing {
+    /// Kept open for the mapping's lifetime: the creator holds an exclusive `flock` on it,
+    /// which the kernel drops when the process dies however it dies.
+    file: File,
+    // Only kept alive: unmapped on drop.
+    _map: MmapMut,
+    /// What to remove on drop when `owner` is set.
+    name: Name,
+    owner: bool,
+}
+
+enum Name {
+    /// A channel name: `shm_unlink("/shmring-<name>")`.
+    Shm(String),
+    /// A file path.
+    File(PathBuf),
 }
 
 /// One mapped segment. The creator's instance removes the name (or file) on drop.
@@ -98,60 +109,153 @@ pub(crate) struct Mapping {
     len: usize,
 }
 
-// SAFETY: a mapping is plain memory that stays valid wherever the owning value moves; the
-// `shared_memory` handle is only !Send because it stores a raw pointer.
+// SAFETY: a mapping is plain memory that stays valid wherever the owning value moves.
 unsafe impl Send for Mapping {}
 
-fn shm_error(name: &str, e: ShmemError) -> Error {
-    match e {
-        ShmemError::MappingIdExists => Error::AlreadyExists(name.to_owned()),
-        ShmemError::MapOpenFailed(code) if code == libc::ENOENT as u32 => {
+fn c_name(name: &str) -> Result<std::ffi::CString> {
+    std::ffi::CString::new(os_name(name)).map_err(|_| Error::InvalidName {
+        name: name.to_owned(),
+        reason: "the name contains a NUL byte",
+    })
+}
+
+/// Opens `/shmring-<name>` read-write, whatever its size (even 0), without mapping it.
+pub(crate) fn open_shm_file(name: &str) -> Result<File> {
+    validate_name(name)?;
+    let os = c_name(name)?;
+    // SAFETY: `os` is a valid NUL-terminated string; shm_open only reads it and returns a new
+    // descriptor (or -1).
+    let fd = unsafe { libc::shm_open(os.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+    if fd < 0 {
+        let err = io::Error::last_os_error();
+        return Err(if err.kind() == io::ErrorKind::NotFound {
             Error::NotFound(name.to_owned())
+        } else {
+            Error::Io(err)
+        });
+    }
+    // SAFETY: `fd` is a descriptor we just opened and own; `File` closes it once.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Takes an exclusive advisory lock on `file`. With `wait == false`, returns `Ok(false)` at once
+/// when another open file description holds a lock.
+pub(crate) fn lock_exclusive(file: &File, wait: bool) -> Result<bool> {
+    let op = if wait {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_EX | libc::LOCK_NB
+    };
+    loop {
+        // SAFETY: the descriptor is open for the duration of the call; flock takes no pointers.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(true);
         }
-        // A creator that has not sized the object yet: mmap of 0 bytes fails with EINVAL.
-        ShmemError::MapOpenFailed(code) if code == libc::EINVAL as u32 => {
-            Error::NotReady(name.to_owned())
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            _ => return Err(Error::Io(err)),
         }
-        ShmemError::MapCreateFailed(code)
-        | ShmemError::MapOpenFailed(code)
-        | ShmemError::UnknownOsError(code) => Error::Io(io::Error::from_raw_os_error(code as i32)),
-        other => Error::Io(io::Error::other(other.to_string())),
     }
 }
 
+/// True while `file` is still the object the channel `name` refers to (nobody unlinked it
+/// and made another). True where the platform has no shared-memory directory to look in.
+pub(crate) fn still_named(file: &File, name: &str) -> bool {
+    let Some(dir) = shm_dir() else {
+        return true;
+    };
+    match (
+        file.metadata(),
+        std::fs::metadata(dir.join(format!("{OS_PREFIX}{name}"))),
+    ) {
+        (Ok(mine), Ok(named)) => mine.dev() == named.dev() && mine.ino() == named.ino(),
+        _ => false,
+    }
+}
+
+fn map_file(file: &File) -> Result<MmapMut> {
+    // SAFETY: the object is shared with another process, which is the point: every access to
+    // the mapped bytes goes through atomics or validated frame reads, and any bit pattern is
+    // valid for them. Truncation by a third party is outside what the crate can defend against
+    // (documented in the crate docs).
+    Ok(unsafe { MmapMut::map_mut(file) }?)
+}
+
 impl Mapping {
-    /// Creates `/shmring-<name>` exclusively, `len` bytes of zeros, mode 0600.
+    /// Creates `/shmring-<name>` exclusively, `len` bytes of zeros, mode 0600, and holds an
+    /// exclusive advisory lock on it until the mapping drops (or the process dies): that lock
+    /// is how [`crate::segments`] tells a live creator from a dead one.
     pub fn create_named(name: &str, len: usize) -> Result<Mapping> {
         validate_name(name)?;
-        let shmem = ShmemConf::new()
-            .os_id(os_name(name))
-            .size(len)
-            .create()
-            .map_err(|e| shm_error(name, e))?;
-        Self::from_shmem(shmem)
+        let os = c_name(name)?;
+        let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC;
+        // SAFETY: `os` is a valid NUL-terminated string; shm_open only reads it.
+        let fd = unsafe { libc::shm_open(os.as_ptr(), flags, 0o600 as libc::mode_t) };
+        if fd < 0 {
+            let err = io::Error::last_os_error();
+            return Err(if err.kind() == io::ErrorKind::AlreadyExists {
+                Error::AlreadyExists(name.to_owned())
+            } else {
+                Error::Io(err)
+            });
+        }
+        // SAFETY: `fd` is a descriptor we just opened and own; `File` closes it once.
+        let file = unsafe { File::from_raw_fd(fd) };
+        let made = (|| {
+            // Lock before sizing: a zero-sized object without a lock is one whose creator is
+            // (for a few microseconds) between these calls, or died there.
+            lock_exclusive(&file, true)?;
+            // The umask may have taken bits away from 0600, never added: make it exact.
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            file.set_len(len as u64)?;
+            map_file(&file)
+        })();
+        match made {
+            Ok(map) => Ok(Self::from_parts(
+                file,
+                map,
+                Name::Shm(name.to_owned()),
+                true,
+            )),
+            Err(e) => {
+                // SAFETY: as above.
+                unsafe { libc::shm_unlink(os.as_ptr()) };
+                Err(e)
+            }
+        }
     }
 
     /// Opens `/shmring-<name>` read-write at whatever size it has.
     pub fn open_named(name: &str) -> Result<Mapping> {
-        validate_name(name)?;
-        let shmem = ShmemConf::new()
-            .os_id(os_name(name))
-            .open()
-            .map_err(|e| shm_error(name, e))?;
-        Self::from_shmem(shmem)
+        let file = open_shm_file(name)?;
+        if file.metadata()?.len() == 0 {
+            // The creator has not sized it yet.
+            return Err(Error::NotReady(name.to_owned()));
+        }
+        let map = map_file(&file)?;
+        Ok(Self::from_parts(
+            file,
+            map,
+            Name::Shm(name.to_owned()),
+            false,
+        ))
     }
 
-    fn from_shmem(shmem: Shmem) -> Result<Mapping> {
-        let len = shmem.len();
-        let ptr = NonNull::new(shmem.as_ptr()).ok_or_else(|| io::Error::other("null mapping"))?;
-        Ok(Mapping {
-            backing: Backing::Shm(shmem),
-            ptr,
-            len,
-        })
+    /// Maps an already open shared-memory object of non-zero size, without owning its name.
+    pub(crate) fn from_shm_file(file: File, name: &str) -> Result<Mapping> {
+        let map = map_file(&file)?;
+        Ok(Self::from_parts(
+            file,
+            map,
+            Name::Shm(name.to_owned()),
+            false,
+        ))
     }
 
-    /// Creates a file at `path` exclusively (mode 0600), sized to `len` bytes, and maps it.
+    /// Creates a file at `path` exclusively (mode 0600), sized to `len` bytes, and maps it. The
+    /// creator holds an exclusive advisory lock on it, as for named mappings.
     pub fn create_file(path: &Path, len: usize) -> Result<Mapping> {
         let file = OpenOptions::new()
             .read(true)
@@ -163,19 +267,24 @@ impl Mapping {
                 io::ErrorKind::AlreadyExists => Error::AlreadyExists(path.display().to_string()),
                 _ => Error::Io(e),
             })?;
-        let sized = file.set_len(len as u64);
-        // SAFETY: the file was just created by us with O_EXCL; other processes that open it
-        // follow the same protocol (atomics and validated frames). Truncation by a third party
-        // is outside what the crate can defend against (documented in the crate docs).
-        let mapped = sized.and_then(|_| unsafe { MmapMut::map_mut(&file) });
-        let map = match mapped {
-            Ok(map) => map,
+        let made = (|| {
+            lock_exclusive(&file, true)?;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            file.set_len(len as u64)?;
+            map_file(&file)
+        })();
+        match made {
+            Ok(map) => Ok(Self::from_parts(
+                file,
+                map,
+                Name::File(path.to_owned()),
+                true,
+            )),
             Err(e) => {
                 let _ = std::fs::remove_file(path);
-                return Err(Error::Io(e));
+                Err(e)
             }
-        };
-        Self::from_mmap(map, path, true)
+        }
     }
 
     /// Opens and maps an existing file at `path`.
@@ -191,23 +300,29 @@ impl Mapping {
         if file.metadata()?.len() == 0 {
             return Err(Error::NotReady(path.display().to_string()));
         }
-        // SAFETY: as in `create_file`.
-        let map = unsafe { MmapMut::map_mut(&file) }?;
-        Self::from_mmap(map, path, false)
+        let map = map_file(&file)?;
+        Ok(Self::from_parts(
+            file,
+            map,
+            Name::File(path.to_owned()),
+            false,
+        ))
     }
 
-    fn from_mmap(mut map: MmapMut, path: &Path, owner: bool) -> Result<Mapping> {
+    fn from_parts(file: File, mut map: MmapMut, name: Name, owner: bool) -> Mapping {
         let len = map.len();
-        let ptr = NonNull::new(map.as_mut_ptr()).ok_or_else(|| io::Error::other("null mapping"))?;
-        Ok(Mapping {
-            backing: Backing::File {
+        // A zero-length mmap fails before we get here, so the pointer is a real mapping.
+        let ptr = NonNull::new(map.as_mut_ptr()).unwrap_or(NonNull::dangling());
+        Mapping {
+            backing: Backing {
+                file,
                 _map: map,
-                path: path.to_owned(),
+                name,
                 owner,
             },
             ptr,
             len,
-        })
+        }
     }
 
     /// Start of the mapping (page-aligned).
@@ -222,25 +337,35 @@ impl Mapping {
 
     /// Stops this instance from removing the name on drop (or makes it do so).
     pub fn set_owner(&mut self, owner: bool) {
-        match &mut self.backing {
-            Backing::Shm(shmem) => {
-                shmem.set_owner(owner);
-            }
-            Backing::File { owner: o, .. } => *o = owner,
-        }
+        self.backing.owner = owner;
     }
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        if let Backing::File {
-            path, owner: true, ..
-        } = &self.backing
-        {
-            let _ = std::fs::remove_file(path);
+        if !self.backing.owner {
+            return;
         }
-        // `Shmem` unmaps and, for the owner, unlinks in its own Drop; `MmapMut` unmaps.
-        let _ = &self.backing;
+        match &self.backing.name {
+            Name::Shm(name) => {
+                // Only remove the name if it is still ours: if someone judged us dead and made
+                // a new channel under it, that one is not ours to remove.
+                if still_named(&self.backing.file, name) {
+                    let _ = unlink(name);
+                }
+            }
+            Name::File(path) => {
+                let same = match (self.backing.file.metadata(), std::fs::metadata(path)) {
+                    (Ok(mine), Ok(named)) => mine.dev() == named.dev() && mine.ino() == named.ino(),
+                    _ => false,
+                };
+                if same {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+        // The mapping is unmapped and the descriptor closed (releasing the lock) afterwards,
+        // when the fields drop.
     }
 }
 

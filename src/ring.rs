@@ -311,31 +311,69 @@ impl Producer {
         Ok(())
     }
 
-    /// Where a frame of `len` bytes would start, and the index just past the frame and the
-    /// next header word it needs.
+    /// Where a frame of `len` bytes would start (after a PAD if it does not fit before the end
+    /// of the region), if there is room for it and the next header word right now. Rereads the
+    /// consumer's index only when the cached one says there is no room.
+    /// `Ok(None)`: no room now; `Err`: the consumer's index is corrupt.
     #[inline]
-    fn placement(&self, len: usize) -> (u64, u64) {
+    pub(crate) fn room_for(&mut self, len: usize) -> Result<Option<u64>> {
         let fs = frame_size(len) as u64;
+        let cap = self.mask + 1;
         let pos = self.tail & self.mask;
-        let start = if pos + fs <= self.mask + 1 {
+        let start = if pos + fs <= cap {
             self.tail
         } else {
-            self.tail + (self.mask + 1 - pos)
+            self.tail + (cap - pos)
         };
-        (start, start + fs + FRAME_HEADER as u64)
+        let need_end = start + fs + FRAME_HEADER as u64;
+        if need_end - self.cached_head > cap {
+            self.refresh_head()?;
+            if need_end - self.cached_head > cap {
+                return Ok(None);
+            }
+        }
+        Ok(Some(start))
     }
 
-    /// True when a frame of `len` bytes fits right now (rereads the consumer's index if the
-    /// cached one says it does not).
+    /// True when a frame of `len` bytes fits right now.
     #[inline]
     pub(crate) fn has_room(&mut self, len: usize) -> Result<bool> {
-        let (_, need_end) = self.placement(len);
-        let cap = self.mask + 1;
-        if need_end - self.cached_head <= cap {
-            return Ok(true);
+        Ok(self.room_for(len)?.is_some())
+    }
+
+    /// Hands out the grant for a frame at `start`, as found by `room_for` with the same `len`
+    /// (which must be at most `max_len`), writing the PAD first if the frame starts a new lap.
+    #[inline]
+    pub(crate) fn grant_at(&mut self, start: u64, len: usize, kind: u8) -> WriteGrant<'_> {
+        if start != self.tail {
+            self.pad_to(start);
         }
-        self.refresh_head()?;
-        Ok(need_end - self.cached_head <= cap)
+        let pos = (start & self.mask) as usize;
+        // SAFETY: `room_for` placed the whole frame, header included, between `pos` and the end
+        // of the region, so the payload starts inside it.
+        let payload = unsafe { self.ptrs.region.as_ptr().add(pos + FRAME_HEADER) };
+        WriteGrant {
+            producer: self,
+            payload,
+            len,
+            kind,
+        }
+    }
+
+    /// The frame does not fit before the end: zero the first word of the region (our invariant
+    /// moves there), then publish a PAD at our position.
+    #[cold]
+    fn pad_to(&mut self, start: u64) {
+        self.ptrs.word(0).store(0, Ordering::Relaxed);
+        let pos = (self.tail & self.mask) as usize;
+        // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; orders the zero above
+        // before the PAD, so a consumer that follows the PAD finds 0 or a newer frame.
+        self.ptrs
+            .word(pos)
+            .store(encode(self.tail, kind::PAD, 0), PUBLISH);
+        self.tail = start;
+        // Release: informational copy of our index, read by `Producer::new` of a successor.
+        self.ptrs.header().tail.store(start, Ordering::Release);
     }
 
     /// Reserves room for a frame of `len` bytes and hands out the payload to write in place.
@@ -355,29 +393,10 @@ impl Producer {
                 max: self.max_len,
             });
         }
-        if !self.has_room(len)? {
-            return Err(Error::Full);
+        match self.room_for(len)? {
+            Some(start) => Ok(self.grant_at(start, len, kind)),
+            None => Err(Error::Full),
         }
-        let (start, _) = self.placement(len);
-        if start != self.tail {
-            // The frame does not fit before the end: zero the first word of the region (our
-            // invariant moves there), then publish a PAD at our position.
-            self.ptrs.word(0).store(0, Ordering::Relaxed);
-            let pos = (self.tail & self.mask) as usize;
-            // PUBLISH (Release): pairs with OBSERVE in Consumer::try_read; orders the zero above
-            // before the PAD, so a consumer that follows the PAD finds 0 or a newer frame.
-            self.ptrs
-                .word(pos)
-                .store(encode(self.tail, kind::PAD, 0), PUBLISH);
-            self.tail = start;
-            // Release: informational copy of our index, read by `Producer::new` of a successor.
-            self.ptrs.header().tail.store(start, Ordering::Release);
-        }
-        Ok(WriteGrant {
-            producer: self,
-            len,
-            kind,
-        })
     }
 
     /// Copies `data` into one frame. [`Error::Full`] when there is no room now.
@@ -387,14 +406,6 @@ impl Producer {
         grant.copy_from_slice(data);
         grant.commit(data.len());
         Ok(())
-    }
-
-    #[inline]
-    fn payload_ptr(&self) -> *mut u8 {
-        let pos = (self.tail & self.mask) as usize;
-        // SAFETY: `pos + FRAME_HEADER` is inside the region: `placement` guarantees the whole
-        // frame fits between `pos` and the end of the region.
-        unsafe { self.ptrs.region.as_ptr().add(pos + FRAME_HEADER) }
     }
 
     #[inline]
@@ -415,6 +426,25 @@ impl Producer {
         // Release: informational copy of our index (see `try_reserve_kind`).
         self.ptrs.header().tail.store(next, Ordering::Release);
         self.notify_consumer();
+        self.zero_ahead(next, fs);
+    }
+
+    /// Zeroes the header word where the frame after next would need its zero if it has the same
+    /// size as this one (a ping-pong, a stream of equal records). The store that keeps the
+    /// invariant at the next commit then hits a cache line this core already owns, instead of
+    /// waiting for it on the publishing path. Any word in free space past our position may hold
+    /// zero, so a wrong guess costs nothing but the store; words the consumer has not released
+    /// are never touched.
+    #[inline]
+    fn zero_ahead(&self, next: u64, fs: u64) {
+        let ahead = next + fs;
+        let cap = self.mask + 1;
+        let same_lap = (next & self.mask) + fs < cap;
+        if same_lap && ahead + FRAME_HEADER as u64 - self.cached_head <= cap {
+            self.ptrs
+                .word((ahead & self.mask) as usize)
+                .store(0, Ordering::Relaxed);
+        }
     }
 
     /// Wakes the consumer if it may be asleep.
@@ -442,6 +472,8 @@ impl Producer {
 #[must_use = "a grant that is dropped without commit() sends nothing"]
 pub struct WriteGrant<'a> {
     producer: &'a mut Producer,
+    /// Start of the payload in the region.
+    payload: *mut u8,
     len: usize,
     kind: u8,
 }
@@ -468,9 +500,9 @@ impl std::ops::Deref for WriteGrant<'_> {
     #[inline]
     fn deref(&self) -> &[u8] {
         // SAFETY: the payload bytes [pos + 8, pos + 8 + len) are inside the region (see
-        // `payload_ptr`) and belong to the producer alone until the frame is published: the
+        // `grant_at`) and belong to the producer alone until the frame is published: the
         // consumer stops at the zero header word at `pos`.
-        unsafe { std::slice::from_raw_parts(self.producer.payload_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.payload, self.len) }
     }
 }
 
@@ -478,7 +510,7 @@ impl std::ops::DerefMut for WriteGrant<'_> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `deref`; we hold the only `&mut Producer`, so no other slice exists.
-        unsafe { std::slice::from_raw_parts_mut(self.producer.payload_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.payload, self.len) }
     }
 }
 
@@ -682,6 +714,12 @@ impl<'a> ReadGuard<'a> {
         }
     }
 
+    /// True when the bytes were reassembled from fragments outside the ring.
+    #[inline]
+    pub(crate) fn is_assembled(&self) -> bool {
+        matches!(self.src, Source::Assembled(_))
+    }
+
     /// The frame kind; `DATA` for reassembled messages.
     #[inline]
     pub(crate) fn kind(&self) -> u8 {
@@ -693,9 +731,14 @@ impl<'a> ReadGuard<'a> {
 
     /// Decodes the payload as JSON. The value may borrow `&str` and `&[u8]` fields from the
     /// frame, which stays reserved until the guard drops.
+    ///
+    /// The whole payload is checked to be UTF-8 once, up front (JSON text always is), which is
+    /// cheaper than checking every borrowed string on its own.
     #[inline]
     pub fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T> {
-        Ok(serde_json::from_slice(self)?)
+        let text =
+            std::str::from_utf8(self).map_err(<serde_json::Error as serde::de::Error>::custom)?;
+        Ok(serde_json::from_str(text)?)
     }
 }
 

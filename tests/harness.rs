@@ -99,7 +99,8 @@ fn json_document_of_every_transport() {
             "pipe",
             "uds",
             "tcp",
-            "floor"
+            "floor",
+            "serde"
         ]
     );
     for r in &results {
@@ -125,6 +126,13 @@ fn json_document_of_every_transport() {
     }
     assert_eq!(results[0]["wait"], "spin");
     assert!(results[1]["wait"].is_null());
+    for r in &results {
+        let limit = matches!(r["transport"].as_str(), Some("floor" | "serde"));
+        assert_eq!(r["limit"], limit, "limit flag: {r}");
+    }
+    // The serde row runs in this process: no child, no backend.
+    let serde = &results[7];
+    assert!(serde["backend"].is_null(), "{serde}");
     let left = leftovers(&name);
     assert!(left.is_empty(), "left behind: {left:?}");
 }
@@ -155,8 +163,114 @@ fn raw_messages_report_their_size() {
     assert_eq!(doc["size"], 4096);
     for r in doc["results"].as_array().cloned().unwrap_or_default() {
         assert!(r["mb_per_s"].is_f64(), "{r}");
+        assert!(r["median_mb_per_s"].is_f64(), "{r}");
+        assert_eq!(r["size"], 4096, "{r}");
         assert!(r["pct_of_floor"].is_null(), "no floor ran: {r}");
     }
+}
+
+#[test]
+fn sweep_reports_every_transport_and_memcpy_at_every_size() {
+    let _serial = serial();
+    let name = unique_name("sweep");
+    let args = [
+        "--sweep",
+        "--sizes",
+        "1KiB,1MiB",
+        "--duration",
+        "100ms",
+        "--rounds",
+        "1",
+        "--warmup",
+        "20ms",
+        "--json",
+        "--name",
+        &name,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "ipc-parent --sweep failed:\n{stderr}");
+    let doc = parse(&stdout, &stderr);
+    assert_eq!(doc["sweep"], true);
+    assert_eq!(doc["message"], "raw");
+    assert_eq!(doc["sizes"], serde_json::json!([1024, 1 << 20]));
+    assert!(doc["ring_size"].as_u64().is_some_and(|r| r > 0));
+    let results = doc["results"].as_array().cloned().unwrap_or_default();
+    for size in [1024u64, 1 << 20] {
+        let at_size: Vec<&Value> = results
+            .iter()
+            .filter(|r| r["size"].as_u64() == Some(size))
+            .collect();
+        let names: Vec<&str> = at_size
+            .iter()
+            .filter_map(|r| r["transport"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "shm",
+                "ipc-channel",
+                "raw-sync",
+                "pipe",
+                "uds",
+                "tcp",
+                "memcpy"
+            ],
+            "size {size}"
+        );
+        for r in &at_size {
+            let t = r["transport"].as_str().unwrap_or("?");
+            assert!(
+                r["mb_per_s"].as_f64().is_some_and(|mb| mb > 0.0),
+                "{t} at {size}: {r}"
+            );
+            assert!(
+                r["median_mb_per_s"].as_f64().is_some_and(|mb| mb > 0.0),
+                "{t} at {size}: {r}"
+            );
+            assert!(
+                r["memcpy_ratio"].as_f64().is_some_and(|x| x > 0.0),
+                "{t} at {size}: {r}"
+            );
+            assert!(r["best_rt_per_s"].as_f64().is_some_and(|x| x > 0.0));
+            assert_eq!(r["limit"], t == "memcpy", "{t}: limit flag");
+        }
+    }
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn sweep_and_row_options_are_checked() {
+    for args in [
+        &["--sweep", "--transport", "floor"][..],
+        &["--sweep", "--transport", "shm,serde"],
+        &["--sizes", "1KiB"],
+        &["--sweep", "--sizes", "0"],
+        &["--sweep", "--message", "json"],
+        &["--transport", "memcpy"],
+        &["--transport", "serde", "--message", "raw"],
+    ] {
+        let (ok, _, stderr) = run_parent(args, &[]);
+        assert!(!ok, "{args:?} must be refused");
+        assert!(!stderr.is_empty(), "{args:?}: an explanation expected");
+    }
+}
+
+#[test]
+fn serde_row_runs_without_a_child() {
+    let args = [
+        "--transport",
+        "serde",
+        "--duration",
+        "50ms",
+        "--warmup",
+        "10ms",
+        "--child",
+        "/nonexistent/ipc-child",
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "the serde row needs no child:\n{stderr}");
+    assert!(stdout.contains("serde [limit]"), "{stdout}");
 }
 
 #[test]
@@ -295,6 +409,22 @@ fn ctrl_c_reaps_the_child_and_unlinks_everything() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
+const SWEEP_FIXTURE: &str = r#"{"machine":{"cpu":"Test CPU","cores":2,"kernel":"Linux 6.1"},
+ "profile":"release","message":"raw","size":null,"sweep":true,"sizes":[1024,1048576],"ring_size":8388608,
+ "results":[
+  {"transport":"shm","wait":"spin","backend":"shm","limit":false,"size":1024,"rounds":[{"round_trips":100,"seconds":1.0,"rt_per_s":100.0}],
+   "best_rt_per_s":100.0,"median_rt_per_s":100.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":null,
+   "mb_per_s":0.2,"median_mb_per_s":0.2,"memcpy_ratio":0.5},
+  {"transport":"memcpy","wait":null,"backend":null,"limit":true,"size":1024,"rounds":[{"round_trips":200,"seconds":1.0,"rt_per_s":200.0}],
+   "best_rt_per_s":200.0,"median_rt_per_s":200.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":null,
+   "mb_per_s":0.4,"median_mb_per_s":0.4,"memcpy_ratio":1.0},
+  {"transport":"shm","wait":"spin","backend":"shm","limit":false,"size":1048576,"rounds":[{"round_trips":1000,"seconds":1.0,"rt_per_s":1000.0}],
+   "best_rt_per_s":1000.0,"median_rt_per_s":1000.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":null,
+   "mb_per_s":2097.2,"median_mb_per_s":2097.2,"memcpy_ratio":0.5},
+  {"transport":"memcpy","wait":null,"backend":null,"limit":true,"size":1048576,"rounds":[{"round_trips":2000,"seconds":1.0,"rt_per_s":2000.0}],
+   "best_rt_per_s":2000.0,"median_rt_per_s":2000.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":null,
+   "mb_per_s":4194.3,"median_mb_per_s":4194.3,"memcpy_ratio":1.0}]}"#;
+
 const FIXTURE: &str = r#"{"machine":{"cpu":"Test CPU","cores":2,"kernel":"Linux 6.1"},
  "profile":"release","message":"json","size":null,
  "results":[
@@ -329,6 +459,18 @@ fn chart_and_compare_read_a_result_file() {
     assert!(
         stdout.contains("shm") && stdout.contains("1.00x"),
         "{stdout}"
+    );
+
+    // A sweep document: bars grouped by size, one legend entry per transport.
+    let sweep = dir.join("sweep.json");
+    std::fs::write(&sweep, SWEEP_FIXTURE).ok();
+    let sweep_s = sweep.to_string_lossy().into_owned();
+    let (ok, _, stderr) = run_parent(&["chart", &sweep_s, "--output", &svg_s], &[]);
+    assert!(ok, "chart of a sweep failed:\n{stderr}");
+    let text = std::fs::read_to_string(&svg).unwrap_or_default();
+    assert!(
+        text.contains("<svg") && text.contains("memcpy") && text.contains("1 MiB"),
+        "not a sweep chart:\n{text}"
     );
 
     let (ok, _, _) = run_parent(&["chart", "/nonexistent/result.json"], &[]);

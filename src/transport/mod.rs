@@ -128,9 +128,14 @@ impl FromStr for Kind {
 pub struct Options {
     /// How the `shm` backend waits (the other backends ignore it).
     pub wait: WaitStrategy,
-    /// Bytes per direction: ring capacity (`shm`), mailbox slot (`raw-sync`), socket buffers
-    /// (`uds`, `tcp`) and pipe buffer (`pipe`, where the OS allows).
+    /// Bytes per direction: ring capacity (`shm`), mailbox slot (`raw-sync`, at least
+    /// [`max_message`](Options::max_message)), socket buffers (`uds`, `tcp`) and pipe buffer
+    /// (`pipe`, up to what the OS allows).
     pub ring_size: usize,
+    /// The largest message either side will send: the `raw-sync` mailbox slot and the stream
+    /// backends' frame limit grow to hold it (the ring streams larger messages in fragments, and
+    /// ipc-channel splits them itself, so `shm` and `ipc-channel` need no setting).
+    pub max_message: usize,
     /// Address the `tcp` parent binds (the child connects to the address the listener reports).
     pub tcp_addr: String,
     /// How long a connect or an accept may wait for the other side.
@@ -142,6 +147,7 @@ impl Default for Options {
         Options {
             wait: WaitStrategy::Spin,
             ring_size: 1 << 20,
+            max_message: 1 << 20,
             tcp_addr: "127.0.0.1:0".to_owned(),
             connect_timeout: Duration::from_secs(10),
         }
@@ -181,6 +187,18 @@ pub trait Transport: Sized {
 
     /// Waits for one message and lends its bytes to `read`.
     fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R>;
+
+    /// Receives one message and sends the same bytes back. `buf` is scratch space a backend may
+    /// use to hold the message in between; backends that can send straight from the received
+    /// message override this to save that copy.
+    fn echo(&mut self, buf: &mut Vec<u8>) -> Result<()> {
+        self.recv_with(|bytes| {
+            buf.clear();
+            buf.extend_from_slice(bytes);
+            Ok(())
+        })?;
+        self.send(buf)
+    }
 
     /// Waits for one JSON message and lends the decoded value (which may borrow from the
     /// message's bytes) to `read`.

@@ -107,7 +107,7 @@ impl Listener for PipeListener {
 }
 
 fn max_message(opts: &Options) -> usize {
-    opts.ring_size.max(1 << 20) * 16
+    super::stream::max_message(opts)
 }
 
 fn dup(fd: RawFd) -> Result<File> {
@@ -121,13 +121,24 @@ fn dup(fd: RawFd) -> Result<File> {
     Ok(unsafe { File::from_raw_fd(new) })
 }
 
+/// Grows the pipe to `bytes`, or to the largest size an unprivileged process may ask for
+/// (`/proc/sys/fs/pipe-max-size`, 1 MiB by default) when `bytes` is over it. Best effort.
 #[cfg(target_os = "linux")]
 fn grow_pipe(fd: RawFd, bytes: usize) {
-    let size = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: F_SETPIPE_SZ on a descriptor the caller keeps open; failure (not a pipe, over the
-    // user's limit) is harmless and ignored.
-    unsafe {
-        libc::fcntl(fd, libc::F_SETPIPE_SZ, size);
+    let set = |bytes: usize| {
+        let size = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        // SAFETY: F_SETPIPE_SZ on a descriptor the caller keeps open; failure (not a pipe, over
+        // the user's limit) is reported through the return value only.
+        unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, size) >= 0 }
+    };
+    if set(bytes) {
+        return;
+    }
+    let limit = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok());
+    if let Some(limit) = limit.filter(|&l| l < bytes) {
+        set(limit);
     }
 }
 

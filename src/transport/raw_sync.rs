@@ -182,7 +182,12 @@ impl Transport for RawSync {
     const KIND: Kind = Kind::RawSync;
 
     fn listen(name: &str, opts: &Options) -> Result<RawSyncListener> {
-        let slot = opts.ring_size.next_multiple_of(64);
+        // The slot holds the largest message of the run: a mailbox cannot split one.
+        let slot = opts
+            .ring_size
+            .max(opts.max_message)
+            .checked_next_multiple_of(64)
+            .ok_or_else(|| Error::InvalidConfig("raw-sync slot size overflows".to_owned()))?;
         let id = mapping_id(name, "rawsync");
         let shmem = create_mapping(&id, mailbox_at(2, slot))?;
         let (outbox, inbox) = RawSync::open_mailboxes(&shmem, slot, true, 0)?;

@@ -94,6 +94,26 @@ impl Transport for Shm {
         read(&msg)
     }
 
+    fn echo(&mut self, buf: &mut Vec<u8>) -> Result<()> {
+        match &mut self.endpoint {
+            // Send straight from the received frame (or reassembled message) into the other
+            // ring: one copy per echo instead of two.
+            Endpoint::Shm(channel) => {
+                let (tx, rx) = channel.split();
+                let msg = rx.recv()?;
+                tx.send(&msg)
+            }
+            Endpoint::IpcChannel(_) => {
+                let len = self.recv_with(|bytes| {
+                    buf.clear();
+                    buf.extend_from_slice(bytes);
+                    Ok(bytes.len())
+                })?;
+                self.send(&buf[..len])
+            }
+        }
+    }
+
     fn recv_json<M: JsonMessage, R>(
         &mut self,
         read: impl for<'a> FnOnce(M::Of<'a>) -> Result<R>,

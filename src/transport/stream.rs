@@ -8,11 +8,21 @@ use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
 
 use serde::Serialize;
 
-use super::Result;
+use super::{Options, Result};
 use crate::Error;
 
 /// Bytes in a frame header.
 const HEADER: usize = 4;
+
+/// The frame limit of the stream backends: sixteen times the buffer size (at least 16 MiB), or
+/// [`Options::max_message`] when that is larger; never past the `u32` length header.
+pub(crate) fn max_message(opts: &Options) -> usize {
+    opts.ring_size
+        .max(1 << 20)
+        .saturating_mul(16)
+        .max(opts.max_message)
+        .min(u32::MAX as usize)
+}
 
 /// A framed duplex stream.
 pub(crate) struct Framed<R: Read, W: Write> {

@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 
 use serde::Serialize;
 
-use super::stream::{set_socket_buffers, Framed};
+use super::stream::{self, set_socket_buffers, Framed};
 use super::{poll_until, ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
 use crate::Error;
 
@@ -30,7 +30,7 @@ impl Tcp {
         set_socket_buffers(stream.as_raw_fd(), opts.ring_size)?;
         let reader = stream.try_clone()?;
         Ok(Tcp {
-            framed: Framed::new(reader, stream, opts.ring_size.max(1 << 20) * 16),
+            framed: Framed::new(reader, stream, stream::max_message(opts)),
         })
     }
 }

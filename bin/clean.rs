@@ -1,0 +1,100 @@
+//! `shmring-clean [--dry-run] [NAME...]`: lists the shmring segments on this machine (owner pid,
+//! state, whether the owner is alive, size) and removes the ones whose creator is gone.
+//!
+//! A segment is removed only when nobody holds its creator lock, so a live channel is never
+//! touched. With `--dry-run` nothing is removed. With names, only those segments are considered.
+
+use std::process::ExitCode;
+
+use shmring::segments::{self, EndpointInfo, Reclaim, SegmentInfo};
+
+fn endpoint(e: &EndpointInfo) -> String {
+    if e.pid == 0 {
+        e.state.to_owned()
+    } else {
+        let alive = if e.alive { "alive" } else { "dead" };
+        format!("{} pid {} ({alive})", e.state, e.pid)
+    }
+}
+
+fn row(seg: &SegmentInfo) -> String {
+    let state = if seg.stale {
+        "stale"
+    } else if seg.ready {
+        "live"
+    } else {
+        "initialising"
+    };
+    format!(
+        "{:<32} {:<13} {:>10}  creator: {:<28} connector: {}",
+        seg.name,
+        state,
+        seg.size,
+        endpoint(&seg.creator),
+        endpoint(&seg.connector)
+    )
+}
+
+fn run(dry_run: bool, names: &[String]) -> shmring::Result<usize> {
+    let segs = if names.is_empty() {
+        segments::list()?
+    } else {
+        let mut found = Vec::new();
+        for name in names {
+            match segments::inspect(name) {
+                Ok(info) => found.push(info),
+                Err(shmring::Error::NotFound(_)) => eprintln!("shmring-clean: no segment {name:?}"),
+                Err(e) => return Err(e),
+            }
+        }
+        found
+    };
+    println!("{:<32} {:<13} {:>10}  owner", "NAME", "STATE", "BYTES");
+    let mut removed = 0;
+    for seg in &segs {
+        let mut line = row(seg);
+        if seg.stale && !dry_run {
+            match segments::reclaim(&seg.name)? {
+                Reclaim::Removed => {
+                    removed += 1;
+                    line.push_str("  -> removed");
+                }
+                Reclaim::Vanished => line.push_str("  -> already gone"),
+                Reclaim::Alive => line.push_str("  -> kept (owner came back)"),
+            }
+        }
+        println!("{line}");
+    }
+    let stale = segs.iter().filter(|s| s.stale).count();
+    if dry_run {
+        println!(
+            "{} segments, {stale} stale (dry run: nothing removed)",
+            segs.len()
+        );
+    } else {
+        println!("{} segments, {stale} stale, {removed} removed", segs.len());
+    }
+    Ok(removed)
+}
+
+fn main() -> ExitCode {
+    let mut dry_run = false;
+    let mut names = Vec::new();
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--dry-run" | "-n" => dry_run = true,
+            "-h" | "--help" => {
+                println!("usage: shmring-clean [--dry-run] [NAME...]");
+                return ExitCode::SUCCESS;
+            }
+            _ => names.push(arg),
+        }
+    }
+    match run(dry_run, &names) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shmring-clean: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

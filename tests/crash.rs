@@ -1,0 +1,183 @@
+//! A peer killed with SIGKILL in the middle of a stream: the other side's next receive reports
+//! `PeerGone`, and the name can be created again. Real processes, every wait strategy, both
+//! roles. Prints the measured detection times (run with `--nocapture` to see them).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use shmring::{Channel, Config, Error, WaitStrategy};
+use support::{echo, echo_creator, serial, unique, ChildGuard, NameGuard, WATCHDOG};
+
+/// Receives stream frames until `count` have arrived, checking their sequence numbers.
+fn receive_stream(ch: &mut Channel, count: u64) {
+    for expected in 0..count {
+        let frame = ch.recv_timeout(WATCHDOG).expect("stream frame");
+        let seq = u64::from_le_bytes(frame[..8].try_into().expect("8-byte sequence number"));
+        assert_eq!(seq, expected, "stream out of order");
+        assert_eq!(frame.len(), 8 + (seq % 256) as usize);
+    }
+}
+
+/// Kills `child` and measures how long the next receives take to report it gone (frames still
+/// in the ring are drained first). Fails past the watchdog.
+fn kill_and_detect(ch: &mut Channel, child: &mut ChildGuard) -> Duration {
+    let pid = child.pid();
+    child.kill();
+    let killed = Instant::now();
+    let mut drained = 0u64;
+    loop {
+        let left = WATCHDOG.saturating_sub(killed.elapsed());
+        match ch.recv_timeout(left) {
+            Ok(_) => drained += 1,
+            Err(Error::PeerGone { pid: gone }) => {
+                assert_eq!(gone, pid, "PeerGone names another process");
+                let took = killed.elapsed();
+                // The child is a zombie until here: detection must not need it reaped.
+                child.reap();
+                let _ = drained;
+                return took;
+            }
+            Err(Error::Timeout) => panic!("peer death not detected within {WATCHDOG:?}"),
+            Err(e) => panic!("expected PeerGone, got {e}"),
+        }
+    }
+}
+
+/// A round trip through a fresh `shmring-echo` on `name`, to show the new channel works.
+fn round_trip(ch: &mut Channel, name: &str, wait: WaitStrategy) {
+    let _echo = echo(&[name, wait.as_str()]);
+    ch.send(b"after the crash").expect("send");
+    let reply = ch.recv_timeout(WATCHDOG).expect("echo reply");
+    assert_eq!(&*reply, b"after the crash");
+}
+
+fn connector_killed(wait: WaitStrategy) {
+    let _serial = serial();
+    let name = unique(&format!("crash-conn-{wait}"));
+    let _unlink = NameGuard(name.clone());
+    let config = Config {
+        capacity: 1 << 16,
+        wait,
+    };
+    let mut ch = Channel::create(&name, &config).expect("create");
+    let mut child = echo(&["--stream", &name, wait.as_str()]);
+    receive_stream(&mut ch, 2000);
+    let took = kill_and_detect(&mut ch, &mut child);
+    eprintln!(
+        "crash: connector killed, wait={wait}: creator got PeerGone after {:.2} ms",
+        took.as_secs_f64() * 1e3
+    );
+    // The name is free again once the old channel is dropped, and a new one works.
+    drop(ch);
+    let mut ch = Channel::create(&name, &config).expect("create again after the crash");
+    round_trip(&mut ch, &name, wait);
+}
+
+fn creator_killed(wait: WaitStrategy) {
+    let _serial = serial();
+    let name = unique(&format!("crash-creator-{wait}"));
+    let _unlink = NameGuard(name.clone());
+    let mut child = echo_creator(&["--stream"], &name, wait.as_str());
+    let mut ch = Channel::connect_timeout(&name, wait, WATCHDOG).expect("connect");
+    receive_stream(&mut ch, 2000);
+    let took = kill_and_detect(&mut ch, &mut child);
+    eprintln!(
+        "crash: creator killed, wait={wait}: connector got PeerGone after {:.2} ms",
+        took.as_secs_f64() * 1e3
+    );
+    // The dead creator's segment is still there; creating the name reclaims it, even while the
+    // old connection is still open here.
+    assert!(support::shm_path(&name).exists(), "stale segment vanished");
+    let config = Config {
+        capacity: 1 << 16,
+        wait,
+    };
+    let mut fresh = Channel::create(&name, &config).expect("create over a dead creator's segment");
+    assert!(matches!(ch.try_recv(), Err(Error::PeerGone { .. })));
+    drop(ch);
+    round_trip(&mut fresh, &name, wait);
+}
+
+#[test]
+fn connector_killed_spin() {
+    connector_killed(WaitStrategy::Spin);
+}
+
+#[test]
+fn connector_killed_yield() {
+    connector_killed(WaitStrategy::SpinYield);
+}
+
+#[test]
+fn connector_killed_block() {
+    connector_killed(WaitStrategy::Block);
+}
+
+#[test]
+fn creator_killed_spin() {
+    creator_killed(WaitStrategy::Spin);
+}
+
+#[test]
+fn creator_killed_yield() {
+    creator_killed(WaitStrategy::SpinYield);
+}
+
+#[test]
+fn creator_killed_block() {
+    creator_killed(WaitStrategy::Block);
+}
+
+/// A peer that is killed while this side already waits for room (the ring towards it is full)
+/// is detected too.
+#[test]
+fn peer_killed_while_we_wait_for_room() {
+    let _serial = serial();
+    for wait in WaitStrategy::ALL {
+        let name = unique(&format!("crash-full-{wait}"));
+        let _unlink = NameGuard(name.clone());
+        let mut ch = Channel::create(
+            &name,
+            &Config {
+                capacity: 4096,
+                wait,
+            },
+        )
+        .expect("create");
+        // A streaming peer sends and never reads: the ring towards it fills up.
+        let mut child = echo(&["--stream", &name, wait.as_str()]);
+        ch.recv_timeout(WATCHDOG).expect("the peer is streaming");
+        let pid = child.pid();
+        // Kill it from another thread once we are (very likely) asleep waiting for room. The
+        // pid cannot be reused before we reap the child below.
+        let (killed_tx, killed_rx) = std::sync::mpsc::channel();
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            // SAFETY: kill takes no pointers; the pid is our unreaped child.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            let _ = killed_tx.send(Instant::now());
+        });
+        let big = vec![7u8; 1000];
+        let outcome = loop {
+            match ch.send_timeout(&big, WATCHDOG) {
+                Ok(()) => {}
+                other => break other,
+            }
+        };
+        killer.join().expect("killer thread");
+        let killed = killed_rx.recv().expect("kill time");
+        match outcome {
+            Err(Error::PeerGone { pid: gone }) => {
+                assert_eq!(gone, pid);
+                eprintln!(
+                    "crash: peer killed while we wait for room, wait={wait}: PeerGone after {:.2} ms",
+                    killed.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            Err(e) => panic!("expected PeerGone, got {e}"),
+            Ok(()) => unreachable!(),
+        }
+        child.reap();
+    }
+}

@@ -1,0 +1,341 @@
+//! Hostile bytes: a peer can write anything into the shared mapping. These properties fill the
+//! segment header, the ring headers (indices included) and the ring regions of a real
+//! `/dev/shm/shmring-<name>` mapping with arbitrary values, through a second mapping of the same
+//! object, and then drive the consumer (`try_recv`) and the connecting side (`connect`): every
+//! outcome must be a frame that lies inside the ring region it was read from, or a typed error.
+//! No panic, no read outside the mapping, no endless loop (every loop here is bounded, and a
+//! watchdog aborts the process if a call never returns).
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use std::mem::offset_of;
+
+use memmap2::MmapMut;
+use proptest::prelude::*;
+use shmring::layout::{SegmentHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, READY, RINGS_OFFSET};
+use shmring::{Channel, Config, Error, WaitStrategy};
+
+const CAP: usize = 1024;
+/// Size of one `RingHeader`: four cache-padded cells.
+const RING_HEADER: usize = 512;
+const CASES: u32 = if cfg!(debug_assertions) { 128 } else { 512 };
+
+static CASE: AtomicU64 = AtomicU64::new(0);
+/// Frames accepted and connections made over all cases, to show the properties reach past the
+/// first check.
+static FRAMES: AtomicU64 = AtomicU64::new(0);
+static CONNECTED: AtomicU64 = AtomicU64::new(0);
+
+fn fresh_name() -> String {
+    support::unique(&format!("hostile-{}", CASE.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// Aborts the whole process if the test is still running after `limit`: a hang must fail CI,
+/// not stall it.
+struct Watchdog(std::sync::mpsc::Sender<()>);
+
+impl Watchdog {
+    fn arm(what: &'static str, limit: Duration) -> Watchdog {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+                eprintln!("{what}: still running after {limit:?}, aborting");
+                std::process::abort();
+            }
+        });
+        Watchdog(tx)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+/// The address ranges at which this process maps `/dev/shm/shmring-<name>`.
+fn mapped_ranges(name: &str) -> Vec<(usize, usize)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let suffix = format!("/dev/shm/shmring-{name}");
+    maps.lines()
+        .filter(|l| l.trim_end().ends_with(&suffix))
+        .filter_map(|l| {
+            let (range, _) = l.split_once(' ')?;
+            let (a, b) = range.split_once('-')?;
+            Some((
+                usize::from_str_radix(a, 16).ok()?,
+                usize::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Checks a received message: either it lies entirely inside ring `ring`'s region of one of the
+/// mappings of the segment, or it is a reassembled message outside them all.
+fn check_frame(frame: &[u8], ranges: &[(usize, usize)], ring: usize, max_message: usize) {
+    let start = frame.as_ptr() as usize;
+    let end = start + frame.len();
+    let inside_any = ranges
+        .iter()
+        .any(|&(a, b)| start < b && end > a && start >= a);
+    if inside_any {
+        let ok = ranges.iter().any(|&(a, b)| {
+            let lo = a + HEADER_SIZE + ring * CAP;
+            let hi = lo + CAP;
+            hi <= b && start >= lo && end <= hi
+        });
+        assert!(
+            ok,
+            "frame [{start:#x}, {end:#x}) is not inside ring {ring}'s region"
+        );
+        assert!(
+            frame.len() <= CAP / 2 - 16,
+            "single frame of {} bytes",
+            frame.len()
+        );
+    } else {
+        assert!(
+            frame.len() <= max_message,
+            "reassembled {} bytes",
+            frame.len()
+        );
+    }
+}
+
+fn encode(index: u64, kind: u8, len: u32) -> u64 {
+    (((index >> 3) & ((1 << 29) - 1)) << 35) | (u64::from(kind & 7) << 32) | u64::from(len)
+}
+
+/// One frame a hostile producer lays out: kind (0 and 6..7 are invalid), length, and whether its
+/// tag matches its position.
+#[derive(Debug, Clone)]
+struct Planted {
+    kind: u8,
+    len: u32,
+    good_tag: bool,
+    fill: u8,
+}
+
+fn planted() -> impl Strategy<Value = Planted> {
+    (
+        prop_oneof![6 => Just(1u8), 1 => Just(2u8), 3 => 3u8..=5, 1 => 0u8..=7],
+        prop_oneof![
+            6 => 0u32..64,
+            2 => 0u32..(CAP as u32 / 2),
+            1 => Just(CAP as u32 / 2 - 16),
+            1 => any::<u32>(),
+        ],
+        prop_oneof![9 => Just(true), 1 => Just(false)],
+        any::<u8>(),
+    )
+        .prop_map(|(kind, len, good_tag, fill)| Planted {
+            kind,
+            len,
+            good_tag,
+            fill,
+        })
+}
+
+/// A (tail, head) pair: consistent (head <= tail <= head + capacity, 8-aligned), nearly so, or
+/// anything.
+fn indices() -> impl Strategy<Value = (u64, u64)> {
+    prop_oneof![
+        4 => (0u64..4096, 0u64..=(CAP as u64 / 8)).prop_map(|(h, d)| (h * 8 + d * 8, h * 8)),
+        1 => (0u64..(1 << 20), 0u64..(1 << 20)),
+        1 => (any::<u64>(), any::<u64>()),
+    ]
+}
+
+fn word_at(map: &MmapMut, offset: usize) -> &AtomicU64 {
+    assert!(offset % 8 == 0 && offset + 8 <= map.len());
+    // SAFETY: in bounds and 8-aligned (the mapping is page-aligned); the library accesses these
+    // words atomically too, so an atomic view is the right one for bytes another mapping uses.
+    unsafe { &*(map.as_ptr().add(offset) as *const AtomicU64) }
+}
+
+/// Writes `bytes` over the region of ring `ring`, then lays out `frames` from index `from`.
+fn scribble_ring(map: &MmapMut, ring: usize, bytes: &[u8], from: u64, frames: &[Planted]) {
+    let base = HEADER_SIZE + ring * CAP;
+    for (i, chunk) in bytes.chunks(8).enumerate().take(CAP / 8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        word_at(map, base + i * 8).store(u64::from_le_bytes(w), Ordering::Relaxed);
+    }
+    let mut at = from & !7;
+    for f in frames {
+        let pos = (at as usize) & (CAP - 1);
+        let tag_index = if f.good_tag { at } else { at ^ 0x5a8 };
+        word_at(map, base + pos).store(encode(tag_index, f.kind, f.len), Ordering::Relaxed);
+        // Some payload words, bounded by the region.
+        let payload_words = (f.len as usize).min(CAP).div_ceil(8);
+        for k in 0..payload_words {
+            let off = pos + 8 + k * 8;
+            if off + 8 <= CAP {
+                word_at(map, base + off)
+                    .store(u64::from(f.fill) * 0x0101_0101_0101_0101, Ordering::Relaxed);
+            }
+        }
+        let size = (8 + (f.len as u64).min(CAP as u64) + 7) & !7;
+        at = at.wrapping_add(if f.kind == 2 {
+            CAP as u64 - pos as u64
+        } else {
+            size
+        });
+    }
+    word_at(map, base + ((at as usize) & (CAP - 1))).store(0, Ordering::Relaxed);
+}
+
+fn ring_index(map: &MmapMut, ring: usize, field: usize, value: u64) {
+    // tail is the first cache-padded cell, head the second (128 bytes each).
+    word_at(map, RINGS_OFFSET + ring * RING_HEADER + field * 128).store(value, Ordering::Relaxed);
+}
+
+fn open_segment(name: &str) -> MmapMut {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(support::shm_path(name))
+        .expect("open the segment");
+    // SAFETY: a segment made by this test; every access through this mapping is atomic.
+    unsafe { MmapMut::map_mut(&file) }.expect("map the segment")
+}
+
+/// Drives `try_recv` until it stops yielding frames (bounded), checking each frame.
+fn drain(ch: &mut Channel, name: &str, ring: usize) {
+    ch.set_max_message(1 << 20);
+    let ranges = mapped_ranges(name);
+    assert!(!ranges.is_empty(), "segment not found in /proc/self/maps");
+    for _ in 0..64 {
+        match ch.try_recv() {
+            Ok(frame) => {
+                check_frame(&frame, &ranges, ring, 1 << 20);
+                FRAMES.fetch_add(1, Ordering::Relaxed);
+            }
+            // Corrupt may repeat; other typed errors end the stream.
+            Err(Error::Corrupt(_)) => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// Bounded attempts to send: a hostile consumer index must give a typed error, not a panic.
+fn poke_sender(ch: &mut Channel) {
+    for len in [0usize, 8, 100, CAP / 2 - 16, CAP] {
+        let _ = ch.try_send(&vec![0xEE; len.min(CAP / 2 - 16)]);
+    }
+    let _ = ch.send_timeout(&[1; 3000], Duration::from_millis(2));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    /// The creator's consumer reads a ring a hostile connector wrote.
+    #[test]
+    fn consumer_survives_hostile_rings(
+        region in proptest::collection::vec(any::<u8>(), 0..CAP),
+        frames in proptest::collection::vec(planted(), 0..24),
+        (tx_tail, tx_head) in indices(),
+        (rx_tail, rx_head) in indices(),
+    ) {
+        let _dog = Watchdog::arm("consumer_survives_hostile_rings", Duration::from_secs(60));
+        let name = fresh_name();
+        let _unlink = support::NameGuard(name.clone());
+        let mut creator = Channel::create(&name, &Config { capacity: CAP, wait: WaitStrategy::Spin })
+            .expect("create");
+        let map = open_segment(&name);
+        // The creator consumes ring 1 from index 0 (its local index; the shared one is only
+        // advisory for it), and produces into ring 0, whose head is the peer's to write.
+        scribble_ring(&map, 1, &region, 0, &frames);
+        ring_index(&map, 1, 0, rx_tail);
+        ring_index(&map, 1, 1, rx_head);
+        ring_index(&map, 0, 0, tx_tail);
+        ring_index(&map, 0, 1, tx_head);
+        drain(&mut creator, &name, 1);
+        poke_sender(&mut creator);
+    }
+
+    /// A connector meets a segment whose every header field and index may be anything.
+    #[test]
+    fn connect_survives_hostile_headers(
+        magic in prop_oneof![3 => Just(MAGIC), 1 => any::<u64>()],
+        version in prop_oneof![3 => Just(LAYOUT_VERSION), 1 => any::<u32>()],
+        header_size in prop_oneof![3 => Just(HEADER_SIZE as u32), 1 => any::<u32>()],
+        capacity in prop_oneof![3 => Just(CAP as u64), 1 => (0u64..64).prop_map(|s| 1 << s), 1 => any::<u64>()],
+        total in prop_oneof![3 => Just((HEADER_SIZE + 2 * CAP) as u64), 1 => any::<u64>()],
+        ready in prop_oneof![4 => Just(READY), 1 => any::<u32>()],
+        creator_state in prop_oneof![3 => Just(1u32), 1 => 0u32..8, 1 => any::<u32>()],
+        creator_pid in prop_oneof![3 => Just(std::process::id()), 1 => any::<u32>()],
+        connector_state in prop_oneof![4 => Just(0u32), 1 => any::<u32>()],
+        rest in proptest::collection::vec(any::<u8>(), 0..256),
+        region in proptest::collection::vec(any::<u8>(), 0..CAP),
+        frames in proptest::collection::vec(planted(), 0..24),
+        ring0 in indices(),
+        ring1 in indices(),
+    ) {
+        let _dog = Watchdog::arm("connect_survives_hostile_headers", Duration::from_secs(60));
+        let name = fresh_name();
+        let _unlink = support::NameGuard(name.clone());
+        let creator = Channel::create(&name, &Config { capacity: CAP, wait: WaitStrategy::Spin })
+            .expect("create");
+        let map = open_segment(&name);
+        // Arbitrary bytes over the endpoint records and the padding first...
+        for (i, chunk) in rest.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            let off = 40 + i * 8;
+            word_at(&map, off).store(u64::from_le_bytes(w), Ordering::Relaxed);
+        }
+        // ...then each field, valid or not.
+        word_at(&map, 0).store(magic, Ordering::Relaxed);
+        word_at(&map, 8).store(u64::from(version) | (u64::from(header_size) << 32), Ordering::Relaxed);
+        word_at(&map, 16).store(capacity, Ordering::Relaxed);
+        word_at(&map, 24).store(total, Ordering::Relaxed);
+        word_at(&map, 32).store(u64::from(ready), Ordering::Relaxed);
+        // PeerInfo: state, wait mode | pid, reserved, start time.
+        let creator_at = offset_of!(SegmentHeader, creator);
+        let connector_at = offset_of!(SegmentHeader, connector);
+        word_at(&map, creator_at).store(u64::from(creator_state) | (1 << 32), Ordering::Relaxed);
+        word_at(&map, creator_at + 8).store(u64::from(creator_pid), Ordering::Relaxed);
+        word_at(&map, connector_at).store(u64::from(connector_state), Ordering::Relaxed);
+        ring_index(&map, 0, 0, ring0.0);
+        ring_index(&map, 0, 1, ring0.1);
+        ring_index(&map, 1, 0, ring1.0);
+        ring_index(&map, 1, 1, ring1.1);
+        // The connector consumes ring 0 from the shared head.
+        scribble_ring(&map, 0, &region, ring0.1, &frames);
+        match Channel::connect(&name, WaitStrategy::Spin) {
+            Ok(mut ch) => {
+                CONNECTED.fetch_add(1, Ordering::Relaxed);
+                drain(&mut ch, &name, 0);
+                poke_sender(&mut ch);
+            }
+            Err(e) => prop_assert!(
+                matches!(
+                    e,
+                    Error::BadMagic(_)
+                        | Error::VersionMismatch { .. }
+                        | Error::SizeMismatch(_)
+                        | Error::NotReady(_)
+                        | Error::AlreadyConnected
+                        | Error::Corrupt(_)
+                ),
+                "unexpected error {e}"
+            ),
+        }
+        drop(creator);
+    }
+}
+
+/// Runs after the properties (tests run in name order within one thread only with
+/// `--test-threads=1`, so this only reports): how far the hostile inputs got.
+#[test]
+fn zz_report_depth() {
+    eprintln!(
+        "hostile: {} frames accepted, {} hostile connects succeeded so far",
+        FRAMES.load(Ordering::Relaxed),
+        CONNECTED.load(Ordering::Relaxed)
+    );
+}

@@ -1,0 +1,272 @@
+//! Stale segments, live owners, permissions and names, with real processes where the feature is
+//! about processes.
+
+mod support;
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use shmring::segments::{self, Reclaim};
+use shmring::{Channel, Config, Error, WaitStrategy};
+use support::{echo, echo_creator, serial, shm_path, unique, NameGuard};
+
+fn small() -> Config {
+    Config {
+        capacity: 4096,
+        wait: WaitStrategy::Block,
+    }
+}
+
+/// Leaves a segment behind the way a creator that died right after sizing it would: a sized
+/// object nobody holds the lock of.
+fn forge_unlocked(name: &str, len: u64, age: Duration) {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(shm_path(name))
+        .expect("forge segment");
+    file.set_len(len).expect("size");
+    file.set_modified(SystemTime::now() - age).expect("mtime");
+}
+
+#[test]
+fn dead_owner_is_reclaimed_live_owner_is_refused() {
+    let _serial = serial();
+    let name = unique("dead-owner");
+    let _unlink = NameGuard(name.clone());
+    let mut owner = echo_creator(&[], &name, "block");
+
+    // Alive: never taken, by create or by the cleaner.
+    assert!(matches!(
+        Channel::create(&name, &small()),
+        Err(Error::AlreadyExists(n)) if n == name
+    ));
+    let info = segments::inspect(&name).expect("inspect");
+    assert!(info.ready && info.owner_locked && !info.stale, "{info:?}");
+    assert_eq!(info.creator.pid, owner.pid());
+    assert!(info.creator.alive);
+    assert_eq!(segments::reclaim(&name).expect("reclaim"), Reclaim::Alive);
+
+    owner.kill();
+    owner.reap();
+    let info = segments::inspect(&name).expect("inspect after the kill");
+    assert!(info.ready && !info.owner_locked && info.stale, "{info:?}");
+    assert!(!info.creator.alive);
+
+    // Dead: `create` reclaims the name, and the new channel works.
+    let mut ch = Channel::create(&name, &small()).expect("create over a dead owner");
+    let _echo = echo(&[&name, "block"]);
+    ch.send(b"x").expect("send");
+    assert_eq!(&*ch.recv_timeout(support::WATCHDOG).expect("echo"), b"x");
+}
+
+#[test]
+fn creator_that_died_before_ready_is_reclaimed() {
+    let _serial = serial();
+    let name = unique("half-made");
+    let _unlink = NameGuard(name.clone());
+    let mut half = echo(&["--half-create", "--capacity", "4096", &name]);
+    assert_eq!(half.read_line(), "ready");
+
+    // Still being made by a live process: not ready for connectors, not free for creators.
+    assert!(matches!(
+        Channel::connect(&name, WaitStrategy::Block),
+        Err(Error::NotReady(_))
+    ));
+    assert!(matches!(
+        Channel::create(&name, &small()),
+        Err(Error::AlreadyExists(_))
+    ));
+    let info = segments::inspect(&name).expect("inspect");
+    assert!(!info.ready && info.owner_locked && !info.stale, "{info:?}");
+
+    half.kill();
+    half.reap();
+    let info = segments::inspect(&name).expect("inspect after the kill");
+    assert!(!info.ready && info.stale, "{info:?}");
+    let _ch = Channel::create(&name, &small()).expect("create over a half-made segment");
+}
+
+#[test]
+fn unsized_segments_get_a_grace_period() {
+    let _serial = serial();
+    // Zero bytes and recent: a creator may be between making and locking it right now.
+    let young = unique("unsized-young");
+    let _unlink_young = NameGuard(young.clone());
+    forge_unlocked(&young, 0, Duration::ZERO);
+    assert!(!segments::inspect(&young).expect("inspect").stale);
+    assert!(matches!(
+        Channel::create(&young, &small()),
+        Err(Error::AlreadyExists(_))
+    ));
+    // Zero bytes and older than the grace period: its creator died before sizing it.
+    let old = unique("unsized-old");
+    let _unlink_old = NameGuard(old.clone());
+    forge_unlocked(&old, 0, segments::INIT_GRACE + Duration::from_secs(60));
+    assert!(segments::inspect(&old).expect("inspect").stale);
+    let _ch = Channel::create(&old, &small()).expect("create over an unsized segment");
+    // Sized but unlocked: the creator locks before sizing, so it is gone.
+    let sized = unique("sized-unlocked");
+    let _unlink_sized = NameGuard(sized.clone());
+    forge_unlocked(&sized, 100, Duration::ZERO);
+    assert!(segments::inspect(&sized).expect("inspect").stale);
+    let _ch2 = Channel::create(&sized, &small()).expect("create over a sized dead segment");
+}
+
+/// Several creators race for one stale name: exactly one wins, and the winner's channel is the
+/// one left under the name (a loser must not remove it and make its own).
+#[test]
+fn racing_creators_over_a_stale_name_leave_one_winner() {
+    let _serial = serial();
+    for round in 0..20 {
+        let name = unique(&format!("race-{round}"));
+        let _unlink = NameGuard(name.clone());
+        forge_unlocked(&name, 100, Duration::ZERO);
+        let barrier = std::sync::Barrier::new(6);
+        let results: Vec<Result<Channel, Error>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..6)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        Channel::create(&name, &small())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("creator thread"))
+                .collect()
+        });
+        let winners = results.iter().filter(|r| r.is_ok()).count();
+        for r in &results {
+            if let Err(e) = r {
+                assert!(matches!(e, Error::AlreadyExists(_)), "round {round}: {e}");
+            }
+        }
+        assert_eq!(winners, 1, "round {round}: {winners} creators won");
+        // The winner's segment is the one under the name: a connector reaches it.
+        let mut winner = results.into_iter().find_map(Result::ok).expect("a winner");
+        let mut peer = Channel::connect(&name, WaitStrategy::Block).expect("connect");
+        peer.send(b"hi").expect("send");
+        assert_eq!(&*winner.try_recv().expect("the winner hears it"), b"hi");
+    }
+}
+
+#[test]
+fn shmring_clean_removes_only_dead_segments() {
+    let _serial = serial();
+    let live = unique("clean-live");
+    let dead = unique("clean-dead");
+    let _unlink_live = NameGuard(live.clone());
+    let _unlink_dead = NameGuard(dead.clone());
+    let _ch = Channel::create(&live, &small()).expect("create");
+    let mut owner = echo_creator(&[], &dead, "block");
+    let dead_pid = owner.pid();
+    owner.kill();
+    owner.reap();
+
+    let clean = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_shmring-clean"))
+            .args(args)
+            .output()
+            .expect("run shmring-clean");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let listing = clean(&["--dry-run", &live, &dead]);
+    let line = |name: &str| {
+        listing
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} not listed:\n{listing}"))
+            .to_owned()
+    };
+    assert!(line(&dead).contains("stale"), "{listing}");
+    assert!(
+        line(&dead).contains(&format!("pid {dead_pid} (dead)")),
+        "{listing}"
+    );
+    assert!(line(&live).contains("live"), "{listing}");
+    assert!(
+        line(&live).contains(&format!("pid {} (alive)", std::process::id())),
+        "{listing}"
+    );
+    assert!(shm_path(&dead).exists(), "--dry-run removed something");
+
+    let report = clean(&[&live, &dead]);
+    assert!(report.contains("-> removed"), "{report}");
+    assert!(!shm_path(&dead).exists(), "dead segment left:\n{report}");
+    assert!(shm_path(&live).exists(), "live segment removed:\n{report}");
+
+    // The full listing (no names) runs too and shows our live channel.
+    assert!(clean(&["--dry-run"]).contains(&live));
+}
+
+struct Umask(libc::mode_t);
+
+impl Umask {
+    fn set(mask: libc::mode_t) -> Umask {
+        // SAFETY: umask takes no pointers; the tests of this binary are serialised.
+        Umask(unsafe { libc::umask(mask) })
+    }
+}
+
+impl Drop for Umask {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`.
+        unsafe { libc::umask(self.0) };
+    }
+}
+
+#[test]
+fn mappings_are_created_0600() {
+    let _serial = serial();
+    for mask in [0o022, 0o000, 0o277] {
+        let _umask = Umask::set(mask);
+        let name = unique(&format!("mode-{mask:o}"));
+        let _unlink = NameGuard(name.clone());
+        let _ch = Channel::create(&name, &small()).expect("create");
+        let mode = std::fs::metadata(shm_path(&name))
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "named mapping with umask {mask:o}");
+
+        let path = std::env::temp_dir().join(format!("shmring-file-{name}"));
+        let _ = std::fs::remove_file(&path);
+        let ch = Channel::create_at(&path, &small()).expect("create_at");
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "file mapping with umask {mask:o}");
+        drop(ch);
+        assert!(!path.exists(), "create_at file left behind");
+    }
+}
+
+#[test]
+fn bad_names_are_refused_before_reaching_the_os() {
+    let long = "a".repeat(300);
+    for bad in ["../x", "", long.as_str(), "a\0b", "a/b", ".hidden", "-x"] {
+        assert!(
+            matches!(
+                Channel::create(bad, &small()),
+                Err(Error::InvalidName { .. })
+            ),
+            "create accepted {bad:?}"
+        );
+        assert!(
+            matches!(
+                Channel::connect(bad, WaitStrategy::Block),
+                Err(Error::InvalidName { .. })
+            ),
+            "connect accepted {bad:?}"
+        );
+        assert!(matches!(
+            segments::inspect(bad),
+            Err(Error::InvalidName { .. })
+        ));
+    }
+}
