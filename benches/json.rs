@@ -13,9 +13,6 @@
 //!   `from_slice` (the reference's way; serde_json parses a `u128` through a heap buffer).
 //! - `json/round_trip`: the codec work of one ping-pong round trip (encode ping, decode it, encode
 //!   pong, decode it), the harness's `serde` row.
-//!
-//! With `--features sonic` every group gains `sonic_rs` rows for the same work, and the bench
-//! checks first that both crates put the same bytes on the wire.
 
 use std::hint::black_box;
 use std::io::Write;
@@ -108,70 +105,7 @@ fn serde_encode<T: Serialize>(buf: &mut [u8], value: &T) -> usize {
     out.pos
 }
 
-#[cfg(feature = "sonic")]
-mod sonic {
-    //! sonic-rs over a fixed slice. sonic-rs asks its writer for the worst case of what it may
-    //! write next (`6 * len + 35` bytes for a string, whatever the string holds) as
-    //! uninitialised spare room, so the slice must have that much slack beyond the message.
-
-    use std::mem::MaybeUninit;
-
-    /// `sonic_rs::writer::WriteExt` into a fixed slice, failing when the slack runs out.
-    pub struct SliceWriter<'a> {
-        pub buf: &'a mut [u8],
-        pub pos: usize,
-    }
-
-    impl std::io::Write for SliceWriter<'_> {
-        #[inline]
-        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-            let end = self.pos + data.len();
-            match self.buf.get_mut(self.pos..end) {
-                Some(dst) => {
-                    dst.copy_from_slice(data);
-                    self.pos = end;
-                    Ok(data.len())
-                }
-                None => Err(std::io::ErrorKind::WriteZero.into()),
-            }
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl sonic_rs::writer::WriteExt for SliceWriter<'_> {
-        #[inline]
-        fn reserve_with(&mut self, additional: usize) -> std::io::Result<&mut [MaybeUninit<u8>]> {
-            let end = self.pos + additional;
-            match self.buf.get_mut(self.pos..end) {
-                // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and initialised bytes are
-                // valid `MaybeUninit`s; sonic-rs only writes initialised bytes through it.
-                Some(spare) => Ok(unsafe {
-                    std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast(), spare.len())
-                }),
-                None => Err(std::io::ErrorKind::WriteZero.into()),
-            }
-        }
-
-        #[inline]
-        unsafe fn flush_len(&mut self, additional: usize) -> std::io::Result<()> {
-            self.pos += additional;
-            Ok(())
-        }
-    }
-
-    /// sonic-rs into `buf`; returns the bytes written.
-    #[inline]
-    pub fn encode<T: serde::Serialize>(buf: &mut [u8], value: &T) -> usize {
-        let mut out = SliceWriter { buf, pos: 0 };
-        sonic_rs::to_writer(&mut out, value).expect("the ping fits");
-        out.pos
-    }
-}
-
-/// Room for the ping and, for sonic-rs, the worst-case slack of its string escaper.
+/// Room for the ping, with plenty to spare.
 const SLICE: usize = 512;
 
 fn check_wire(buf: &mut [u8]) -> usize {
@@ -183,34 +117,6 @@ fn check_wire(buf: &mut [u8]) -> usize {
     })
     .unwrap();
     assert_eq!(&buf[..n], &reference[..], "u64 and u128 encode alike");
-    #[cfg(feature = "sonic")]
-    {
-        let mut other = [0u8; SLICE];
-        let m = sonic::encode(&mut other, &ping());
-        assert_eq!(
-            std::str::from_utf8(&other[..m]).unwrap(),
-            std::str::from_utf8(&buf[..n]).unwrap(),
-            "sonic-rs and serde_json put the same bytes on the wire"
-        );
-        assert_eq!(sonic_rs::to_vec(&ping()).unwrap(), reference);
-        let back: Ping<'_> = sonic_rs::from_slice(&buf[..n]).unwrap();
-        assert_eq!(back, ping());
-        let owned: OwnedPing = sonic_rs::from_slice(&buf[..n]).unwrap();
-        assert_eq!(owned.sent_at_ms, u128::from(SENT_AT_MS));
-        // Ids that need escaping come out the same too.
-        let odd = OwnedPing {
-            sender_id: "quote\" back\\slash/ \n\t\r \u{1}\u{1f}\u{7f} é ✓ 😀 </script>".into(),
-            receiver_id: (0u8..0x80).map(char::from).collect(),
-            sent_at_ms: u128::from(u64::MAX),
-        };
-        let mut big = [0u8; 4096];
-        let m = sonic::encode(&mut big, &odd);
-        let expected = serde_json::to_vec(&odd).unwrap();
-        assert_eq!(&big[..m], &expected[..]);
-        assert_eq!(sonic_rs::to_vec(&odd).unwrap(), expected);
-        let back: OwnedPing = sonic_rs::from_slice(&expected).unwrap();
-        assert_eq!(back, odd);
-    }
     n
 }
 
@@ -235,23 +141,6 @@ fn encode(c: &mut Criterion) {
     g.bench_function("serde_json/to_vec", |b| {
         b.iter(|| serde_json::to_vec(black_box(&msg)).unwrap())
     });
-    #[cfg(feature = "sonic")]
-    {
-        g.bench_function("sonic_rs/into_slice", |b| {
-            b.iter(|| sonic::encode(black_box(&mut buf), black_box(&msg)))
-        });
-        g.bench_function("sonic_rs/into_grant", |b| {
-            b.iter(|| {
-                let mut grant = tx.try_reserve(SLICE).unwrap();
-                let used = sonic::encode(&mut grant, black_box(&msg));
-                grant.commit(used);
-                drop(black_box(rx.try_read().unwrap()));
-            })
-        });
-        g.bench_function("sonic_rs/to_vec", |b| {
-            b.iter(|| sonic_rs::to_vec(black_box(&msg)).unwrap())
-        });
-    }
     g.finish();
 }
 
@@ -270,15 +159,6 @@ fn decode(c: &mut Criterion) {
     g.bench_function("serde_json/owned_u128", |b| {
         b.iter(|| serde_json::from_slice::<OwnedPing>(black_box(wire)).unwrap())
     });
-    #[cfg(feature = "sonic")]
-    {
-        g.bench_function("sonic_rs/borrowed", |b| {
-            b.iter(|| sonic_rs::from_slice::<Ping<'_>>(black_box(wire)).unwrap())
-        });
-        g.bench_function("sonic_rs/owned_u128", |b| {
-            b.iter(|| sonic_rs::from_slice::<OwnedPing>(black_box(wire)).unwrap())
-        });
-    }
     g.finish();
 }
 
@@ -313,16 +193,6 @@ fn round_trip(c: &mut Criterion) {
             })
             .unwrap();
             let back: OwnedPing = serde_json::from_slice(black_box(&bytes)).unwrap();
-            back.sent_at_ms
-        })
-    });
-    #[cfg(feature = "sonic")]
-    g.bench_function("sonic_rs", |b| {
-        b.iter(|| {
-            let n = sonic::encode(&mut a, black_box(&ping()));
-            let got: Ping<'_> = sonic_rs::from_slice(black_box(&a[..n])).unwrap();
-            let m = sonic::encode(&mut b_, &pong(&got));
-            let back: Ping<'_> = sonic_rs::from_slice(black_box(&b_[..m])).unwrap();
             back.sent_at_ms
         })
     });
