@@ -28,7 +28,7 @@ const PEER_CLAIMING: u32 = 3;
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Bytes in each direction's ring: a power of two from 256 B to 2 GiB. A single frame can
-    /// carry up to `capacity / 2 - 16` bytes.
+    /// carry up to `capacity / 2 - 72` bytes.
     pub capacity: usize,
     /// How this endpoint waits for data or room.
     pub wait: WaitStrategy,
@@ -417,7 +417,7 @@ impl Channel {
         self.sender.tx.capacity()
     }
 
-    /// Largest payload one frame carries (`capacity / 2 - 16`).
+    /// Largest payload one frame carries (`capacity / 2 - 72`).
     pub fn max_frame(&self) -> usize {
         self.sender.tx.max_len()
     }
@@ -538,7 +538,7 @@ pub struct SendHalf {
 }
 
 impl SendHalf {
-    /// Largest payload one frame carries (`capacity / 2 - 16`).
+    /// Largest payload one frame carries (`capacity / 2 - 72`).
     pub fn max_frame(&self) -> usize {
         self.tx.max_len()
     }
@@ -659,7 +659,7 @@ impl SendHalf {
                 max: self.max_message,
             });
         }
-        let chunk = self.tx.max_len() & !7;
+        let chunk = self.tx.max_len();
         let mut grant = self.reserve_kind(chunk, kind::FRAG_FIRST, deadline)?;
         let (total, rest) = grant.split_at_mut(8);
         total.copy_from_slice(&(bytes.len() as u64).to_le_bytes());

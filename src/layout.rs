@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 /// `b"SHMRING\0"` read as a little-endian `u64`.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMRING\0");
 /// Bumped whenever the layout or the frame protocol changes.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 /// Bytes before the first ring region; a page, so regions start page-aligned.
 pub const HEADER_SIZE: usize = 4096;
 /// Offset of the two ring headers inside the segment header page.

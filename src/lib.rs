@@ -36,7 +36,7 @@
 //!
 //! ## The ring protocol
 //!
-//! Frames are 8-byte aligned: one `u64` header word (length, kind, and a tag derived from the
+//! Frames are cache-line aligned: one `u64` header word (length, kind, and a tag derived from the
 //! frame's position) followed by the payload. A frame never wraps: a PAD word sends the reader
 //! back to offset 0, so every payload is one contiguous slice, written in place through a
 //! [`WriteGrant`] and read in place through a [`ReadGuard`].

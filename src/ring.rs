@@ -6,7 +6,8 @@
 //!
 //! # Frames
 //!
-//! Every frame starts on an 8-byte boundary with one `u64` header word, followed by the payload:
+//! Every frame starts on a cache-line (64-byte) boundary with one `u64` header word, followed by
+//! the payload:
 //!
 //! ```text
 //! bits  0..32  payload length in bytes
@@ -50,6 +51,10 @@ use crate::wait;
 
 /// Size of a frame header word.
 pub const FRAME_HEADER: usize = 8;
+/// Every frame starts on a cache-line boundary, so two frames never share a line: a consumer
+/// polling the next header never pulls the line the producer is filling, and a message of up to
+/// 56 bytes moves exactly one line.
+pub const FRAME_ALIGN: usize = 64;
 
 /// Frame kinds stored in bits 32..35 of the header word. Zero is never a valid header.
 pub(crate) mod kind {
@@ -108,15 +113,16 @@ fn decode(word: u64) -> (u64, u8, u32) {
 /// Bytes a frame with a payload of `len` bytes occupies, header included.
 #[inline]
 pub const fn frame_size(len: usize) -> usize {
-    (FRAME_HEADER + len + 7) & !7
+    (FRAME_HEADER + len + FRAME_ALIGN - 1) & !(FRAME_ALIGN - 1)
 }
 
 /// Largest payload one frame can carry in a ring of `capacity` bytes.
 ///
-/// A frame plus the next header word must fit in half the ring, so that a frame that has to skip
-/// the end of the region always fits once the consumer has caught up.
+/// A frame (rounded up to whole cache lines) plus the next header word must fit in half the
+/// ring, so that a frame that has to skip the end of the region always fits once the consumer
+/// has caught up.
 pub const fn max_payload(capacity: usize) -> usize {
-    capacity / 2 - 2 * FRAME_HEADER
+    capacity / 2 - FRAME_ALIGN - FRAME_HEADER
 }
 
 /// Where a ring's memory lives. Both ends hold one; the memory must outlive both.
@@ -272,7 +278,11 @@ impl Producer {
         // Acquire: pairs with the Release stores of our predecessor (a fresh ring is all zero).
         let tail = ptrs.header().tail.load(Ordering::Acquire);
         let head = ptrs.header().head.load(RECLAIM);
-        if tail % 8 != 0 || head > tail || tail - head > capacity as u64 {
+        if tail % FRAME_ALIGN as u64 != 0
+            || head % FRAME_ALIGN as u64 != 0
+            || head > tail
+            || tail - head > capacity as u64
+        {
             return Err(Error::corrupt(format!(
                 "ring indices out of range: head {head}, tail {tail}"
             )));
@@ -301,7 +311,7 @@ impl Producer {
     #[inline(never)]
     fn refresh_head(&mut self) -> Result<()> {
         let head = self.ptrs.header().head.load(RECLAIM);
-        if head < self.cached_head || head > self.tail || head % 8 != 0 {
+        if head < self.cached_head || head > self.tail || head % FRAME_ALIGN as u64 != 0 {
             return Err(Error::corrupt(format!(
                 "consumer index {head} outside [{}, {}]",
                 self.cached_head, self.tail
@@ -544,7 +554,11 @@ impl Consumer {
         let head = ptrs.header().head.load(Ordering::Acquire);
         // Acquire: pairs with the producer's Release store of its informational index.
         let tail = ptrs.header().tail.load(Ordering::Acquire);
-        if head % 8 != 0 || head > tail || tail - head > ptrs.capacity as u64 {
+        if head % FRAME_ALIGN as u64 != 0
+            || tail % FRAME_ALIGN as u64 != 0
+            || head > tail
+            || tail - head > ptrs.capacity as u64
+        {
             return Err(Error::corrupt(format!(
                 "ring indices out of range: head {head}, tail {tail}"
             )));
@@ -803,7 +817,7 @@ mod tests {
     /// A ring whose positions have been advanced by `offset` bytes (a multiple of 8).
     fn ring_at(capacity: usize, offset: usize) -> (Producer, Consumer) {
         let (mut tx, mut rx) = new(capacity).unwrap();
-        for _ in 0..offset / 8 {
+        for _ in 0..offset / FRAME_ALIGN {
             tx.try_send(&[]).unwrap();
             drop(rx.try_read().unwrap());
         }
@@ -822,8 +836,8 @@ mod tests {
                     Err(e) => panic!("{e}"),
                 }
             }
-            // 4096 bytes, 112-byte frames, 8 bytes kept for the next header word.
-            assert!(sent >= 4096 / 112 - 2, "only {sent} frames fit");
+            // 4096 bytes, 128-byte frames, 8 bytes kept for the next header word.
+            assert_eq!(sent, 4096 / frame_size(100) - 1, "frames that fit");
             for i in 0..sent {
                 let frame = rx.try_read().unwrap();
                 assert_eq!(&*frame, &pattern(round * 1000 + i, 100)[..]);
@@ -836,7 +850,7 @@ mod tests {
     fn every_length_at_every_wrap_offset() {
         for capacity in [256usize, 512] {
             let max = max_payload(capacity);
-            for offset in (0..capacity).step_by(8) {
+            for offset in (0..capacity).step_by(FRAME_ALIGN) {
                 for len in 0..=max {
                     let (mut tx, mut rx) = ring_at(capacity, offset);
                     let data = pattern(offset + len, len);
@@ -859,7 +873,7 @@ mod tests {
     fn full_is_not_never_fits() {
         let (mut tx, mut rx) = new(1024).unwrap();
         let max = tx.max_len();
-        assert_eq!(max, 1024 / 2 - 16);
+        assert_eq!(max, 1024 / 2 - 72);
         assert!(matches!(
             tx.try_reserve(max + 1),
             Err(Error::TooLarge { len, max: m }) if len == max + 1 && m == max
@@ -867,7 +881,7 @@ mod tests {
         tx.try_send(&vec![1; max]).unwrap();
         tx.try_send(&vec![2; max]).unwrap();
         assert!(matches!(tx.try_reserve(max), Err(Error::Full)));
-        assert!(matches!(tx.try_reserve(16), Err(Error::Full)));
+        assert!(matches!(tx.try_reserve(200), Err(Error::Full)));
         // Never-fits stays never-fits when full, too.
         assert!(matches!(
             tx.try_reserve(max + 1),
@@ -903,10 +917,11 @@ mod tests {
         grant.commit(3);
         assert_eq!(&*rx.try_read().unwrap(), b"abc");
         // Aborting a grant that needed a wrap leaves a consistent ring too.
+        let (mut tx, mut rx) = new(1024).unwrap();
         for _ in 0..20 {
-            drop(tx.try_reserve(100).unwrap());
-            tx.try_send(&[9; 60]).unwrap();
-            assert_eq!(&*rx.try_read().unwrap(), &[9; 60]);
+            drop(tx.try_reserve(300).unwrap());
+            tx.try_send(&[9; 100]).unwrap();
+            assert_eq!(&*rx.try_read().unwrap(), &[9; 100]);
         }
     }
 
@@ -997,7 +1012,7 @@ mod tests {
     fn hostile_frame_headers_are_corrupt_errors() {
         type Forge = Box<dyn Fn(u64) -> u64>;
         let cases: Vec<(&str, Forge)> = vec![
-            ("wrong tag", Box::new(|idx| encode(idx + 8, kind::DATA, 4))),
+            ("wrong tag", Box::new(|idx| encode(idx + 64, kind::DATA, 4))),
             ("unknown kind", Box::new(|idx| encode(idx, 7, 4))),
             ("kind zero", Box::new(|idx| encode(idx, 0, 4))),
             (
@@ -1010,7 +1025,7 @@ mod tests {
             ),
         ];
         for (what, word) in cases {
-            for offset in [0usize, 64, 200, 248] {
+            for offset in [0usize, 64, 128, 192] {
                 let (_tx, mut rx) = ring_at(256, offset);
                 corrupt_head_word(&rx, word(rx.head));
                 for _ in 0..3 {
@@ -1022,8 +1037,8 @@ mod tests {
             }
         }
         // A frame that fits by length but would run past the end of the region.
-        let (_tx, mut rx) = ring_at(256, 240);
-        corrupt_head_word(&rx, encode(rx.head, kind::DATA, 100));
+        let (_tx, mut rx) = ring_at(1024, 960);
+        corrupt_head_word(&rx, encode(rx.head, kind::DATA, 200));
         assert!(matches!(rx.try_read(), Err(Error::Corrupt(_))));
         // A PAD at offset 0 would skip a whole lap.
         let (_tx, mut rx) = ring_at(256, 0);
@@ -1035,23 +1050,23 @@ mod tests {
     fn hostile_consumer_index_is_a_corrupt_error() {
         // Jumps past the producer.
         let (mut tx, rx) = new(256).unwrap();
-        fill(&mut tx, 100);
-        rx.ptrs.header().head.store(10_000, Ordering::Relaxed);
-        assert!(matches!(tx.try_send(&[0; 100]), Err(Error::Corrupt(_))));
+        fill(&mut tx, 40);
+        rx.ptrs.header().head.store(10_048, Ordering::Relaxed);
+        assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt(_))));
         // Moves backwards.
         let (mut tx, mut rx) = new(256).unwrap();
         for _ in 0..3 {
-            tx.try_send(&[0; 100]).unwrap();
+            tx.try_send(&[0; 40]).unwrap();
             drop(rx.try_read().unwrap());
         }
-        fill(&mut tx, 100);
-        rx.ptrs.header().head.store(8, Ordering::Relaxed);
-        assert!(matches!(tx.try_send(&[0; 100]), Err(Error::Corrupt(_))));
+        fill(&mut tx, 40);
+        rx.ptrs.header().head.store(64, Ordering::Relaxed);
+        assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt(_))));
         // Misaligned.
         let (mut tx, rx) = new(256).unwrap();
-        fill(&mut tx, 100);
-        rx.ptrs.header().head.store(3, Ordering::Relaxed);
-        assert!(matches!(tx.try_send(&[0; 100]), Err(Error::Corrupt(_))));
+        fill(&mut tx, 40);
+        rx.ptrs.header().head.store(8, Ordering::Relaxed);
+        assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt(_))));
     }
 
     #[test]

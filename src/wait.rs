@@ -113,21 +113,21 @@ pub(crate) fn wait_until(
     cell: &WaitCell,
     deadline: Option<Instant>,
     mut ready: impl FnMut() -> bool,
-    mut check: impl FnMut() -> Result<()>,
+    check: impl FnMut() -> Result<()>,
 ) -> Result<()> {
     if ready() {
         return Ok(());
     }
-    wait_slow(strategy, cell, deadline, &mut ready, &mut check)
+    wait_slow(strategy, cell, deadline, ready, check)
 }
 
-#[inline(never)]
+/// The waiting loop, monomorphised per caller so the poll is an inline load, not a call.
 fn wait_slow(
     strategy: WaitStrategy,
     cell: &WaitCell,
     deadline: Option<Instant>,
-    ready: &mut dyn FnMut() -> bool,
-    check: &mut dyn FnMut() -> Result<()>,
+    mut ready: impl FnMut() -> bool,
+    mut check: impl FnMut() -> Result<()>,
 ) -> Result<()> {
     let started = Instant::now();
     let mut next_check = started + CHECK_INTERVAL;
@@ -161,7 +161,7 @@ fn wait_slow(
                 until = until.min(d);
             }
             if until > now {
-                sleep(cell, until - now, &mut *ready);
+                sleep(cell, until - now, &mut ready);
                 slept = true;
             }
         }

@@ -16,6 +16,7 @@ use std::mem::offset_of;
 use memmap2::MmapMut;
 use proptest::prelude::*;
 use shmring::layout::{SegmentHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, READY, RINGS_OFFSET};
+use shmring::ring::{frame_size, max_payload, FRAME_ALIGN};
 use shmring::{Channel, Config, Error, WaitStrategy};
 
 const CAP: usize = 1024;
@@ -92,7 +93,7 @@ fn check_frame(frame: &[u8], ranges: &[(usize, usize)], ring: usize, max_message
             "frame [{start:#x}, {end:#x}) is not inside ring {ring}'s region"
         );
         assert!(
-            frame.len() <= CAP / 2 - 16,
+            frame.len() <= max_payload(CAP),
             "single frame of {} bytes",
             frame.len()
         );
@@ -125,7 +126,7 @@ fn planted() -> impl Strategy<Value = Planted> {
         prop_oneof![
             6 => 0u32..64,
             2 => 0u32..(CAP as u32 / 2),
-            1 => Just(CAP as u32 / 2 - 16),
+            1 => Just(max_payload(CAP) as u32),
             1 => any::<u32>(),
         ],
         prop_oneof![9 => Just(true), 1 => Just(false)],
@@ -139,11 +140,11 @@ fn planted() -> impl Strategy<Value = Planted> {
         })
 }
 
-/// A (tail, head) pair: consistent (head <= tail <= head + capacity, 8-aligned), nearly so, or
+/// A (tail, head) pair: consistent (head <= tail <= head + capacity, line-aligned), nearly so, or
 /// anything.
 fn indices() -> impl Strategy<Value = (u64, u64)> {
     prop_oneof![
-        4 => (0u64..4096, 0u64..=(CAP as u64 / 8)).prop_map(|(h, d)| (h * 8 + d * 8, h * 8)),
+        4 => (0u64..4096, 0u64..=(CAP as u64 / 64)).prop_map(|(h, d)| (h * 64 + d * 64, h * 64)),
         1 => (0u64..(1 << 20), 0u64..(1 << 20)),
         1 => (any::<u64>(), any::<u64>()),
     ]
@@ -164,7 +165,7 @@ fn scribble_ring(map: &MmapMut, ring: usize, bytes: &[u8], from: u64, frames: &[
         w[..chunk.len()].copy_from_slice(chunk);
         word_at(map, base + i * 8).store(u64::from_le_bytes(w), Ordering::Relaxed);
     }
-    let mut at = from & !7;
+    let mut at = from & !(FRAME_ALIGN as u64 - 1);
     for f in frames {
         let pos = (at as usize) & (CAP - 1);
         let tag_index = if f.good_tag { at } else { at ^ 0x5a8 };
@@ -178,7 +179,7 @@ fn scribble_ring(map: &MmapMut, ring: usize, bytes: &[u8], from: u64, frames: &[
                     .store(u64::from(f.fill) * 0x0101_0101_0101_0101, Ordering::Relaxed);
             }
         }
-        let size = (8 + (f.len as u64).min(CAP as u64) + 7) & !7;
+        let size = frame_size((f.len as usize).min(CAP)) as u64;
         at = at.wrapping_add(if f.kind == 2 {
             CAP as u64 - pos as u64
         } else {
@@ -223,8 +224,8 @@ fn drain(ch: &mut Channel, name: &str, ring: usize) {
 
 /// Bounded attempts to send: a hostile consumer index must give a typed error, not a panic.
 fn poke_sender(ch: &mut Channel) {
-    for len in [0usize, 8, 100, CAP / 2 - 16, CAP] {
-        let _ = ch.try_send(&vec![0xEE; len.min(CAP / 2 - 16)]);
+    for len in [0usize, 8, 100, max_payload(CAP), CAP] {
+        let _ = ch.try_send(&vec![0xEE; len.min(max_payload(CAP))]);
     }
     let _ = ch.send_timeout(&[1; 3000], Duration::from_millis(2));
 }

@@ -56,7 +56,7 @@ fn splitmix(mut x: u64) -> u64 {
 fn payload_len(seed: u64, dir: u64, seq: u64) -> usize {
     let r = splitmix(seed ^ splitmix(dir.wrapping_add(1) << 32 | seq));
     let x = (r >> 20) as usize;
-    let max_single = RING / 2 - 16 - HEADER;
+    let max_single = shmring::ring::max_payload(RING) - HEADER;
     match r % 1000 {
         0..650 => x % 257,
         650..900 => 257 + x % (max_single - 257 + 1),
