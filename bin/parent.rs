@@ -34,10 +34,13 @@ use shmring::{Error, WaitStrategy};
 const DEFAULT_SIZES: &str = "1KiB,64KiB,1MiB,16MiB";
 /// Bytes per direction of a ping-pong run unless `--ring-size` says otherwise.
 const DEFAULT_RING: usize = 1 << 20;
-/// Bytes per direction of a sweep: a 16 MiB message crosses an 8 MiB ring in four fragments of
-/// 4 MiB (the largest frame is half the ring), with the next fragment written while the
-/// previous one is read.
-const DEFAULT_SWEEP_RING: usize = 8 << 20;
+/// Bytes per direction of a sweep: the smallest power of two whose largest frame
+/// (`capacity / 2 - 72`) holds the largest message of the sweep, so every message travels as
+/// one frame, written and read in place (64 MiB for 16 MiB messages). Small messages do not pay
+/// for the size: a lightly used ring rewinds to its start and stays in the caches.
+fn sweep_ring(largest: usize) -> usize {
+    (2 * (largest + 128)).next_power_of_two().max(DEFAULT_RING)
+}
 
 /// How fast can two processes on this machine talk? Ping-pong over every transport.
 #[derive(Debug, Parser)]
@@ -855,11 +858,6 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    let ring_size = args.ring_size.unwrap_or(if args.sweep {
-        DEFAULT_SWEEP_RING
-    } else {
-        DEFAULT_RING
-    });
     // The largest message of the run: raw-sync's mailbox slot and the stream framing grow to it.
     let largest = if args.sweep {
         sizes.iter().copied().max().unwrap_or(0)
@@ -868,6 +866,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         0
     };
+    let ring_size = args.ring_size.unwrap_or(if args.sweep {
+        sweep_ring(largest)
+    } else {
+        DEFAULT_RING
+    });
     let opts = Options {
         wait: args.wait,
         ring_size,

@@ -51,6 +51,9 @@ use crate::wait;
 
 /// Size of a frame header word.
 pub const FRAME_HEADER: usize = 8;
+/// How far into a lap the producer of a ring of at least four times this size goes before it
+/// tries to rewind to the start of the region (see `Producer::maybe_rewind`).
+pub const REWIND_AT: u64 = 128 * 1024;
 /// Every frame starts on a cache-line boundary, so two frames never share a line: a consumer
 /// polling the next header never pulls the line the producer is filling, and a message of up to
 /// 56 bytes moves exactly one line.
@@ -251,6 +254,8 @@ pub struct Producer {
     tail: u64,
     /// Last value of the consumer's index we read.
     cached_head: u64,
+    /// Index from which the next rewind to the start of the region may be tried.
+    next_rewind: u64,
     max_len: usize,
     _owned: Option<std::sync::Arc<Owned>>,
 }
@@ -292,6 +297,11 @@ impl Producer {
             mask: capacity as u64 - 1,
             tail,
             cached_head: head,
+            next_rewind: if capacity >= 4 * REWIND_AT as usize {
+                (tail & !(capacity as u64 - 1)) + REWIND_AT
+            } else {
+                u64::MAX
+            },
             max_len: max_payload(capacity),
             _owned: owned,
         })
@@ -330,11 +340,14 @@ impl Producer {
         let fs = frame_size(len) as u64;
         let cap = self.mask + 1;
         let pos = self.tail & self.mask;
-        let start = if pos + fs <= cap {
+        let mut start = if pos + fs <= cap {
             self.tail
         } else {
             self.tail + (cap - pos)
         };
+        if self.tail >= self.next_rewind && start == self.tail {
+            start = self.maybe_rewind(pos, fs)?;
+        }
         let need_end = start + fs + FRAME_HEADER as u64;
         if need_end - self.cached_head > cap {
             self.refresh_head()?;
@@ -343,6 +356,27 @@ impl Producer {
             }
         }
         Ok(Some(start))
+    }
+
+    /// Once per lap, past [`REWIND_AT`] bytes into it: if the consumer has read everything, start
+    /// the next frame at the beginning of the region (after a PAD) instead of further on. A
+    /// ring much larger than the caches then still works in the same few hundred kilobytes
+    /// while it is lightly used, and those lines stay warm in both cores' caches.
+    #[cold]
+    fn maybe_rewind(&mut self, pos: u64, fs: u64) -> Result<u64> {
+        let cap = self.mask + 1;
+        if pos < fs + FRAME_HEADER as u64 {
+            // The frame would not fit before our position; look again at a later one.
+            return Ok(self.tail);
+        }
+        let lap_end = self.tail + (cap - pos);
+        self.next_rewind = lap_end + REWIND_AT;
+        self.refresh_head()?;
+        Ok(if self.cached_head == self.tail {
+            lap_end
+        } else {
+            self.tail
+        })
     }
 
     /// True when a frame of `len` bytes fits right now.
@@ -923,6 +957,42 @@ mod tests {
             tx.try_send(&[9; 100]).unwrap();
             assert_eq!(&*rx.try_read().unwrap(), &[9; 100]);
         }
+    }
+
+    #[test]
+    fn a_lightly_used_large_ring_rewinds_and_a_busy_one_does_not() {
+        let capacity = 1 << 20;
+        // Empty at every send: the producer comes back to the start of the region each lap.
+        let (mut tx, mut rx) = new(capacity).unwrap();
+        let mut furthest = 0;
+        for i in 0..20_000 {
+            let data = pattern(i, 1000);
+            tx.try_send(&data).unwrap();
+            furthest = furthest.max(tx.tail & tx.mask);
+            assert_eq!(&*rx.try_read().unwrap(), &data[..]);
+        }
+        assert!(
+            tx.tail > 16 * capacity as u64,
+            "the traffic went around many laps"
+        );
+        assert!(
+            furthest < REWIND_AT + 2 * frame_size(1000) as u64,
+            "furthest position {furthest}"
+        );
+        // Eight frames in flight: never empty when the producer looks, so it uses the whole ring.
+        let (mut tx, mut rx) = new(capacity).unwrap();
+        let mut furthest = 0;
+        for i in 0..20_000 {
+            tx.try_send(&pattern(i, 1000)).unwrap();
+            furthest = furthest.max(tx.tail & tx.mask);
+            if i >= 8 {
+                assert_eq!(&*rx.try_read().unwrap(), &pattern(i - 8, 1000)[..]);
+            }
+        }
+        assert!(
+            furthest > capacity as u64 / 2,
+            "furthest position {furthest}"
+        );
     }
 
     #[test]
