@@ -15,10 +15,10 @@
 //!   pong, decode it), the harness's `serde` row.
 
 use std::hint::black_box;
-use std::io::Write;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde::{Deserialize, Serialize};
+use shmring::SliceWriter;
 
 /// The harness's ping / pong: ids borrowed, `u64` milliseconds.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -57,38 +57,6 @@ fn pong(p: &Ping<'_>) -> Ping<'static> {
     }
 }
 
-/// `io::Write` into a fixed slice, failing when full: the writer `Channel::send_json` gives
-/// serde_json over a write grant.
-struct SliceWriter<'a> {
-    buf: &'a mut [u8],
-    pos: usize,
-}
-
-impl Write for SliceWriter<'_> {
-    #[inline]
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.write_all(data)?;
-        Ok(data.len())
-    }
-
-    #[inline]
-    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
-        let end = self.pos + data.len();
-        match self.buf.get_mut(self.pos..end) {
-            Some(dst) => {
-                dst.copy_from_slice(data);
-                self.pos = end;
-                Ok(())
-            }
-            None => Err(std::io::ErrorKind::WriteZero.into()),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// serde_json decoding the way `ReadGuard::json` does: the whole text checked as UTF-8 once,
 /// then parsed as a `&str`.
 #[inline]
@@ -100,9 +68,9 @@ fn serde_decode<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> T {
 /// serde_json into `buf`; returns the bytes written.
 #[inline]
 fn serde_encode<T: Serialize>(buf: &mut [u8], value: &T) -> usize {
-    let mut out = SliceWriter { buf, pos: 0 };
+    let mut out = SliceWriter::new(buf);
     serde_json::to_writer(&mut out, value).expect("the ping fits");
-    out.pos
+    out.written()
 }
 
 /// Room for the ping, with plenty to spare.

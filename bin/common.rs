@@ -105,39 +105,6 @@ impl Workload {
     }
 }
 
-/// `io::Write` into a fixed slice, failing with `WriteZero` when full: the same writer
-/// `Channel::send_json` serialises into a ring grant with (the `serde` row uses it to do exactly
-/// the same work without the ring).
-pub struct SliceWriter<'a> {
-    pub buf: &'a mut [u8],
-    pub pos: usize,
-}
-
-impl std::io::Write for SliceWriter<'_> {
-    #[inline]
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.write_all(data)?;
-        Ok(data.len())
-    }
-
-    #[inline]
-    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
-        let end = self.pos + data.len();
-        match self.buf.get_mut(self.pos..end) {
-            Some(dst) => {
-                dst.copy_from_slice(data);
-                self.pos = end;
-                Ok(())
-            }
-            None => Err(std::io::ErrorKind::WriteZero.into()),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u128 {
     SystemTime::now()

@@ -24,10 +24,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Parser, Subcommand};
-use common::{check_stamp, size_label, stamp, MessageKind, OwnedPing, Ping, SliceWriter, Workload};
+use common::{check_stamp, size_label, stamp, MessageKind, OwnedPing, Ping, Workload};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use shmring::transport::{self, ChildStdio, Kind, Listener, Options, Peer, Transport, Visitor};
+use shmring::SliceWriter;
 use shmring::{Error, WaitStrategy};
 
 /// Message sizes of `--sweep` unless `--sizes` says otherwise.
@@ -716,9 +717,9 @@ impl<'a> SerdeWork<'a> {
     /// Serialises `value` into `buf` the way `Channel::send_json` writes into a grant.
     #[inline]
     fn encode(buf: &mut [u8], value: &Ping<'_>) -> Result<usize, Error> {
-        let mut out = SliceWriter { buf, pos: 0 };
+        let mut out = SliceWriter::new(buf);
         serde_json::to_writer(&mut out, value)?;
-        Ok(out.pos)
+        Ok(out.written())
     }
 
     #[inline]

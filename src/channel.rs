@@ -691,13 +691,10 @@ impl SendHalf {
         let mut want = self.json_hint.min(max);
         loop {
             let mut grant = self.reserve(want)?;
-            let mut out = SliceWriter {
-                buf: &mut grant,
-                pos: 0,
-            };
+            let mut out = SliceWriter::new(&mut grant);
             match serde_json::to_writer(&mut out, value) {
                 Ok(()) => {
-                    let used = out.pos;
+                    let used = out.written();
                     grant.commit(used);
                     if used * 2 > self.json_hint {
                         self.json_hint = (used * 2).next_power_of_two().min(max);
@@ -940,10 +937,33 @@ impl Drop for Channel {
     }
 }
 
-/// `io::Write` into a fixed slice; fails with `WriteZero` when full.
-struct SliceWriter<'a> {
+/// `io::Write` into a fixed slice, failing with `WriteZero` once it is full: what
+/// [`Channel::send_json`] gives serde_json over a write grant, public so that the same work can
+/// be measured or reused outside a ring.
+///
+/// ```
+/// let mut buf = [0u8; 64];
+/// let mut out = shmring::SliceWriter::new(&mut buf);
+/// serde_json::to_writer(&mut out, &[1, 2, 3]).unwrap();
+/// assert_eq!(out.written(), 7);
+/// ```
+pub struct SliceWriter<'a> {
     buf: &'a mut [u8],
     pos: usize,
+}
+
+impl<'a> SliceWriter<'a> {
+    /// A writer at the start of `buf`.
+    #[inline]
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        SliceWriter { buf, pos: 0 }
+    }
+
+    /// Bytes written so far.
+    #[inline]
+    pub fn written(&self) -> usize {
+        self.pos
+    }
 }
 
 impl std::io::Write for SliceWriter<'_> {

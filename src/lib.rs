@@ -79,7 +79,7 @@ pub mod ring;
 pub mod segments;
 mod wait;
 
-pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
+pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, SliceWriter, DEFAULT_MAX_MESSAGE};
 pub use error::{Error, Result};
 pub use ring::{ReadGuard, WriteGrant};
 pub use wait::WaitStrategy;
