@@ -772,27 +772,18 @@ impl RecvHalf {
     /// A fragmented message is returned once its last fragment is there.
     #[inline]
     pub fn try_recv(&mut self) -> Result<ReadGuard<'_>> {
-        loop {
-            match self.rx.next_frame() {
-                Ok(frame) if frame.kind() == kind::DATA && self.assembling.is_none() => {
-                    return Ok(self.rx.guard(frame))
-                }
-                Ok(frame) => {
-                    if self.absorb_fragment(frame)? {
-                        return Ok(ReadGuard::assembled(&self.assembly));
-                    }
-                }
-                Err(Error::Empty) => {
-                    self.peer.check_throttled()?;
-                    return Err(Error::Empty);
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        self.next_message(None)
     }
 
     #[inline]
     fn recv_deadline(&mut self, deadline: Option<Instant>) -> Result<ReadGuard<'_>> {
+        self.next_message(Some(deadline))
+    }
+
+    /// The next whole message. `wait`: `None` to return [`Error::Empty`] at once (after a
+    /// throttled look at the peer), `Some(deadline)` to wait for it.
+    #[inline]
+    fn next_message(&mut self, wait: Option<Option<Instant>>) -> Result<ReadGuard<'_>> {
         loop {
             match self.rx.next_frame() {
                 Ok(frame) if frame.kind() == kind::DATA && self.assembling.is_none() => {
@@ -803,7 +794,13 @@ impl RecvHalf {
                         return Ok(ReadGuard::assembled(&self.assembly));
                     }
                 }
-                Err(Error::Empty) => self.wait_data(deadline)?,
+                Err(Error::Empty) => match wait {
+                    Some(deadline) => self.wait_data(deadline)?,
+                    None => {
+                        self.peer.check_throttled()?;
+                        return Err(Error::Empty);
+                    }
+                },
                 Err(e) => return Err(e),
             }
         }
