@@ -175,6 +175,18 @@ pub(crate) fn still_named(file: &File, name: &str) -> bool {
     }
 }
 
+/// Makes a freshly created object a creator's segment: takes the creator lock, sets the mode to
+/// exactly 0600, sizes it and maps it.
+fn prepare_new(file: &File, len: usize) -> Result<MmapMut> {
+    // Lock before sizing: a zero-sized object without a lock is one whose creator is (for a few
+    // microseconds) between these calls, or died there.
+    lock_exclusive(file, true)?;
+    // The umask may have taken bits away from 0600, never added: make it exact.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.set_len(len as u64)?;
+    map_file(file)
+}
+
 fn map_file(file: &File) -> Result<MmapMut> {
     // SAFETY: the object is shared with another process, which is the point: every access to
     // the mapped bytes goes through atomics or validated frame reads, and any bit pattern is
@@ -203,15 +215,7 @@ impl Mapping {
         }
         // SAFETY: `fd` is a descriptor we just opened and own; `File` closes it once.
         let file = unsafe { File::from_raw_fd(fd) };
-        let made = (|| {
-            // Lock before sizing: a zero-sized object without a lock is one whose creator is
-            // (for a few microseconds) between these calls, or died there.
-            lock_exclusive(&file, true)?;
-            // The umask may have taken bits away from 0600, never added: make it exact.
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            file.set_len(len as u64)?;
-            map_file(&file)
-        })();
+        let made = prepare_new(&file, len);
         match made {
             Ok(map) => Ok(Self::from_parts(
                 file,
@@ -267,12 +271,7 @@ impl Mapping {
                 io::ErrorKind::AlreadyExists => Error::AlreadyExists(path.display().to_string()),
                 _ => Error::Io(e),
             })?;
-        let made = (|| {
-            lock_exclusive(&file, true)?;
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            file.set_len(len as u64)?;
-            map_file(&file)
-        })();
+        let made = prepare_new(&file, len);
         match made {
             Ok(map) => Ok(Self::from_parts(
                 file,
