@@ -1,4 +1,4 @@
-# Tasks for shmring's ping-pong harness. `just` alone lists them.
+# Tasks for shmlink's ping-pong harness. `just` alone lists them.
 #
 #   BUILD_MODE=release  build and run optimised binaries (default: debug)
 #   DURATION=5s         length of one measured round
@@ -23,10 +23,10 @@ default:
 
 # Build the library and both harness binaries (BUILD_MODE=release for optimised ones)
 build:
-    @echo "[info] building shmring ({{build_mode}})"
+    @echo "[info] building shmlink ({{build_mode}})"
     cargo build {{cargo_flags}} --bins
 
-# Ping-pong over the shmring shared-memory ring (extra ipc-parent options after the name)
+# Ping-pong over the shmlink shared-memory ring (extra ipc-parent options after the name)
 ipc-shmem *ARGS: build
     {{bin_dir}}/ipc-parent --transport shm --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
@@ -101,20 +101,20 @@ bench:
 
 # List shared-memory mappings and sockets this project left behind (there should be none)
 leftovers:
-    @ls -1 /dev/shm 2>/dev/null | grep '^shmring-' || echo "none in /dev/shm"
-    @ls -1 "${XDG_RUNTIME_DIR:-/tmp}" /tmp 2>/dev/null | grep '^shmring-' || echo "no sockets or rendezvous files"
+    @ls -1 /dev/shm 2>/dev/null | grep '^shmlink-' || echo "none in /dev/shm"
+    @ls -1 "${XDG_RUNTIME_DIR:-/tmp}" /tmp 2>/dev/null | grep '^shmlink-' || echo "no sockets or rendezvous files"
 
 # Stress both wait strategies: 10,000,000 frames per direction through a 4 KiB ring, print the counts
 stress frames="10000000":
-    SHMRING_STRESS_FRAMES={{frames}} cargo test --release --test stress -- --nocapture --test-threads=1
+    SHMLINK_STRESS_FRAMES={{frames}} cargo test --release --test stress -- --nocapture --test-threads=1
 
-# List shmring segments with owner and state, and remove those whose creator is dead (--dry-run lists only)
+# List shmlink segments with owner and state, and remove those whose creator is dead (--dry-run lists only)
 clean-shm *ARGS:
-    cargo run --release --quiet --bin shmring-clean -- {{ARGS}}
+    cargo run --release --quiet --bin shmlink-clean -- {{ARGS}}
 
 # Model-check the ring's publish protocol and the sleep/wake handshake with loom
 loom:
-    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR={{target_dir}}/loom cargo test --release --lib loom
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR={{target_dir}}/loom cargo test -p shmlink --release --lib loom
 
 # Fuzz the consumer and the connecting side against hostile segment bytes for N seconds (needs cargo-fuzz)
 fuzz secs="180":

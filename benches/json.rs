@@ -18,7 +18,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde::{Deserialize, Serialize};
-use shmring::SliceWriter;
+use shmlink::testing::SliceWriter;
 
 /// The harness's ping / pong: ids borrowed, `u64` milliseconds.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -97,7 +97,7 @@ fn encode(c: &mut Criterion) {
     g.bench_function("serde_json/into_slice", |b| {
         b.iter(|| serde_encode(black_box(&mut buf), black_box(&msg)))
     });
-    let (mut tx, mut rx) = shmring::ring::new(64 * 1024).unwrap();
+    let (mut tx, mut rx) = shmlink::ring::new(64 * 1024).unwrap();
     g.bench_function("serde_json/into_grant", |b| {
         b.iter(|| {
             let mut grant = tx.try_reserve(SLICE).unwrap();

@@ -1,4 +1,4 @@
-//! The ring in one process, on heap memory (`shmring::ring::new`): no mapping, no IPC.
+//! The ring in one process, on heap memory (`shmlink::ring::new`): no mapping, no IPC.
 //!
 //! - `ring/threads/<impl>/<size>`: a producer thread sends fixed-size messages as fast as the
 //!   ring takes them, the bench thread reads them. Both spin on full / empty (yielding now and
@@ -10,7 +10,7 @@
 //! consumer checks its length and first and last byte in place (zero copy). Rates are reported
 //! both as messages/s and bytes/s of payload.
 //!
-//! References for small messages (8 B, 64 B), all with 64 KiB of buffer like the shmring ring:
+//! References for small messages (8 B, 64 B), all with 64 KiB of buffer like the shmlink ring:
 //! `rtrb` pushing and popping a `[u8; N]` value, `rtrb` moving `N` bytes with
 //! `write_chunk_uninit` / `read_chunk` (bytes without framing), and `crossbeam_queue::ArrayQueue`
 //! of `[u8; N]`.
@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use crossbeam_queue::ArrayQueue;
 use rtrb::{CopyToUninit, RingBuffer};
-use shmring::ring::{Consumer, Producer};
-use shmring::Error;
+use shmlink::ring::{Consumer, Producer};
+use shmlink::Error;
 
 const SIZES: [usize; 4] = [8, 64, 1024, 64 * 1024];
 /// Bytes of buffer every ring gets (more for 64 KiB frames, which need twice their size).
@@ -82,7 +82,7 @@ fn payload(size: usize) -> Vec<u8> {
 
 fn shm_ring(size: usize) -> (Producer, Consumer) {
     let capacity = RING_BYTES.max((4 * size).next_power_of_two());
-    shmring::ring::new(capacity).unwrap()
+    shmlink::ring::new(capacity).unwrap()
 }
 
 #[inline]
@@ -113,13 +113,13 @@ enum Mode {
     SameThread,
 }
 
-fn shmring_row(g: &mut Group<'_>, mode: Mode, size: usize) {
+fn shmlink_row(g: &mut Group<'_>, mode: Mode, size: usize) {
     let data = payload(size);
     let (first, last) = (data[0], data[size - 1]);
     let (mut tx, mut rx) = shm_ring(size);
     g.throughput(throughput(size));
     if mode == Mode::Threads {
-        g.bench_function(format!("shmring/{size}"), |b| {
+        g.bench_function(format!("shmlink/{size}"), |b| {
             b.iter_custom(|iters| {
                 two_threads(
                     iters,
@@ -132,7 +132,7 @@ fn shmring_row(g: &mut Group<'_>, mode: Mode, size: usize) {
         });
         return;
     }
-    g.bench_function(format!("shmring/{size}"), |b| {
+    g.bench_function(format!("shmlink/{size}"), |b| {
         b.iter(|| {
             assert!(shm_push(&mut tx, black_box(&data)));
             assert!(shm_pop(&mut rx, size, first, last));
@@ -239,7 +239,7 @@ fn ring(c: &mut Criterion) {
     ] {
         let mut g = c.benchmark_group(name);
         for size in SIZES {
-            shmring_row(&mut g, mode, size);
+            shmlink_row(&mut g, mode, size);
         }
         reference_rows::<8>(&mut g, mode);
         reference_rows::<64>(&mut g, mode);

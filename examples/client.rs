@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use shmring::{Channel, Error, WaitStrategy};
+use shmlink::{Channel, Error, WaitStrategy};
 
 #[derive(Serialize)]
 struct Request<'a> {

@@ -1,4 +1,4 @@
-//! A server that answers JSON requests over a shmring channel.
+//! A server that answers JSON requests over a shmlink channel.
 //!
 //! ```text
 //! cargo run --example server -- demo        # terminal 1
@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use shmring::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, Error, WaitStrategy};
 
 #[derive(Deserialize)]
 struct Request<'a> {

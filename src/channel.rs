@@ -132,12 +132,12 @@ impl PeerWatch {
 /// receiving hands out a [`ReadGuard`] that borrows the frame in place until it is dropped.
 ///
 /// ```no_run
-/// use shmring::{Channel, Config};
+/// use shmlink::{Channel, Config};
 /// let mut server = Channel::create("demo", &Config::default())?;
 /// // ... in another process: let mut client = Channel::connect("demo", Default::default())?;
 /// let request = server.recv()?;
 /// println!("got {} bytes", request.len());
-/// # Ok::<(), shmring::Error>(())
+/// # Ok::<(), shmlink::Error>(())
 /// ```
 pub struct Channel {
     sender: SendHalf,
@@ -181,7 +181,7 @@ fn segment(map: &Mapping) -> &SegmentHeader {
 }
 
 impl Channel {
-    /// Creates the channel `name` (a mapping named `/shmring-<name>`, mode 0600) and becomes
+    /// Creates the channel `name` (a mapping named `/shmlink-<name>`, mode 0600) and becomes
     /// its creator. The name is removed again when the channel drops.
     ///
     /// If a mapping with that name exists and its creator process is gone, the stale mapping is
@@ -940,7 +940,7 @@ impl Drop for Channel {
 ///
 /// ```
 /// let mut buf = [0u8; 64];
-/// let mut out = shmring::SliceWriter::new(&mut buf);
+/// let mut out = shmlink::testing::SliceWriter::new(&mut buf);
 /// serde_json::to_writer(&mut out, &[1, 2, 3]).unwrap();
 /// assert_eq!(out.written(), 7);
 /// ```
@@ -1010,7 +1010,7 @@ mod tests {
     }
 
     fn shm_path(name: &str) -> std::path::PathBuf {
-        Path::new("/dev/shm").join(format!("shmring-{name}"))
+        Path::new("/dev/shm").join(format!("shmlink-{name}"))
     }
 
     #[test]

@@ -41,8 +41,8 @@ impl fmt::Display for Backend {
 /// One end of a duplex channel on whichever backend could be used.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), shmring::Error> {
-/// use shmring::{Config, Endpoint};
+/// # fn main() -> Result<(), shmlink::Error> {
+/// use shmlink::{Config, Endpoint};
 /// let mut server = Endpoint::create("demo", &Config::default())?;
 /// println!("running on {}", server.backend());
 /// let msg = server.recv()?;
@@ -104,7 +104,7 @@ fn mapping_unavailable(e: &Error) -> bool {
 impl Endpoint {
     /// Creates the channel `name`: a shared-memory ring, or the ipc-channel fallback when no
     /// mapping can be made (an operating-system error) or the fallback is forced
-    /// ([`fallback::FORCE_ENV`] or the `force-fallback` feature).
+    /// (the `SHMLINK_FORCE_FALLBACK` environment variable or the `force-fallback` feature).
     pub fn create(name: &str, config: &Config) -> Result<Endpoint> {
         if fallback::forced() {
             return IpcDuplex::create(name).map(Endpoint::IpcChannel);

@@ -33,8 +33,8 @@ pub enum Error {
     /// The mapping exists but its creator has not finished initialising it.
     #[error("channel {0:?} exists but is not initialised yet")]
     NotReady(String),
-    /// The mapping does not start with the shmring magic number.
-    #[error("not a shmring mapping (bad magic number {0:#018x})")]
+    /// The mapping does not start with the shmlink magic number.
+    #[error("not a shmlink mapping (bad magic number {0:#018x})")]
     BadMagic(u64),
     /// The mapping was made by an incompatible version of this crate.
     #[error("layout version {found} found, this build understands version {expected}")]

@@ -2,7 +2,7 @@
 //! shared-memory mapping cannot be made.
 //!
 //! Bootstrap: the creator opens an [`IpcOneShotServer`] and publishes the server's name in a
-//! rendezvous file named after the channel (`shmring-<name>.ipc` in `$XDG_RUNTIME_DIR`, or the
+//! rendezvous file named after the channel (`shmlink-<name>.ipc` in `$XDG_RUNTIME_DIR`, or the
 //! temporary directory when that is not set). The connector reads the file, connects to the
 //! server and sends it the two halves the creator needs: a sender for the creator-to-connector
 //! direction's receiver it keeps, and a receiver for the direction it sends on. The creator
@@ -35,9 +35,9 @@ type Halves = (IpcBytesSender, IpcBytesReceiver);
 
 /// Environment variable that forces [`crate::Endpoint::create`] onto this backend when set to
 /// anything but `0` or the empty string.
-pub const FORCE_ENV: &str = "SHMRING_FORCE_FALLBACK";
+pub const FORCE_ENV: &str = "SHMLINK_FORCE_FALLBACK";
 
-/// True when the fallback is forced, by [`FORCE_ENV`] or the `force-fallback` cargo feature.
+/// True when the fallback is forced, by `SHMLINK_FORCE_FALLBACK` or the `force-fallback` cargo feature.
 pub fn forced() -> bool {
     if cfg!(feature = "force-fallback") {
         return true;
@@ -57,7 +57,7 @@ pub fn rendezvous_path(name: &str) -> PathBuf {
         .map(PathBuf::from)
         .filter(|d| d.is_dir())
         .unwrap_or_else(std::env::temp_dir);
-    dir.join(format!("shmring-{name}.ipc"))
+    dir.join(format!("shmlink-{name}.ipc"))
 }
 
 /// Removes the rendezvous file on drop.
@@ -143,7 +143,7 @@ impl IpcDuplex {
         let rendezvous = Rendezvous(path);
         let (done, accepted) = mpsc::channel();
         std::thread::Builder::new()
-            .name(format!("shmring-accept-{name}"))
+            .name(format!("shmlink-accept-{name}"))
             .spawn(move || {
                 let result = server
                     .accept()

@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use crate::error::{Error, Result};
 
-/// `b"SHMRING\0"` read as a little-endian `u64`.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMRING\0");
+/// `b"SHMLINK\0"` read as a little-endian `u64`.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMLINK\0");
 /// Bumped whenever the layout or the frame protocol changes.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 /// Bytes before the first ring region; a page, so regions start page-aligned.
 pub const HEADER_SIZE: usize = 4096;
 /// Offset of the two ring headers inside the segment header page.
@@ -41,6 +41,7 @@ pub const PEER_PRESENT: u32 = 1;
 pub const PEER_CLOSED: u32 = 2;
 
 /// [`PeerInfo::wait_mode`] values; `0` means "not announced yet".
+#[allow(dead_code)]
 pub const MODE_UNKNOWN: u32 = 0;
 /// The endpoint busy-waits and never sleeps in the kernel.
 pub const MODE_SPIN: u32 = 1;

@@ -1,11 +1,11 @@
-//! # shmring
+//! # shmlink
 //!
 //! Low-latency messaging between two processes on one host: a lock-free
 //! single-producer/single-consumer ring of byte frames in a *named* shared-memory mapping, two
 //! rings (one per direction) making a duplex [`Channel`].
 //!
 //! ```no_run
-//! use shmring::{Channel, Config, WaitStrategy};
+//! use shmlink::{Channel, Config, WaitStrategy};
 //!
 //! // Process A
 //! let mut a = Channel::create("demo", &Config::with_wait(WaitStrategy::Spin))?;
@@ -16,16 +16,16 @@
 //! assert_eq!(&*a.recv()?, b"ping");
 //! a.send_json(&serde_json::json!({"pong": true}))?;
 //! let reply: serde_json::Value = b.recv_json()?;
-//! # Ok::<(), shmring::Error>(())
+//! # Ok::<(), shmlink::Error>(())
 //! ```
 //!
 //! ## Memory layout
 //!
-//! One mapping, `/shmring-<name>` (on Linux `/dev/shm/shmring-<name>`), created exclusively with
+//! One mapping, `/shmlink-<name>` (on Linux `/dev/shm/shmlink-<name>`), created exclusively with
 //! mode 0600:
 //!
 //! ```text
-//! 0       SegmentHeader: magic "SHMRING\0", layout version, header size, ring capacity,
+//! 0       SegmentHeader: magic "SHMLINK\0", layout version, header size, ring capacity,
 //!         total size, a ready word written last, and per endpoint: state, wait mode, pid,
 //!         process start time (each on its own cache line)
 //! 1024    RingHeader x 2: producer index, consumer index, two futex wait cells,
@@ -71,23 +71,24 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod channel;
+mod endpoint;
 mod error;
-pub mod layout;
-pub mod mapping;
-pub mod process;
+mod fallback;
+mod layout;
+mod mapping;
+mod process;
 pub mod ring;
 pub mod segments;
 mod wait;
 
-pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, SliceWriter, DEFAULT_MAX_MESSAGE};
+pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
+pub use endpoint::{Backend, Endpoint, Received};
 pub use error::{Error, Result};
 pub use ring::{ReadGuard, WriteGrant};
 pub use wait::WaitStrategy;
 
-mod endpoint;
-pub mod fallback;
-pub mod transport;
-pub use endpoint::{Backend, Endpoint, Received};
+#[doc(hidden)]
+pub mod testing;
 
 #[cfg(all(test, loom))]
 mod loom_model;

@@ -1,8 +1,8 @@
 //! Named shared mappings: create, open, unlink, and the names they go by.
 //!
 //! Two kinds of backing are offered:
-//! * a POSIX shared-memory object named `/shmring-<name>` (on Linux it shows up as
-//!   `/dev/shm/shmring-<name>`), through `shm_open` and `memmap2`;
+//! * a POSIX shared-memory object named `/shmlink-<name>` (on Linux it shows up as
+//!   `/dev/shm/shmlink-<name>`), through `shm_open` and `memmap2`;
 //! * a file at a path the caller chooses (a tmpfs or hugetlbfs file, say), through `memmap2`.
 //!
 //! Both are created exclusively with owner-only permissions (0600) and are removed by the creator
@@ -22,11 +22,11 @@ use memmap2::MmapMut;
 use crate::error::{Error, Result};
 
 /// Prefix of every OS-level name this crate creates.
-pub const OS_PREFIX: &str = "shmring-";
+pub const OS_PREFIX: &str = "shmlink-";
 /// Longest channel name accepted (the OS limit is 255 bytes including the prefix).
 pub const MAX_NAME_LEN: usize = 200;
 
-/// Checks a user-facing channel name: 1 to [`MAX_NAME_LEN`] bytes of `[A-Za-z0-9._-]`, not
+/// Checks a user-facing channel name: 1 to 200 bytes of `[A-Za-z0-9._-]`, not
 /// starting with `.` or `-`.
 pub fn validate_name(name: &str) -> Result<()> {
     let fail = |reason| {
@@ -53,7 +53,7 @@ pub fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The OS-level name of a channel: `/shmring-<name>`.
+/// The OS-level name of a channel: `/shmlink-<name>`.
 pub fn os_name(name: &str) -> String {
     format!("/{OS_PREFIX}{name}")
 }
@@ -96,7 +96,7 @@ struct Backing {
 }
 
 enum Name {
-    /// A channel name: `shm_unlink("/shmring-<name>")`.
+    /// A channel name: `shm_unlink("/shmlink-<name>")`.
     Shm(String),
     /// A file path.
     File(PathBuf),
@@ -119,7 +119,7 @@ fn c_name(name: &str) -> Result<std::ffi::CString> {
     })
 }
 
-/// Opens `/shmring-<name>` read-write, whatever its size (even 0), without mapping it.
+/// Opens `/shmlink-<name>` read-write, whatever its size (even 0), without mapping it.
 pub(crate) fn open_shm_file(name: &str) -> Result<File> {
     validate_name(name)?;
     let os = c_name(name)?;
@@ -196,7 +196,7 @@ fn map_file(file: &File) -> Result<MmapMut> {
 }
 
 impl Mapping {
-    /// Creates `/shmring-<name>` exclusively, `len` bytes of zeros, mode 0600, and holds an
+    /// Creates `/shmlink-<name>` exclusively, `len` bytes of zeros, mode 0600, and holds an
     /// exclusive advisory lock on it until the mapping drops (or the process dies): that lock
     /// is how [`crate::segments`] tells a live creator from a dead one.
     pub fn create_named(name: &str, len: usize) -> Result<Mapping> {
@@ -231,7 +231,7 @@ impl Mapping {
         }
     }
 
-    /// Opens `/shmring-<name>` read-write at whatever size it has.
+    /// Opens `/shmlink-<name>` read-write at whatever size it has.
     pub fn open_named(name: &str) -> Result<Mapping> {
         let file = open_shm_file(name)?;
         if file.metadata()?.len() == 0 {

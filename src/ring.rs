@@ -50,14 +50,14 @@ use crate::layout::{check_capacity, RingHeader, WaitCell, MODE_SPIN};
 use crate::wait;
 
 /// Size of a frame header word.
-pub const FRAME_HEADER: usize = 8;
+pub(crate) const FRAME_HEADER: usize = 8;
 /// How far into a lap the producer of a ring of at least four times this size goes before it
 /// tries to rewind to the start of the region (see `Producer::maybe_rewind`).
-pub const REWIND_AT: u64 = 128 * 1024;
+pub(crate) const REWIND_AT: u64 = 128 * 1024;
 /// Every frame starts on a cache-line boundary, so two frames never share a line: a consumer
 /// polling the next header never pulls the line the producer is filling, and a message of up to
 /// 56 bytes moves exactly one line.
-pub const FRAME_ALIGN: usize = 64;
+pub(crate) const FRAME_ALIGN: usize = 64;
 
 /// Frame kinds stored in bits 32..35 of the header word. Zero is never a valid header.
 pub(crate) mod kind {
@@ -115,7 +115,7 @@ fn decode(word: u64) -> (u64, u8, u32) {
 
 /// Bytes a frame with a payload of `len` bytes occupies, header included.
 #[inline]
-pub const fn frame_size(len: usize) -> usize {
+pub(crate) const fn frame_size(len: usize) -> usize {
     (FRAME_HEADER + len + FRAME_ALIGN - 1) & !(FRAME_ALIGN - 1)
 }
 
@@ -124,7 +124,7 @@ pub const fn frame_size(len: usize) -> usize {
 /// A frame (rounded up to whole cache lines) plus the next header word must fit in half the
 /// ring, so that a frame that has to skip the end of the region always fits once the consumer
 /// has caught up.
-pub const fn max_payload(capacity: usize) -> usize {
+pub(crate) const fn max_payload(capacity: usize) -> usize {
     capacity / 2 - FRAME_ALIGN - FRAME_HEADER
 }
 
@@ -197,10 +197,10 @@ const HEAP_REGION_OFFSET: usize = std::mem::size_of::<RingHeader>() + 128;
 /// variable-length byte frames between threads.
 ///
 /// ```
-/// let (mut tx, mut rx) = shmring::ring::new(1024)?;
+/// let (mut tx, mut rx) = shmlink::ring::new(1024)?;
 /// tx.try_send(b"hello")?;
 /// assert_eq!(&*rx.try_read()?, b"hello");
-/// # Ok::<(), shmring::Error>(())
+/// # Ok::<(), shmlink::Error>(())
 /// ```
 pub fn new(capacity: usize) -> Result<(Producer, Consumer)> {
     check_capacity(capacity)?;

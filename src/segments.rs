@@ -1,4 +1,4 @@
-//! The shmring mappings that exist on this machine: list them, tell live from dead, and remove
+//! The shmlink mappings that exist on this machine: list them, tell live from dead, and remove
 //! the ones whose creator is gone.
 //!
 //! A creator holds an exclusive advisory lock (`flock`) on its segment from the moment it makes
@@ -32,10 +32,10 @@ pub struct EndpointInfo {
     pub alive: bool,
 }
 
-/// One shmring segment found in the shared-memory directory.
+/// One shmlink segment found in the shared-memory directory.
 #[derive(Clone, Debug)]
 pub struct SegmentInfo {
-    /// The channel name (without the `shmring-` prefix).
+    /// The channel name (without the `shmlink-` prefix).
     pub name: String,
     /// Size of the mapping in bytes.
     pub size: u64,
@@ -143,7 +143,7 @@ pub fn inspect(name: &str) -> Result<SegmentInfo> {
     look(name).map(|seen| seen.info)
 }
 
-/// Every shmring segment in the shared-memory directory (empty where there is none).
+/// Every shmlink segment in the shared-memory directory (empty where there is none).
 pub fn list() -> Result<Vec<SegmentInfo>> {
     let Some(dir) = mapping::shm_dir() else {
         return Ok(Vec::new());

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use shmring::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, Error, WaitStrategy};
 use support::{echo, echo_creator, serial, unique, ChildGuard, NameGuard, WATCHDOG};
 
 /// Receives stream frames until `count` have arrived, checking their sequence numbers.
@@ -44,7 +44,7 @@ fn kill_and_detect(ch: &mut Channel, child: &mut ChildGuard) -> Duration {
     }
 }
 
-/// A round trip through a fresh `shmring-echo` on `name`, to show the new channel works.
+/// A round trip through a fresh `shmlink-echo` on `name`, to show the new channel works.
 fn round_trip(ch: &mut Channel, name: &str, wait: WaitStrategy) {
     let _echo = echo(&[name, wait.as_str()]);
     ch.send(b"after the crash").expect("send");

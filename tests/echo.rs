@@ -1,10 +1,10 @@
-//! Across processes: the `shmring-echo` binary connects by name and echoes every frame.
+//! Across processes: the `shmlink-echo` binary connects by name and echoes every frame.
 
 use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use shmring::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, Error, WaitStrategy};
 
 /// Two busy-spinning processes need both cores: run one such test at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -66,7 +66,7 @@ fn echo_frames(wait: WaitStrategy, frames: u64) {
         wait,
     };
     let mut ch = Channel::create(&name, &config).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_shmring-echo"))
+    let child = Command::new(env!("CARGO_BIN_EXE_shmlink-echo"))
         .args([name.as_str(), wait.as_str()])
         .spawn()
         .unwrap();

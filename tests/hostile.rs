@@ -1,6 +1,6 @@
 //! Hostile bytes: a peer can write anything into the shared mapping. These properties fill the
 //! segment header, the ring headers (indices included) and the ring regions of a real
-//! `/dev/shm/shmring-<name>` mapping with arbitrary values, through a second mapping of the same
+//! `/dev/shm/shmlink-<name>` mapping with arbitrary values, through a second mapping of the same
 //! object, and then drive the consumer (`try_recv`) and the connecting side (`connect`): every
 //! outcome must be a frame that lies inside the ring region it was read from, or a typed error.
 //! No panic, no read outside the mapping, no endless loop (every loop here is bounded, and a
@@ -15,9 +15,9 @@ use std::mem::offset_of;
 
 use memmap2::MmapMut;
 use proptest::prelude::*;
-use shmring::layout::{SegmentHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, READY, RINGS_OFFSET};
-use shmring::ring::{frame_size, max_payload, FRAME_ALIGN};
-use shmring::{Channel, Config, Error, WaitStrategy};
+use shmlink::testing::{frame_size, max_payload, FRAME_ALIGN};
+use shmlink::testing::{SegmentHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, READY, RINGS_OFFSET};
+use shmlink::{Channel, Config, Error, WaitStrategy};
 
 const CAP: usize = 1024;
 /// Size of one `RingHeader`: four cache-padded cells.
@@ -57,10 +57,10 @@ impl Drop for Watchdog {
     }
 }
 
-/// The address ranges at which this process maps `/dev/shm/shmring-<name>`.
+/// The address ranges at which this process maps `/dev/shm/shmlink-<name>`.
 fn mapped_ranges(name: &str) -> Vec<(usize, usize)> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    let suffix = format!("/dev/shm/shmring-{name}");
+    let suffix = format!("/dev/shm/shmlink-{name}");
     maps.lines()
         .filter(|l| l.trim_end().ends_with(&suffix))
         .filter_map(|l| {

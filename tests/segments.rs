@@ -8,8 +8,8 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-use shmring::segments::{self, Reclaim};
-use shmring::{Channel, Config, Error, WaitStrategy};
+use shmlink::segments::{self, Reclaim};
+use shmlink::{Channel, Config, Error, WaitStrategy};
 use support::{echo, echo_creator, serial, shm_path, unique, NameGuard};
 
 fn small() -> Config {
@@ -157,7 +157,7 @@ fn racing_creators_over_a_stale_name_leave_one_winner() {
 }
 
 #[test]
-fn shmring_clean_removes_only_dead_segments() {
+fn shmlink_clean_removes_only_dead_segments() {
     let _serial = serial();
     let live = unique("clean-live");
     let dead = unique("clean-dead");
@@ -170,10 +170,10 @@ fn shmring_clean_removes_only_dead_segments() {
     owner.reap();
 
     let clean = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_shmring-clean"))
+        let out = Command::new(env!("CARGO_BIN_EXE_shmlink-clean"))
             .args(args)
             .output()
-            .expect("run shmring-clean");
+            .expect("run shmlink-clean");
         assert!(out.status.success(), "{out:?}");
         String::from_utf8(out.stdout).expect("utf-8")
     };
@@ -236,7 +236,7 @@ fn mappings_are_created_0600() {
             .mode();
         assert_eq!(mode & 0o777, 0o600, "named mapping with umask {mask:o}");
 
-        let path = std::env::temp_dir().join(format!("shmring-file-{name}"));
+        let path = std::env::temp_dir().join(format!("shmlink-file-{name}"));
         let _ = std::fs::remove_file(&path);
         let ch = Channel::create_at(&path, &small()).expect("create_at");
         let mode = std::fs::metadata(&path).expect("stat").permissions().mode();

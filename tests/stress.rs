@@ -3,8 +3,8 @@
 //! sequence number and a CRC-32. Every frame is checked on arrival; the test counts frames sent,
 //! received, lost, duplicated and corrupt, and fails unless the last three are zero.
 //!
-//! `SHMRING_STRESS_FRAMES` sets the frames per direction (default 200,000 in release builds,
-//! 20,000 in debug builds); `SHMRING_STRESS_SEED` the seed of the size sequence.
+//! `SHMLINK_STRESS_FRAMES` sets the frames per direction (default 200,000 in release builds,
+//! 20,000 in debug builds); `SHMLINK_STRESS_SEED` the seed of the size sequence.
 //!
 //! # Why a token
 //!
@@ -21,7 +21,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use shmring::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, Error, WaitStrategy};
 use support::{serial, unique, ChildGuard, NameGuard};
 
 const RING: usize = 4096;
@@ -37,8 +37,8 @@ const MAX_PAYLOAD: usize = 256 * 1024;
 const STALL: Duration = Duration::from_secs(20);
 
 fn frames_per_direction() -> u64 {
-    match std::env::var("SHMRING_STRESS_FRAMES") {
-        Ok(v) => v.parse().expect("SHMRING_STRESS_FRAMES must be a number"),
+    match std::env::var("SHMLINK_STRESS_FRAMES") {
+        Ok(v) => v.parse().expect("SHMLINK_STRESS_FRAMES must be a number"),
         Err(_) if cfg!(debug_assertions) => 20_000,
         Err(_) => 200_000,
     }
@@ -56,7 +56,7 @@ fn splitmix(mut x: u64) -> u64 {
 fn payload_len(seed: u64, dir: u64, seq: u64) -> usize {
     let r = splitmix(seed ^ splitmix(dir.wrapping_add(1) << 32 | seq));
     let x = (r >> 20) as usize;
-    let max_single = shmring::ring::max_payload(RING) - HEADER;
+    let max_single = shmlink::testing::max_payload(RING) - HEADER;
     match r % 1000 {
         0..650 => x % 257,
         650..900 => 257 + x % (max_single - 257 + 1),
@@ -246,7 +246,7 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
     Ok(counts)
 }
 
-const CHILD_ENV: &str = "SHMRING_STRESS_CHILD";
+const CHILD_ENV: &str = "SHMLINK_STRESS_CHILD";
 
 /// The connecting side, run in a child process (this test binary, re-executed). Does nothing
 /// when run as an ordinary test.
@@ -296,7 +296,7 @@ fn parse_counts(line: &str) -> Counts {
 fn stress(wait: WaitStrategy) {
     let _serial = serial();
     let n = frames_per_direction();
-    let seed: u64 = std::env::var("SHMRING_STRESS_SEED")
+    let seed: u64 = std::env::var("SHMLINK_STRESS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| 0x5EED ^ u64::from(std::process::id()));

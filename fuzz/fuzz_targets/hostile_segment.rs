@@ -1,4 +1,4 @@
-//! The same surface as `tests/hostile.rs`: a real shmring segment whose header, ring indices
+//! The same surface as `tests/hostile.rs`: a real shmlink segment whose header, ring indices
 //! and ring bytes come from the fuzzer, read by the creator's consumer (`try_recv`) or met by a
 //! connector (`connect`, then `try_recv` and `try_send`). Anything but a frame inside the ring
 //! or a typed error (a panic, a crash, a hang) is a finding.
@@ -7,8 +7,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use libfuzzer_sys::fuzz_target;
-use shmring::layout::{HEADER_SIZE, RINGS_OFFSET};
-use shmring::{Channel, Config, WaitStrategy};
+use shmlink::testing::{HEADER_SIZE, RINGS_OFFSET};
+use shmlink::{Channel, Config, WaitStrategy};
 
 const CAP: usize = 1024;
 static CASE: AtomicU64 = AtomicU64::new(0);
@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(format!("/dev/shm/shmring-{name}"))
+        .open(format!("/dev/shm/shmlink-{name}"))
         .expect("open segment");
     // SAFETY: a segment only this process maps; the writes below race with nothing.
     let mut map = unsafe { memmap2::MmapMut::map_mut(&file) }.expect("map segment");
@@ -55,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
         for _ in 0..64 {
             match creator.try_recv() {
                 Ok(frame) => assert!(frame.len() <= 1 << 20),
-                Err(shmring::Error::Corrupt(_)) => {}
+                Err(shmlink::Error::Corrupt(_)) => {}
                 Err(_) => break,
             }
         }
@@ -76,7 +76,7 @@ fuzz_target!(|data: &[u8]| {
             for _ in 0..64 {
                 match ch.try_recv() {
                     Ok(frame) => assert!(frame.len() <= 1 << 20),
-                    Err(shmring::Error::Corrupt(_)) => {}
+                    Err(shmlink::Error::Corrupt(_)) => {}
                     Err(_) => break,
                 }
             }

@@ -26,9 +26,9 @@ pub fn unique(test: &str) -> String {
     format!("t-{test}-{}", std::process::id())
 }
 
-/// `/dev/shm/shmring-<name>`.
+/// `/dev/shm/shmlink-<name>`.
 pub fn shm_path(name: &str) -> std::path::PathBuf {
-    std::path::Path::new("/dev/shm").join(format!("shmring-{name}"))
+    std::path::Path::new("/dev/shm").join(format!("shmlink-{name}"))
 }
 
 /// Unlinks the mapping `name` when dropped, whatever happened in the test.
@@ -36,7 +36,7 @@ pub struct NameGuard(pub String);
 
 impl Drop for NameGuard {
     fn drop(&mut self) {
-        let _ = shmring::mapping::unlink(&self.0);
+        let _ = shmlink::testing::unlink(&self.0);
     }
 }
 
@@ -124,22 +124,22 @@ impl Drop for ChildGuard {
     }
 }
 
-/// Spawns `shmring-echo` with `args`; stdin and stdout piped, stderr discarded.
+/// Spawns `shmlink-echo` with `args`; stdin and stdout piped, stderr discarded.
 pub fn echo(args: &[&str]) -> ChildGuard {
-    let child = Command::new(env!("CARGO_BIN_EXE_shmring-echo"))
+    let child = Command::new(env!("CARGO_BIN_EXE_shmlink-echo"))
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("spawn shmring-echo");
+        .expect("spawn shmlink-echo");
     ChildGuard {
         child,
         reaped: false,
     }
 }
 
-/// Spawns `shmring-echo --create ... NAME WAIT` and waits until the channel exists.
+/// Spawns `shmlink-echo --create ... NAME WAIT` and waits until the channel exists.
 pub fn echo_creator(extra: &[&str], name: &str, wait: &str) -> ChildGuard {
     let mut args = vec!["--create"];
     args.extend_from_slice(extra);
@@ -147,6 +147,6 @@ pub fn echo_creator(extra: &[&str], name: &str, wait: &str) -> ChildGuard {
     args.push(wait);
     let mut child = echo(&args);
     let line = child.read_line();
-    assert_eq!(line, "ready", "shmring-echo --create did not start");
+    assert_eq!(line, "ready", "shmlink-echo --create did not start");
     child
 }

@@ -24,7 +24,7 @@ use super::{
     create_mapping, mapping_id, open_mapping, poll_until, ChildStdio, Kind, Listener, Options,
     Peer, Result, Transport,
 };
-use crate::Error;
+use shmlink::Error;
 
 const MAGIC: u64 = 0x7368_6d72_7273_796e; // "shmrrsyn"
 /// Bytes before the first mailbox.

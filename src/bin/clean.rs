@@ -1,4 +1,4 @@
-//! `shmring-clean [--dry-run] [NAME...]`: lists the shmring segments on this machine (owner pid,
+//! `shmlink-clean [--dry-run] [NAME...]`: lists the shmlink segments on this machine (owner pid,
 //! state, whether the owner is alive, size) and removes the ones whose creator is gone.
 //!
 //! A segment is removed only when nobody holds its creator lock, so a live channel is never
@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use shmring::segments::{self, EndpointInfo, Reclaim, SegmentInfo};
+use shmlink::segments::{self, EndpointInfo, Reclaim, SegmentInfo};
 
 fn endpoint(e: &EndpointInfo) -> String {
     if e.pid == 0 {
@@ -35,7 +35,7 @@ fn row(seg: &SegmentInfo) -> String {
     )
 }
 
-fn run(dry_run: bool, names: &[String]) -> shmring::Result<usize> {
+fn run(dry_run: bool, names: &[String]) -> shmlink::Result<usize> {
     let segs = if names.is_empty() {
         segments::list()?
     } else {
@@ -43,7 +43,7 @@ fn run(dry_run: bool, names: &[String]) -> shmring::Result<usize> {
         for name in names {
             match segments::inspect(name) {
                 Ok(info) => found.push(info),
-                Err(shmring::Error::NotFound(_)) => eprintln!("shmring-clean: no segment {name:?}"),
+                Err(shmlink::Error::NotFound(_)) => eprintln!("shmlink-clean: no segment {name:?}"),
                 Err(e) => return Err(e),
             }
         }
@@ -84,7 +84,7 @@ fn main() -> ExitCode {
         match arg.as_str() {
             "--dry-run" | "-n" => dry_run = true,
             "-h" | "--help" => {
-                println!("usage: shmring-clean [--dry-run] [NAME...]");
+                println!("usage: shmlink-clean [--dry-run] [NAME...]");
                 return ExitCode::SUCCESS;
             }
             _ => names.push(arg),
@@ -93,7 +93,7 @@ fn main() -> ExitCode {
     match run(dry_run, &names) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("shmring-clean: {e}");
+            eprintln!("shmlink-clean: {e}");
             ExitCode::FAILURE
         }
     }

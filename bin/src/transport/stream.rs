@@ -9,7 +9,7 @@ use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
 use serde::Serialize;
 
 use super::{Options, Result};
-use crate::Error;
+use shmlink::Error;
 
 /// Bytes in a frame header.
 const HEADER: usize = 4;

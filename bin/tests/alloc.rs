@@ -4,12 +4,11 @@
 //! test process creates a `shm` transport, spawns the real `ipc-child` as the peer, warms up,
 //! then runs JSON ping-pongs through exactly the harness's code path (`send_json` into the
 //! ring, `guard.json()` with the ids borrowed from the frame, see `json_round_trip` in
-//! `bin/common.rs`) and asserts that this thread allocated nothing meanwhile. A few of the
+//! `bin/src/workload.rs`) and asserts that this thread allocated nothing meanwhile. A few of the
 //! round trips stall the child for longer than the library's peer-check interval, so the slow
 //! wait path (which looks at the peer's process) is measured too. No timing is asserted.
 
-#[path = "../bin/common.rs"]
-mod workload;
+use shmlink_harness::workload;
 
 mod common;
 
@@ -21,9 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{leftovers, serial, unique_name, ChildGuard, Watchdog};
-use shmring::transport::shm::Shm;
-use shmring::transport::{ChildStdio, Listener, Options, Peer, Transport};
-use shmring::WaitStrategy;
+use shmlink::WaitStrategy;
+use shmlink_harness::transport::shm::Shm;
+use shmlink_harness::transport::{ChildStdio, Listener, Options, Peer, Transport};
 
 /// Counts the allocations of each thread; can record where the first one of a measured stretch
 /// came from.
@@ -165,7 +164,7 @@ fn signal(pid: u32, signal: i32) {
 fn shm_json_round_trips_do_not_allocate() {
     let _serial = serial();
     let _watchdog = Watchdog::arm(LIMIT, "shm JSON allocation test");
-    if shmring::fallback::forced() {
+    if shmlink::testing::forced() {
         eprintln!("skipped: the ipc-channel fallback is forced, there is no ring to measure");
         return;
     }

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::stream::Framed;
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use crate::Error;
+use shmlink::Error;
 
 enum Ends {
     Parent(Framed<ChildStdout, ChildStdin>),

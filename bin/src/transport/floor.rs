@@ -17,7 +17,7 @@ use super::{
     create_mapping, mapping_id, open_mapping, poll_until, ChildStdio, Kind, Listener, Options,
     Peer, Result, Spinner, Transport,
 };
-use crate::Error;
+use shmlink::Error;
 
 const MAGIC: u64 = 0x7368_6d72_666c_6f72; // "shmrflor"
 const WORDS: usize = 5;

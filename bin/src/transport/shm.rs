@@ -1,8 +1,8 @@
-//! `shm`: the shmring duplex channel, through [`Endpoint`] so that it falls back to ipc-channel
+//! `shm`: the shmlink duplex channel, through [`Endpoint`] so that it falls back to ipc-channel
 //! exactly as the library does (the report says which backend ran).
 //!
 //! JSON messages are serialised straight into the ring ([`Endpoint::send_json`]) and decoded
-//! from the frame while it is still in the ring ([`crate::Received::json`]), so `&str` fields
+//! from the frame while it is still in the ring ([`shmlink::Received::json`]), so `&str` fields
 //! borrow from shared memory and a message costs no heap allocation.
 
 use std::time::{Duration, Instant};
@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{ChildStdio, JsonMessage, Kind, Listener, Options, Peer, Result, Transport};
-use crate::{Backend, Config, Endpoint, Error};
+use shmlink::{Backend, Config, Endpoint, Error};
 
 /// What the child sends first, so that the parent knows it connected.
-const HELLO: &[u8] = b"shmring-hello";
+const HELLO: &[u8] = b"shmlink-hello";
 /// How long one wait of the handshake lasts before the peer is checked.
 const SLICE: Duration = Duration::from_millis(50);
 

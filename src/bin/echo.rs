@@ -1,4 +1,4 @@
-//! `shmring-echo [OPTIONS] NAME [spin|yield|block]`: connects to the channel NAME and sends every
+//! `shmlink-echo [OPTIONS] NAME [spin|yield|block]`: connects to the channel NAME and sends every
 //! frame back until the creator closes it. Used by the cross-process tests; handy for trying a
 //! channel by hand.
 //!
@@ -16,7 +16,7 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use shmring::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, Error, WaitStrategy};
 
 struct Options {
     name: String,
@@ -27,7 +27,7 @@ struct Options {
     capacity: usize,
 }
 
-const USAGE: &str = "usage: shmring-echo [--create] [--stream] [--half-create] [--capacity BYTES] \
+const USAGE: &str = "usage: shmlink-echo [--create] [--stream] [--half-create] [--capacity BYTES] \
                      NAME [spin|yield|block]";
 
 fn parse() -> Result<Options, String> {
@@ -111,10 +111,10 @@ fn half_create(name: &str, capacity: usize) -> Result<u64, Error> {
     use std::os::unix::io::AsRawFd;
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-    shmring::mapping::validate_name(name)?;
-    let dir = shmring::mapping::shm_dir()
+    shmlink::testing::validate_name(name)?;
+    let dir = shmlink::testing::shm_dir()
         .ok_or_else(|| Error::InvalidConfig("no shared-memory directory".into()))?;
-    let path = dir.join(format!("{}{name}", shmring::mapping::OS_PREFIX));
+    let path = dir.join(format!("{}{name}", shmlink::testing::OS_PREFIX));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -125,7 +125,7 @@ fn half_create(name: &str, capacity: usize) -> Result<u64, Error> {
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
         return Err(std::io::Error::last_os_error().into());
     }
-    file.set_len(shmring::layout::segment_size(capacity) as u64)?;
+    file.set_len(shmlink::testing::segment_size(capacity) as u64)?;
     // SAFETY: a fresh object that only this process and the tests map; all accesses below are
     // atomic.
     let map = unsafe { memmap2::MmapMut::map_mut(&file) }?;
@@ -139,8 +139,8 @@ fn half_create(name: &str, capacity: usize) -> Result<u64, Error> {
         )
     };
     // Relaxed: nobody may rely on these until `ready`, which is never written.
-    magic.store(shmring::layout::MAGIC, Ordering::Relaxed);
-    version.store(shmring::layout::LAYOUT_VERSION, Ordering::Relaxed);
+    magic.store(shmlink::testing::MAGIC, Ordering::Relaxed);
+    version.store(shmlink::testing::LAYOUT_VERSION, Ordering::Relaxed);
     announce()?;
     // Stay "initialising" until killed or until stdin closes, then clean up like a creator
     // that gave up.
@@ -179,7 +179,7 @@ fn main() -> ExitCode {
         Ok(opts) => opts,
         Err(e) => {
             if !e.is_empty() {
-                eprintln!("shmring-echo: {e}");
+                eprintln!("shmlink-echo: {e}");
             }
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -188,11 +188,11 @@ fn main() -> ExitCode {
     match run(&opts) {
         Ok(n) => {
             let what = if opts.stream { "sent" } else { "echoed" };
-            eprintln!("shmring-echo: {what} {n} frames");
+            eprintln!("shmlink-echo: {what} {n} frames");
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("shmring-echo: {e}");
+            eprintln!("shmlink-echo: {e}");
             ExitCode::FAILURE
         }
     }

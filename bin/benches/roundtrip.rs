@@ -14,11 +14,7 @@
 //! connected, and the child is reaped when its row is done or the bench panics; if the bench is
 //! killed, the child dies with it (it asks the kernel for that).
 
-// The harness's messages and helpers. Its unit tests compile to nothing in a bench, which leaves
-// their imports unused.
-#[allow(unused_imports)]
-#[path = "../bin/common.rs"]
-mod common;
+use shmlink_harness::workload as common;
 
 use std::hint::black_box;
 use std::process::{Child, Command, Stdio};
@@ -26,10 +22,10 @@ use std::time::{Duration, Instant};
 
 use common::{check_stamp, stamp, Ping, PingMsg};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use shmring::transport::{
+use shmlink::Error;
+use shmlink_harness::transport::{
     ipc_channel::IpcChannel, shm::Shm, ChildStdio, Listener, Options, Peer, Transport,
 };
-use shmring::Error;
 
 const CHILD: &str = env!("CARGO_BIN_EXE_ipc-child");
 const RAW_SIZE: usize = 64;
@@ -105,8 +101,8 @@ impl<T> Drop for Session<T> {
 /// Removes the OS name of channel `name` on whichever backend carries it (the memory stays
 /// mapped, the connection open).
 fn forget_name(name: &str) {
-    let _ = shmring::mapping::unlink(name);
-    let _ = std::fs::remove_file(shmring::fallback::rendezvous_path(name));
+    let _ = shmlink::testing::unlink(name);
+    let _ = std::fs::remove_file(shmlink::testing::rendezvous_path(name));
 }
 
 fn raw<T: Transport>(c: &mut Criterion, id: &str) {

@@ -1,15 +1,13 @@
 //! What the parent and the child binaries share: the workload's messages and the command-line
-//! vocabulary. Included by both with `#[path]`.
-
-#![allow(dead_code)]
+//! vocabulary.
 
 use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::transport::{JsonMessage, Kind, Transport};
 use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
-use shmring::transport::{JsonMessage, Kind, Transport};
-use shmring::Error;
+use shmlink::Error;
 
 /// The workload's message, as the harness sends it on every backend except `raw-sync`: ids
 /// borrowed (decoded in place from the received frame), a `u64` millisecond timestamp.
@@ -235,10 +233,10 @@ pub fn size_label(bytes: usize) -> String {
 }
 
 /// The exact errors a peer process going away produces.
-pub fn is_peer_gone(e: &shmring::Error) -> bool {
+pub fn is_peer_gone(e: &shmlink::Error) -> bool {
     matches!(
         e,
-        shmring::Error::Disconnected | shmring::Error::PeerGone { .. }
+        shmlink::Error::Disconnected | shmlink::Error::PeerGone { .. }
     )
 }
 

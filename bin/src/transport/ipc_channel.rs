@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use crate::fallback::{IpcDuplex, MAX_MESSAGE};
-use crate::Error;
+use shmlink::testing::{IpcDuplex, FALLBACK_MAX_MESSAGE as MAX_MESSAGE};
+use shmlink::Error;
 
 const SLICE: Duration = Duration::from_millis(50);
 

@@ -11,11 +11,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{leftovers, serial, unique_name, ChildGuard, Watchdog};
-use shmring::transport::{
+use shmlink::Error;
+use shmlink_harness::transport::{
     floor::Floor, ipc_channel::IpcChannel, pipe::Pipe, raw_sync::RawSync, shm::Shm, tcp::Tcp,
     uds::Uds, ChildStdio, Listener, Options, Peer, Transport,
 };
-use shmring::Error;
 
 /// Generous: debug builds on a loaded two-core machine.
 const LIMIT: Duration = Duration::from_secs(60);

@@ -12,8 +12,7 @@
 //! sweep); `compare` puts a debug and a release result side by side with the release / debug
 //! ratio.
 
-#[path = "common.rs"]
-mod common;
+use shmlink_harness::workload as common;
 
 use std::hint::black_box;
 use std::io::Write;
@@ -27,9 +26,11 @@ use clap::{Parser, Subcommand};
 use common::{check_stamp, size_label, stamp, MessageKind, OwnedPing, Ping, Workload};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use shmring::transport::{self, ChildStdio, Kind, Listener, Options, Peer, Transport, Visitor};
-use shmring::SliceWriter;
-use shmring::{Error, WaitStrategy};
+use shmlink::testing::SliceWriter;
+use shmlink::{Error, WaitStrategy};
+use shmlink_harness::transport::{
+    self, ChildStdio, Kind, Listener, Options, Peer, Transport, Visitor,
+};
 
 /// Message sizes of `--sweep` unless `--sizes` says otherwise.
 const DEFAULT_SIZES: &str = "1KiB,64KiB,1MiB,16MiB";
@@ -898,7 +899,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         child_id: common::random_id(),
         args,
     };
-    shmring::fallback::validate_name(&plan.base).map_err(|e| anyhow!("--name: {e}"))?;
+    shmlink::testing::validate_fallback_name(&plan.base).map_err(|e| anyhow!("--name: {e}"))?;
     let machine = machine();
     let raw_size =
         (!plan.args.sweep && plan.args.message == MessageKind::Raw).then_some(plan.args.size);

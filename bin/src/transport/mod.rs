@@ -13,8 +13,8 @@
 //!
 //! | kind | file | what moves the bytes |
 //! | --- | --- | --- |
-//! | `shm` | `shm.rs` | the shmring duplex channel ([`crate::Endpoint`], so it falls back like the library) |
-//! | `ipc-channel` | `ipc_channel.rs` | the ipc-channel fallback ([`crate::fallback::IpcDuplex`]) |
+//! | `shm` | `shm.rs` | the shmlink duplex channel ([`shmlink::Endpoint`], so it falls back like the library) |
+//! | `ipc-channel` | `ipc_channel.rs` | the ipc-channel fallback ([`shmlink::testing::IpcDuplex`]) |
 //! | `raw-sync` | `raw_sync.rs` | a single-slot mailbox per direction signalled with `raw_sync` busy events |
 //! | `pipe` | `pipe.rs` | the child's stdin / stdout, length-prefixed |
 //! | `uds` | `uds.rs` | a Unix stream socket with large send / receive buffers on both ends |
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, WaitStrategy};
+use shmlink::{Error, WaitStrategy};
 
 pub mod floor;
 pub mod ipc_channel;
@@ -46,7 +46,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Which backend a transport is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
-    /// The shmring ring in a named shared-memory mapping.
+    /// The shmlink ring in a named shared-memory mapping.
     Shm,
     /// The ipc-channel fallback.
     IpcChannel,
@@ -444,9 +444,13 @@ pub trait Visitor {
     fn visit<T: Transport>(self) -> Self::Output;
 }
 
-/// The name of a shared-memory mapping this module creates: `shmring-<name>-<suffix>`.
+/// Prefix of the mappings the comparison transports create. Not `shmlink-`: those names belong to
+/// the library, whose tools treat every `shmlink-*` object as a channel.
+pub const HARNESS_PREFIX: &str = "ipcbench-";
+
+/// The name of a shared-memory mapping this module creates: `ipcbench-<name>-<suffix>`.
 pub(crate) fn mapping_id(name: &str, suffix: &str) -> String {
-    format!("shmring-{name}-{suffix}")
+    format!("{HARNESS_PREFIX}{name}-{suffix}")
 }
 
 /// Creates a zero-filled shared-memory mapping called `id` of at least `size` bytes; it is

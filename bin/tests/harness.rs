@@ -288,7 +288,7 @@ fn forced_fallback_runs_shm_over_ipc_channel() {
         "--name",
         &name,
     ];
-    let (ok, stdout, stderr) = run_parent(&args, &[("SHMRING_FORCE_FALLBACK", "1")]);
+    let (ok, stdout, stderr) = run_parent(&args, &[("SHMLINK_FORCE_FALLBACK", "1")]);
     assert!(ok, "ipc-parent failed:\n{stderr}");
     let doc = parse(&stdout, &stderr);
     let result = &doc["results"][0];

@@ -5,8 +5,7 @@
 //! standard error. It exits on its own when the parent dies: `PR_SET_PDEATHSIG` on Linux, and
 //! every wait of every transport checks the parent's liveness.
 
-#[path = "common.rs"]
-mod common;
+use shmlink_harness::workload as common;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -14,8 +13,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use common::{check_stamp, is_peer_gone, MessageKind, OwnedPing, Ping, PingMsg, Workload};
-use shmring::transport::{self, Kind, Options, Peer, Transport, Visitor};
-use shmring::{Error, WaitStrategy};
+use shmlink::{Error, WaitStrategy};
+use shmlink_harness::transport::{self, Kind, Options, Peer, Transport, Visitor};
 
 /// Answers the parent's pings over one transport.
 #[derive(Debug, Parser)]

@@ -2,7 +2,7 @@
 //!
 //! `SO_SNDBUF` and `SO_RCVBUF` are set to the ring size on *both* ends: a write on a Unix
 //! socket is bounded by the receiver's buffer, so one untuned end caps the whole connection.
-//! The socket file lives in the temporary directory as `shmring-<name>-uds.sock` and is removed when
+//! The socket file lives in the temporary directory as `ipcbench-<name>-uds.sock` and is removed when
 //! the listener (or the parent's transport) is dropped.
 
 use std::os::fd::AsRawFd;
@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::stream::{self, set_socket_buffers, Framed};
 use super::{poll_until, ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use crate::Error;
+use shmlink::Error;
 
 /// One end of the Unix socket transport.
 pub struct Uds {
@@ -53,7 +53,7 @@ impl Transport for Uds {
     const KIND: Kind = Kind::Uds;
 
     fn listen(name: &str, opts: &Options) -> Result<UdsListener> {
-        let path = std::env::temp_dir().join(format!("shmring-{name}-uds.sock"));
+        let path = std::env::temp_dir().join(format!("ipcbench-{name}-uds.sock"));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)?;
         let path = SocketPath(path);

@@ -1,0 +1,9 @@
+//! The shmlink harness: every local transport behind one trait, and the ping-pong workload the
+//! `ipc-parent` and `ipc-child` binaries run over them. Not part of the library: nothing here is
+//! published.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod transport;
+pub mod workload;
