@@ -40,6 +40,9 @@ pub const PEER_PRESENT: u32 = 1;
 /// [`PeerInfo::state`]: the process that held this end closed it.
 pub const PEER_CLOSED: u32 = 2;
 
+/// [`PeerInfo::state`]: a connector has claimed this end and is filling in its details.
+pub const PEER_CLAIMING: u32 = 3;
+
 /// [`PeerInfo::wait_mode`] values; `0` means "not announced yet".
 #[allow(dead_code)]
 pub const MODE_UNKNOWN: u32 = 0;

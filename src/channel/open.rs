@@ -1,0 +1,236 @@
+//! Making a channel: create a mapping or connect to one, claim an end, assemble the halves.
+
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::layout::{
+    check_capacity, segment_size, RingHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, PEER_ABSENT,
+    PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
+};
+use crate::mapping::{self, Mapping};
+use crate::process::ProcessId;
+use crate::ring::{Consumer, Producer, RingPtrs};
+use crate::wait::WaitStrategy;
+
+use super::*;
+
+impl Channel {
+    /// Creates the channel `name` (a mapping named `/shmlink-<name>`, mode 0600) and becomes
+    /// its creator. The name is removed again when the channel drops.
+    ///
+    /// If a mapping with that name exists and its creator process is gone, the stale mapping is
+    /// removed and replaced; if the creator is alive, this fails with [`Error::AlreadyExists`].
+    pub fn create(name: &str, config: &Config) -> Result<Channel> {
+        mapping::validate_name(name)?;
+        check_capacity(config.capacity)?;
+        let size = segment_size(config.capacity);
+        let map = match Mapping::create_named(name, size) {
+            Err(Error::AlreadyExists(_)) if crate::segments::reclaim_if_dead(name)? => {
+                Mapping::create_named(name, size)?
+            }
+            other => other?,
+        };
+        Self::init_creator(map, name.to_owned(), config)
+    }
+
+    /// Like [`create`](Channel::create), backed by a new file at `path` (for example on a tmpfs
+    /// or hugetlbfs mount). The file is created exclusively with mode 0600 and removed on drop.
+    pub fn create_at(path: &Path, config: &Config) -> Result<Channel> {
+        check_capacity(config.capacity)?;
+        let map = Mapping::create_file(path, segment_size(config.capacity))?;
+        Self::init_creator(map, path.display().to_string(), config)
+    }
+
+    fn init_creator(map: Mapping, name: String, config: &Config) -> Result<Channel> {
+        let hdr = segment(&map);
+        let me = ProcessId::current();
+        // Relaxed stores: all published by the Release store of `ready` below, which openers
+        // read with Acquire before anything else.
+        hdr.magic.store(MAGIC, Ordering::Relaxed);
+        hdr.version.store(LAYOUT_VERSION, Ordering::Relaxed);
+        hdr.header_size.store(HEADER_SIZE as u32, Ordering::Relaxed);
+        hdr.capacity
+            .store(config.capacity as u64, Ordering::Relaxed);
+        hdr.total_size
+            .store(segment_size(config.capacity) as u64, Ordering::Relaxed);
+        let info = &hdr.creator;
+        info.pid.store(me.pid, Ordering::Relaxed);
+        info.start_time.store(me.start_time, Ordering::Relaxed);
+        info.wait_mode
+            .store(mode_of(config.wait), Ordering::Relaxed);
+        info.state.store(PEER_PRESENT, Ordering::Relaxed);
+        // Release: pairs with the Acquire load of `ready` in `connect_at_mapping`: publishes
+        // every field above.
+        hdr.ready.store(READY, Ordering::Release);
+        Self::assemble(map, name, config.capacity, Role::Creator, config.wait)
+    }
+
+    /// Connects to the channel `name` made by another process (or thread).
+    ///
+    /// Fails with [`Error::NotFound`] or [`Error::NotReady`] if it is not there yet (see
+    /// [`connect_timeout`](Channel::connect_timeout) to wait for it), with
+    /// [`Error::AlreadyConnected`] if another endpoint holds the connecting end, and with
+    /// [`Error::BadMagic`], [`Error::VersionMismatch`] or [`Error::SizeMismatch`] if the mapping
+    /// is not one this build understands.
+    pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
+        let map = Mapping::open_named(name)?;
+        Self::connect_mapping(map, name.to_owned(), wait)
+    }
+
+    /// Like [`connect`](Channel::connect), retrying while the channel is missing or not ready,
+    /// until `timeout` has passed.
+    pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            match Self::connect(name, wait) {
+                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(
+                        pause.min(deadline.saturating_duration_since(Instant::now())),
+                    );
+                    pause = (pause * 2).min(Duration::from_millis(10));
+                }
+                Err(Error::NotFound(_) | Error::NotReady(_)) => return Err(Error::Timeout),
+                other => return other,
+            }
+        }
+    }
+
+    /// Connects to a channel backed by the file at `path` (see [`create_at`](Channel::create_at)).
+    pub fn connect_at(path: &Path, wait: WaitStrategy) -> Result<Channel> {
+        let map = Mapping::open_file(path)?;
+        Self::connect_mapping(map, path.display().to_string(), wait)
+    }
+
+    fn connect_mapping(map: Mapping, name: String, wait: WaitStrategy) -> Result<Channel> {
+        if map.len() < HEADER_SIZE {
+            return Err(Error::SizeMismatch(format!(
+                "mapping of {} bytes is smaller than the {HEADER_SIZE}-byte header",
+                map.len()
+            )));
+        }
+        let hdr = segment(&map);
+        // Acquire: pairs with the Release store of `ready` in `init_creator`.
+        if hdr.ready.load(Ordering::Acquire) != READY {
+            // A mapping that does not even carry our magic is not ours at all.
+            let magic = hdr.magic.load(Ordering::Relaxed);
+            if magic != 0 && magic != MAGIC {
+                return Err(Error::BadMagic(magic));
+            }
+            return Err(Error::NotReady(name));
+        }
+        let capacity = hdr.validate(map.len())?;
+        let info = &hdr.connector;
+        // Acquire on success: pairs with the Release of a previous holder (none for a fresh
+        // channel); the claim makes us the only connector.
+        if info
+            .state
+            .compare_exchange(
+                PEER_ABSENT,
+                PEER_CLAIMING,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return Err(Error::AlreadyConnected);
+        }
+        let me = ProcessId::current();
+        info.pid.store(me.pid, Ordering::Relaxed);
+        info.start_time.store(me.start_time, Ordering::Relaxed);
+        info.wait_mode.store(mode_of(wait), Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `PeerWatch::state` on the creator's side.
+        info.state.store(PEER_PRESENT, Ordering::Release);
+        Self::assemble(map, name, capacity, Role::Connector, wait)
+    }
+
+    fn assemble(
+        mut map: Mapping,
+        name: String,
+        capacity: usize,
+        role: Role,
+        wait: WaitStrategy,
+    ) -> Result<Channel> {
+        let base = map.ptr();
+        let hdr = segment(&map);
+        let (me, peer) = match role {
+            Role::Creator => (&hdr.creator, &hdr.connector),
+            Role::Connector => (&hdr.connector, &hdr.creator),
+        };
+        let me = NonNull::from(&**me);
+        let peer = NonNull::from(&**peer);
+        // SAFETY: `peer` points into the mapping; `wait_mode` is a field of it.
+        let peer_mode: NonNull<AtomicU32> = NonNull::from(&unsafe { peer.as_ref() }.wait_mode);
+        let ring = |i: usize| {
+            // SAFETY: the two ring headers sit at RINGS_OFFSET inside the header page and the
+            // two regions right after it; `validate` (or our own sizing) checked that the
+            // mapping holds HEADER_SIZE + 2 * capacity bytes. The mapping is page-aligned, so
+            // both are aligned for their types.
+            unsafe {
+                RingPtrs {
+                    header: NonNull::new_unchecked(
+                        base.as_ptr()
+                            .add(RINGS_OFFSET + i * std::mem::size_of::<RingHeader>())
+                            as *mut RingHeader,
+                    ),
+                    region: NonNull::new_unchecked(base.as_ptr().add(HEADER_SIZE + i * capacity)),
+                    capacity,
+                    peer_mode,
+                }
+            }
+        };
+        let (tx_ring, rx_ring) = match role {
+            Role::Creator => (ring(0), ring(1)),
+            Role::Connector => (ring(1), ring(0)),
+        };
+        // SAFETY: the rings live in `map`, which the channel owns and drops after the ends; the
+        // role split gives each ring exactly one producer and one consumer per channel.
+        let built = unsafe { Producer::new(tx_ring, None) }
+            .and_then(|tx| Ok((tx, unsafe { Consumer::new(rx_ring, None) }?)));
+        let (tx, rx) = match built {
+            Ok(ends) => ends,
+            Err(e) => {
+                if role == Role::Connector {
+                    // Give the connecting end back so the mapping is not left half-claimed.
+                    // SAFETY: `me` points into `map`, still alive here.
+                    unsafe { me.as_ref() }
+                        .state
+                        .store(PEER_ABSENT, Ordering::Release);
+                }
+                map.set_owner(role == Role::Creator);
+                return Err(e);
+            }
+        };
+        let peer = PeerWatch {
+            info: peer,
+            id: None,
+            last_check: None,
+        };
+        Ok(Channel {
+            sender: SendHalf {
+                tx,
+                peer: peer.clone(),
+                wait,
+                json_hint: 256,
+                max_message: DEFAULT_MAX_MESSAGE,
+                scratch: Vec::new(),
+            },
+            receiver: RecvHalf {
+                rx,
+                peer,
+                wait,
+                max_message: DEFAULT_MAX_MESSAGE,
+                assembly: Vec::new(),
+                assembling: None,
+            },
+            me,
+            wait,
+            role,
+            name,
+            _map: map,
+        })
+    }
+}

@@ -1,0 +1,200 @@
+//! The receiving half: frames read in place, fragments reassembled.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::ring::{kind, Consumer, Frame, ReadGuard};
+use crate::wait::{self, WaitStrategy};
+
+use super::*;
+
+/// The receiving half of a [`Channel`], from [`Channel::split`].
+pub struct RecvHalf {
+    pub(super) rx: Consumer,
+    pub(super) peer: PeerWatch,
+    pub(super) wait: WaitStrategy,
+    /// Largest message reassembled from fragments.
+    pub(super) max_message: usize,
+    /// Reassembly buffer for fragmented messages, kept between messages.
+    pub(super) assembly: Vec<u8>,
+    /// Total length of the fragmented message being reassembled, if one is under way.
+    pub(super) assembling: Option<usize>,
+}
+
+impl RecvHalf {
+    /// Largest message [`recv`](Channel::recv) reassembles.
+    pub fn max_message(&self) -> usize {
+        self.max_message
+    }
+
+    /// Sets the largest message this half reassembles; a longer announced length is
+    /// [`Error::Corrupt`].
+    pub fn set_max_message(&mut self, max: usize) {
+        self.max_message = max;
+    }
+
+    /// Receives the next frame, waiting for it. The frame stays in the ring until the guard
+    /// drops.
+    ///
+    /// Fails with [`Error::Disconnected`] once the peer closed and everything it sent was
+    /// received, [`Error::PeerGone`] within a few milliseconds of the peer process dying, and
+    /// [`Error::Corrupt`] if the ring holds an invalid frame.
+    #[inline]
+    pub fn recv(&mut self) -> Result<ReadGuard<'_>> {
+        self.recv_deadline(None)
+    }
+
+    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`] after `timeout`.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<ReadGuard<'_>> {
+        self.recv_deadline(Some(Instant::now() + timeout))
+    }
+
+    /// Receives the next frame if one is there: [`Error::Empty`] if not, [`Error::Disconnected`]
+    /// or [`Error::PeerGone`] if none will come.
+    /// A fragmented message is returned once its last fragment is there.
+    #[inline]
+    pub fn try_recv(&mut self) -> Result<ReadGuard<'_>> {
+        self.next_message(None)
+    }
+
+    #[inline]
+    fn recv_deadline(&mut self, deadline: Option<Instant>) -> Result<ReadGuard<'_>> {
+        self.next_message(Some(deadline))
+    }
+
+    /// The next whole message. `wait`: `None` to return [`Error::Empty`] at once (after a
+    /// throttled look at the peer), `Some(deadline)` to wait for it.
+    #[inline]
+    fn next_message(&mut self, wait: Option<Option<Instant>>) -> Result<ReadGuard<'_>> {
+        loop {
+            match self.rx.next_frame() {
+                Ok(frame) if frame.kind() == kind::DATA && self.assembling.is_none() => {
+                    return Ok(self.rx.guard(frame))
+                }
+                Ok(frame) => {
+                    if self.absorb_fragment(frame)? {
+                        return Ok(ReadGuard::assembled(&self.assembly));
+                    }
+                }
+                Err(Error::Empty) => match wait {
+                    Some(deadline) => self.wait_data(deadline)?,
+                    None => {
+                        self.peer.check_throttled()?;
+                        return Err(Error::Empty);
+                    }
+                },
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Copies a fragment into the reassembly buffer; true once the message is complete.
+    #[inline(never)]
+    fn absorb_fragment(&mut self, frame: Frame) -> Result<bool> {
+        let guard = self.rx.guard(frame);
+        let result = match (self.assembling, guard.kind()) {
+            (None, kind::FRAG_FIRST) => match guard.get(..8) {
+                Some(prefix) => {
+                    let mut total = [0u8; 8];
+                    total.copy_from_slice(prefix);
+                    let total = u64::from_le_bytes(total);
+                    let body = &guard[8..];
+                    match usize::try_from(total) {
+                        Ok(t) if t <= self.max_message && body.len() <= t => {
+                            self.assembly.clear();
+                            self.assembly.reserve(t);
+                            self.assembly.extend_from_slice(body);
+                            self.assembling = Some(t);
+                            Ok(false)
+                        }
+                        _ => Err(format!(
+                            "fragmented message of {total} bytes (limit {})",
+                            self.max_message
+                        )),
+                    }
+                }
+                None => Err("first fragment shorter than its length prefix".to_owned()),
+            },
+            (Some(total), k @ (kind::FRAG_MORE | kind::FRAG_LAST)) => {
+                if self.assembly.len() + guard.len() > total {
+                    Err(format!("fragments exceed the announced {total} bytes"))
+                } else {
+                    self.assembly.extend_from_slice(&guard);
+                    if k == kind::FRAG_MORE {
+                        Ok(false)
+                    } else if self.assembly.len() == total {
+                        self.assembling = None;
+                        Ok(true)
+                    } else {
+                        Err(format!(
+                            "message ended at {} of the announced {total} bytes",
+                            self.assembly.len()
+                        ))
+                    }
+                }
+            }
+            (state, k) => Err(format!(
+                "frame kind {k} out of sequence (reassembling: {})",
+                state.is_some()
+            )),
+        };
+        drop(guard);
+        result.map_err(|what| {
+            self.assembling = None;
+            Error::Corrupt(what)
+        })
+    }
+
+    /// Receives one message (of any size) and copies it into `buf`, replacing its contents.
+    /// Returns the length. `buf` keeps its capacity, so a caller that reuses it allocates only
+    /// when a message is larger than any before.
+    ///
+    /// A message that arrived in fragments is handed over without a further copy: `buf` and the
+    /// reassembly buffer trade places, and the channel keeps `buf`'s old allocation for the next
+    /// one.
+    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize> {
+        let msg = self.recv()?;
+        if !msg.is_assembled() {
+            buf.clear();
+            buf.extend_from_slice(&msg);
+            return Ok(buf.len());
+        }
+        drop(msg);
+        std::mem::swap(buf, &mut self.assembly);
+        Ok(buf.len())
+    }
+
+    #[inline]
+    fn wait_data(&mut self, deadline: Option<Instant>) -> Result<()> {
+        let rx = &self.rx;
+        let peer = &mut self.peer;
+        let result = wait::wait_until(
+            self.wait,
+            rx.data_cell(),
+            deadline,
+            || rx.has_data(),
+            || peer.check(),
+        );
+        match result {
+            Err(e @ (Error::Disconnected | Error::PeerGone { .. })) => {
+                // Frames published before the close are visible now (Acquire in `state`).
+                if rx.has_data() {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Receives one frame and decodes it as JSON into an owned value. To borrow `&str` fields
+    /// from the frame instead, use [`recv`](Channel::recv) and [`ReadGuard::json`].
+    pub fn recv_json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
+        let guard = self.recv()?;
+        guard.json()
+    }
+}
+
+// SAFETY: as for `SendHalf`.
+unsafe impl Send for RecvHalf {}

@@ -1,0 +1,272 @@
+//! The sending half: frames, fragments and JSON written in place.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::layout::PEER_CLOSED;
+use crate::ring::{kind, Producer, WriteGrant};
+use crate::wait::{self, WaitStrategy};
+
+use super::*;
+
+/// The sending half of a [`Channel`], from [`Channel::split`]: it can move to another thread
+/// while the receiving half keeps working, so two peers can each stream large messages to the
+/// other at once without waiting on each other.
+pub struct SendHalf {
+    pub(super) tx: Producer,
+    pub(super) peer: PeerWatch,
+    pub(super) wait: WaitStrategy,
+    pub(super) json_hint: usize,
+    /// Largest message accepted (fragmented messages included).
+    pub(super) max_message: usize,
+    /// Serialisation buffer for JSON values too large for one frame.
+    pub(super) scratch: Vec<u8>,
+}
+
+impl SendHalf {
+    /// Largest payload one frame carries (`capacity / 2 - 72`).
+    pub fn max_frame(&self) -> usize {
+        self.tx.max_len()
+    }
+
+    fn send_allowed(&self) -> Result<()> {
+        if self.peer.state() == PEER_CLOSED {
+            return Err(Error::Disconnected);
+        }
+        Ok(())
+    }
+
+    /// Largest message [`send`](Channel::send) accepts.
+    pub fn max_message(&self) -> usize {
+        self.max_message
+    }
+
+    /// Sets the largest message this half sends.
+    pub fn set_max_message(&mut self, max: usize) {
+        self.max_message = max;
+    }
+
+    /// Reserves room for a frame of `len` bytes (at most [`max_frame`](Channel::max_frame)),
+    /// waiting for the peer to make room if needed.
+    pub fn reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
+        self.reserve_kind(len, kind::DATA, None)
+    }
+
+    /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`] if not).
+    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
+        self.send_allowed()?;
+        self.tx.try_reserve(len)
+    }
+
+    #[inline]
+    fn reserve_kind(
+        &mut self,
+        len: usize,
+        kind: u8,
+        deadline: Option<Instant>,
+    ) -> Result<WriteGrant<'_>> {
+        self.send_allowed()?;
+        if len > self.tx.max_len() {
+            return Err(Error::TooLarge {
+                len,
+                max: self.tx.max_len(),
+            });
+        }
+        let start = loop {
+            match self.tx.room_for(len)? {
+                Some(start) => break start,
+                None => self.wait_room(len, deadline)?,
+            }
+        };
+        Ok(self.tx.grant_at(start, len, kind))
+    }
+
+    #[inline]
+    fn wait_room(&mut self, len: usize, deadline: Option<Instant>) -> Result<()> {
+        let tx = &mut self.tx;
+        let peer = &mut self.peer;
+        let cell = tx.space_cell() as *const _;
+        // SAFETY: the cell lives in the mapping, not in `tx`, so the reference stays valid while
+        // `tx` is borrowed mutably by the closure below.
+        let cell = unsafe { &*cell };
+        wait::wait_until(
+            self.wait,
+            cell,
+            deadline,
+            // A corrupt index makes `has_room` fail; report "ready" so the caller's reserve
+            // returns that error.
+            || tx.has_room(len).unwrap_or(true),
+            || peer.check(),
+        )
+    }
+
+    /// Sends one message, waiting for room.
+    ///
+    /// A message up to [`max_frame`](Channel::max_frame) bytes is one frame; a larger one, up to
+    /// [`max_message`](Channel::max_message), is streamed in fragments as the peer reads them.
+    /// Fails with [`Error::TooLarge`] past `max_message` (before anything is written),
+    /// [`Error::Disconnected`] once the peer closed, and [`Error::PeerGone`] if the peer died
+    /// while we waited for room.
+    #[inline]
+    pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
+        self.send_deadline(bytes, None)
+    }
+
+    /// Sends one frame if there is room now ([`Error::Full`] if not). Never fragments.
+    #[inline]
+    pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
+        self.send_allowed()?;
+        self.tx.try_send(bytes)
+    }
+
+    /// Like [`send`](Channel::send), giving up with [`Error::Timeout`] after `timeout`. A
+    /// fragmented message that times out part-way leaves the channel unusable for sending.
+    pub fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<()> {
+        self.send_deadline(bytes, Some(Instant::now() + timeout))
+    }
+
+    #[inline]
+    fn send_deadline(&mut self, bytes: &[u8], deadline: Option<Instant>) -> Result<()> {
+        if bytes.len() <= self.tx.max_len() {
+            let mut grant = self.reserve_kind(bytes.len(), kind::DATA, deadline)?;
+            grant.copy_from_slice(bytes);
+            grant.commit(bytes.len());
+            Ok(())
+        } else {
+            self.send_fragments(bytes, deadline)
+        }
+    }
+
+    #[inline(never)]
+    fn send_fragments(&mut self, bytes: &[u8], deadline: Option<Instant>) -> Result<()> {
+        if bytes.len() > self.max_message {
+            return Err(Error::TooLarge {
+                len: bytes.len(),
+                max: self.max_message,
+            });
+        }
+        let chunk = self.tx.max_len();
+        let mut grant = self.reserve_kind(chunk, kind::FRAG_FIRST, deadline)?;
+        let (total, rest) = grant.split_at_mut(8);
+        total.copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        let mut sent = rest.len();
+        rest.copy_from_slice(&bytes[..sent]);
+        grant.commit(chunk);
+        while sent < bytes.len() {
+            let n = chunk.min(bytes.len() - sent);
+            let kind = if sent + n == bytes.len() {
+                kind::FRAG_LAST
+            } else {
+                kind::FRAG_MORE
+            };
+            let mut grant = self.reserve_kind(n, kind, deadline)?;
+            grant.copy_from_slice(&bytes[sent..sent + n]);
+            grant.commit(n);
+            sent += n;
+        }
+        Ok(())
+    }
+
+    /// Serialises `value` as JSON straight into the ring: no intermediate buffer.
+    ///
+    /// The frame is reserved at a size learnt from earlier messages; if the value does not fit,
+    /// the grant is dropped and a larger one reserved. Values larger than
+    /// [`max_frame`](Channel::max_frame) fail with [`Error::TooLarge`].
+    pub fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        let max = self.tx.max_len();
+        let mut want = self.json_hint.min(max);
+        loop {
+            let mut grant = self.reserve(want)?;
+            let mut out = SliceWriter::new(&mut grant);
+            match serde_json::to_writer(&mut out, value) {
+                Ok(()) => {
+                    let used = out.written();
+                    grant.commit(used);
+                    if used * 2 > self.json_hint {
+                        self.json_hint = (used * 2).next_power_of_two().min(max);
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.is_io() => {
+                    drop(grant);
+                    if want >= max {
+                        return self.send_json_large(value);
+                    }
+                    want = (want * 4).min(max);
+                    self.json_hint = want;
+                }
+                Err(e) => return Err(Error::Json(e)),
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn send_json_large<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let result = serde_json::to_writer(&mut buf, value)
+            .map_err(Error::from)
+            .and_then(|()| self.send(&buf));
+        self.scratch = buf;
+        result
+    }
+}
+
+// SAFETY: the half holds pointers into the channel's mapping, which outlives it (it is only
+// handed out as a borrow of the channel); all shared access goes through atomics and the frame
+// protocol, and the half is the only user of its ring end.
+unsafe impl Send for SendHalf {}
+
+/// `io::Write` into a fixed slice, failing with `WriteZero` once it is full: what
+/// [`Channel::send_json`] gives serde_json over a write grant, public so that the same work can
+/// be measured or reused outside a ring.
+///
+/// ```
+/// let mut buf = [0u8; 64];
+/// let mut out = shmlink::testing::SliceWriter::new(&mut buf);
+/// serde_json::to_writer(&mut out, &[1, 2, 3]).unwrap();
+/// assert_eq!(out.written(), 7);
+/// ```
+pub struct SliceWriter<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl<'a> SliceWriter<'a> {
+    /// A writer at the start of `buf`.
+    #[inline]
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        SliceWriter { buf, pos: 0 }
+    }
+
+    /// Bytes written so far.
+    #[inline]
+    pub fn written(&self) -> usize {
+        self.pos
+    }
+}
+
+impl std::io::Write for SliceWriter<'_> {
+    #[inline]
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.write_all(data)?;
+        Ok(data.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        let end = self.pos + data.len();
+        match self.buf.get_mut(self.pos..end) {
+            Some(dst) => {
+                dst.copy_from_slice(data);
+                self.pos = end;
+                Ok(())
+            }
+            None => Err(std::io::ErrorKind::WriteZero.into()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,381 @@
+//! Unit tests of the channel within one process.
+
+use super::*;
+use crate::error::Error;
+use crate::layout::*;
+use crate::process::ProcessId;
+use std::path::Path;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+fn unique(tag: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "ut-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn small(wait: WaitStrategy) -> Config {
+    Config {
+        capacity: 4096,
+        wait,
+    }
+}
+
+fn shm_path(name: &str) -> std::path::PathBuf {
+    Path::new("/dev/shm").join(format!("shmlink-{name}"))
+}
+
+#[test]
+fn both_directions_and_cleanup() {
+    let name = unique("both");
+    {
+        let mut a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
+        let mut b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+        assert_eq!(a.role(), Role::Creator);
+        assert_eq!(b.role(), Role::Connector);
+        a.send(b"to b").unwrap();
+        b.send(b"to a").unwrap();
+        assert_eq!(&*b.recv().unwrap(), b"to b");
+        assert_eq!(&*a.recv().unwrap(), b"to a");
+        assert!(a.is_peer_connected());
+        assert_eq!(b.peer_pid(), Some(std::process::id()));
+        if Path::new("/dev/shm").is_dir() {
+            let mode = std::fs::metadata(shm_path(&name)).unwrap().permissions();
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(mode.mode() & 0o777, 0o600);
+        }
+    }
+    assert!(matches!(
+        Channel::connect(&name, WaitStrategy::Spin),
+        Err(Error::NotFound(_))
+    ));
+    assert!(!shm_path(&name).exists());
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct Ping<'a> {
+    sender_id: &'a str,
+    receiver_id: &'a str,
+    sent_at_ms: u64,
+}
+
+#[test]
+fn json_in_place_with_borrowed_fields() {
+    let name = unique("json");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+    let ping = Ping {
+        sender_id: "11111111-2222-3333-4444-555555555555",
+        receiver_id: "66666666-7777-8888-9999-000000000000",
+        sent_at_ms: 1_764_000_000_000,
+    };
+    for _ in 0..1000 {
+        a.send_json(&ping).unwrap();
+        let frame = b.recv().unwrap();
+        let got: Ping<'_> = frame.json().unwrap();
+        assert_eq!(got, ping);
+    }
+    // A value larger than one frame goes out in fragments and comes back whole.
+    let big: Vec<u32> = (0..5000).collect();
+    let expected = big.clone();
+    let sender = std::thread::spawn(move || {
+        a.send_json(&big).unwrap();
+        a
+    });
+    let back: Vec<u32> = b.recv_json().unwrap();
+    assert_eq!(back, expected);
+    let mut a = sender.join().unwrap();
+    // Invalid JSON is a typed error, not a panic.
+    a.send(b"{not json").unwrap();
+    assert!(matches!(b.recv_json::<Vec<u32>>(), Err(Error::Json(_))));
+}
+
+#[test]
+fn connect_errors_are_typed() {
+    let name = unique("errs");
+    assert!(matches!(
+        Channel::connect(&name, WaitStrategy::Spin),
+        Err(Error::NotFound(_))
+    ));
+    assert!(matches!(
+        Channel::connect_timeout(&name, WaitStrategy::Spin, Duration::from_millis(20)),
+        Err(Error::Timeout)
+    ));
+    let _a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
+    assert!(matches!(
+        Channel::create(&name, &small(WaitStrategy::Spin)),
+        Err(Error::AlreadyExists(_))
+    ));
+    let _b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+    assert!(matches!(
+        Channel::connect(&name, WaitStrategy::Spin),
+        Err(Error::AlreadyConnected)
+    ));
+    for bad in ["", "../x", "a\0b"] {
+        assert!(matches!(
+            Channel::create(bad, &Config::default()),
+            Err(Error::InvalidName { .. })
+        ));
+    }
+    assert!(matches!(
+        Channel::create(
+            &unique("cap"),
+            &Config {
+                capacity: 1000,
+                ..Config::default()
+            }
+        ),
+        Err(Error::InvalidConfig(_))
+    ));
+}
+
+#[test]
+fn close_is_seen_after_the_last_frame() {
+    let name = unique("close");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    for i in 0..3u8 {
+        a.send(&[i; 10]).unwrap();
+    }
+    drop(a);
+    for i in 0..3u8 {
+        assert_eq!(&*b.recv_timeout(Duration::from_secs(10)).unwrap(), &[i; 10]);
+    }
+    assert!(matches!(
+        b.recv_timeout(Duration::from_secs(10)),
+        Err(Error::Disconnected)
+    ));
+    assert!(matches!(b.try_recv(), Err(Error::Disconnected)));
+    assert!(matches!(b.send(b"x"), Err(Error::Disconnected)));
+}
+
+#[test]
+fn empty_and_timeout() {
+    let name = unique("empty");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
+    let _b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    assert!(matches!(a.try_recv(), Err(Error::Empty)));
+    for wait in WaitStrategy::ALL {
+        a.receiver.wait = wait;
+        assert!(matches!(
+            a.recv_timeout(Duration::from_millis(30)),
+            Err(Error::Timeout)
+        ));
+    }
+}
+
+#[test]
+fn fragmented_messages_of_every_interesting_size() {
+    let name = unique("frag");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let max = a.max_frame();
+    let sizes = [0, 1, max - 1, max, max + 1, 4096 * 7 / 2, 100_000];
+    let sender = std::thread::spawn(move || {
+        for (i, &n) in sizes.iter().enumerate() {
+            let data: Vec<u8> = (0..n).map(|j| (i * 7 + j * 13) as u8).collect();
+            a.send(&data).unwrap();
+        }
+        a
+    });
+    let mut buf = Vec::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        assert_eq!(b.recv_into(&mut buf).unwrap(), n);
+        assert!(buf
+            .iter()
+            .enumerate()
+            .all(|(j, &x)| x == (i * 7 + j * 13) as u8));
+    }
+    let mut a = sender.join().unwrap();
+    a.set_max_message(10_000);
+    assert!(matches!(
+        a.send(&vec![0; 10_001]),
+        Err(Error::TooLarge {
+            len: 10_001,
+            max: 10_000
+        })
+    ));
+    // Nothing of the refused message was written.
+    assert!(matches!(b.try_recv(), Err(Error::Empty)));
+}
+
+#[test]
+fn split_halves_stream_large_messages_both_ways_at_once() {
+    let name = unique("split");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let big = |seed: u8| -> Vec<u8> { (0..50_000).map(|i| (i as u8) ^ seed).collect() };
+    // Each end sends messages 12x the ring while the other does the same: with one thread
+    // per end this would deadlock; with split halves each end keeps receiving.
+    let run = |ch: &mut Channel, seed: u8, other: u8| {
+        let (tx, rx) = ch.split();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..5 {
+                    tx.send_timeout(&big(seed), Duration::from_secs(20))
+                        .unwrap();
+                }
+            });
+            let mut buf = Vec::new();
+            for _ in 0..5 {
+                let msg = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+                buf.clear();
+                buf.extend_from_slice(&msg);
+                assert_eq!(buf, big(other));
+            }
+        });
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| run(&mut a, 1, 2));
+        s.spawn(|| run(&mut b, 2, 1));
+    });
+}
+
+#[test]
+fn block_ping_pong_between_threads() {
+    let name = unique("block");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let n = 20_000u32;
+    let echo = std::thread::spawn(move || {
+        for _ in 0..n {
+            let v = u32::from_le_bytes(
+                b.recv_timeout(Duration::from_secs(10)).unwrap()[..4]
+                    .try_into()
+                    .unwrap(),
+            );
+            b.send(&(v + 1).to_le_bytes()).unwrap();
+        }
+    });
+    for i in 0..n {
+        a.send(&i.to_le_bytes()).unwrap();
+        let r = a.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(u32::from_le_bytes(r[..4].try_into().unwrap()), i + 1);
+    }
+    echo.join().unwrap();
+}
+
+/// Writes a header by hand and expects `connect` to refuse it with the right error.
+fn connect_to_forged(edit: impl FnOnce(&SegmentHeader)) -> Error {
+    let name = unique("forged");
+    let mut map = Mapping::create_named(&name, segment_size(4096)).unwrap();
+    {
+        let hdr = segment(&map);
+        hdr.magic.store(MAGIC, Ordering::Relaxed);
+        hdr.version.store(LAYOUT_VERSION, Ordering::Relaxed);
+        hdr.header_size.store(HEADER_SIZE as u32, Ordering::Relaxed);
+        hdr.capacity.store(4096, Ordering::Relaxed);
+        hdr.total_size
+            .store(segment_size(4096) as u64, Ordering::Relaxed);
+        hdr.creator.pid.store(std::process::id(), Ordering::Relaxed);
+        hdr.creator.state.store(PEER_PRESENT, Ordering::Relaxed);
+        hdr.ready.store(READY, Ordering::Release);
+        edit(hdr);
+    }
+    let err = Channel::connect(&name, WaitStrategy::Spin).unwrap_err();
+    map.set_owner(true);
+    err
+}
+
+#[test]
+fn hostile_headers_are_refused() {
+    assert!(matches!(
+        connect_to_forged(|h| h.magic.store(0xdead_beef, Ordering::Relaxed)),
+        Error::BadMagic(0xdead_beef)
+    ));
+    assert!(matches!(
+        connect_to_forged(|h| h.version.store(99, Ordering::Relaxed)),
+        Error::VersionMismatch { found: 99, .. }
+    ));
+    assert!(matches!(
+        connect_to_forged(|h| h.capacity.store(1 << 20, Ordering::Relaxed)),
+        Error::SizeMismatch(_)
+    ));
+    assert!(matches!(
+        connect_to_forged(|h| h.capacity.store(3000, Ordering::Relaxed)),
+        Error::SizeMismatch(_)
+    ));
+    assert!(matches!(
+        connect_to_forged(|h| h.total_size.store(u64::MAX, Ordering::Relaxed)),
+        Error::SizeMismatch(_)
+    ));
+    assert!(matches!(
+        connect_to_forged(|h| h.header_size.store(8, Ordering::Relaxed)),
+        Error::SizeMismatch(_)
+    ));
+    assert!(matches!(
+        connect_to_forged(|h| h.ready.store(0, Ordering::Relaxed)),
+        Error::NotReady(_)
+    ));
+    assert!(matches!(
+        connect_to_forged(|h| h.connector.state.store(PEER_PRESENT, Ordering::Relaxed)),
+        Error::AlreadyConnected
+    ));
+    // Indices that disagree with each other.
+    assert!(matches!(
+        connect_to_forged(|h| {
+            let ring0 = (h as *const SegmentHeader as *const u8).wrapping_add(RINGS_OFFSET)
+                as *const RingHeader;
+            // SAFETY: the ring headers lie inside the mapping at RINGS_OFFSET.
+            unsafe { &*ring0 }.head.store(64, Ordering::Relaxed);
+        }),
+        Error::Corrupt(_)
+    ));
+}
+
+#[test]
+fn a_dead_creator_is_reclaimed_and_a_live_one_is_not() {
+    let name = unique("stale");
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = ProcessId {
+        pid: child.id(),
+        start_time: crate::process::start_time(child.id()).unwrap_or(0),
+    };
+    child.wait().unwrap();
+    let mut map = Mapping::create_named(&name, segment_size(4096)).unwrap();
+    map.set_owner(false);
+    {
+        let hdr = segment(&map);
+        hdr.magic.store(MAGIC, Ordering::Relaxed);
+        hdr.creator.pid.store(dead.pid, Ordering::Relaxed);
+        hdr.creator
+            .start_time
+            .store(dead.start_time, Ordering::Relaxed);
+        hdr.creator.state.store(PEER_PRESENT, Ordering::Relaxed);
+        hdr.ready.store(READY, Ordering::Release);
+    }
+    // A dead creator also no longer holds its creator lock: let go of the segment (without
+    // removing its name) like a process that died.
+    drop(map);
+    let fresh = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
+    assert!(matches!(
+        Channel::create(&name, &small(WaitStrategy::Spin)),
+        Err(Error::AlreadyExists(_))
+    ));
+    drop(fresh);
+    assert!(!shm_path(&name).exists());
+}
+
+#[test]
+fn file_backed_channels() {
+    let dir = std::env::temp_dir().join(unique("file"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ring");
+    {
+        let mut a = Channel::create_at(&path, &small(WaitStrategy::Spin)).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let mut b = Channel::connect_at(&path, WaitStrategy::Spin).unwrap();
+        a.send(b"via a file").unwrap();
+        assert_eq!(&*b.recv().unwrap(), b"via a file");
+    }
+    assert!(!path.exists());
+    std::fs::remove_dir(&dir).unwrap();
+}
