@@ -76,9 +76,11 @@ mod error;
 mod fallback;
 mod layout;
 mod mapping;
+mod platform;
 mod process;
 pub mod ring;
 pub mod segments;
+mod sync;
 mod wait;
 
 pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};

@@ -41,9 +41,9 @@
 //! [`Error::Corrupt`]. The consumer's own index and the producer's own index are kept in local
 //! memory and never reread from the mapping.
 
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::layout::{check_capacity, RingHeader, WaitCell, MODE_SPIN};
@@ -830,12 +830,6 @@ impl std::fmt::Debug for ReadGuard<'_> {
             .field("len", &self.len())
             .finish()
     }
-}
-
-/// Makes the protocol's SeqCst fence visible to the wait module.
-#[inline]
-pub(crate) fn full_fence() {
-    fence(Ordering::SeqCst);
 }
 
 #[cfg(all(test, not(loom)))]

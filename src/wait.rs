@@ -2,26 +2,33 @@
 //!
 //! * [`WaitStrategy::Spin`] busy-polls with `spin_loop` hints: the lowest latency, one core at
 //!   100% while waiting. After 20 us without data it also yields the core between batches of
-//!   polls, so two spinning processes on an oversubscribed machine do not wait out each other's
-//!   time slices.
+//!   polls, and it yields at least once a millisecond however short its waits are, so spinning
+//!   processes that outnumber the cores all get to run.
 //! * [`WaitStrategy::SpinYield`] backs off with [`crossbeam_utils::Backoff`] and then yields the
 //!   core to other threads between polls.
-//! * [`WaitStrategy::Block`] spins for a short while, then sleeps in the kernel on a futex word
-//!   inside the mapping (Linux) until the peer wakes it.
+//! * [`WaitStrategy::Block`] adapts: it spins only as long as its recent waits suggest data is
+//!   about to come (a moving average of how long they lasted, kept per endpoint), yields instead
+//!   of spinning right after it woke its peer (the peer needs a core to answer), and otherwise
+//!   sleeps in the kernel on a futex word inside the mapping (Linux) until the peer wakes it.
 //!
-//! Every wait checks, every few milliseconds, whether the peer closed or died, and honours an
-//! optional deadline, so no wait can hang on a peer that is gone.
+//! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
+//! process that dies is noticed by the process's death watcher (one thread holding a pidfd per
+//! watched peer, see `crate::platform`), which wakes it. Where no watcher can be had (no pidfds,
+//! or a peer in another pid namespace) it sleeps in slices of 10 ms and looks at the peer's
+//! process after each. Spinning endpoints look at the peer every few milliseconds. Every wait
+//! honours its optional deadline.
 //!
 //! # The sleep/wake handshake
 //!
 //! ```text
 //! sleeper                                   waker
-//! s = futex.load()                          publish data (Release store)
-//! sleepers += 1                             fence(SeqCst)            <- F2
-//! fence(SeqCst)                 <- F1       if sleepers != 0 {
-//! if data is there: sleepers -= 1, return       futex += 1
-//! futex_wait(futex, s, timeout)                 futex_wake(futex)
-//! sleepers -= 1                             }
+//! s = futex.load(Acquire)       <- A        publish data (Release store)
+//! peer closed or dead? -> return            fence(SeqCst)            <- F2
+//! sleepers += 1                             if sleepers != 0 {
+//! fence(SeqCst)                 <- F1           futex += 1 (Release)
+//! if data is there: sleepers -= 1, return       futex_wake(futex)
+//! futex_wait(futex, s)                      }
+//! sleepers -= 1
 //! ```
 //!
 //! F1 and F2 are SeqCst fences, so the two "store then load" sequences cannot both read the old
@@ -29,16 +36,23 @@
 //! the waker changes the futex word after the sleeper read `s`, so `futex_wait` returns at once
 //! or is woken: a wake-up cannot be lost. The waker pays for F2 only when the peer announced
 //! that it may sleep (its wait mode is not `Spin`).
+//!
+//! A closing peer and the death watcher do not look at `sleepers`: they first record why (the
+//! peer state `CLOSED`, the watcher's "died" flag), then increment the futex word with Release
+//! and wake it. The sleeper reads the word (A, Acquire) *before* it looks at the state and the
+//! flag. If A reads the incremented word, it synchronises with that increment and sees the
+//! reason; if it reads an older value, `futex_wait(futex, s)` returns at once or is woken by
+//! the call that follows the increment. Either way the sleeper does not sleep through it.
 
 use std::str::FromStr;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 
 use crate::error::{Error, Result};
 use crate::layout::WaitCell;
-use crate::ring::full_fence;
+use crate::platform::DeathWatch;
+use crate::sync::{self, fence, Ordering};
 
 /// How an endpoint waits for data or for room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -91,163 +105,346 @@ impl FromStr for WaitStrategy {
     }
 }
 
-/// How often a waiting side checks whether its peer closed or died.
+/// How often a spinning side looks at its peer's process, and the least time between two such
+/// looks in `PeerWatch::check_throttled`.
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(5);
+/// How long a `Block` sleeper without a death watcher sleeps before it looks at the peer.
+const UNWATCHED_SLICE: Duration = Duration::from_millis(10);
 /// Polls between two looks at the clock while spinning.
 const SPINS_PER_CLOCK_READ: u32 = 128;
-/// How long `Block` spins before it sleeps.
-const BLOCK_SPIN: Duration = Duration::from_micros(50);
+/// The longest `Block` spins (or yields) before it sleeps, in nanoseconds.
+const MAX_SPIN_NS: u32 = 50_000;
+/// Waits longer than this count as this long in the moving average, so a few long idle
+/// periods do not keep an endpoint from spinning for long once traffic is back.
+const SAMPLE_CAP_NS: u32 = 1_000_000;
+/// Where the moving average starts: a little spinning, which the first waits correct.
+const INITIAL_AVG_NS: u32 = 20_000;
 /// After spinning this long without data, `Spin` yields the core once per batch of polls, so a
 /// peer that shares the core (an oversubscribed machine) gets to run instead of waiting for the
 /// end of our time slice. A message that arrives sooner never pays for it.
 const SPIN_POLITE_AFTER: Duration = Duration::from_micros(20);
+/// `Spin` and `SpinYield` yield at least this often, however short each wait is: a pair that
+/// never waits long would otherwise keep both cores from pairs that need them.
+const FAIR_SLICE: Duration = Duration::from_millis(1);
 
-/// Waits until `ready()` returns true.
-///
-/// `check()` is called every [`CHECK_INTERVAL`]; when it fails, `ready()` is tried once more
-/// (so data sent just before a close is still delivered) and the error is returned.
-/// `cell` is where `Block` sleeps. Returns [`Error::Timeout`] past `deadline`.
-#[inline]
-pub(crate) fn wait_until(
-    strategy: WaitStrategy,
-    cell: &WaitCell,
-    deadline: Option<Instant>,
-    mut ready: impl FnMut() -> bool,
-    check: impl FnMut() -> Result<()>,
-) -> Result<()> {
-    if ready() {
-        return Ok(());
-    }
-    wait_slow(strategy, cell, deadline, ready, check)
+/// What a waiter needs to know about the other endpoint.
+pub(crate) trait Peer {
+    /// `Err` once the peer closed ([`Error::Disconnected`]) or, when `process` is true, once
+    /// its process is gone ([`Error::PeerGone`]). With `process` false this is one load from
+    /// the mapping.
+    fn check(&mut self, process: bool) -> Result<()>;
+    /// The peer's pid and process start time (clock ticks since boot), once it is connected.
+    fn process(&mut self) -> Option<(u32, u64)>;
 }
 
-/// The waiting loop, monomorphised per caller so the poll is an inline load, not a call.
-fn wait_slow(
+/// Whether the death watcher covers this waiter's peer.
+enum Watch {
+    /// Not tried yet (or the peer has not connected yet).
+    Pending,
+    /// The watcher wakes us if the peer process (with this pid) dies.
+    Watched(DeathWatch, u32),
+    /// No watcher for this peer: sleep in slices and look at the peer after each.
+    Unavailable,
+}
+
+/// The waiting state of one half of a channel: its strategy, what it learnt from its recent
+/// waits, and its registration with the death watcher.
+///
+/// Must be dropped before the mapping holding the wait cells it slept on is unmapped (its
+/// registration points at a futex word in there).
+pub(crate) struct Waiter {
     strategy: WaitStrategy,
-    cell: &WaitCell,
-    deadline: Option<Instant>,
-    mut ready: impl FnMut() -> bool,
-    mut check: impl FnMut() -> Result<()>,
-) -> Result<()> {
-    let started = Instant::now();
-    let mut next_check = started + CHECK_INTERVAL;
-    let backoff = Backoff::new();
-    loop {
-        // Spin (or back off) for a batch of polls between looks at the clock.
-        let mut slept = false;
-        for _ in 0..SPINS_PER_CLOCK_READ {
+    /// Moving average (weight 1/8) of how long recent waits lasted, in nanoseconds.
+    avg_ns: u32,
+    watch: Watch,
+    /// When a `Spin` or `SpinYield` waiter last gave up its core on purpose.
+    last_yield: Option<Instant>,
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiter")
+            .field("strategy", &self.strategy)
+            .field("avg_ns", &self.avg_ns)
+            .field("watched", &matches!(self.watch, Watch::Watched(..)))
+            .finish()
+    }
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// Set when this thread's last publish woke a sleeping peer: the peer needs a core to
+    /// answer, so our next wait yields instead of spinning.
+    static WOKE_PEER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Takes the "just woke the peer" mark of this thread.
+#[inline]
+fn take_woke_peer() -> bool {
+    #[cfg(not(loom))]
+    {
+        WOKE_PEER.with(|w| w.replace(false))
+    }
+    #[cfg(loom)]
+    {
+        false
+    }
+}
+
+impl Waiter {
+    /// A waiter that has not waited yet.
+    pub(crate) fn new(strategy: WaitStrategy) -> Waiter {
+        Waiter {
+            strategy,
+            avg_ns: INITIAL_AVG_NS,
+            watch: Watch::Pending,
+            last_yield: None,
+        }
+    }
+
+    /// Waits until `ready()` returns true.
+    ///
+    /// When the peer closed or died, `ready()` is tried once more (so data sent just before is
+    /// still delivered) and the error is returned. `cell` is where `Block` sleeps. Returns
+    /// [`Error::Timeout`] past `deadline`.
+    #[inline]
+    pub(crate) fn wait_until(
+        &mut self,
+        cell: &WaitCell,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> bool,
+        peer: &mut impl Peer,
+    ) -> Result<()> {
+        if ready() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let result = match self.strategy {
+            WaitStrategy::Block => self.wait_block(cell, started, deadline, &mut ready, peer),
+            _ => self.wait_spin(started, deadline, &mut ready, peer),
+        };
+        self.learn(started);
+        result
+    }
+
+    /// Folds the length of the wait that began at `started` into the moving average.
+    #[inline]
+    fn learn(&mut self, started: Instant) {
+        let ns = started.elapsed().as_nanos().min(u128::from(SAMPLE_CAP_NS)) as u32;
+        self.avg_ns = self.avg_ns - self.avg_ns / 8 + ns / 8;
+    }
+
+    /// How long `Block` spins before it sleeps: twice the recent average wait (plus a little),
+    /// or nothing when recent waits were longer than spinning is worth.
+    fn spin_budget(&self) -> Duration {
+        if self.avg_ns > MAX_SPIN_NS {
+            Duration::ZERO
+        } else {
+            Duration::from_nanos(u64::from((2 * self.avg_ns + 2_000).min(MAX_SPIN_NS)))
+        }
+    }
+
+    /// `Spin` and `SpinYield`: poll, looking at the peer every [`CHECK_INTERVAL`].
+    fn wait_spin(
+        &mut self,
+        started: Instant,
+        deadline: Option<Instant>,
+        ready: &mut impl FnMut() -> bool,
+        peer: &mut impl Peer,
+    ) -> Result<()> {
+        if self
+            .last_yield
+            .is_none_or(|t| started.duration_since(t) >= FAIR_SLICE)
+        {
+            self.last_yield = Some(started);
+            std::thread::yield_now();
+        }
+        let mut next_check = started + CHECK_INTERVAL;
+        let backoff = Backoff::new();
+        loop {
+            for _ in 0..SPINS_PER_CLOCK_READ {
+                if ready() {
+                    return Ok(());
+                }
+                if self.strategy == WaitStrategy::Spin {
+                    std::hint::spin_loop();
+                } else if backoff.is_completed() {
+                    std::thread::yield_now();
+                } else {
+                    backoff.snooze();
+                }
+            }
+            let now = Instant::now();
+            if self.strategy == WaitStrategy::Spin
+                && now.duration_since(started) >= SPIN_POLITE_AFTER
+            {
+                self.last_yield = Some(now);
+                std::thread::yield_now();
+            }
+            if now >= next_check {
+                if let Err(e) = peer.check(true) {
+                    return finish(ready, e);
+                }
+                next_check = now + CHECK_INTERVAL;
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return finish(ready, Error::Timeout);
+            }
+        }
+    }
+
+    /// `Block`: spin (or yield) for the learnt budget, then sleep until woken.
+    fn wait_block(
+        &mut self,
+        cell: &WaitCell,
+        started: Instant,
+        deadline: Option<Instant>,
+        ready: &mut impl FnMut() -> bool,
+        peer: &mut impl Peer,
+    ) -> Result<()> {
+        let budget = self.spin_budget();
+        // Right after waking the peer, yield between polls: the peer needs a core to answer,
+        // maybe ours.
+        let woke_peer = take_woke_peer();
+        if !budget.is_zero() {
+            let polls = if woke_peer { 1 } else { SPINS_PER_CLOCK_READ };
+            let until = started + budget;
+            loop {
+                for _ in 0..polls {
+                    if ready() {
+                        return Ok(());
+                    }
+                    if woke_peer {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                let now = Instant::now();
+                if now >= until || deadline.is_some_and(|d| now >= d) {
+                    break;
+                }
+            }
+        }
+        loop {
+            // A: Acquire, pairs with the Release increments in `wake` and in the death watcher
+            // (see the module docs); it must come before the looks at the peer below.
+            let seen = cell.futex.load(Ordering::Acquire);
+            let (timeout, unwatched) = match self.prepare_sleep(cell, peer, deadline) {
+                Ok(Some(t)) => t,
+                Ok(None) => return finish(ready, Error::Timeout),
+                Err(e) => return finish(ready, e),
+            };
+            if sleep(cell, seen, timeout, ready) {
+                return Ok(());
+            }
             if ready() {
                 return Ok(());
             }
-            match strategy {
-                WaitStrategy::Spin => std::hint::spin_loop(),
-                WaitStrategy::SpinYield => {
-                    if backoff.is_completed() {
-                        std::thread::yield_now();
-                    } else {
-                        backoff.snooze();
-                    }
+            if unwatched {
+                if let Err(e) = peer.check(true) {
+                    return finish(ready, e);
                 }
-                WaitStrategy::Block => std::hint::spin_loop(),
             }
         }
+    }
+
+    /// The looks at the peer before a sleep, after the futex word was read: `Err` if the peer
+    /// closed or died, `Ok(None)` past the deadline, else how long to sleep and whether nobody
+    /// watches the peer's process for us.
+    fn prepare_sleep(
+        &mut self,
+        cell: &WaitCell,
+        peer: &mut impl Peer,
+        deadline: Option<Instant>,
+    ) -> Result<Option<(Option<Duration>, bool)>> {
+        if let Watch::Pending = self.watch {
+            if let Some((pid, start_time)) = peer.process() {
+                self.watch = match DeathWatch::register(pid, start_time, &cell.futex) {
+                    Some(w) => Watch::Watched(w, pid),
+                    None => Watch::Unavailable,
+                };
+                // Whatever the watcher will say, the process may be gone already.
+                peer.check(true)?;
+            }
+        }
+        let watched = match &self.watch {
+            Watch::Watched(w, pid) => {
+                if w.peer_died() {
+                    // Let the peer's own look confirm it (and remember it, so later calls
+                    // report it too); the closed state, if it closed first, says more.
+                    peer.check(true)?;
+                    return Err(Error::PeerGone { pid: *pid });
+                }
+                true
+            }
+            _ => false,
+        };
+        peer.check(false)?;
         let now = Instant::now();
-        if strategy == WaitStrategy::Spin && now.duration_since(started) >= SPIN_POLITE_AFTER {
-            std::thread::yield_now();
-        }
-        if strategy == WaitStrategy::Block && now.duration_since(started) >= BLOCK_SPIN {
-            let mut until = next_check;
-            if let Some(d) = deadline {
-                until = until.min(d);
-            }
-            if until > now {
-                sleep(cell, until - now, &mut ready);
-                slept = true;
-            }
-        }
-        let now = if slept { Instant::now() } else { now };
-        if now >= next_check {
-            if let Err(e) = check() {
-                return if ready() { Ok(()) } else { Err(e) };
-            }
-            next_check = now + CHECK_INTERVAL;
-        }
-        if let Some(d) = deadline {
-            if now >= d {
-                return if ready() { Ok(()) } else { Err(Error::Timeout) };
-            }
-        }
+        let left = match deadline {
+            Some(d) if now >= d => return Ok(None),
+            Some(d) => Some(d - now),
+            None => None,
+        };
+        Ok(Some(if watched {
+            (left, false)
+        } else {
+            (
+                Some(left.map_or(UNWATCHED_SLICE, |l| l.min(UNWATCHED_SLICE))),
+                true,
+            )
+        }))
     }
 }
 
-/// Sleeps on `cell` for at most `timeout`, unless `ready()` turns true after announcing.
-fn sleep(cell: &WaitCell, timeout: Duration, ready: &mut dyn FnMut() -> bool) {
-    // Acquire: pairs with the Release increment in `wake_if_sleeping`.
-    let seen = cell.futex.load(Ordering::Acquire);
+/// The end of a wait that failed with `e`: data that arrived meanwhile wins.
+#[inline]
+fn finish(ready: &mut impl FnMut() -> bool, e: Error) -> Result<()> {
+    if ready() {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+/// Announces a sleeper on `cell` and sleeps while the futex word still holds `seen` (for at
+/// most `timeout`), unless `ready()` turns true after announcing. True if it saw `ready()`.
+fn sleep(
+    cell: &WaitCell,
+    seen: u32,
+    timeout: Option<Duration>,
+    ready: &mut impl FnMut() -> bool,
+) -> bool {
     // Relaxed RMW, ordered by the SeqCst fence F1 right after it.
     cell.sleepers.fetch_add(1, Ordering::Relaxed);
     // F1: see the module docs; pairs with F2 in `wake_if_sleeping`.
-    full_fence();
-    if !ready() {
-        futex_wait(&cell.futex, seen, timeout);
+    fence(Ordering::SeqCst);
+    let now_ready = ready();
+    if !now_ready {
+        sync::futex_wait(&cell.futex, seen, timeout);
     }
     cell.sleepers.fetch_sub(1, Ordering::Relaxed);
+    now_ready
 }
 
 /// Wakes whoever sleeps on `cell`, if anyone announced it. Called after publishing.
 #[inline]
 pub(crate) fn wake_if_sleeping(cell: &WaitCell) {
     // F2: see the module docs; pairs with F1 in `sleep`.
-    full_fence();
+    fence(Ordering::SeqCst);
     // Relaxed: ordered by F2.
     if cell.sleepers.load(Ordering::Relaxed) != 0 {
         wake(cell);
+        #[cfg(not(loom))]
+        WOKE_PEER.with(|w| w.set(true));
     }
 }
 
-/// Wakes every sleeper on `cell` unconditionally (used on close).
+/// Wakes every sleeper on `cell` unconditionally (used on close, after the closed state is
+/// stored).
 pub(crate) fn wake(cell: &WaitCell) {
-    // Release: pairs with the Acquire load of the futex word in `sleep`.
+    // Release: pairs with the Acquire load A of the futex word in `Waiter::wait_block`.
     cell.futex.fetch_add(1, Ordering::Release);
-    futex_wake(&cell.futex);
+    sync::futex_wake(&cell.futex);
 }
-
-#[cfg(target_os = "linux")]
-fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `word` is a valid, aligned 4-byte atomic for the duration of the call. FUTEX_WAIT
-    // without FUTEX_PRIVATE_FLAG keys the wait on the physical page, so it works across
-    // processes that map the same object. The kernel only reads `word` and `ts`.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            &ts as *const libc::timespec,
-        );
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn futex_wake(word: &std::sync::atomic::AtomicU32) {
-    // SAFETY: as in `futex_wait`; FUTEX_WAKE only uses the address as a key.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
-    }
-}
-
-// Elsewhere, `Block` sleeps in short slices; the waker has nothing to do.
-#[cfg(not(target_os = "linux"))]
-fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, timeout: Duration) {
-    let until = Instant::now() + timeout;
-    while word.load(Ordering::Acquire) == expected && Instant::now() < until {
-        std::thread::sleep(Duration::from_micros(50));
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn futex_wake(_word: &std::sync::atomic::AtomicU32) {}

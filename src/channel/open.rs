@@ -13,7 +13,7 @@ use crate::layout::{
 use crate::mapping::{self, Mapping};
 use crate::process::ProcessId;
 use crate::ring::{Consumer, Producer, RingPtrs};
-use crate::wait::WaitStrategy;
+use crate::wait::{WaitStrategy, Waiter};
 
 use super::*;
 
@@ -213,7 +213,7 @@ impl Channel {
             sender: SendHalf {
                 tx,
                 peer: peer.clone(),
-                wait,
+                wait: Waiter::new(wait),
                 json_hint: 256,
                 max_message: DEFAULT_MAX_MESSAGE,
                 scratch: Vec::new(),
@@ -221,7 +221,7 @@ impl Channel {
             receiver: RecvHalf {
                 rx,
                 peer,
-                wait,
+                wait: Waiter::new(wait),
                 max_message: DEFAULT_MAX_MESSAGE,
                 assembly: Vec::new(),
                 assembling: None,

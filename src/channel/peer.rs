@@ -49,6 +49,7 @@ impl PeerWatch {
                     self.last_check = Some(Instant::now());
                     Ok(())
                 } else {
+                    self.last_check = None;
                     Err(Error::PeerGone { pid: id.pid })
                 }
             }
@@ -68,5 +69,29 @@ impl PeerWatch {
             }
         }
         self.check()
+    }
+}
+
+impl crate::wait::Peer for PeerWatch {
+    fn check(&mut self, process: bool) -> Result<()> {
+        if process {
+            PeerWatch::check(self)
+        } else if self.state() == PEER_CLOSED {
+            Err(Error::Disconnected)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn process(&mut self) -> Option<(u32, u64)> {
+        if self.state() != PEER_PRESENT {
+            return None;
+        }
+        let info = self.info();
+        // Relaxed: published before PEER_PRESENT, which `state` read with Acquire.
+        Some((
+            info.pid.load(Ordering::Relaxed),
+            info.start_time.load(Ordering::Relaxed),
+        ))
     }
 }

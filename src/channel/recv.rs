@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::ring::{kind, Consumer, Frame, ReadGuard};
-use crate::wait::{self, WaitStrategy};
+use crate::wait::Waiter;
 
 use super::*;
 
@@ -12,7 +12,7 @@ use super::*;
 pub struct RecvHalf {
     pub(super) rx: Consumer,
     pub(super) peer: PeerWatch,
-    pub(super) wait: WaitStrategy,
+    pub(super) wait: Waiter,
     /// Largest message reassembled from fragments.
     pub(super) max_message: usize,
     /// Reassembly buffer for fragmented messages, kept between messages.
@@ -167,14 +167,9 @@ impl RecvHalf {
     #[inline]
     fn wait_data(&mut self, deadline: Option<Instant>) -> Result<()> {
         let rx = &self.rx;
-        let peer = &mut self.peer;
-        let result = wait::wait_until(
-            self.wait,
-            rx.data_cell(),
-            deadline,
-            || rx.has_data(),
-            || peer.check(),
-        );
+        let result =
+            self.wait
+                .wait_until(rx.data_cell(), deadline, || rx.has_data(), &mut self.peer);
         match result {
             Err(e @ (Error::Disconnected | Error::PeerGone { .. })) => {
                 // Frames published before the close are visible now (Acquire in `state`).

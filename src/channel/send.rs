@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::layout::PEER_CLOSED;
 use crate::ring::{kind, Producer, WriteGrant};
-use crate::wait::{self, WaitStrategy};
+use crate::wait::Waiter;
 
 use super::*;
 
@@ -15,7 +15,7 @@ use super::*;
 pub struct SendHalf {
     pub(super) tx: Producer,
     pub(super) peer: PeerWatch,
-    pub(super) wait: WaitStrategy,
+    pub(super) wait: Waiter,
     pub(super) json_hint: usize,
     /// Largest message accepted (fragmented messages included).
     pub(super) max_message: usize,
@@ -84,19 +84,17 @@ impl SendHalf {
     #[inline]
     fn wait_room(&mut self, len: usize, deadline: Option<Instant>) -> Result<()> {
         let tx = &mut self.tx;
-        let peer = &mut self.peer;
         let cell = tx.space_cell() as *const _;
         // SAFETY: the cell lives in the mapping, not in `tx`, so the reference stays valid while
         // `tx` is borrowed mutably by the closure below.
         let cell = unsafe { &*cell };
-        wait::wait_until(
-            self.wait,
+        self.wait.wait_until(
             cell,
             deadline,
             // A corrupt index makes `has_room` fail; report "ready" so the caller's reserve
             // returns that error.
             || tx.has_room(len).unwrap_or(true),
-            || peer.check(),
+            &mut self.peer,
         )
     }
 

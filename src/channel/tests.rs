@@ -160,7 +160,7 @@ fn empty_and_timeout() {
     let _b = Channel::connect(&name, WaitStrategy::Block).unwrap();
     assert!(matches!(a.try_recv(), Err(Error::Empty)));
     for wait in WaitStrategy::ALL {
-        a.receiver.wait = wait;
+        a.receiver.wait = crate::wait::Waiter::new(wait);
         assert!(matches!(
             a.recv_timeout(Duration::from_millis(30)),
             Err(Error::Timeout)
