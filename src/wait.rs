@@ -230,7 +230,12 @@ impl Waiter {
     /// Folds the length of the wait that began at `started` into the moving average.
     #[inline]
     fn learn(&mut self, started: Instant) {
-        let ns = started.elapsed().as_nanos().min(u128::from(SAMPLE_CAP_NS)) as u32;
+        self.learn_ns(started.elapsed().as_nanos().min(u128::from(SAMPLE_CAP_NS)) as u32);
+    }
+
+    #[inline]
+    fn learn_ns(&mut self, ns: u32) {
+        let ns = ns.min(SAMPLE_CAP_NS);
         self.avg_ns = self.avg_ns - self.avg_ns / 8 + ns / 8;
     }
 
@@ -447,4 +452,73 @@ pub(crate) fn wake(cell: &WaitCell) {
     // Release: pairs with the Acquire load A of the futex word in `Waiter::wait_block`.
     cell.futex.fetch_add(1, Ordering::Release);
     sync::futex_wake(&cell.futex);
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::AtomicU32;
+
+    /// A peer that is always there and never tells its process.
+    struct Anonymous;
+
+    impl Peer for Anonymous {
+        fn check(&mut self, _process: bool) -> Result<()> {
+            Ok(())
+        }
+        fn process(&mut self) -> Option<(u32, u64)> {
+            None
+        }
+    }
+
+    #[test]
+    fn block_stops_spinning_after_long_waits_and_spins_again_after_short_ones() {
+        let mut w = Waiter::new(WaitStrategy::Block);
+        assert!(!w.spin_budget().is_zero(), "a new waiter spins a little");
+        for _ in 0..30 {
+            w.learn_ns(2_000_000);
+        }
+        assert!(w.spin_budget().is_zero(), "paced traffic: sleep at once");
+        for _ in 0..40 {
+            w.learn_ns(5_000);
+        }
+        let budget = w.spin_budget();
+        assert!(
+            !budget.is_zero() && budget <= Duration::from_nanos(MAX_SPIN_NS.into()),
+            "back-to-back traffic: spin a little, {budget:?}"
+        );
+    }
+
+    #[test]
+    fn an_unwatched_sleeper_keeps_its_deadline_and_a_wake_ends_its_sleep() {
+        let cell = WaitCell {
+            futex: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+        };
+        let mut w = Waiter::new(WaitStrategy::Block);
+        let r = w.wait_until(
+            &cell,
+            Some(Instant::now() + Duration::from_millis(30)),
+            || false,
+            &mut Anonymous,
+        );
+        assert!(matches!(r, Err(Error::Timeout)));
+        let data = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Give the waiter time to fall asleep; a bounded sleep, nothing to poll for.
+                std::thread::sleep(Duration::from_millis(20));
+                data.store(true, std::sync::atomic::Ordering::Release);
+                wake_if_sleeping(&cell);
+            });
+            let r = w.wait_until(
+                &cell,
+                Some(Instant::now() + Duration::from_secs(10)),
+                || data.load(std::sync::atomic::Ordering::Acquire),
+                &mut Anonymous,
+            );
+            assert!(r.is_ok());
+        });
+        assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
+    }
 }

@@ -230,3 +230,37 @@ impl Drop for DeathWatch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn the_watcher_wakes_the_word_of_a_process_that_dies() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let start = crate::process::start_time(pid).expect("start time");
+        let word = AtomicU32::new(0);
+        assert!(
+            DeathWatch::register(pid, start + 1, &word).is_none(),
+            "another start time is another process"
+        );
+        let watch = DeathWatch::register(pid, start, &word).expect("register");
+        assert!(!watch.peer_died());
+        child.kill().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while word.load(Ordering::Acquire) == 0 {
+            assert!(Instant::now() < deadline, "no wake-up within 10 s");
+            futex_wait(&word, 0, Some(Duration::from_millis(100)));
+        }
+        assert!(watch.peer_died());
+        drop(watch);
+        child.wait().unwrap();
+        // A reaped process cannot be watched.
+        assert!(DeathWatch::register(pid, start, &word).is_none());
+    }
+}
