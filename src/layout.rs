@@ -13,6 +13,7 @@
 
 use crate::sync::{AtomicU32, AtomicU64};
 use crossbeam_utils::CachePadded;
+#[cfg(not(loom))]
 use std::mem::{offset_of, size_of};
 
 use crate::error::{Error, Result};

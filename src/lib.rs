@@ -93,4 +93,4 @@ pub use wait::WaitStrategy;
 pub mod testing;
 
 #[cfg(all(test, loom))]
-mod loom_model;
+mod loom_tests;

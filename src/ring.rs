@@ -42,6 +42,7 @@
 //! memory and never reread from the mapping.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
+#[cfg(not(loom))]
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
@@ -157,6 +158,7 @@ impl RingPtrs {
     }
 
     /// The header word at `offset`, which must be 8-aligned and below the capacity.
+    #[cfg(not(loom))]
     #[inline]
     fn word(&self, offset: usize) -> &AtomicU64 {
         debug_assert!(offset % 8 == 0 && offset < self.capacity);
@@ -166,20 +168,57 @@ impl RingPtrs {
         // region and aligned for an `AtomicU64`. Header words are only ever accessed atomically.
         unsafe { &*(self.region.as_ptr().add(offset) as *const AtomicU64) }
     }
+
+    /// The payload byte at `offset` (at most the capacity).
+    #[cfg(not(loom))]
+    #[inline]
+    fn bytes(&self, offset: usize) -> *mut u8 {
+        debug_assert!(offset <= self.capacity);
+        // SAFETY: `offset` is inside the region (or one past its end), which is one allocation.
+        unsafe { self.region.as_ptr().add(offset) }
+    }
+
+    /// Under loom: the header word at `offset`, from the model's table.
+    #[cfg(loom)]
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        self.loom_region().word(offset)
+    }
+
+    /// Under loom: the payload byte at `offset`, in the model's byte buffer.
+    #[cfg(loom)]
+    fn bytes(&self, offset: usize) -> *mut u8 {
+        self.loom_region().bytes(offset)
+    }
+
+    /// Under loom the region pointer of a heap ring points at a `LoomRegion`.
+    #[cfg(loom)]
+    fn loom_region(&self) -> &crate::sync::LoomRegion {
+        // SAFETY: under loom only `ring::new` makes rings, and it points `region` at the
+        // `LoomRegion` its storage keeps alive for as long as the ends.
+        unsafe { self.region.cast::<crate::sync::LoomRegion>().as_ref() }
+    }
 }
 
 /// Heap storage for an in-process ring.
+#[cfg(not(loom))]
 pub(crate) struct Owned {
     ptr: NonNull<u8>,
     layout: Layout,
 }
 
+/// Under loom, heap storage made of loom's atomics (see `crate::sync`).
+#[cfg(loom)]
+pub(crate) use crate::sync::LoomStorage as Owned;
+
 // SAFETY: the allocation is plain memory accessed only through atomics and the frame protocol;
 // it can be freed from any thread.
+#[cfg(not(loom))]
 unsafe impl Send for Owned {}
 // SAFETY: `Owned` has no interior state of its own; shared access goes through the protocol.
+#[cfg(not(loom))]
 unsafe impl Sync for Owned {}
 
+#[cfg(not(loom))]
 impl Drop for Owned {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with exactly this layout, freed once (the last Arc).
@@ -189,7 +228,54 @@ impl Drop for Owned {
 
 /// Offset of the region inside an in-process allocation: the header rounded up to 128 bytes,
 /// plus one 128-byte cell for the peer-mode words.
+#[cfg(not(loom))]
 const HEAP_REGION_OFFSET: usize = std::mem::size_of::<RingHeader>() + 128;
+
+#[cfg(not(loom))]
+impl Owned {
+    /// A zeroed ring of `capacity` bytes whose ends both announce `MODE_SPIN`.
+    pub(crate) fn new(capacity: usize) -> Result<Owned> {
+        let layout = Layout::from_size_align(HEAP_REGION_OFFSET + capacity, 128)
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or_else(|| Error::InvalidConfig("out of memory".into()))?;
+        let owned = Owned { ptr, layout };
+        // In one process both ends are told the other spins until one of them blocks (`Block`
+        // is not offered for in-process rings), so no wake-ups are needed.
+        let (_, mode_c, mode_p, _) = owned.parts();
+        // SAFETY: the words are inside the allocation and suitably aligned (see `parts`).
+        unsafe {
+            mode_c.as_ref().store(MODE_SPIN, Ordering::Relaxed);
+            mode_p.as_ref().store(MODE_SPIN, Ordering::Relaxed);
+        }
+        Ok(owned)
+    }
+
+    /// The ring header, the two peer-mode words (read by the producer, by the consumer) and the
+    /// region.
+    pub(crate) fn parts(
+        &self,
+    ) -> (
+        NonNull<RingHeader>,
+        NonNull<AtomicU32>,
+        NonNull<AtomicU32>,
+        NonNull<u8>,
+    ) {
+        // All-zero bytes are a valid `RingHeader` (atomics and padding) and a valid empty region.
+        // SAFETY: every offset is inside the allocation: the header is at 0, the mode words right
+        // after it (4-aligned since the header size is a multiple of 128), the region after those.
+        unsafe {
+            let modes = self.ptr.as_ptr().add(std::mem::size_of::<RingHeader>());
+            (
+                self.ptr.cast::<RingHeader>(),
+                NonNull::new_unchecked(modes as *mut AtomicU32),
+                NonNull::new_unchecked(modes.add(4) as *mut AtomicU32),
+                NonNull::new_unchecked(self.ptr.as_ptr().add(HEAP_REGION_OFFSET)),
+            )
+        }
+    }
+}
 
 /// Creates an in-process ring of `capacity` bytes (a power of two, at least 256).
 ///
@@ -204,31 +290,8 @@ const HEAP_REGION_OFFSET: usize = std::mem::size_of::<RingHeader>() + 128;
 /// ```
 pub fn new(capacity: usize) -> Result<(Producer, Consumer)> {
     check_capacity(capacity)?;
-    let layout = Layout::from_size_align(HEAP_REGION_OFFSET + capacity, 128)
-        .map_err(|e| Error::InvalidConfig(e.to_string()))?;
-    // SAFETY: the layout has a non-zero size.
-    let raw = unsafe { alloc::alloc_zeroed(layout) };
-    let ptr = NonNull::new(raw).ok_or_else(|| Error::InvalidConfig("out of memory".into()))?;
-    let owned = std::sync::Arc::new(Owned { ptr, layout });
-    // All-zero bytes are a valid `RingHeader` (atomics and padding) and a valid empty region.
-    let header = ptr.cast::<RingHeader>();
-    // SAFETY: both offsets are inside the allocation: the header is at 0, the mode words right
-    // after it (4-aligned since the header size is a multiple of 128), the region after those.
-    let (mode_c, mode_p, region) = unsafe {
-        let modes = ptr.as_ptr().add(std::mem::size_of::<RingHeader>());
-        (
-            NonNull::new_unchecked(modes as *mut AtomicU32),
-            NonNull::new_unchecked(modes.add(4) as *mut AtomicU32),
-            NonNull::new_unchecked(ptr.as_ptr().add(HEAP_REGION_OFFSET)),
-        )
-    };
-    // In one process both ends are told the other spins until one of them blocks (`Block` is
-    // not offered for in-process rings), so no wake-ups are needed.
-    // SAFETY: the words are inside the allocation and suitably aligned.
-    unsafe {
-        mode_c.as_ref().store(MODE_SPIN, Ordering::Relaxed);
-        mode_p.as_ref().store(MODE_SPIN, Ordering::Relaxed);
-    }
+    let owned = std::sync::Arc::new(Owned::new(capacity)?);
+    let (header, mode_c, mode_p, region) = owned.parts();
     let base = RingPtrs {
         header,
         region,
@@ -393,9 +456,9 @@ impl Producer {
             self.pad_to(start);
         }
         let pos = (start & self.mask) as usize;
-        // SAFETY: `room_for` placed the whole frame, header included, between `pos` and the end
-        // of the region, so the payload starts inside it.
-        let payload = unsafe { self.ptrs.region.as_ptr().add(pos + FRAME_HEADER) };
+        // `room_for` placed the whole frame, header included, between `pos` and the end of the
+        // region, so the payload starts inside it.
+        let payload = self.ptrs.bytes(pos + FRAME_HEADER);
         WriteGrant {
             producer: self,
             payload,
@@ -553,6 +616,12 @@ impl std::ops::Deref for WriteGrant<'_> {
 impl std::ops::DerefMut for WriteGrant<'_> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
+        // Under loom: the consumer must be done with these bytes (RELEASE_SPACE / RECLAIM).
+        #[cfg(loom)]
+        self.producer
+            .ptrs
+            .loom_region()
+            .track_write(self.payload, self.len);
         // SAFETY: as in `deref`; we hold the only `&mut Producer`, so no other slice exists.
         unsafe { std::slice::from_raw_parts_mut(self.payload, self.len) }
     }
@@ -801,13 +870,14 @@ impl std::ops::Deref for ReadGuard<'_> {
                 len,
                 ..
             } => {
+                // Under loom: the producer's writes must be visible (PUBLISH / OBSERVE).
+                #[cfg(loom)]
+                consumer.ptrs.loom_region().track_read(*offset, *len);
                 // SAFETY: `next_frame` checked that [offset, offset + len) lies inside the
                 // region; the producer does not write there until we release it in `drop`. (A
                 // hostile producer process can still change these bytes under us; they are
                 // plain bytes, any value is valid.)
-                unsafe {
-                    std::slice::from_raw_parts(consumer.ptrs.region.as_ptr().add(*offset), *len)
-                }
+                unsafe { std::slice::from_raw_parts(consumer.ptrs.bytes(*offset), *len) }
             }
             Source::Assembled(bytes) => bytes,
         }

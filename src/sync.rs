@@ -28,17 +28,13 @@ pub(crate) fn futex_wake(word: &AtomicU32) {
     crate::platform::futex_wake(word)
 }
 
-/// Under loom: returns once the word differs from `expected`. A timed wait returns at once (a
-/// spurious wake-up, which callers tolerate), so the models only check untimed waits: a lost
-/// wake-up then leaves the thread waiting forever, which loom reports as a deadlock.
+/// Under loom: returns once the word differs from `expected`, whatever the timeout (the models
+/// use no deadlines, and a timed sleep that ended early would hide a lost wake-up). A lost
+/// wake-up leaves the thread polling forever, which loom reports.
 #[cfg(loom)]
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    if timeout.is_some() {
-        return;
-    }
-    // Acquire: pairs with the Release increment of the waker, as the kernel's read does not
-    // but the callers' own Acquire load of the word does; the stand-in only needs to notice the
-    // change.
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, _timeout: Option<Duration>) {
+    // Acquire: as the kernel's own read is not an ordering, the callers do not rely on this one
+    // either; it only notices the change.
     while word.load(Ordering::Acquire) == expected {
         loom::thread::yield_now();
     }
@@ -47,3 +43,136 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Durati
 /// Under loom the waiter polls the word, so there is no one to wake.
 #[cfg(loom)]
 pub(crate) fn futex_wake(_word: &AtomicU32) {}
+
+#[cfg(all(loom, test))]
+pub(crate) use self::loom_storage::announce;
+#[cfg(loom)]
+pub(crate) use self::loom_storage::{LoomRegion, LoomStorage};
+
+/// Heap rings for the models: the ring header and the header words as loom atomics, and every
+/// 64-byte line of payload guarded by a loom cell, so loom checks that the producer's writes of a
+/// payload happen before the consumer's reads of it and those before the next lap's writes.
+#[cfg(loom)]
+mod loom_storage {
+    use std::ptr::NonNull;
+
+    use crossbeam_utils::CachePadded;
+
+    use super::{AtomicU32, AtomicU64};
+    use crate::error::Result;
+    use crate::layout::{RingHeader, WaitCell, MODE_BLOCK};
+
+    thread_local! {
+        static ANNOUNCE: std::cell::Cell<u32> = const { std::cell::Cell::new(MODE_BLOCK) };
+    }
+
+    /// The wait mode both ends of the heap rings this thread makes next announce: `MODE_BLOCK`
+    /// (the default) makes every publish and release take the wake-up path, with its SeqCst
+    /// fence; `MODE_SPIN` leaves only the ring's own orderings to check.
+    #[cfg(test)]
+    pub(crate) fn announce(mode: u32) {
+        ANNOUNCE.with(|a| a.set(mode));
+    }
+
+    /// Everything a heap ring holds, under loom.
+    pub(crate) struct LoomStorage {
+        header: Box<RingHeader>,
+        modes: Box<[AtomicU32; 2]>,
+        region: Box<LoomRegion>,
+    }
+
+    /// The region of a heap ring, under loom.
+    pub(crate) struct LoomRegion {
+        words: Box<[AtomicU64]>,
+        bytes: Box<[std::cell::UnsafeCell<u8>]>,
+        lines: Box<[loom::cell::UnsafeCell<()>]>,
+    }
+
+    // SAFETY: the payload bytes are shared between one producer and one consumer by the frame
+    // protocol, which is what the models check (through `lines`); everything else is atomics.
+    unsafe impl Send for LoomStorage {}
+    // SAFETY: as above.
+    unsafe impl Sync for LoomStorage {}
+
+    fn cell() -> WaitCell {
+        WaitCell {
+            futex: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+        }
+    }
+
+    impl LoomStorage {
+        pub(crate) fn new(capacity: usize) -> Result<LoomStorage> {
+            Ok(LoomStorage {
+                header: Box::new(RingHeader {
+                    tail: CachePadded::new(AtomicU64::new(0)),
+                    head: CachePadded::new(AtomicU64::new(0)),
+                    data_wait: CachePadded::new(cell()),
+                    space_wait: CachePadded::new(cell()),
+                }),
+                modes: Box::new([
+                    AtomicU32::new(ANNOUNCE.with(|a| a.get())),
+                    AtomicU32::new(ANNOUNCE.with(|a| a.get())),
+                ]),
+                region: Box::new(LoomRegion {
+                    words: (0..capacity / 8).map(|_| AtomicU64::new(0)).collect(),
+                    bytes: (0..capacity)
+                        .map(|_| std::cell::UnsafeCell::new(0))
+                        .collect(),
+                    lines: (0..capacity / 64)
+                        .map(|_| loom::cell::UnsafeCell::new(()))
+                        .collect(),
+                }),
+            })
+        }
+
+        /// As `Owned::parts`: the header, the mode words and the region (a `LoomRegion`).
+        pub(crate) fn parts(
+            &self,
+        ) -> (
+            NonNull<RingHeader>,
+            NonNull<AtomicU32>,
+            NonNull<AtomicU32>,
+            NonNull<u8>,
+        ) {
+            (
+                NonNull::from(&*self.header),
+                NonNull::from(&self.modes[0]),
+                NonNull::from(&self.modes[1]),
+                NonNull::from(&*self.region).cast(),
+            )
+        }
+    }
+
+    impl LoomRegion {
+        pub(crate) fn word(&self, offset: usize) -> &AtomicU64 {
+            &self.words[offset / 8]
+        }
+
+        pub(crate) fn bytes(&self, offset: usize) -> *mut u8 {
+            self.bytes.as_ptr().wrapping_add(offset) as *mut u8
+        }
+
+        fn lines(&self, offset: usize, len: usize) -> &[loom::cell::UnsafeCell<()>] {
+            if len == 0 {
+                return &[];
+            }
+            &self.lines[offset / 64..=(offset + len - 1) / 64]
+        }
+
+        /// The producer writes `len` payload bytes at `ptr`.
+        pub(crate) fn track_write(&self, ptr: *mut u8, len: usize) {
+            let offset = ptr as usize - self.bytes.as_ptr() as usize;
+            for line in self.lines(offset, len) {
+                line.with_mut(|_| ());
+            }
+        }
+
+        /// The consumer reads `len` payload bytes at `offset`.
+        pub(crate) fn track_read(&self, offset: usize, len: usize) {
+            for line in self.lines(offset, len) {
+                line.with(|_| ());
+            }
+        }
+    }
+}

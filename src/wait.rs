@@ -242,7 +242,8 @@ impl Waiter {
     /// How long `Block` spins before it sleeps: twice the recent average wait (plus a little),
     /// or nothing when recent waits were longer than spinning is worth.
     fn spin_budget(&self) -> Duration {
-        if self.avg_ns > MAX_SPIN_NS {
+        // Under loom the models check the sleep path; spinning would only add polls.
+        if cfg!(loom) || self.avg_ns > MAX_SPIN_NS {
             Duration::ZERO
         } else {
             Duration::from_nanos(u64::from((2 * self.avg_ns + 2_000).min(MAX_SPIN_NS)))

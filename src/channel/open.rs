@@ -2,7 +2,7 @@
 
 use std::path::Path;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -163,7 +163,7 @@ impl Channel {
         let me = NonNull::from(&**me);
         let peer = NonNull::from(&**peer);
         // SAFETY: `peer` points into the mapping; `wait_mode` is a field of it.
-        let peer_mode: NonNull<AtomicU32> = NonNull::from(&unsafe { peer.as_ref() }.wait_mode);
+        let peer_mode = NonNull::from(&unsafe { peer.as_ref() }.wait_mode);
         let ring = |i: usize| {
             // SAFETY: the two ring headers sit at RINGS_OFFSET inside the header page and the
             // two regions right after it; `validate` (or our own sizing) checked that the
