@@ -109,9 +109,9 @@ pub struct SegmentHeader {
     pub ready: AtomicU32,
     /// The frame alignment the creator's build uses (`FRAME_ALIGN`, 64).
     pub frame_align: AtomicU32,
-    /// The alignment of the padded cells in the creator's build ([`CELL_ALIGN`]).
+    /// The alignment of the padded cells in the creator's build (`CELL_ALIGN`).
     pub cell_align: AtomicU32,
-    /// The creator's pointer width in bits ([`POINTER_WIDTH`]).
+    /// The creator's pointer width in bits (`POINTER_WIDTH`).
     pub pointer_width: AtomicU32,
     /// The creating endpoint.
     pub creator: Padded<PeerInfo>,

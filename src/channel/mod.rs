@@ -264,9 +264,9 @@ impl Channel {
 
     /// Sets [`max_message`](Channel::max_message) for both directions and publishes it in the
     /// mapping: from then on the peer's sends of longer messages fail at the peer with
-    /// [`Error::TooLarge`] (before anything is written), and the channel keeps working. Set it
+    /// [`Error::TooLarge`](crate::Error::TooLarge) (before anything is written), and the channel keeps working. Set it
     /// before messages longer than the new limit can be in flight: one that is already on its
-    /// way is refused here as [`Error::Corrupt`].
+    /// way is refused here as [`Error::Corrupt`](crate::Error::Corrupt).
     pub fn set_max_message(&mut self, max: usize) {
         self.sender.set_max_message(max);
         self.receiver.set_max_message(max);
@@ -279,7 +279,7 @@ impl Channel {
         self.sender.reserve(len)
     }
 
-    /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`] if not).
+    /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`](crate::Error::Full) if not).
     #[inline]
     pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
         self.sender.try_reserve(len)
@@ -291,13 +291,13 @@ impl Channel {
         self.sender.send(bytes)
     }
 
-    /// Sends one frame if there is room now ([`Error::Full`] if not). Never fragments.
+    /// Sends one frame if there is room now ([`Error::Full`](crate::Error::Full) if not). Never fragments.
     #[inline]
     pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
         self.sender.try_send(bytes)
     }
 
-    /// Like [`send`](Channel::send), giving up with [`Error::Timeout`] after `timeout`.
+    /// Like [`send`](Channel::send), giving up with [`Error::Timeout`](crate::Error::Timeout) after `timeout`.
     pub fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<()> {
         self.sender.send_timeout(bytes, timeout)
     }
@@ -314,7 +314,7 @@ impl Channel {
         self.receiver.recv()
     }
 
-    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`] after `timeout`.
+    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`](crate::Error::Timeout) after `timeout`.
     #[inline]
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<ReadGuard<'_>> {
         self.receiver.recv_timeout(timeout)
@@ -337,7 +337,7 @@ impl Channel {
         self.receiver.recv_json()
     }
 
-    /// Like [`recv_json`](Channel::recv_json), giving up with [`Error::Timeout`] after
+    /// Like [`recv_json`](Channel::recv_json), giving up with [`Error::Timeout`](crate::Error::Timeout) after
     /// `timeout`.
     pub fn recv_json_timeout<T: serde::de::DeserializeOwned>(
         &mut self,
