@@ -555,3 +555,25 @@ fn recv_json_timeout_times_out_and_decodes() {
         41
     );
 }
+
+#[test]
+fn any_published_limit_is_taken_as_it_is() {
+    let name = unique("hostile-limit");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+    let shared = b.receiver.shared.clone();
+    let published = &shared.me().max_message;
+    // Zero: every non-empty message is refused at the sender, the empty one still goes.
+    published.store(0, Ordering::Relaxed);
+    assert!(matches!(
+        a.send(b"x"),
+        Err(Error::TooLarge { len: 1, max: 0 })
+    ));
+    a.send(b"").unwrap();
+    assert_eq!(b.recv().unwrap().len(), 0);
+    // Past usize (on 32-bit builds) or simply huge: our own limit applies.
+    published.store(u64::MAX, Ordering::Relaxed);
+    assert_eq!(a.split().0.max_message(), DEFAULT_MAX_MESSAGE);
+    a.send(b"y").unwrap();
+    assert_eq!(&*b.recv().unwrap(), b"y");
+}
