@@ -44,19 +44,35 @@ pub enum Error {
         /// Version this build writes and reads.
         expected: u32,
     },
+    /// The mapping was made by a build whose layout parameters differ from this one's (frame or
+    /// cell alignment, pointer width): the two processes would not agree on where things are.
+    #[error("channel {channel:?} was made with {field} {found}, this build uses {expected}")]
+    LayoutMismatch {
+        /// The channel's name.
+        channel: String,
+        /// Which parameter differs.
+        field: &'static str,
+        /// The value recorded in the mapping.
+        found: u64,
+        /// The value this build uses.
+        expected: u64,
+    },
     /// The sizes recorded in the header disagree with each other or with the mapping.
     #[error("size mismatch: {0}")]
     SizeMismatch(String),
-    /// Another process already holds the connecting end of this channel.
-    #[error("another process is already connected to this channel")]
-    AlreadyConnected,
+    /// Another endpoint already holds the connecting end of the named channel.
+    #[error("another endpoint is already connected to channel {0:?}")]
+    AlreadyConnected(String),
     /// The ring has no room for this frame right now; retry after the peer reads.
     #[error("ring full")]
     Full,
     /// No frame is waiting right now.
     #[error("ring empty")]
     Empty,
-    /// The message can never be sent in one frame on this channel.
+    /// The message can never be sent this way: longer than one frame for the calls that send
+    /// exactly one frame ([`try_send`](crate::Channel::try_send), grants), or longer than the
+    /// receiver's [`max_message`](crate::Channel::max_message) (or this side's own) for
+    /// [`send`](crate::Channel::send). Nothing was sent; the channel keeps working.
     #[error("message of {len} bytes exceeds the maximum of {max} bytes")]
     TooLarge {
         /// Requested length.

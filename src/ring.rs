@@ -324,7 +324,8 @@ pub struct Producer {
 }
 
 // SAFETY: the producer only holds pointers into memory that outlives it (kept alive by `_owned`
-// or by the channel that owns the mapping); all cross-thread access goes through atomics.
+// or, in a channel, by the `Arc` of the mapping that the half holding this end owns); all
+// cross-thread access goes through atomics.
 unsafe impl Send for Producer {}
 
 impl std::fmt::Debug for Producer {

@@ -56,11 +56,9 @@ pub(crate) use self::loom_storage::{LoomRegion, LoomStorage};
 mod loom_storage {
     use std::ptr::NonNull;
 
-    use crossbeam_utils::CachePadded;
-
     use super::{AtomicU32, AtomicU64};
     use crate::error::Result;
-    use crate::layout::{RingHeader, WaitCell, MODE_BLOCK};
+    use crate::layout::{Padded, RingHeader, WaitCell, MODE_BLOCK};
 
     thread_local! {
         static ANNOUNCE: std::cell::Cell<u32> = const { std::cell::Cell::new(MODE_BLOCK) };
@@ -105,10 +103,10 @@ mod loom_storage {
         pub(crate) fn new(capacity: usize) -> Result<LoomStorage> {
             Ok(LoomStorage {
                 header: Box::new(RingHeader {
-                    tail: CachePadded::new(AtomicU64::new(0)),
-                    head: CachePadded::new(AtomicU64::new(0)),
-                    data_wait: CachePadded::new(cell()),
-                    space_wait: CachePadded::new(cell()),
+                    tail: Padded(AtomicU64::new(0)),
+                    head: Padded(AtomicU64::new(0)),
+                    data_wait: Padded(cell()),
+                    space_wait: Padded(cell()),
                 }),
                 modes: Box::new([
                     AtomicU32::new(ANNOUNCE.with(|a| a.get())),

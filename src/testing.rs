@@ -3,7 +3,6 @@
 
 pub use crate::channel::SliceWriter;
 pub use crate::fallback::{forced, rendezvous_path, validate_name as validate_fallback_name};
-pub use crate::fallback::{IpcDuplex, MAX_MESSAGE as FALLBACK_MAX_MESSAGE};
 pub use crate::layout::{
     segment_size, PeerInfo, RingHeader, SegmentHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, READY,
     RINGS_OFFSET,

@@ -320,7 +320,8 @@ proptest! {
                         | Error::VersionMismatch { .. }
                         | Error::SizeMismatch(_)
                         | Error::NotReady(_)
-                        | Error::AlreadyConnected
+                        | Error::LayoutMismatch { .. }
+                        | Error::AlreadyConnected(_)
                         | Error::Corrupt(_)
                 ),
                 "unexpected error {e}"

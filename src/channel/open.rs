@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -56,11 +57,14 @@ impl Channel {
             .store(config.capacity as u64, Ordering::Relaxed);
         hdr.total_size
             .store(segment_size(config.capacity) as u64, Ordering::Relaxed);
+        hdr.write_layout();
         let info = &hdr.creator;
         info.pid.store(me.pid, Ordering::Relaxed);
         info.start_time.store(me.start_time, Ordering::Relaxed);
         info.wait_mode
             .store(mode_of(config.wait), Ordering::Relaxed);
+        info.max_message
+            .store(DEFAULT_MAX_MESSAGE as u64, Ordering::Relaxed);
         info.state.store(PEER_PRESENT, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `ready` in `connect_at_mapping`: publishes
         // every field above.
@@ -73,15 +77,26 @@ impl Channel {
     /// Fails with [`Error::NotFound`] or [`Error::NotReady`] if it is not there yet (see
     /// [`connect_timeout`](Channel::connect_timeout) to wait for it), with
     /// [`Error::AlreadyConnected`] if another endpoint holds the connecting end, and with
-    /// [`Error::BadMagic`], [`Error::VersionMismatch`] or [`Error::SizeMismatch`] if the mapping
-    /// is not one this build understands.
+    /// [`Error::BadMagic`], [`Error::VersionMismatch`], [`Error::LayoutMismatch`] or
+    /// [`Error::SizeMismatch`] if the mapping is not one this build understands.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
         let map = Mapping::open_named(name)?;
         Self::connect_mapping(map, name.to_owned(), wait)
     }
 
     /// Like [`connect`](Channel::connect), retrying while the channel is missing or not ready,
-    /// until `timeout` has passed.
+    /// until `timeout` has passed. Then it fails with the last of those errors, which names the
+    /// channel: [`Error::NotFound`] (nobody created it) or [`Error::NotReady`] (its creator has
+    /// not finished making it).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shmlink::{Channel, Error, WaitStrategy};
+    /// let err = Channel::connect_timeout("nobody-made-this", WaitStrategy::Spin, Duration::from_millis(10))
+    ///     .unwrap_err();
+    /// assert!(matches!(&err, Error::NotFound(name) if name == "nobody-made-this"));
+    /// assert_eq!(err.to_string(), r#"no channel named "nobody-made-this""#);
+    /// ```
     pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
         let deadline = Instant::now() + timeout;
         let mut pause = Duration::from_micros(50);
@@ -93,7 +108,6 @@ impl Channel {
                     );
                     pause = (pause * 2).min(Duration::from_millis(10));
                 }
-                Err(Error::NotFound(_) | Error::NotReady(_)) => return Err(Error::Timeout),
                 other => return other,
             }
         }
@@ -122,7 +136,7 @@ impl Channel {
             }
             return Err(Error::NotReady(name));
         }
-        let capacity = hdr.validate(map.len())?;
+        let capacity = hdr.validate(map.len(), &name)?;
         let info = &hdr.connector;
         // Acquire on success: pairs with the Release of a previous holder (none for a fresh
         // channel); the claim makes us the only connector.
@@ -136,12 +150,14 @@ impl Channel {
             )
             .is_err()
         {
-            return Err(Error::AlreadyConnected);
+            return Err(Error::AlreadyConnected(name));
         }
         let me = ProcessId::current();
         info.pid.store(me.pid, Ordering::Relaxed);
         info.start_time.store(me.start_time, Ordering::Relaxed);
         info.wait_mode.store(mode_of(wait), Ordering::Relaxed);
+        info.max_message
+            .store(DEFAULT_MAX_MESSAGE as u64, Ordering::Relaxed);
         // Release: pairs with the Acquire load in `PeerWatch::state` on the creator's side.
         info.state.store(PEER_PRESENT, Ordering::Release);
         Self::assemble(map, name, capacity, Role::Connector, wait)
@@ -186,7 +202,8 @@ impl Channel {
             Role::Creator => (ring(0), ring(1)),
             Role::Connector => (ring(1), ring(0)),
         };
-        // SAFETY: the rings live in `map`, which the channel owns and drops after the ends; the
+        // SAFETY: the rings live in `map`, which moves into the `Shared` that both halves hold
+        // alongside these ends (or is dropped right here, together with them, on failure); the
         // role split gives each ring exactly one producer and one consumer per channel.
         let built = unsafe { Producer::new(tx_ring, None) }
             .and_then(|tx| Ok((tx, unsafe { Consumer::new(rx_ring, None) }?)));
@@ -209,6 +226,13 @@ impl Channel {
             id: None,
             last_check: None,
         };
+        let shared = Arc::new(Shared {
+            me,
+            out_data: NonNull::from(tx.data_cell()),
+            in_space: NonNull::from(rx.space_cell()),
+            name,
+            _map: map,
+        });
         Ok(Channel {
             sender: SendHalf {
                 tx,
@@ -217,6 +241,7 @@ impl Channel {
                 json_hint: 256,
                 max_message: DEFAULT_MAX_MESSAGE,
                 scratch: Vec::new(),
+                shared: shared.clone(),
             },
             receiver: RecvHalf {
                 rx,
@@ -225,12 +250,10 @@ impl Channel {
                 max_message: DEFAULT_MAX_MESSAGE,
                 assembly: Vec::new(),
                 assembling: None,
+                shared,
             },
-            me,
             wait,
             role,
-            name,
-            _map: map,
         })
     }
 }

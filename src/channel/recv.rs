@@ -1,5 +1,6 @@
 //! The receiving half: frames read in place, fragments reassembled.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -8,10 +9,12 @@ use crate::wait::Waiter;
 
 use super::*;
 
-/// The receiving half of a [`Channel`], from [`Channel::split`].
+/// The receiving half of a [`Channel`], borrowed from [`Channel::split`] or owned from
+/// [`Channel::into_split`]. It keeps the channel's mapping alive for as long as it exists.
 pub struct RecvHalf {
     pub(super) rx: Consumer,
     pub(super) peer: PeerWatch,
+    /// Dropped before `shared`: its death-watch registration points into the mapping.
     pub(super) wait: Waiter,
     /// Largest message reassembled from fragments.
     pub(super) max_message: usize,
@@ -19,6 +22,8 @@ pub struct RecvHalf {
     pub(super) assembly: Vec<u8>,
     /// Total length of the fragmented message being reassembled, if one is under way.
     pub(super) assembling: Option<usize>,
+    // Declared last: the mapping `rx` and `peer` point into, kept alive by this half.
+    pub(super) shared: Arc<Shared>,
 }
 
 impl RecvHalf {
@@ -27,10 +32,28 @@ impl RecvHalf {
         self.max_message
     }
 
-    /// Sets the largest message this half reassembles; a longer announced length is
-    /// [`Error::Corrupt`].
+    /// Sets the largest message this half reassembles and publishes it, so that the peer's
+    /// sends of longer messages fail at the peer with [`Error::TooLarge`]. A longer message
+    /// already on its way when the limit drops is refused here as [`Error::Corrupt`].
     pub fn set_max_message(&mut self, max: usize) {
         self.max_message = max;
+        self.shared.publish_max_message(max);
+    }
+
+    /// The channel's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// True while the peer endpoint is connected and its process runs.
+    pub fn is_peer_connected(&mut self) -> bool {
+        self.peer.state() == crate::layout::PEER_PRESENT && self.peer.check().is_ok()
+    }
+
+    /// The peer's process id, once it has connected.
+    pub fn peer_pid(&mut self) -> Option<u32> {
+        let _ = self.peer.check();
+        self.peer.id.map(|id| id.pid)
     }
 
     /// Receives the next frame, waiting for it. The frame stays in the ring until the guard
@@ -183,13 +206,25 @@ impl RecvHalf {
         }
     }
 
-    /// Receives one frame and decodes it as JSON into an owned value. To borrow `&str` fields
-    /// from the frame instead, use [`recv`](Channel::recv) and [`ReadGuard::json`].
+    /// Receives one message and decodes it as JSON into an owned value. To borrow string
+    /// fields from the message instead, use [`recv`](Channel::recv) and [`ReadGuard::json`].
+    /// A message that is not valid JSON for `T` is [`Error::Json`]; the channel keeps working.
     pub fn recv_json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
         let guard = self.recv()?;
         guard.json()
     }
+
+    /// Like [`recv_json`](RecvHalf::recv_json), giving up with [`Error::Timeout`] after
+    /// `timeout`.
+    pub fn recv_json_timeout<T: serde::de::DeserializeOwned>(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<T> {
+        let guard = self.recv_timeout(timeout)?;
+        guard.json()
+    }
 }
 
-// SAFETY: as for `SendHalf`.
+// SAFETY: as for `SendHalf`: the pointers in `rx` and `peer` point into the mapping that the
+// half's own `shared` field keeps alive, and the half is the only user of its ring end.
 unsafe impl Send for RecvHalf {}
