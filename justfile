@@ -80,6 +80,24 @@ sweep *ARGS: build
     {{bin_dir}}/ipc-parent --sweep --sizes {{sizes}} --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --save results/sweep-{{build_mode}}.json {{ARGS}}
     {{bin_dir}}/ipc-parent chart results/sweep-{{build_mode}}.json --output docs/sweep-chart.svg
 
+# Every wait strategy beside uds, pipe and ipc-channel: back to back and paced 1 ms apart, quiet and with 2 busy processes (release); saves results/wait-load<N>-pace<P>.json
+waits *ARGS:
+    cargo build --release --bins
+    mkdir -p results
+    for load in 0 2; do for pace in 0s 1ms; do \
+        {{target_dir}}/release/ipc-parent --transport shm,uds,pipe,ipc-channel --wait all \
+            --pace $pace --load $load --duration {{duration}} --rounds {{rounds}} \
+            --save results/wait-load$load-pace$pace.json {{ARGS}}; \
+    done; done
+
+# Three shm ping-pong pairs at once on one machine (WAIT: spin, yield or block): the rate of each pair shows whether they share the cores fairly
+fairness wait="spin" *ARGS:
+    cargo build --release --bins
+    for i in 1 2 3; do \
+        {{target_dir}}/release/ipc-parent --transport shm --wait {{wait}} --duration {{duration}} \
+            --rounds 1 --name fair$i-$$ {{ARGS}} | grep completed & \
+    done; wait
+
 # Run every transport into results/<mode>.json and draw it as an SVG bar chart
 chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": build
     mkdir -p results "$(dirname {{output}})"

@@ -103,9 +103,18 @@ struct RunArgs {
     /// Message sizes of `--sweep`, a comma list.
     #[arg(long, default_value = DEFAULT_SIZES, requires = "sweep")]
     sizes: String,
-    /// How the shm transport waits: spin, yield or block.
-    #[arg(long, default_value = "spin")]
-    wait: WaitStrategy,
+    /// How the shm transport waits: spin, yield or block, a comma list, or `all` (one shm row
+    /// per strategy).
+    #[arg(long, default_value = "spin", value_parser = parse_waits)]
+    wait: Waits,
+    /// A pause between two round trips (e.g. 1ms), so that the waiting side really sleeps and
+    /// the wake-up path is what is measured. The latency columns count only the round trips.
+    #[arg(long, default_value = "0s", value_parser = common::parse_duration)]
+    pace: Duration,
+    /// Busy background processes (a shell loop each) started for the run and stopped after
+    /// it: a busy machine, reproducibly.
+    #[arg(long, default_value_t = 0)]
+    load: usize,
     /// Bytes per direction: shm ring, raw-sync mailbox, socket and pipe buffers [default: 1MiB,
     /// 8MiB with --sweep].
     #[arg(long, value_parser = common::parse_size)]
@@ -130,6 +139,65 @@ struct RunArgs {
     /// Base of the names of mappings, sockets and rendezvous files (default: `h<pid>`).
     #[arg(long)]
     name: Option<String>,
+}
+
+/// The wait strategies of `--wait`.
+#[derive(Debug, Clone)]
+struct Waits(Vec<WaitStrategy>);
+
+fn parse_waits(s: &str) -> anyhow::Result<Waits> {
+    if s.trim() == "all" {
+        return Ok(Waits(WaitStrategy::ALL.to_vec()));
+    }
+    let mut waits = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let w: WaitStrategy = item.parse()?;
+        if !waits.contains(&w) {
+            waits.push(w);
+        }
+    }
+    if waits.is_empty() {
+        bail!("no wait strategy given");
+    }
+    Ok(Waits(waits))
+}
+
+/// `--load`: busy processes that run for as long as this guard lives (killed and reaped on
+/// drop; killed by the kernel too if this process dies first).
+struct Load(Vec<Child>);
+
+impl Load {
+    fn start(n: usize) -> anyhow::Result<Load> {
+        let mut load = Load(Vec::with_capacity(n));
+        for _ in 0..n {
+            let mut command = Command::new("sh");
+            command
+                .args(["-c", "while :; do :; done"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            // SAFETY: the closure runs in the forked child before exec and only calls prctl,
+            // which is async-signal-safe.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            load.0
+                .push(command.spawn().context("starting a --load process")?);
+        }
+        Ok(load)
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -311,6 +379,12 @@ struct Report {
     duration_s: f64,
     #[serde(default)]
     warmup_s: f64,
+    /// `--pace`: the pause between two round trips, in seconds (0: back to back).
+    #[serde(default)]
+    pace_s: f64,
+    /// `--load`: busy background processes during the run.
+    #[serde(default)]
+    load: usize,
     results: Vec<TransportResult>,
 }
 
@@ -372,6 +446,8 @@ fn profile() -> &'static str {
 enum Row {
     /// Ping-pong with a child over a transport (`floor` included).
     Ipc(Kind),
+    /// Ping-pong with a child over shared memory, waiting this way.
+    Shm(WaitStrategy),
     /// The JSON work of one round trip, in this process, no IPC.
     Serde,
     /// Two copies of the message per round trip, in this process: the sweep's limit.
@@ -382,6 +458,7 @@ impl Row {
     fn name(self) -> &'static str {
         match self {
             Row::Ipc(kind) => kind.as_str(),
+            Row::Shm(_) => Kind::Shm.as_str(),
             Row::Serde => "serde",
             Row::Memcpy => "memcpy",
         }
@@ -413,8 +490,25 @@ struct RoundOutcome {
     backend: Option<String>,
 }
 
-/// The rows `--transport` names, in its order (`all`: every transport, then the limits).
-fn parse_rows(list: &str, sweep: bool, message: MessageKind) -> anyhow::Result<Vec<Row>> {
+/// The rows `--transport` names, in its order (`all`: every transport, then the limits); the
+/// shm row once per wait strategy.
+fn parse_rows(
+    list: &str,
+    sweep: bool,
+    message: MessageKind,
+    waits: &[WaitStrategy],
+) -> anyhow::Result<Vec<Row>> {
+    let rows = parse_transports(list, sweep, message)?;
+    Ok(rows
+        .into_iter()
+        .flat_map(|row| match row {
+            Row::Ipc(Kind::Shm) => waits.iter().map(|&w| Row::Shm(w)).collect(),
+            other => vec![other],
+        })
+        .collect())
+}
+
+fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     if list.trim() == "all" {
         rows.extend(Kind::ALL.iter().map(|&k| Row::Ipc(k)));
@@ -482,6 +576,8 @@ struct RunRound<'a> {
     size: usize,
     /// Names this round's mapping / socket (unique within the run).
     tag: String,
+    /// The plan's options with this row's wait strategy.
+    opts: Options,
 }
 
 impl Visitor for RunRound<'_> {
@@ -492,7 +588,7 @@ impl Visitor for RunRound<'_> {
         let kind = T::KIND;
         let name = format!("{}-{}", plan.base, self.tag);
         let listener =
-            T::listen(&name, &plan.opts).with_context(|| format!("setting up {kind}"))?;
+            T::listen(&name, &self.opts).with_context(|| format!("setting up {kind}"))?;
         let backend = listener.backend().to_owned();
 
         let child_args: Vec<String> = vec![
@@ -503,11 +599,11 @@ impl Visitor for RunRound<'_> {
             "--message".into(),
             self.message.as_str().into(),
             "--wait".into(),
-            plan.opts.wait.to_string(),
+            self.opts.wait.to_string(),
             "--ring-size".into(),
-            plan.opts.ring_size.to_string(),
+            self.opts.ring_size.to_string(),
             "--max-message".into(),
-            plan.opts.max_message.to_string(),
+            self.opts.max_message.to_string(),
             "--parent-id".into(),
             plan.parent_id.clone(),
             "--child-id".into(),
@@ -588,9 +684,15 @@ fn measure(
     what: &str,
 ) -> anyhow::Result<(RoundResult, Histogram<u64>)> {
     let mut histogram = new_histogram()?;
-    timed(args.warmup, None, &mut round_trip).with_context(|| format!("{what}: warmup"))?;
-    let (round_trips, seconds) =
-        timed(args.duration, Some(&mut histogram), &mut round_trip).context(what.to_owned())?;
+    timed(args.warmup, args.pace, None, &mut round_trip)
+        .with_context(|| format!("{what}: warmup"))?;
+    let (round_trips, seconds) = timed(
+        args.duration,
+        args.pace,
+        Some(&mut histogram),
+        &mut round_trip,
+    )
+    .context(what.to_owned())?;
     let rt_per_s = if seconds > 0.0 {
         round_trips as f64 / seconds
     } else {
@@ -606,10 +708,12 @@ fn measure(
     ))
 }
 
-/// Repeats `round_trip` for `duration` (at least once); returns (round trips, seconds).
+/// Repeats `round_trip` for `duration` (at least once), `pace` apart; returns (round trips,
+/// seconds). The histogram records each round trip alone, without the pause before it.
 #[inline]
 fn timed(
     duration: Duration,
+    pace: Duration,
     mut histogram: Option<&mut Histogram<u64>>,
     round_trip: &mut impl FnMut() -> Result<(), Error>,
 ) -> Result<(u64, f64), Error> {
@@ -618,6 +722,10 @@ fn timed(
     let mut count = 0u64;
     let mut before = start;
     loop {
+        if !pace.is_zero() {
+            std::thread::sleep(pace);
+            before = Instant::now();
+        }
         round_trip()?;
         count += 1;
         let now = Instant::now();
@@ -794,7 +902,23 @@ fn run_round(
         None => format!("{} round {round}", row.name()),
     };
     match row {
-        Row::Ipc(kind) => {
+        Row::Ipc(_) | Row::Shm(_) => {
+            let (kind, opts) = match row {
+                Row::Shm(wait) => (
+                    Kind::Shm,
+                    Options {
+                        wait,
+                        ..plan.opts.clone()
+                    },
+                ),
+                Row::Ipc(kind) => (kind, plan.opts.clone()),
+                _ => unreachable!("matched above"),
+            };
+            // Several shm rows (one per strategy) share a round: each its own names.
+            let row_tag = |t: String| match row {
+                Row::Shm(wait) if plan.args.wait.0.len() > 1 => format!("{t}-{wait}"),
+                _ => t,
+            };
             let (message, size, tag) = match size {
                 Some(size) if plan.args.sweep => {
                     (MessageKind::Raw, size, format!("r{round}-{size}"))
@@ -809,7 +933,8 @@ fn run_round(
                     round,
                     message,
                     size,
-                    tag,
+                    tag: row_tag(tag),
+                    opts,
                 },
             )
         }
@@ -845,7 +970,7 @@ fn median(values: &mut [f64]) -> f64 {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     install_signal_handlers()?;
-    let rows = parse_rows(&args.transport, args.sweep, args.message)?;
+    let rows = parse_rows(&args.transport, args.sweep, args.message, &args.wait.0)?;
     if args.no_spawn && rows.iter().any(|&r| r != Row::Ipc(Kind::Tcp)) {
         bail!("--no-spawn needs --transport tcp (a peer started by hand reaches only TCP)");
     }
@@ -874,14 +999,14 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         DEFAULT_RING
     });
     let opts = Options {
-        wait: args.wait,
+        wait: args.wait.0[0],
         ring_size,
         max_message: largest.max(Options::default().max_message),
         tcp_addr: args.tcp_addr.clone(),
         // A peer started by hand gets minutes, a spawned child seconds.
         connect_timeout: Duration::from_secs(if args.no_spawn { 300 } else { 10 }),
     };
-    let needs_child = !args.no_spawn && rows.iter().any(|r| matches!(r, Row::Ipc(_)));
+    let needs_child = !args.no_spawn && rows.iter().any(|r| matches!(r, Row::Ipc(_) | Row::Shm(_)));
     let plan = Plan {
         rows,
         sizes,
@@ -921,13 +1046,17 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             }
         };
         println!(
-            "machine: {} ({} cores), {}; build: {}; {what}",
+            "machine: {} ({} cores), {}; build: {}; {what}; pace {:?}; load {}",
             machine.cpu,
             machine.cores,
             machine.kernel,
             profile(),
+            plan.args.pace,
+            plan.args.load,
         );
     }
+    // Started after the child binary was found, stopped (on drop) after the last round.
+    let _load = Load::start(plan.args.load)?;
 
     // The cells of the table: (row, bytes per raw message). A sweep runs every row at every
     // size; each round goes through all sizes and, within a size, all rows.
@@ -1016,7 +1145,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             let mb = payload.map(|p| mb_per_s(best, p));
             TransportResult {
                 transport: row.name().to_owned(),
-                wait: (row == Row::Ipc(Kind::Shm)).then(|| plan.opts.wait.to_string()),
+                wait: match row {
+                    Row::Shm(wait) => Some(wait.to_string()),
+                    _ => None,
+                },
                 backend: backends[i].clone(),
                 limit: row.is_limit(),
                 size: payload,
@@ -1053,6 +1185,8 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         ring_size: plan.opts.ring_size,
         duration_s: plan.args.duration.as_secs_f64(),
         warmup_s: plan.args.warmup.as_secs_f64(),
+        pace_s: plan.args.pace.as_secs_f64(),
+        load: plan.args.load,
         results,
     };
     if let Some(path) = &plan.args.save {
