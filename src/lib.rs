@@ -162,11 +162,14 @@
 //!
 //! ## Waiting and liveness
 //!
-//! Each endpoint picks a [`WaitStrategy`]: `Spin`, `SpinYield`, or `Block` (spin briefly, then
-//! sleep on a futex word in the mapping; the sender only makes the wake-up call when a sleeper
-//! announced itself). Every wait checks every few milliseconds whether the peer closed
-//! ([`Error::Disconnected`], after everything it sent has been read) or died
-//! ([`Error::PeerGone`]).
+//! Each endpoint picks a [`WaitStrategy`]: `Spin`, `SpinYield`, or `Block` (spin only while
+//! recent spins found data, else sleep on a futex word in the mapping; the sender only makes the
+//! wake-up call when a sleeper announced itself). A wait ends when the peer closes
+//! ([`Error::Disconnected`], after everything it sent has been read) or dies
+//! ([`Error::PeerGone`]): spinning waits look at the peer every few milliseconds; a sleeping
+//! `Block` wait makes no timed wake-ups and is woken by a watcher thread that holds a pidfd for
+//! the peer process (Linux; elsewhere, or for a peer in another pid namespace, it sleeps in
+//! 10 ms slices and looks after each).
 //!
 //! ## Safety against the peer
 //!

@@ -6,10 +6,12 @@
 //!   processes that outnumber the cores all get to run.
 //! * [`WaitStrategy::SpinYield`] backs off with [`crossbeam_utils::Backoff`] and then yields the
 //!   core to other threads between polls.
-//! * [`WaitStrategy::Block`] adapts: it spins only as long as its recent waits suggest data is
-//!   about to come (a moving average of how long they lasted, kept per endpoint), yields instead
-//!   of spinning right after it woke its peer (the peer needs a core to answer), and otherwise
-//!   sleeps in the kernel on a futex word inside the mapping (Linux) until the peer wakes it.
+//! * [`WaitStrategy::Block`] adapts: it spins (for twice the time recent spins took to find
+//!   data, at most 20 us) only while most of its recent spins found data; when its peer is
+//!   mostly asleep, descheduled or waiting for the core we would spin on, it sleeps at once
+//!   (with a short probe spin now and then to notice when spinning pays again). Right after it
+//!   woke its peer it sleeps at once too: the peer cannot answer before it has run. It sleeps
+//!   in the kernel on a futex word inside the mapping (Linux) until the peer wakes it.
 //!
 //! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
 //! process that dies is noticed by the process's death watcher (one thread holding a pidfd per
@@ -61,8 +63,9 @@ pub enum WaitStrategy {
     Spin,
     /// Exponential backoff, then `yield` between polls.
     SpinYield,
-    /// Spin briefly, then sleep in the kernel until woken. Costs a wake-up syscall on the
-    /// sending side when the receiver is asleep.
+    /// Spin briefly while spinning has recently paid off, else sleep in the kernel until woken.
+    /// Costs a wake-up syscall on the sending side when the receiver is asleep; idle, it makes
+    /// no timed wake-ups.
     #[default]
     Block,
 }
@@ -123,13 +126,20 @@ pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(5);
 const UNWATCHED_SLICE: Duration = Duration::from_millis(10);
 /// Polls between two looks at the clock while spinning.
 const SPINS_PER_CLOCK_READ: u32 = 128;
-/// The longest `Block` spins (or yields) before it sleeps, in nanoseconds.
-const MAX_SPIN_NS: u32 = 50_000;
-/// Waits longer than this count as this long in the moving average, so a few long idle
-/// periods do not keep an endpoint from spinning for long once traffic is back.
-const SAMPLE_CAP_NS: u32 = 1_000_000;
-/// Where the moving average starts: a little spinning, which the first waits correct.
-const INITIAL_AVG_NS: u32 = 20_000;
+/// The longest `Block` spins before it sleeps, in nanoseconds.
+const MAX_SPIN_NS: u32 = 20_000;
+/// Where the moving average of successful spins starts.
+const INITIAL_AVG_NS: u32 = 5_000;
+/// Fixed-point one for the share of recent spins that found data.
+const ONE: u32 = 1 << 10;
+/// `Block` keeps spinning while at least this share of its recent spins found data. Below it,
+/// the peer is mostly asleep, descheduled, or waiting for the very core we spin on, and a spin
+/// only burns the time slice it needs (the scheduler then also favours the processes that did
+/// not spin).
+const MIN_HIT_SHARE: u32 = ONE * 3 / 4;
+/// A `Block` endpoint that stopped spinning still spins on one wait in this many, to notice
+/// when spinning pays again.
+const PROBE_EVERY: u32 = 256;
 /// After spinning this long without data, `Spin` yields the core once per batch of polls, so a
 /// peer that shares the core (an oversubscribed machine) gets to run instead of waiting for the
 /// end of our time slice. A message that arrives sooner never pays for it.
@@ -165,8 +175,13 @@ enum Watch {
 /// registration points at a futex word in there).
 pub(crate) struct Waiter {
     strategy: WaitStrategy,
-    /// Moving average (weight 1/8) of how long recent waits lasted, in nanoseconds.
+    /// Moving average (weight 1/8) of how long recent spins took to find data, in nanoseconds.
     avg_ns: u32,
+    /// Moving average (weight 1/8) of the share of recent spins that found data, out of
+    /// [`ONE`].
+    hit_share: u32,
+    /// Waits since the last spin, for the occasional probe.
+    since_spin: u32,
     watch: Watch,
     /// When a `Spin` or `SpinYield` waiter last gave up its core on purpose.
     last_yield: Option<Instant>,
@@ -177,6 +192,7 @@ impl std::fmt::Debug for Waiter {
         f.debug_struct("Waiter")
             .field("strategy", &self.strategy)
             .field("avg_ns", &self.avg_ns)
+            .field("hit_share", &self.hit_share)
             .field("watched", &matches!(self.watch, Watch::Watched(..)))
             .finish()
     }
@@ -184,8 +200,8 @@ impl std::fmt::Debug for Waiter {
 
 #[cfg(not(loom))]
 thread_local! {
-    /// Set when this thread's last publish woke a sleeping peer: the peer needs a core to
-    /// answer, so our next wait yields instead of spinning.
+    /// Set when this thread's last publish woke a sleeping peer: the peer needs a core (maybe
+    /// ours) and a wake-up before it can answer, so our next wait sleeps at once.
     static WOKE_PEER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
@@ -208,6 +224,8 @@ impl Waiter {
         Waiter {
             strategy,
             avg_ns: INITIAL_AVG_NS,
+            hit_share: ONE,
+            since_spin: 0,
             watch: Watch::Pending,
             last_yield: None,
         }
@@ -230,35 +248,42 @@ impl Waiter {
             return Ok(());
         }
         let started = Instant::now();
-        let result = match self.strategy {
+        match self.strategy {
             WaitStrategy::Block => self.wait_block(cell, started, deadline, &mut ready, peer),
             _ => self.wait_spin(started, deadline, &mut ready, peer),
-        };
-        self.learn(started);
-        result
-    }
-
-    /// Folds the length of the wait that began at `started` into the moving average.
-    #[inline]
-    fn learn(&mut self, started: Instant) {
-        self.learn_ns(started.elapsed().as_nanos().min(u128::from(SAMPLE_CAP_NS)) as u32);
-    }
-
-    #[inline]
-    fn learn_ns(&mut self, ns: u32) {
-        let ns = ns.min(SAMPLE_CAP_NS);
-        self.avg_ns = self.avg_ns - self.avg_ns / 8 + ns / 8;
-    }
-
-    /// How long `Block` spins before it sleeps: twice the recent average wait (plus a little),
-    /// or nothing when recent waits were longer than spinning is worth.
-    fn spin_budget(&self) -> Duration {
-        // Under loom the models check the sleep path; spinning would only add polls.
-        if cfg!(loom) || self.avg_ns > MAX_SPIN_NS {
-            Duration::ZERO
-        } else {
-            Duration::from_nanos(u64::from((2 * self.avg_ns + 2_000).min(MAX_SPIN_NS)))
         }
+    }
+
+    /// Folds the outcome of a spin into the moving averages: it found data after `found`, or
+    /// (`None`) it ran out and the waiter had to sleep.
+    #[inline]
+    fn learn(&mut self, found: Option<Duration>) {
+        self.since_spin = 0;
+        let hit = match found {
+            Some(t) => {
+                let ns = t.as_nanos().min(u128::from(MAX_SPIN_NS)) as u32;
+                self.avg_ns = self.avg_ns - self.avg_ns / 8 + ns / 8;
+                ONE / 8
+            }
+            None => 0,
+        };
+        self.hit_share = self.hit_share - self.hit_share / 8 + hit;
+    }
+
+    /// How long `Block` spins before it sleeps: twice the time recent spins took to find data
+    /// (plus a little), or nothing when too few of them found any (bar an occasional probe).
+    fn spin_budget(&mut self) -> Duration {
+        // Under loom the models check the sleep path; spinning would only add polls.
+        if cfg!(loom) {
+            return Duration::ZERO;
+        }
+        if self.hit_share < MIN_HIT_SHARE {
+            self.since_spin += 1;
+            if self.since_spin < PROBE_EVERY {
+                return Duration::ZERO;
+            }
+        }
+        Duration::from_nanos(u64::from((2 * self.avg_ns + 2_000).min(MAX_SPIN_NS)))
     }
 
     /// `Spin` and `SpinYield`: poll, looking at the peer every [`CHECK_INTERVAL`].
@@ -310,7 +335,8 @@ impl Waiter {
         }
     }
 
-    /// `Block`: spin (or yield) for the learnt budget, then sleep until woken.
+    /// `Block`: spin for the learnt budget (not at all right after waking the peer), then
+    /// sleep until woken.
     fn wait_block(
         &mut self,
         cell: &WaitCell,
@@ -319,29 +345,30 @@ impl Waiter {
         ready: &mut impl FnMut() -> bool,
         peer: &mut impl Peer,
     ) -> Result<()> {
-        let budget = self.spin_budget();
-        // Right after waking the peer, yield between polls: the peer needs a core to answer,
-        // maybe ours.
-        let woke_peer = take_woke_peer();
+        // Right after waking the peer, sleep at once: it answers only once it has been woken
+        // and got a core, perhaps the one we would spin on. (Yielding instead does not help on
+        // a busy machine: the scheduler hands the rest of our time slice to another process.)
+        let budget = if take_woke_peer() {
+            Duration::ZERO
+        } else {
+            self.spin_budget()
+        };
         if !budget.is_zero() {
-            let polls = if woke_peer { 1 } else { SPINS_PER_CLOCK_READ };
             let until = started + budget;
             loop {
-                for _ in 0..polls {
+                for _ in 0..SPINS_PER_CLOCK_READ {
                     if ready() {
+                        self.learn(Some(started.elapsed()));
                         return Ok(());
                     }
-                    if woke_peer {
-                        std::thread::yield_now();
-                    } else {
-                        std::hint::spin_loop();
-                    }
+                    std::hint::spin_loop();
                 }
                 let now = Instant::now();
                 if now >= until || deadline.is_some_and(|d| now >= d) {
                     break;
                 }
             }
+            self.learn(None);
         }
         loop {
             // A: Acquire, pairs with the Release increments in `wake` and in the death watcher
@@ -484,21 +511,28 @@ mod tests {
     }
 
     #[test]
-    fn block_stops_spinning_after_long_waits_and_spins_again_after_short_ones() {
+    fn block_stops_spinning_when_spins_miss_and_probes_until_they_hit_again() {
         let mut w = Waiter::new(WaitStrategy::Block);
         assert!(!w.spin_budget().is_zero(), "a new waiter spins a little");
-        for _ in 0..30 {
-            w.learn_ns(2_000_000);
+        for _ in 0..8 {
+            w.learn(None);
         }
-        assert!(w.spin_budget().is_zero(), "paced traffic: sleep at once");
-        for _ in 0..40 {
-            w.learn_ns(5_000);
+        let mut spins = 0;
+        for _ in 0..PROBE_EVERY {
+            if !w.spin_budget().is_zero() {
+                spins += 1;
+            }
+        }
+        assert_eq!(spins, 1, "only the probe spins once spins miss");
+        for _ in 0..16 {
+            w.learn(Some(Duration::from_micros(2)));
         }
         let budget = w.spin_budget();
         assert!(
             !budget.is_zero() && budget <= Duration::from_nanos(MAX_SPIN_NS.into()),
-            "back-to-back traffic: spin a little, {budget:?}"
+            "spins hit again: spin a little, {budget:?}"
         );
+        assert!(budget < Duration::from_micros(10), "{budget:?}");
     }
 
     #[test]

@@ -60,8 +60,9 @@ impl RecvHalf {
     /// drops.
     ///
     /// Fails with [`Error::Disconnected`] once the peer closed and everything it sent was
-    /// received, [`Error::PeerGone`] within a few milliseconds of the peer process dying, and
-    /// [`Error::Corrupt`] if the ring holds an invalid frame.
+    /// received, [`Error::PeerGone`] soon after the peer process dies (at once with `Block` on
+    /// Linux, within a few milliseconds otherwise), and [`Error::Corrupt`] if the ring holds an
+    /// invalid frame.
     #[inline]
     pub fn recv(&mut self) -> Result<ReadGuard<'_>> {
         self.recv_deadline(None)
