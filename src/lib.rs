@@ -75,6 +75,7 @@ mod endpoint;
 mod error;
 mod fallback;
 mod layout;
+mod lock;
 mod mapping;
 mod process;
 pub mod ring;
