@@ -11,14 +11,13 @@
 //! segment (size 0) is only judged stale after [`INIT_GRACE`], because a creator that is making
 //! it right now looks the same for a few microseconds.
 
-use std::sync::atomic::Ordering;
 use std::os::unix::io::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    SegmentHeader, HEADER_SIZE, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT,
-    READY,
+    SegmentHeader, HEADER_SIZE, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT, READY,
 };
 use crate::lock;
 use crate::mapping::{self, Mapping, OS_PREFIX};
