@@ -27,7 +27,8 @@
 //! ```text
 //! 0       SegmentHeader: magic "SHMLINK\0", layout version, header size, ring capacity,
 //!         total size, a ready word written last, and per endpoint: state, wait mode, pid,
-//!         process start time (each on its own cache line)
+//!         process start time (each on its own cache line; the first byte of each is the one
+//!         that endpoint keeps locked while it lives)
 //! 1024    RingHeader x 2: producer index, consumer index, two futex wait cells,
 //!         each on its own cache line
 //! 4096    ring 0 region (creator -> connector), `capacity` bytes, a power of two
@@ -53,8 +54,11 @@
 //! sleep on a futex word in the mapping; the sender only makes the wake-up call when a sleeper
 //! announced itself). Every wait checks every few milliseconds whether the peer closed
 //! ([`Error::Disconnected`], after everything it sent has been read) or died
-//! ([`Error::PeerGone`]; pids are paired with process start times, so pid reuse is not mistaken
-//! for the peer).
+//! ([`Error::PeerGone`]). Whether the peer is alive is not read from its pid: each endpoint holds
+//! a lock on its own byte of the shared object (an open-file-description lock on Linux), which
+//! the kernel releases when the process dies, however it dies. So pid reuse is never mistaken for
+//! the peer, and peers in different PID namespaces (containers sharing `/dev/shm`) see each
+//! other correctly; the recorded pid only names the peer in errors and listings.
 //!
 //! ## Safety against the peer
 //!
