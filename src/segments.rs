@@ -89,10 +89,10 @@ fn look(name: &str) -> Result<Seen> {
         .modified()
         .ok()
         .and_then(|t| SystemTime::now().duration_since(t).ok());
-    // Taking the lock succeeds only if no creator holds it, i.e. the creator is gone (or is in
-    // the few microseconds between making the object and locking it, when its size is still 0).
-    // We hold it while we look and, in `reclaim`, while we unlink, so two reclaimers cannot
-    // both act on the same object.
+    // Taking the creator's lock succeeds only if no creator holds it, i.e. the creator is gone
+    // (or is in the few microseconds between making the object and locking it, when its size
+    // is still 0). We hold it while we look and, in `reclaim`, while we unlink, so two
+    // reclaimers cannot both act on the same object.
     let owner_locked = !lock::take(&file, lock::End::Creator, false)?;
     let unknown = EndpointInfo {
         state: "unknown",
