@@ -12,41 +12,25 @@ pub struct ProcessId {
 }
 
 impl ProcessId {
-    /// This process.
+    /// This process. The start time comes from `/proc/self`, which names this process even
+    /// when `/proc` belongs to another PID namespace than ours.
     pub fn current() -> ProcessId {
-        let pid = std::process::id();
+        #[cfg(target_os = "linux")]
+        let start_time = start_time_at("/proc/self/stat");
+        #[cfg(not(target_os = "linux"))]
+        let start_time = None;
         ProcessId {
-            pid,
-            start_time: start_time(pid).unwrap_or(0),
+            pid: std::process::id(),
+            start_time: start_time.unwrap_or(0),
         }
     }
 }
 
-/// Start time of `pid` in clock ticks since boot, where the platform tells.
-pub fn start_time(pid: u32) -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    {
-        stat(pid).map(|(_, start)| start)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = pid;
-        None
-    }
-}
-
-/// (state, start time) from `/proc/<pid>/stat`.
-///
-/// Allocation-free (the path and the contents live on the stack).
+/// Start time (clock ticks since boot) from a `stat` file of `/proc`, allocation-free.
 #[cfg(target_os = "linux")]
-fn stat(pid: u32) -> Option<(u8, u64)> {
-    use std::io::{Read, Write};
+fn start_time_at(path: &str) -> Option<u64> {
+    use std::io::Read;
 
-    let mut path = [0u8; 32];
-    let mut cursor = std::io::Cursor::new(&mut path[..]);
-    write!(cursor, "/proc/{pid}/stat").ok()?;
-    let len = usize::try_from(cursor.position()).ok()?;
-    let path = std::str::from_utf8(path.get(..len)?).ok()?;
     // Opening a short path converts it to a C string on the stack.
     let mut file = std::fs::File::open(path).ok()?;
     // The line is about 300 bytes: the command name is at most 15 (TASK_COMM_LEN - 1) plus
@@ -65,11 +49,8 @@ fn stat(pid: u32) -> Option<(u8, u64)> {
     // The command name is in parentheses and may contain anything; fields follow the last ')'.
     let close = text.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(text.get(close + 1..)?).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?.bytes().next()?;
-    // `state` is field 3; start time is field 22, i.e. 19 fields further on.
-    let start = fields.nth(18)?.parse().ok()?;
-    Some((state, start))
+    // Field 3 (the state) comes first; the start time is field 22.
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -81,6 +62,5 @@ mod tests {
         let me = ProcessId::current();
         assert_eq!(me.pid, std::process::id());
         assert_ne!(me.start_time, 0);
-        assert_eq!(start_time(me.pid), Some(me.start_time));
     }
 }
