@@ -16,9 +16,10 @@
 //! A descriptor inherited over `fork` shares the open file, and with it the lock: a forked child
 //! that keeps it open keeps its parent's endpoint looking alive.
 //!
-//! Elsewhere (no open-file-description locks), the creator's byte is approximated by an `flock`
-//! on the whole object and the connector's byte is not locked at all: a connector's death is
-//! then noticed only once it closes, and a dead claimer's slot is not reclaimable.
+//! Elsewhere (no open-file-description locks, and no PID namespaces to worry about), the
+//! creator's byte is approximated by an `flock` on the whole object, and the connector's byte is
+//! not locked at all: whether a connector is alive falls back to `kill(pid, 0)` on the pid it
+//! recorded (which a reused pid can fool), and a dead claimer's slot is not reclaimable.
 
 use std::fs::File;
 use std::os::unix::io::{AsRawFd, RawFd};
@@ -51,10 +52,19 @@ pub(crate) fn take(file: &File, end: End, wait: bool) -> Result<bool> {
 }
 
 /// True while some other open of the object holds `end`'s lock (the endpoint's process, or a
-/// process that inspects or reclaims a segment whose creator died). Allocation-free: a waiting
-/// endpoint asks this every few milliseconds.
-pub(crate) fn held_elsewhere(fd: RawFd, end: End) -> Result<bool> {
+/// process that inspects or reclaims a segment whose creator died).
+#[cfg(test)]
+fn held_elsewhere(fd: RawFd, end: End) -> Result<bool> {
     imp::held_elsewhere(fd, end)
+}
+
+/// Whether `end` is alive: on Linux, whether some other open of the object holds its lock (the
+/// endpoint's process, or for a moment a process that inspects or reclaims a segment whose
+/// creator died); `recorded_pid` is not consulted. Elsewhere the connector's end has no lock, and
+/// its recorded pid is asked instead. Allocation-free: a waiting endpoint asks this every few
+/// milliseconds.
+pub(crate) fn alive(fd: RawFd, end: End, recorded_pid: u32) -> Result<bool> {
+    imp::alive(fd, end, recorded_pid)
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -104,6 +114,10 @@ mod imp {
         }
         Ok(lock.l_type != libc::F_UNLCK as libc::c_short)
     }
+
+    pub(super) fn alive(fd: RawFd, end: End, _recorded_pid: u32) -> Result<bool> {
+        held_elsewhere(fd, end)
+    }
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -143,6 +157,23 @@ mod imp {
                 Ok(false)
             }
             End::Connector => Ok(true),
+        }
+    }
+
+    pub(super) fn alive(fd: RawFd, end: End, recorded_pid: u32) -> Result<bool> {
+        match end {
+            End::Creator => held_elsewhere(fd, end),
+            End::Connector => {
+                let Ok(pid) = libc::pid_t::try_from(recorded_pid) else {
+                    return Ok(false);
+                };
+                if pid <= 0 {
+                    return Ok(false);
+                }
+                // SAFETY: kill with signal 0 sends nothing; it only checks that the pid exists.
+                let r = unsafe { libc::kill(pid, 0) };
+                Ok(r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+            }
         }
     }
 }

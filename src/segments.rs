@@ -123,8 +123,11 @@ fn look(name: &str) -> Result<Seen> {
     let ready =
         hdr.ready.load(Ordering::Acquire) == READY && hdr.magic.load(Ordering::Relaxed) == MAGIC;
     let creator = endpoint(&hdr.creator, owner_locked);
-    let connector_alive = lock::held_elsewhere(file.as_raw_fd(), lock::End::Connector)?;
-    let connector = endpoint(&hdr.connector, connector_alive);
+    let connector = endpoint(&hdr.connector, false);
+    let connector = EndpointInfo {
+        alive: lock::alive(file.as_raw_fd(), lock::End::Connector, connector.pid)?,
+        ..connector
+    };
     // Nobody holds the creator's lock: the creator is gone, whatever pid the segment names.
     let stale = !owner_locked;
     Ok(Seen {

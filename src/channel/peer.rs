@@ -75,12 +75,12 @@ impl PeerWatch {
             PEER_PRESENT => {
                 // SAFETY: as in `info`; a copy of the pointer so `self.id` can be borrowed.
                 let info = unsafe { self.info.as_ref() };
-                self.id.get_or_insert_with(|| ProcessId {
+                let id = *self.id.get_or_insert_with(|| ProcessId {
                     // Relaxed: published before PEER_PRESENT, which `state` read with Acquire.
                     pid: info.pid.load(Ordering::Relaxed),
                     start_time: info.start_time.load(Ordering::Relaxed),
                 });
-                if lock::held_elsewhere(self.fd, self.end)? {
+                if lock::alive(self.fd, self.end, id.pid)? {
                     self.last_check = Some(Instant::now());
                     return Ok(());
                 }
