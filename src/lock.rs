@@ -19,7 +19,8 @@
 //! Elsewhere (no open-file-description locks, and no PID namespaces to worry about), the
 //! creator's byte is approximated by an `flock` on the whole object, and the connector's byte is
 //! not locked at all: whether a connector is alive falls back to `kill(pid, 0)` on the pid it
-//! recorded (which a reused pid can fool), and a dead claimer's slot is not reclaimable.
+//! recorded (which a reused pid or an unreaped zombie can fool), and a dead claimer's slot is
+//! not reclaimable.
 
 use std::fs::File;
 use std::os::unix::io::{AsRawFd, RawFd};
