@@ -89,7 +89,8 @@ pub enum Error {
     /// The peer process exited or was killed without closing the channel.
     #[error("peer process {pid} is gone")]
     PeerGone {
-        /// Process id the peer recorded in the mapping.
+        /// Process id the peer recorded in the mapping (in its own PID namespace; information
+        /// only, the peer's death is judged by its endpoint lock).
         pid: u32,
     },
     /// The shared memory holds a value this side will not interpret (a length past the region,

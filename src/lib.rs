@@ -136,7 +136,8 @@
 //! 0       SegmentHeader: magic "SHMLINK\0", layout version, header size, ring capacity,
 //!         total size, a ready word written last, the layout parameters (frame alignment 64,
 //!         cell alignment 128, pointer width), and per endpoint: state, wait mode, pid,
-//!         process start time, max message (each endpoint on its own 128-byte cell)
+//!         process start time, max message (each endpoint on its own 128-byte cell; the first
+//!         byte of each is the one that endpoint keeps locked while it lives)
 //! 1024    RingHeader x 2: producer index, consumer index, two futex wait cells,
 //!         each on its own 128-byte cell
 //! 4096    ring 0 region (creator -> connector), `capacity` bytes, a power of two
@@ -166,7 +167,11 @@
 //! sleep on a futex word in the mapping; the sender only makes the wake-up call when a sleeper
 //! announced itself). Every wait checks every few milliseconds whether the peer closed
 //! ([`Error::Disconnected`], after everything it sent has been read) or died
-//! ([`Error::PeerGone`]).
+//! ([`Error::PeerGone`]). Whether the peer is alive is not read from its pid: each endpoint holds
+//! a lock on its own byte of the shared object (an open-file-description lock on Linux), which
+//! the kernel releases when the process dies, however it dies. So pid reuse is never mistaken for
+//! the peer, and peers in different PID namespaces (containers sharing `/dev/shm`) see each
+//! other correctly; the recorded pid only names the peer in errors and listings.
 //!
 //! ## Safety against the peer
 //!
@@ -188,6 +193,7 @@ mod endpoint;
 mod error;
 mod fallback;
 mod layout;
+mod lock;
 mod mapping;
 mod process;
 pub mod ring;

@@ -6,20 +6,24 @@
 //! * a file at a path the caller chooses (a tmpfs or hugetlbfs file, say), through `memmap2`.
 //!
 //! Both are created exclusively with owner-only permissions (0600) and are removed by the creator
-//! when it drops them. The creator holds an exclusive advisory lock (`flock`) on the object for
-//! as long as it lives; the kernel releases it when the process dies, however it dies, so a lock
-//! that can be taken means a dead creator, whatever happened to its pid since. This module knows nothing about what is stored in a mapping.
+//! when it drops them. A creator takes its endpoint lock (a write lock on the creator's byte of
+//! the object, see `lock.rs`) before it sizes the object and holds it for as long as the mapping
+//! lives; the kernel releases it when the process dies, however it dies, so a lock that can be
+//! taken means a dead creator, whatever happened to its pid since. Each [`Mapping`] keeps its own
+//! open file description of the object, which is what endpoint locks belong to. Apart from that
+//! lock, this module knows nothing about what is stored in a mapping.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::{AsRawFd, FromRawFd};
+use std::os::unix::io::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
 use memmap2::MmapMut;
 
 use crate::error::{Error, Result};
+use crate::lock;
 
 /// Prefix of every OS-level name this crate creates.
 pub const OS_PREFIX: &str = "shmlink-";
@@ -85,8 +89,8 @@ pub fn unlink(name: &str) -> Result<()> {
 
 /// An open shared-memory object or file, and the mapping of it.
 struct Backing {
-    /// Kept open for the mapping's lifetime: the creator holds an exclusive `flock` on it,
-    /// which the kernel drops when the process dies however it dies.
+    /// Kept open for the mapping's lifetime: an endpoint's lock belongs to this open file
+    /// description, and the kernel drops it when the process dies however it dies.
     file: File,
     // Only kept alive: unmapped on drop.
     _map: MmapMut,
@@ -138,28 +142,6 @@ pub(crate) fn open_shm_file(name: &str) -> Result<File> {
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
-/// Takes an exclusive advisory lock on `file`. With `wait == false`, returns `Ok(false)` at once
-/// when another open file description holds a lock.
-pub(crate) fn lock_exclusive(file: &File, wait: bool) -> Result<bool> {
-    let op = if wait {
-        libc::LOCK_EX
-    } else {
-        libc::LOCK_EX | libc::LOCK_NB
-    };
-    loop {
-        // SAFETY: the descriptor is open for the duration of the call; flock takes no pointers.
-        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-            return Ok(true);
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Ok(false),
-            _ => return Err(Error::Io(err)),
-        }
-    }
-}
-
 /// True while `file` is still the object the channel `name` refers to (nobody unlinked it
 /// and made another). True where the platform has no shared-memory directory to look in.
 pub(crate) fn still_named(file: &File, name: &str) -> bool {
@@ -179,8 +161,9 @@ pub(crate) fn still_named(file: &File, name: &str) -> bool {
 /// exactly 0600, sizes it and maps it.
 fn prepare_new(file: &File, len: usize) -> Result<MmapMut> {
     // Lock before sizing: a zero-sized object without a lock is one whose creator is (for a few
-    // microseconds) between these calls, or died there.
-    lock_exclusive(file, true)?;
+    // microseconds) between these calls, or died there. Waits only while a process that looks
+    // at segments holds it for a moment.
+    lock::take(file, lock::End::Creator, true)?;
     // The umask may have taken bits away from 0600, never added: make it exact.
     file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     file.set_len(len as u64)?;
@@ -196,9 +179,9 @@ fn map_file(file: &File) -> Result<MmapMut> {
 }
 
 impl Mapping {
-    /// Creates `/shmlink-<name>` exclusively, `len` bytes of zeros, mode 0600, and holds an
-    /// exclusive advisory lock on it until the mapping drops (or the process dies): that lock
-    /// is how [`crate::segments`] tells a live creator from a dead one.
+    /// Creates `/shmlink-<name>` exclusively, `len` bytes of zeros, mode 0600, and holds the
+    /// creator's lock on it until the mapping drops (or the process dies): that lock is how a
+    /// connector and [`crate::segments`] tell a live creator from a dead one.
     pub fn create_named(name: &str, len: usize) -> Result<Mapping> {
         validate_name(name)?;
         let os = c_name(name)?;
@@ -324,6 +307,11 @@ impl Mapping {
         }
     }
 
+    /// The open object: endpoint locks are taken and asked through it.
+    pub(crate) fn file(&self) -> &File {
+        &self.backing.file
+    }
+
     /// Start of the mapping (page-aligned).
     pub fn ptr(&self) -> NonNull<u8> {
         self.ptr
@@ -363,8 +351,8 @@ impl Drop for Mapping {
                 }
             }
         }
-        // The mapping is unmapped and the descriptor closed (releasing the lock) afterwards,
-        // when the fields drop.
+        // The mapping is unmapped and the descriptor closed (releasing the endpoint's lock)
+        // afterwards, when the fields drop.
     }
 }
 

@@ -1,22 +1,26 @@
 //! The shmlink mappings that exist on this machine: list them, tell live from dead, and remove
 //! the ones whose creator is gone.
 //!
-//! A creator holds an exclusive advisory lock (`flock`) on its segment from the moment it makes
-//! it until it drops it; the kernel releases the lock when the process dies, however it dies.
-//! So "can the lock be taken?" tells a dead creator from a live one without trusting pids,
-//! which the system reuses. A segment whose creator died before it sized the segment (size 0)
-//! is only judged stale after [`INIT_GRACE`], because a creator that is making it right now
-//! looks the same for a few microseconds.
+//! Every endpoint holds a write lock on its own byte of the segment (the creator from the moment
+//! it makes the segment until it drops it, the connector from its claim until it drops it; see
+//! the layout docs). They are open-file-description locks on Linux: the kernel releases them when
+//! the holder dies, however it dies, and asking about them involves no pid. So "can the
+//! creator's lock be taken?" tells a dead creator from a live one without trusting pids, which
+//! the system reuses and which another PID namespace numbers differently: the pids recorded in
+//! the segment are shown, never believed. A segment whose creator died before it sized the
+//! segment (size 0) is only judged stale after [`INIT_GRACE`], because a creator that is making
+//! it right now looks the same for a few microseconds.
 
+use std::os::unix::io::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    SegmentHeader, HEADER_SIZE, MAGIC, PEER_ABSENT, PEER_CLOSED, PEER_PRESENT, READY,
+    SegmentHeader, HEADER_SIZE, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT, READY,
 };
+use crate::lock;
 use crate::mapping::{self, Mapping, OS_PREFIX};
-use crate::process::ProcessId;
 
 /// An unlocked, zero-sized segment older than this lost its creator mid-creation.
 pub const INIT_GRACE: Duration = Duration::from_secs(5);
@@ -24,11 +28,12 @@ pub const INIT_GRACE: Duration = Duration::from_secs(5);
 /// What is known about one endpoint of a segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EndpointInfo {
-    /// `absent`, `present`, `closed`, or `unknown`.
+    /// `absent`, `claiming`, `present`, `closed`, or `unknown`.
     pub state: &'static str,
-    /// The recorded process id, 0 if none.
+    /// The process id the endpoint recorded, 0 if none. Information only: it is the pid in the
+    /// endpoint's own PID namespace, and it decides nothing.
     pub pid: u32,
-    /// Whether that process still runs.
+    /// Whether a process holds this endpoint's lock on the segment (the endpoint is alive).
     pub alive: bool,
 }
 
@@ -41,7 +46,8 @@ pub struct SegmentInfo {
     pub size: u64,
     /// Whether the creator finished initialising it.
     pub ready: bool,
-    /// Whether a process holds the creator's lock on it (the creator is alive).
+    /// Whether a process holds the creator's lock on it (the creator is alive, or for a moment
+    /// another process inspects a segment whose creator died).
     pub owner_locked: bool,
     /// The creating endpoint.
     pub creator: EndpointInfo,
@@ -52,22 +58,20 @@ pub struct SegmentInfo {
     pub stale: bool,
 }
 
-fn endpoint(info: &crate::layout::PeerInfo) -> EndpointInfo {
+fn endpoint(info: &crate::layout::PeerInfo, alive: bool) -> EndpointInfo {
     // Acquire: pairs with the Release stores of the endpoint's state.
     let state = info.state.load(Ordering::Acquire);
-    let id = ProcessId {
-        pid: info.pid.load(Ordering::Relaxed),
-        start_time: info.start_time.load(Ordering::Relaxed),
-    };
     EndpointInfo {
         state: match state {
             PEER_ABSENT => "absent",
+            PEER_CLAIMING => "claiming",
             PEER_PRESENT => "present",
             PEER_CLOSED => "closed",
             _ => "unknown",
         },
-        pid: id.pid,
-        alive: id.pid != 0 && id.is_alive(),
+        // Relaxed: information only.
+        pid: info.pid.load(Ordering::Relaxed),
+        alive,
     }
 }
 
@@ -85,11 +89,11 @@ fn look(name: &str) -> Result<Seen> {
         .modified()
         .ok()
         .and_then(|t| SystemTime::now().duration_since(t).ok());
-    // Taking the lock succeeds only if no creator holds it, i.e. the creator is gone (or is in
-    // the few microseconds between making the object and locking it, when its size is still 0).
-    // We hold it while we look and, in `reclaim`, while we unlink, so two reclaimers cannot
-    // both act on the same object.
-    let owner_locked = !mapping::lock_exclusive(&file, false)?;
+    // Taking the creator's lock succeeds only if no creator holds it, i.e. the creator is gone
+    // (or is in the few microseconds between making the object and locking it, when its size
+    // is still 0). We hold it while we look and, in `reclaim`, while we unlink, so two
+    // reclaimers cannot both act on the same object.
+    let owner_locked = !lock::take(&file, lock::End::Creator, false)?;
     let unknown = EndpointInfo {
         state: "unknown",
         pid: 0,
@@ -118,12 +122,14 @@ fn look(name: &str) -> Result<Seen> {
     // Acquire: pairs with the creator's Release store of `ready`.
     let ready =
         hdr.ready.load(Ordering::Acquire) == READY && hdr.magic.load(Ordering::Relaxed) == MAGIC;
-    let creator = endpoint(&hdr.creator);
-    let connector = endpoint(&hdr.connector);
-    // Nobody holds the creator's lock: the creator is gone. The recorded pid (with its start
-    // time, so a reused pid does not count) is a second opinion for segments made without the
-    // lock.
-    let stale = !owner_locked && !creator.alive;
+    let creator = endpoint(&hdr.creator, owner_locked);
+    let connector = endpoint(&hdr.connector, false);
+    let connector = EndpointInfo {
+        alive: lock::alive(file.as_raw_fd(), lock::End::Connector, connector.pid)?,
+        ..connector
+    };
+    // Nobody holds the creator's lock: the creator is gone, whatever pid the segment names.
+    let stale = !owner_locked;
     Ok(Seen {
         info: SegmentInfo {
             name: name.to_owned(),
