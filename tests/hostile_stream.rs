@@ -296,7 +296,7 @@ fn a_message_larger_than_the_ring_arrives_over_many_try_recvs() {
         loop {
             match a.try_recv() {
                 Ok(got) => {
-                    assert!(&*got == &message[..], "reassembled message differs");
+                    assert!(*got == message[..], "reassembled message differs");
                     break;
                 }
                 Err(Error::Empty) => {
