@@ -169,7 +169,7 @@ fn look(name: &str) -> Result<Looked> {
                 "{size} bytes without the shmlink magic (first word {magic:#018x})"
             )));
         }
-        Some(map)
+        Some((map, magic))
     };
     // Taking the lock succeeds only if no creator holds it, i.e. the creator is gone (or is in
     // the few microseconds between making the object and locking it, when its size is still 0).
@@ -182,7 +182,7 @@ fn look(name: &str) -> Result<Looked> {
         alive: false,
     };
     let old_enough = age.is_some_and(|a| a >= INIT_GRACE);
-    let Some(map) = map else {
+    let Some((map, magic)) = map else {
         let stale = !owner_locked && old_enough;
         return Ok(Looked::Channel(Seen {
             info: SegmentInfo {
@@ -199,9 +199,9 @@ fn look(name: &str) -> Result<Looked> {
     };
     // SAFETY: as above.
     let hdr = unsafe { map.ptr().cast::<SegmentHeader>().as_ref() };
-    // Acquire: pairs with the creator's Release store of `ready`.
-    let ready =
-        hdr.ready.load(Ordering::Acquire) == READY && hdr.magic.load(Ordering::Relaxed) == MAGIC;
+    // Acquire: pairs with the creator's Release store of `ready`. The magic is the one judged
+    // above, not read again.
+    let ready = hdr.ready.load(Ordering::Acquire) == READY && magic == MAGIC;
     let creator = endpoint(&hdr.creator);
     let connector = endpoint(&hdr.connector);
     // Nobody holds the creator's lock: the creator is gone. The recorded pid (with its start
