@@ -464,7 +464,37 @@ fn huge_announcement_receiver() {
         let last = ch.try_recv().map(|m| m.len());
         assert!(matches!(last, Err(Error::Corrupt(_))), "{suffix}: {last:?}");
     }
-    println!("survived");
+    // Real fragments of a message announced at 1 GiB, more than the limit lets the buffer grow
+    // to: a typed error when the memory runs out, not an abort.
+    let name = format!("{base}-grow");
+    let _unlink = NameGuard(name.clone());
+    let capacity = 1 << 20;
+    let config = Config {
+        capacity,
+        wait: WaitStrategy::Spin,
+    };
+    let mut ch = Channel::create(&name, &config).expect("create");
+    let mut raw = RawProducer::new(&name, capacity);
+    let chunk = max_payload(capacity);
+    raw.try_push(FRAG_FIRST, &first_fragment(1 << 30, chunk - 8))
+        .expect("room for the first fragment");
+    let mut fragments = 0u64;
+    let out_of_memory = loop {
+        while raw.try_push_len(FRAG_MORE, chunk, &[]).is_some() {
+            fragments += 1;
+        }
+        match ch.try_recv().map(|m| m.len()) {
+            Err(Error::Empty) => assert!(fragments < 4096, "1 GiB fitted after all"),
+            Err(Error::Io(e)) => break e,
+            other => panic!("after {fragments} fragments: {other:?}"),
+        }
+    };
+    assert_eq!(
+        out_of_memory.kind(),
+        std::io::ErrorKind::OutOfMemory,
+        "{out_of_memory}"
+    );
+    println!("survived ({fragments} fragments of {chunk} bytes before: {out_of_memory})");
 }
 
 #[test]
@@ -474,6 +504,7 @@ fn a_huge_announced_message_does_not_abort() {
     let _unlink = [
         NameGuard(format!("{base}-gib")),
         NameGuard(format!("{base}-huge")),
+        NameGuard(format!("{base}-grow")),
     ];
     let child = Command::new(std::env::current_exe().expect("test binary"))
         .args([
