@@ -124,12 +124,16 @@ fn c_name(name: &str) -> Result<std::ffi::CString> {
 }
 
 /// Opens `/shmlink-<name>` read-write, whatever its size (even 0), without mapping it.
+///
+/// A symbolic link is not followed (the open fails), and opening a FIFO or a device does not
+/// block; callers that need a regular file check the type of what they opened.
 pub(crate) fn open_shm_file(name: &str) -> Result<File> {
     validate_name(name)?;
     let os = c_name(name)?;
+    let flags = libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
     // SAFETY: `os` is a valid NUL-terminated string; shm_open only reads it and returns a new
     // descriptor (or -1).
-    let fd = unsafe { libc::shm_open(os.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+    let fd = unsafe { libc::shm_open(os.as_ptr(), flags, 0) };
     if fd < 0 {
         let err = io::Error::last_os_error();
         return Err(if err.kind() == io::ErrorKind::NotFound {
@@ -155,6 +159,26 @@ pub(crate) fn still_named(file: &File, name: &str) -> bool {
         (Ok(mine), Ok(named)) => mine.dev() == named.dev() && mine.ino() == named.ino(),
         _ => false,
     }
+}
+
+/// Refuses an object a connector should not trust: one that is not a regular file, is owned by
+/// another user than our effective one, or has any permission bit besides 0600 (another user
+/// could read or write it). Judged on the open descriptor, so the object checked is the object
+/// mapped.
+fn check_private(file: &File, name: &str) -> Result<()> {
+    let meta = file.metadata()?;
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mode = meta.mode() & 0o7777;
+    if meta.uid() != me || mode != 0o600 || !meta.file_type().is_file() {
+        return Err(Error::NotPrivate {
+            name: name.to_owned(),
+            owner: meta.uid(),
+            mode,
+            expected: me,
+        });
+    }
+    Ok(())
 }
 
 /// Makes a freshly created object a creator's segment: takes the creator lock, sets the mode to
@@ -214,9 +238,11 @@ impl Mapping {
         }
     }
 
-    /// Opens `/shmlink-<name>` read-write at whatever size it has.
+    /// Opens `/shmlink-<name>` read-write at whatever size it has, if it is a regular object
+    /// owned by our effective user with mode 0600 ([`Error::NotPrivate`] if not).
     pub fn open_named(name: &str) -> Result<Mapping> {
         let file = open_shm_file(name)?;
+        check_private(&file, name)?;
         if file.metadata()?.len() == 0 {
             // The creator has not sized it yet.
             return Err(Error::NotReady(name.to_owned()));
@@ -230,9 +256,12 @@ impl Mapping {
         ))
     }
 
-    /// Maps an already open shared-memory object of non-zero size, without owning its name.
-    pub(crate) fn from_shm_file(file: File, name: &str) -> Result<Mapping> {
-        let map = map_file(&file)?;
+    /// Maps the first `len` bytes of an already open shared-memory object at least that long,
+    /// without owning its name.
+    pub(crate) fn prefix_of_shm_file(file: File, name: &str, len: usize) -> Result<Mapping> {
+        // SAFETY: as in `map_file`; only the first `len` bytes are mapped, which the caller
+        // checked the object has.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(&file) }?;
         Ok(Self::from_parts(
             file,
             map,
@@ -269,16 +298,19 @@ impl Mapping {
         }
     }
 
-    /// Opens and maps an existing file at `path`.
+    /// Opens and maps an existing file at `path`, if it is a regular file owned by our
+    /// effective user with mode 0600 ([`Error::NotPrivate`] if not).
     pub fn open_file(path: &Path) -> Result<Mapping> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NONBLOCK)
             .open(path)
             .map_err(|e| match e.kind() {
                 io::ErrorKind::NotFound => Error::NotFound(path.display().to_string()),
                 _ => Error::Io(e),
             })?;
+        check_private(&file, &path.display().to_string())?;
         if file.metadata()?.len() == 0 {
             return Err(Error::NotReady(path.display().to_string()));
         }
