@@ -15,7 +15,7 @@ use std::time::Duration;
 use memmap2::MmapMut;
 use shmlink::testing::{frame_size, max_payload, HEADER_SIZE, RINGS_OFFSET};
 use shmlink::{Channel, Config, Error, WaitStrategy};
-use support::{serial, unique, ChildGuard, NameGuard, WATCHDOG};
+use support::{serial, unique, ChildGuard, NameGuard, Watchdog, WATCHDOG};
 
 const CAP: usize = 1024;
 /// Size of one `RingHeader`: four cache-padded cells.
@@ -321,33 +321,10 @@ fn json_letters(len: usize) -> Vec<u8> {
     text
 }
 
-/// Aborts the whole process if the test is still running after `limit`: a hang must fail, not
-/// stall the run.
-struct Watchdog(std::sync::mpsc::Sender<()>);
-
-impl Watchdog {
-    fn arm(what: &'static str, limit: Duration) -> Watchdog {
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
-                eprintln!("{what}: still running after {limit:?}, aborting");
-                std::process::abort();
-            }
-        });
-        Watchdog(tx)
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        let _ = self.0.send(());
-    }
-}
-
 #[test]
 fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
     let _serial = serial();
-    let _dog = Watchdog::arm("json_strings_stay_utf8", 6 * WATCHDOG);
+    let _dog = Watchdog::arm(6 * WATCHDOG, "json_strings_stay_utf8");
     let name = unique("json-flip");
     let _unlink = NameGuard(name.clone());
     let mut ch = Channel::create(&name, &config()).expect("create");
