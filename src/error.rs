@@ -33,6 +33,32 @@ pub enum Error {
     /// The mapping exists but its creator has not finished initialising it.
     #[error("channel {0:?} exists but is not initialised yet")]
     NotReady(String),
+    /// The object behind a channel name (or path) belongs to another user or is open to other
+    /// users: it is not one this user's creator made, so [`Channel::connect`](crate::Channel::connect)
+    /// refuses to share anything through it.
+    #[error(
+        "channel {name:?} is not private to this user: owned by uid {owner} with mode {mode:04o} \
+         (expected uid {expected} and mode 0600)"
+    )]
+    NotPrivate {
+        /// The channel name or file path.
+        name: String,
+        /// User id that owns the object.
+        owner: u32,
+        /// Its permission bits.
+        mode: u32,
+        /// The effective user id of this process, which must own it.
+        expected: u32,
+    },
+    /// An entry named like a channel in the shared-memory directory is not one (a directory, a
+    /// symbolic link, an object without the shmlink magic...).
+    #[error("{name:?} is not a shmlink channel: {reason}")]
+    NotAChannel {
+        /// The channel name.
+        name: String,
+        /// What it is instead.
+        reason: String,
+    },
     /// The mapping does not start with the shmlink magic number.
     #[error("not a shmlink mapping (bad magic number {0:#018x})")]
     BadMagic(u64),
@@ -89,7 +115,8 @@ pub enum Error {
     /// The peer process exited or was killed without closing the channel.
     #[error("peer process {pid} is gone")]
     PeerGone {
-        /// Process id the peer recorded in the mapping.
+        /// Process id the peer recorded in the mapping (in its own PID namespace; information
+        /// only, the peer's death is judged by its endpoint lock).
         pid: u32,
     },
     /// The shared memory holds a value this side will not interpret (a length past the region,

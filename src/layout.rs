@@ -10,11 +10,29 @@
 //! Everything here lives in memory another process can write, so readers validate each field
 //! before they use it (see [`SegmentHeader::validate`]). Only offsets and counters are stored,
 //! never pointers: each process maps the segment at its own address.
+//!
+//! # Liveness: byte locks, not pids
+//!
+//! Whether an endpoint is alive is not stored in the header at all: each endpoint holds a write
+//! lock (an open-file-description lock on Linux, see `lock.rs`) on one byte of the shared object
+//! for its whole lifetime, the byte at the offset of its own [`PeerInfo`]:
+//!
+//! ```text
+//! CREATOR_LOCK    offset of SegmentHeader::creator     taken before the object is sized
+//! CONNECTOR_LOCK  offset of SegmentHeader::connector   taken before the slot is claimed
+//! ```
+//!
+//! The kernel releases a lock when its holder dies, however it dies, and a peer asks the kernel
+//! (`F_OFD_GETLK`) rather than `/proc`, so the verdict needs no pid and holds across PID
+//! namespaces. [`PeerInfo::state`] says what the endpoint did (claimed, present, closed); the
+//! lock says whether it is still there. [`PeerInfo::pid`] and [`PeerInfo::start_time`] are
+//! information only (error messages, listings) and never decide anything.
 
 use crate::sync::{AtomicU32, AtomicU64};
+use std::mem::offset_of;
 // The size checks below hold for the real atomics; loom's model-checked ones are larger.
 #[cfg(not(loom))]
-use std::mem::{align_of, offset_of, size_of};
+use std::mem::{align_of, size_of};
 
 use crate::error::{Error, Result};
 
@@ -41,13 +59,20 @@ pub const READY: u32 = 0x5245_4459; // "REDY"
 
 /// [`PeerInfo::state`]: nobody has claimed this end yet.
 pub const PEER_ABSENT: u32 = 0;
-/// [`PeerInfo::state`]: a process holds this end.
+/// [`PeerInfo::state`]: a process holds this end (alive while it holds the end's lock).
 pub const PEER_PRESENT: u32 = 1;
 /// [`PeerInfo::state`]: the process that held this end closed it.
 pub const PEER_CLOSED: u32 = 2;
 
-/// [`PeerInfo::state`]: a connector has claimed this end and is filling in its details.
+/// [`PeerInfo::state`]: a connector holding [`CONNECTOR_LOCK`] has claimed this end and is
+/// filling in its details. Without a lock holder it is a claimer that died: the next connector
+/// takes the slot over.
 pub const PEER_CLAIMING: u32 = 3;
+
+/// The byte of the shared object whose write lock the creator holds for its lifetime.
+pub const CREATOR_LOCK: u64 = offset_of!(SegmentHeader, creator) as u64;
+/// The byte of the shared object whose write lock the connector holds for its lifetime.
+pub const CONNECTOR_LOCK: u64 = offset_of!(SegmentHeader, connector) as u64;
 
 /// [`PeerInfo::wait_mode`] values; `0` means "not announced yet".
 #[allow(dead_code)]
@@ -76,16 +101,17 @@ impl<T> std::ops::Deref for Padded<T> {
 #[repr(C)]
 #[derive(Debug)]
 pub struct PeerInfo {
-    /// `PEER_ABSENT`, `PEER_PRESENT` or `PEER_CLOSED`.
+    /// `PEER_ABSENT`, `PEER_CLAIMING`, `PEER_PRESENT` or `PEER_CLOSED`.
     pub state: AtomicU32,
     /// `MODE_SPIN` or `MODE_BLOCK`, written before `state` becomes `PEER_PRESENT`.
     pub wait_mode: AtomicU32,
-    /// Process id of the holder.
+    /// Process id of the holder, as the holder sees it (its own PID namespace). Information
+    /// only: liveness is judged by the endpoint's lock.
     pub pid: AtomicU32,
     /// Reserved, zero.
     pub _reserved: AtomicU32,
-    /// Start time of the holder process (clock ticks since boot on Linux), so a reused pid is
-    /// not mistaken for the original process.
+    /// Start time of the holder process (clock ticks since boot on Linux, 0 where unknown).
+    /// Information only, like `pid`.
     pub start_time: AtomicU64,
     /// Largest message this endpoint accepts, in bytes. Written before `state` becomes
     /// `PEER_PRESENT` and again whenever the endpoint changes its limit; a sender reads it
@@ -171,6 +197,7 @@ const _: () = {
     assert!(offset_of!(RingHeader, data_wait) == 2 * CELL_ALIGN);
     assert!(offset_of!(RingHeader, space_wait) == 3 * CELL_ALIGN);
     assert!(size_of::<RingHeader>() == 4 * CELL_ALIGN);
+    assert!(CREATOR_LOCK != CONNECTOR_LOCK);
     assert!(size_of::<SegmentHeader>() <= RINGS_OFFSET);
     assert!(RINGS_OFFSET + 2 * size_of::<RingHeader>() <= HEADER_SIZE);
     assert!(RINGS_OFFSET % CELL_ALIGN == 0);

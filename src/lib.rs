@@ -136,7 +136,8 @@
 //! 0       SegmentHeader: magic "SHMLINK\0", layout version, header size, ring capacity,
 //!         total size, a ready word written last, the layout parameters (frame alignment 64,
 //!         cell alignment 128, pointer width), and per endpoint: state, wait mode, pid,
-//!         process start time, max message (each endpoint on its own 128-byte cell)
+//!         process start time, max message (each endpoint on its own 128-byte cell; the first
+//!         byte of each is the one that endpoint keeps locked while it lives)
 //! 1024    RingHeader x 2: producer index, consumer index, two futex wait cells,
 //!         each on its own 128-byte cell
 //! 4096    ring 0 region (creator -> connector), `capacity` bytes, a power of two
@@ -166,10 +167,16 @@
 //! recent spins found data, else sleep on a futex word in the mapping; the sender only makes the
 //! wake-up call when a sleeper announced itself). A wait ends when the peer closes
 //! ([`Error::Disconnected`], after everything it sent has been read) or dies
-//! ([`Error::PeerGone`]): spinning waits look at the peer every few milliseconds; a sleeping
-//! `Block` wait makes no timed wake-ups and is woken by a watcher thread that holds a pidfd for
-//! the peer process (Linux; elsewhere, or for a peer in another pid namespace, it sleeps in
-//! 10 ms slices and looks after each).
+//! ([`Error::PeerGone`]). Whether the peer is alive is not read from its pid: each endpoint holds
+//! a lock on its own byte of the shared object (an open-file-description lock on Linux), which
+//! the kernel releases when the process dies, however it dies. So pid reuse is never mistaken for
+//! the peer, and peers in different PID namespaces (containers sharing `/dev/shm`) see each
+//! other correctly; the recorded pid only names the peer in errors and listings.
+//!
+//! Spinning waits ask about the peer every few milliseconds. A sleeping `Block` wait makes no
+//! timed wake-ups: on Linux a watcher thread holds a pidfd for each peer process and wakes the
+//! sleepers of a peer that dies. Where that is not possible (no pidfds, or a peer whose pid
+//! names another process in our PID namespace) it sleeps in 10 ms slices and asks after each.
 //!
 //! ## Safety against the peer
 //!
@@ -191,6 +198,7 @@ mod endpoint;
 mod error;
 mod fallback;
 mod layout;
+mod lock;
 mod mapping;
 mod platform;
 mod process;

@@ -18,6 +18,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
 use crate::layout::{PeerInfo, SegmentHeader, WaitCell, MODE_BLOCK, MODE_SPIN, PEER_CLOSED};
 use crate::mapping::Mapping;

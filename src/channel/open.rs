@@ -1,5 +1,6 @@
 //! Making a channel: create a mapping or connect to one, claim an end, assemble the halves.
 
+use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
@@ -11,6 +12,7 @@ use crate::layout::{
     check_capacity, segment_size, RingHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, PEER_ABSENT,
     PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
 };
+use crate::lock;
 use crate::mapping::{self, Mapping};
 use crate::process::ProcessId;
 use crate::ring::{Consumer, Producer, RingPtrs};
@@ -76,9 +78,11 @@ impl Channel {
     ///
     /// Fails with [`Error::NotFound`] or [`Error::NotReady`] if it is not there yet (see
     /// [`connect_timeout`](Channel::connect_timeout) to wait for it), with
-    /// [`Error::AlreadyConnected`] if another endpoint holds the connecting end, and with
-    /// [`Error::BadMagic`], [`Error::VersionMismatch`], [`Error::LayoutMismatch`] or
-    /// [`Error::SizeMismatch`] if the mapping is not one this build understands.
+    /// [`Error::AlreadyConnected`] if another endpoint holds the connecting end (or held it and
+    /// closed or died: a channel serves one connection; a connector that died before it was
+    /// connected leaves the end to the next one), and with [`Error::BadMagic`],
+    /// [`Error::VersionMismatch`], [`Error::LayoutMismatch`] or [`Error::SizeMismatch`] if the
+    /// mapping is not one this build understands.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
         let map = Mapping::open_named(name)?;
         Self::connect_mapping(map, name.to_owned(), wait)
@@ -138,21 +142,40 @@ impl Channel {
         }
         let capacity = hdr.validate(map.len(), &name)?;
         let info = &hdr.connector;
+        // Read before claiming: nothing to do with the slot.
+        let me = ProcessId::current();
+        // Acquire: pairs with the Release store of a previous holder's state.
+        let seen = info.state.load(Ordering::Acquire);
+        match seen {
+            PEER_ABSENT | PEER_CLAIMING => {}
+            // Held, or held by a connector that closed or died since: a channel serves one
+            // connection (its rings may still hold that connection's frames).
+            PEER_PRESENT | PEER_CLOSED => return Err(Error::AlreadyConnected(name)),
+            other => {
+                return Err(Error::corrupt(format!(
+                    "connector state {other:#x} is unknown in {name}"
+                )))
+            }
+        }
+        // The claim is the connector's lock: held by another open of the object means another
+        // connector holds (or is claiming) the end. It stays ours until this mapping's
+        // descriptor closes, which the kernel does if we die, so a claimer that dies before it
+        // is present leaves a slot the next connector can take.
+        if !lock::take(map.file(), lock::End::Connector, false)? {
+            return Err(Error::AlreadyConnected(name));
+        }
+        // Holding the lock, we are the only connector that writes the slot. ABSENT, or CLAIMING
+        // left by a claimer that died; anything else means the slot changed under us.
         // Acquire on success: pairs with the Release of a previous holder (none for a fresh
-        // channel); the claim makes us the only connector.
+        // channel).
         if info
             .state
-            .compare_exchange(
-                PEER_ABSENT,
-                PEER_CLAIMING,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
+            .compare_exchange(seen, PEER_CLAIMING, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
             return Err(Error::AlreadyConnected(name));
         }
-        let me = ProcessId::current();
+        crate::testing::stop_point(crate::testing::StopPoint::ConnectClaimed);
         info.pid.store(me.pid, Ordering::Relaxed);
         info.start_time.store(me.start_time, Ordering::Relaxed);
         info.wait_mode.store(mode_of(wait), Ordering::Relaxed);
@@ -221,11 +244,11 @@ impl Channel {
                 return Err(e);
             }
         };
-        let peer = PeerWatch {
-            info: peer,
-            id: None,
-            last_check: None,
+        let peer_end = match role {
+            Role::Creator => lock::End::Connector,
+            Role::Connector => lock::End::Creator,
         };
+        let peer = PeerWatch::new(peer, map.file().as_raw_fd(), peer_end);
         let shared = Arc::new(Shared {
             me,
             out_data: NonNull::from(tx.data_cell()),

@@ -170,7 +170,7 @@ impl DeathWatch {
         // processes never share a pid, the pidfd opened in between names the peer too. A
         // different start time means pid reuse, or a peer whose pid belongs to another
         // namespace.
-        if crate::process::start_time(pid) != Some(start_time) {
+        if crate::process::start_time_at(&format!("/proc/{pid}/stat")) != Some(start_time) {
             return None;
         }
         let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
@@ -243,7 +243,8 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        let start = crate::process::start_time(pid).expect("start time");
+        let start =
+            crate::process::start_time_at(&format!("/proc/{pid}/stat")).expect("start time");
         let word = AtomicU32::new(0);
         assert!(
             DeathWatch::register(pid, start + 1, &word).is_none(),
