@@ -2,8 +2,8 @@
 //!
 //! * [`WaitStrategy::Spin`] busy-polls with `spin_loop` hints: the lowest latency, one core at
 //!   100% while waiting. After 20 us without data it also yields the core between batches of
-//!   polls, and it yields at least once a millisecond however short its waits are, so spinning
-//!   processes that outnumber the cores all get to run.
+//!   polls. Use it only where each endpoint has a core of its own: when processes outnumber the
+//!   cores, a spinner burns the time slices its peer needs.
 //! * [`WaitStrategy::SpinYield`] backs off with [`crossbeam_utils::Backoff`] and then yields the
 //!   core to other threads between polls.
 //! * [`WaitStrategy::Block`] adapts: it spins (for twice the time recent spins took to find
@@ -144,9 +144,6 @@ const PROBE_EVERY: u32 = 256;
 /// peer that shares the core (an oversubscribed machine) gets to run instead of waiting for the
 /// end of our time slice. A message that arrives sooner never pays for it.
 const SPIN_POLITE_AFTER: Duration = Duration::from_micros(20);
-/// `Spin` and `SpinYield` yield at least this often, however short each wait is: a pair that
-/// never waits long would otherwise keep both cores from pairs that need them.
-const FAIR_SLICE: Duration = Duration::from_millis(1);
 
 /// What a waiter needs to know about the other endpoint.
 pub(crate) trait Peer {
@@ -183,8 +180,6 @@ pub(crate) struct Waiter {
     /// Waits since the last spin, for the occasional probe.
     since_spin: u32,
     watch: Watch,
-    /// When a `Spin` or `SpinYield` waiter last gave up its core on purpose.
-    last_yield: Option<Instant>,
 }
 
 impl std::fmt::Debug for Waiter {
@@ -227,7 +222,6 @@ impl Waiter {
             hit_share: ONE,
             since_spin: 0,
             watch: Watch::Pending,
-            last_yield: None,
         }
     }
 
@@ -294,13 +288,6 @@ impl Waiter {
         ready: &mut impl FnMut() -> bool,
         peer: &mut impl Peer,
     ) -> Result<()> {
-        if self
-            .last_yield
-            .is_none_or(|t| started.duration_since(t) >= FAIR_SLICE)
-        {
-            self.last_yield = Some(started);
-            std::thread::yield_now();
-        }
         let mut next_check = started + CHECK_INTERVAL;
         let backoff = Backoff::new();
         loop {
@@ -320,7 +307,6 @@ impl Waiter {
             if self.strategy == WaitStrategy::Spin
                 && now.duration_since(started) >= SPIN_POLITE_AFTER
             {
-                self.last_yield = Some(now);
                 std::thread::yield_now();
             }
             if now >= next_check {
