@@ -6,9 +6,9 @@
 //!   cores, a spinner burns the time slices its peer needs.
 //! * [`WaitStrategy::SpinYield`] backs off with [`crossbeam_utils::Backoff`] and then yields the
 //!   core to other threads between polls.
-//! * [`WaitStrategy::Block`] adapts: it spins (for twice the time recent spins took to find
-//!   data, at most 20 us) only while most of its recent spins found data; when its peer is
-//!   mostly asleep, descheduled or waiting for the core we would spin on, it sleeps at once
+//! * [`WaitStrategy::Block`] adapts: it spins (for 20 us) only while at least a quarter of its
+//!   recent spins found data; when its peer is mostly asleep, descheduled or waiting for the
+//!   core we would spin on, it sleeps at once
 //!   (with a short probe spin now and then to notice when spinning pays again). Right after it
 //!   woke its peer it sleeps at once too: the peer cannot answer before it has run. It sleeps
 //!   in the kernel on a futex word inside the mapping (Linux) until the peer wakes it.
@@ -126,17 +126,16 @@ pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(5);
 const UNWATCHED_SLICE: Duration = Duration::from_millis(10);
 /// Polls between two looks at the clock while spinning.
 const SPINS_PER_CLOCK_READ: u32 = 128;
-/// The longest `Block` spins before it sleeps, in nanoseconds.
-const MAX_SPIN_NS: u32 = 20_000;
-/// Where the moving average of successful spins starts.
-const INITIAL_AVG_NS: u32 = 5_000;
+/// How long `Block` spins before it sleeps, when it spins.
+const BLOCK_SPIN: Duration = Duration::from_micros(20);
 /// Fixed-point one for the share of recent spins that found data.
 const ONE: u32 = 1 << 10;
 /// `Block` keeps spinning while at least this share of its recent spins found data. Below it,
 /// the peer is mostly asleep, descheduled, or waiting for the very core we spin on, and a spin
 /// only burns the time slice it needs (the scheduler then also favours the processes that did
-/// not spin).
-const MIN_HIT_SHARE: u32 = ONE * 3 / 4;
+/// not spin). A miss costs little more than the spin, while a wait that spun too little costs
+/// a sleep and a wake-up on both sides, so even a minority of hits keeps spinning on.
+const MIN_HIT_SHARE: u32 = ONE / 4;
 /// A `Block` endpoint that stopped spinning still spins on one wait in this many, to notice
 /// when spinning pays again.
 const PROBE_EVERY: u32 = 256;
@@ -172,8 +171,6 @@ enum Watch {
 /// registration points at a futex word in there).
 pub(crate) struct Waiter {
     strategy: WaitStrategy,
-    /// Moving average (weight 1/8) of how long recent spins took to find data, in nanoseconds.
-    avg_ns: u32,
     /// Moving average (weight 1/8) of the share of recent spins that found data, out of
     /// [`ONE`].
     hit_share: u32,
@@ -186,7 +183,6 @@ impl std::fmt::Debug for Waiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Waiter")
             .field("strategy", &self.strategy)
-            .field("avg_ns", &self.avg_ns)
             .field("hit_share", &self.hit_share)
             .field("watched", &matches!(self.watch, Watch::Watched(..)))
             .finish()
@@ -218,7 +214,6 @@ impl Waiter {
     pub(crate) fn new(strategy: WaitStrategy) -> Waiter {
         Waiter {
             strategy,
-            avg_ns: INITIAL_AVG_NS,
             hit_share: ONE,
             since_spin: 0,
             watch: Watch::Pending,
@@ -248,24 +243,18 @@ impl Waiter {
         }
     }
 
-    /// Folds the outcome of a spin into the moving averages: it found data after `found`, or
-    /// (`None`) it ran out and the waiter had to sleep.
+    /// Folds the outcome of a spin into the moving average: it found data (`hit`), or it ran
+    /// out and data came only after the waiter went to sleep.
     #[inline]
-    fn learn(&mut self, found: Option<Duration>) {
+    fn learn(&mut self, hit: bool) {
         self.since_spin = 0;
-        let hit = match found {
-            Some(t) => {
-                let ns = t.as_nanos().min(u128::from(MAX_SPIN_NS)) as u32;
-                self.avg_ns = self.avg_ns - self.avg_ns / 8 + ns / 8;
-                ONE / 8
-            }
-            None => 0,
-        };
-        self.hit_share = self.hit_share - self.hit_share / 8 + hit;
+        self.hit_share = self.hit_share - self.hit_share / 8 + if hit { ONE / 8 } else { 0 };
     }
 
-    /// How long `Block` spins before it sleeps: twice the time recent spins took to find data
-    /// (plus a little), or nothing when too few of them found any (bar an occasional probe).
+    /// How long `Block` spins before it sleeps: [`BLOCK_SPIN`], or nothing when too few of its
+    /// recent spins found data (bar an occasional probe). The length is fixed rather than
+    /// fitted to how soon recent spins found data: a spin cut to the typical wait misses the
+    /// slightly longer ones, and each miss costs a sleep and a wake-up on both sides.
     fn spin_budget(&mut self) -> Duration {
         // Under loom the models check the sleep path; spinning would only add polls.
         if cfg!(loom) {
@@ -277,7 +266,7 @@ impl Waiter {
                 return Duration::ZERO;
             }
         }
-        Duration::from_nanos(u64::from((2 * self.avg_ns + 2_000).min(MAX_SPIN_NS)))
+        BLOCK_SPIN
     }
 
     /// `Spin` and `SpinYield`: poll, looking at the peer every [`CHECK_INTERVAL`].
@@ -344,7 +333,7 @@ impl Waiter {
             loop {
                 for _ in 0..SPINS_PER_CLOCK_READ {
                     if ready() {
-                        self.learn(Some(started.elapsed()));
+                        self.learn(true);
                         return Ok(());
                     }
                     std::hint::spin_loop();
@@ -354,8 +343,10 @@ impl Waiter {
                     break;
                 }
             }
-            self.learn(None);
         }
+        // A spin that ran out counts as a miss only if data then came: a wait that ends in a
+        // timeout or an error says nothing about whether spinning pays.
+        let missed = !budget.is_zero();
         loop {
             // A: Acquire, pairs with the Release increments in `wake` and in the death watcher
             // (see the module docs); it must come before the looks at the peer below.
@@ -365,10 +356,10 @@ impl Waiter {
                 Ok(None) => return finish(ready, Error::Timeout),
                 Err(e) => return finish(ready, e),
             };
-            if sleep(cell, seen, timeout, ready) {
-                return Ok(());
-            }
-            if ready() {
+            if sleep(cell, seen, timeout, ready) || ready() {
+                if missed {
+                    self.learn(false);
+                }
                 return Ok(());
             }
             if unwatched {
@@ -501,7 +492,7 @@ mod tests {
         let mut w = Waiter::new(WaitStrategy::Block);
         assert!(!w.spin_budget().is_zero(), "a new waiter spins a little");
         for _ in 0..8 {
-            w.learn(None);
+            w.learn(false);
         }
         let mut spins = 0;
         for _ in 0..PROBE_EVERY {
@@ -511,14 +502,9 @@ mod tests {
         }
         assert_eq!(spins, 1, "only the probe spins once spins miss");
         for _ in 0..16 {
-            w.learn(Some(Duration::from_micros(2)));
+            w.learn(true);
         }
-        let budget = w.spin_budget();
-        assert!(
-            !budget.is_zero() && budget <= Duration::from_nanos(MAX_SPIN_NS.into()),
-            "spins hit again: spin a little, {budget:?}"
-        );
-        assert!(budget < Duration::from_micros(10), "{budget:?}");
+        assert_eq!(w.spin_budget(), BLOCK_SPIN, "spins hit again: spin");
     }
 
     #[test]
