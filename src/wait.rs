@@ -491,7 +491,7 @@ mod tests {
     fn block_stops_spinning_when_spins_miss_and_probes_until_they_hit_again() {
         let mut w = Waiter::new(WaitStrategy::Block);
         assert!(!w.spin_budget().is_zero(), "a new waiter spins a little");
-        for _ in 0..8 {
+        for _ in 0..16 {
             w.learn(false);
         }
         let mut spins = 0;
