@@ -5,5 +5,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod parent;
 pub mod transport;
 pub mod workload;
