@@ -97,6 +97,9 @@ fn json_document_of_every_transport() {
             "ipc-channel",
             "raw-sync",
             "pipe",
+            "fifo",
+            "socketpair",
+            "posixmq",
             "uds",
             "tcp",
             "floor",
@@ -131,7 +134,7 @@ fn json_document_of_every_transport() {
         assert_eq!(r["limit"], limit, "limit flag: {r}");
     }
     // The serde row runs in this process: no child, no backend.
-    let serde = &results[7];
+    let serde = &results[10];
     assert!(serde["backend"].is_null(), "{serde}");
     let left = leftovers(&name);
     assert!(left.is_empty(), "left behind: {left:?}");
@@ -211,6 +214,9 @@ fn sweep_reports_every_transport_and_memcpy_at_every_size() {
                 "ipc-channel",
                 "raw-sync",
                 "pipe",
+                "fifo",
+                "socketpair",
+                "posixmq",
                 "uds",
                 "tcp",
                 "memcpy"
