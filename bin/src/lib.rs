@@ -6,5 +6,6 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod parent;
+pub mod streaming;
 pub mod transport;
 pub mod workload;

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail};
 
-use super::report::{read_report, row_label, Report};
+use super::report::{read_report, row_label, Report, TransportResult};
 use crate::workload::size_label;
 
 pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
@@ -15,7 +15,24 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
         bail!("{input:?} has no results");
     }
     if report.sweep {
-        return sweep_chart(&report, output);
+        let title = format!(
+            "payload throughput, MB/s both directions ({} build, ring {}) - {}",
+            report.profile,
+            size_label(report.ring_size),
+            report.machine.cpu
+        );
+        let y = "best MB/s, both directions (log scale)";
+        return sweep_chart(&report, output, &title, y, |r| r.mb_per_s);
+    }
+    if report.stream {
+        let title = format!(
+            "one-way stream, messages / s ({} build, ring {}) - {}",
+            report.profile,
+            size_label(report.ring_size),
+            report.machine.cpu
+        );
+        let y = "best messages per second (log scale)";
+        return sweep_chart(&report, output, &title, y, |r| r.msgs_per_s);
     }
     let top = report
         .results
@@ -84,9 +101,15 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Grouped bars: one group per message size, one bar per transport (memcpy last), best MB/s
-/// on a log scale.
-pub(crate) fn sweep_chart(report: &Report, output: &Path) -> anyhow::Result<()> {
+/// Grouped bars: one group per message size, one bar per transport (the limit rows last), the
+/// `value` of each result (best MB/s of a sweep, best messages/s of a stream) on a log scale.
+pub(crate) fn sweep_chart(
+    report: &Report,
+    output: &Path,
+    title: &str,
+    y_desc: &str,
+    value: impl Fn(&TransportResult) -> Option<f64>,
+) -> anyhow::Result<()> {
     use plotters::prelude::*;
 
     let sizes = report.sizes.clone().unwrap_or_default();
@@ -104,18 +127,18 @@ pub(crate) fn sweep_chart(report: &Report, output: &Path) -> anyhow::Result<()> 
             .results
             .iter()
             .find(|r| r.transport == name && r.size == Some(size))
-            .and_then(|r| r.mb_per_s)
+            .and_then(&value)
     };
     let top = report
         .results
         .iter()
-        .filter_map(|r| r.mb_per_s)
+        .filter_map(&value)
         .fold(10.0, f64::max)
         * 3.0;
     let bottom = report
         .results
         .iter()
-        .filter_map(|r| r.mb_per_s)
+        .filter_map(&value)
         .filter(|&x| x > 0.0)
         .fold(top, f64::min);
     // Room under the smallest bar so that it shows.
@@ -125,12 +148,6 @@ pub(crate) fn sweep_chart(report: &Report, output: &Path) -> anyhow::Result<()> 
     let per_group = 2 * (names.len() + 1);
     let slots = (sizes.len() * per_group) as i32;
     let middle = names.len();
-    let title = format!(
-        "payload throughput, MB/s both directions ({} build, ring {}) - {}",
-        report.profile,
-        size_label(report.ring_size),
-        report.machine.cpu
-    );
     let root = SVGBackend::new(output, (1100, 560)).into_drawing_area();
     let draw = |e: DrawingAreaErrorKind<_>| anyhow!("drawing the chart: {e:?}");
     root.fill(&WHITE).map_err(draw)?;
@@ -146,7 +163,7 @@ pub(crate) fn sweep_chart(report: &Report, output: &Path) -> anyhow::Result<()> 
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(slots as usize + 1)
-        .y_desc("best MB/s, both directions (log scale)")
+        .y_desc(y_desc)
         .x_label_formatter(&|&x| {
             let group = (x as usize) / per_group;
             if x >= 0 && (x as usize) % per_group == middle {

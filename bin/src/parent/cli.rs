@@ -11,6 +11,9 @@ use crate::workload::{self as common, MessageKind};
 /// Message sizes of `--sweep` unless `--sizes` says otherwise.
 pub(crate) const DEFAULT_SIZES: &str = "1KiB,64KiB,1MiB,16MiB";
 
+/// Message sizes of `--stream` unless `--sizes` says otherwise.
+pub(crate) const DEFAULT_STREAM_SIZES: &str = "8,64,128,256,512,1KiB,2KiB,4KiB,64KiB";
+
 /// Bytes per direction of a ping-pong run unless `--ring-size` says otherwise.
 pub(crate) const DEFAULT_RING: usize = 1 << 20;
 
@@ -54,14 +57,16 @@ pub(crate) enum Cmd {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
-    /// Rows to run: a comma list of shm, ipc-channel, raw-sync, pipe, uds, tcp, and the limit
-    /// rows floor and serde (JSON messages only), or `all`. With `--sweep`, `all` is every
-    /// transport but floor, and the memcpy limit row is always added.
+    /// Rows to run: a comma list of shm, ipc-channel, raw-sync, pipe, fifo, socketpair, posixmq,
+    /// uds, tcp, and the limit rows floor and serde (JSON messages only), or `all`. With
+    /// `--sweep`, `all` is every transport but floor, and the memcpy limit row is always added;
+    /// with `--stream`, likewise, and the ring limit row too.
     #[arg(long, short, default_value = "all")]
     pub(crate) transport: String,
-    /// Length of one measured round (e.g. 200ms, 5s).
-    #[arg(long, short, default_value = "2s", value_parser = common::parse_duration)]
-    pub(crate) duration: Duration,
+    /// Length of one measured round (e.g. 200ms, 5s); with `--stream`, what the default
+    /// `--count` aims at [default: 2s, 1s with --stream].
+    #[arg(long, short, value_parser = common::parse_duration)]
+    pub(crate) duration: Option<Duration>,
     /// Rounds per transport; the transports are interleaved round by round.
     #[arg(long, short, default_value_t = 1)]
     pub(crate) rounds: u32,
@@ -76,11 +81,22 @@ pub(crate) struct RunArgs {
     pub(crate) size: usize,
     /// Payload sweep: raw messages of every `--sizes` size echoed back over every transport,
     /// in MB/s with both directions counted, beside a memcpy row measured in the same run.
-    #[arg(long, conflicts_with_all = ["message", "size", "no_spawn"])]
+    #[arg(long, group = "mode", conflicts_with_all = ["message", "size", "no_spawn"])]
     pub(crate) sweep: bool,
-    /// Message sizes of `--sweep`, a comma list.
-    #[arg(long, default_value = DEFAULT_SIZES, requires = "sweep")]
-    pub(crate) sizes: String,
+    /// One-way streaming: the parent sends `--count` messages of every `--sizes` size, the child
+    /// checks each one (sequence number, a digest of every byte) and confirms the count; the
+    /// time runs until that confirmation. Reports messages/s and MB/s per transport and size,
+    /// beside the ring between two threads and memcpy.
+    #[arg(long, group = "mode", conflicts_with_all = ["message", "size", "no_spawn"])]
+    pub(crate) stream: bool,
+    /// Messages per row of `--stream` [default: as many as fill `--duration` at the rate the
+    /// warmup measured, fixed after the first round].
+    #[arg(long, requires = "stream")]
+    pub(crate) count: Option<u64>,
+    /// Message sizes of `--sweep` or `--stream`, a comma list [default: 1KiB,64KiB,1MiB,16MiB
+    /// for --sweep; 8,64,128,256,512,1KiB,2KiB,4KiB,64KiB for --stream].
+    #[arg(long, requires = "mode")]
+    pub(crate) sizes: Option<String>,
     /// How the shm transport waits: spin, yield or block.
     #[arg(long, default_value = "spin")]
     pub(crate) wait: WaitStrategy,
@@ -108,4 +124,21 @@ pub(crate) struct RunArgs {
     /// Base of the names of mappings, sockets and rendezvous files (default: `h<pid>`).
     #[arg(long)]
     pub(crate) name: Option<String>,
+}
+
+impl RunArgs {
+    /// Length of one measured round (or what a stream row aims at).
+    pub(crate) fn duration(&self) -> Duration {
+        self.duration
+            .unwrap_or(Duration::from_secs(if self.stream { 1 } else { 2 }))
+    }
+
+    /// The message sizes of a sweep or a stream.
+    pub(crate) fn sizes(&self) -> &str {
+        match &self.sizes {
+            Some(sizes) => sizes,
+            None if self.stream => DEFAULT_STREAM_SIZES,
+            None => DEFAULT_SIZES,
+        }
+    }
 }

@@ -24,7 +24,7 @@ pub(crate) fn measure(
     let mut histogram = new_histogram()?;
     timed(args.warmup, None, &mut round_trip).with_context(|| format!("{what}: warmup"))?;
     let (round_trips, seconds) =
-        timed(args.duration, Some(&mut histogram), &mut round_trip).context(what.to_owned())?;
+        timed(args.duration(), Some(&mut histogram), &mut round_trip).context(what.to_owned())?;
     let rt_per_s = if seconds > 0.0 {
         round_trips as f64 / seconds
     } else {
@@ -35,6 +35,8 @@ pub(crate) fn measure(
             round_trips,
             seconds,
             rt_per_s,
+            messages: None,
+            msgs_per_s: None,
         },
         histogram,
     ))

@@ -8,6 +8,10 @@
 //! `--sweep` measures payload throughput instead: raw messages of several sizes echoed back,
 //! in MB/s with both directions counted, against a `memcpy` row measured in the same run.
 //!
+//! `--stream` measures one-way streaming: `--count` messages of every size sent one way, every
+//! one checked by the child, in messages/s and MB/s, against the same ring between two threads
+//! and a `memcpy` row.
+//!
 //! Subcommands: `chart` draws an SVG bar chart of a `--json` result (grouped by size for a
 //! sweep); `compare` puts a debug and a release result side by side with the release / debug
 //! ratio.
@@ -22,6 +26,8 @@
 //! | `pinger` | the parent's side of the ping-pong workload |
 //! | `limits` | the limit rows measured in this process (`serde`, `memcpy`) |
 //! | `run` | a ping-pong run or a sweep, round by round |
+//! | `connect` | one connection to a spawned child |
+//! | `stream` | `--stream`: one-way streaming, with the ring and memcpy limit rows |
 //! | `table` | the tables on standard output |
 //! | `chart` | `chart`: SVG bar charts |
 //! | `compare` | `compare`: debug against release |
@@ -30,12 +36,14 @@ mod chart;
 mod child;
 mod cli;
 mod compare;
+mod connect;
 mod limits;
 mod measure;
 mod pinger;
 mod report;
 mod rows;
 mod run;
+mod stream;
 mod table;
 
 use clap::Parser;

@@ -15,9 +15,16 @@ pub(crate) struct Machine {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct RoundResult {
+    /// Round trips of a ping-pong round (0 in a stream round).
     pub(crate) round_trips: u64,
     pub(crate) seconds: f64,
     pub(crate) rt_per_s: f64,
+    /// Messages a stream round moved one way, confirmed by the receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) messages: Option<u64>,
+    /// Messages per second of a stream round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) msgs_per_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -36,7 +43,8 @@ pub(crate) struct TransportResult {
     /// the limit rows measured in one process).
     #[serde(default)]
     pub(crate) backend: Option<String>,
-    /// A limit row (`floor`, `serde`, `memcpy`): what the transports are measured against.
+    /// A limit row (`floor`, `serde`, `memcpy`, `ring`): what the transports are measured
+    /// against.
     #[serde(default)]
     pub(crate) limit: bool,
     /// Bytes per message (raw messages).
@@ -47,15 +55,29 @@ pub(crate) struct TransportResult {
     pub(crate) median_rt_per_s: f64,
     pub(crate) latency_ns: Latency,
     pub(crate) pct_of_floor: Option<f64>,
-    /// Payload megabytes per second at the best round (raw messages, both directions).
+    /// Payload megabytes per second at the best round (raw messages, both directions; one way
+    /// in a stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) mb_per_s: Option<f64>,
-    /// Payload megabytes per second at the median round (raw messages, both directions).
+    /// Payload megabytes per second at the median round (raw messages, both directions; one
+    /// way in a stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) median_mb_per_s: Option<f64>,
     /// Best MB/s as a fraction of the memcpy row's at the same size (sweeps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) memcpy_ratio: Option<f64>,
+    /// Messages per round of a stream row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) count: Option<u64>,
+    /// Messages per second at the best round of a stream row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) msgs_per_s: Option<f64>,
+    /// Messages per second at the median round of a stream row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) median_msgs_per_s: Option<f64>,
+    /// Best messages per second as a fraction of the ring row's at the same size (streams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ring_ratio: Option<f64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -67,9 +89,17 @@ pub(crate) struct Report {
     /// A payload sweep: one result per transport and size.
     #[serde(default)]
     pub(crate) sweep: bool,
-    /// The sweep's message sizes.
+    /// One-way streaming: one result per transport and size, in messages/s and MB/s (the
+    /// ping-pong fields of its results are zero).
+    #[serde(default)]
+    pub(crate) stream: bool,
+    /// The message sizes of a sweep or a stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) sizes: Option<Vec<usize>>,
+    /// The POSIX message queue limits of this machine and the queue attributes the posixmq
+    /// transport used (when it ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) posixmq: Option<crate::transport::posixmq::MqLimits>,
     /// Bytes per direction (shm ring, socket and pipe buffers).
     #[serde(default)]
     pub(crate) ring_size: usize,

@@ -12,8 +12,11 @@ pub(crate) enum Row {
     Ipc(Kind),
     /// The JSON work of one round trip, in this process, no IPC.
     Serde,
-    /// Two copies of the message per round trip, in this process: the sweep's limit.
+    /// Two copies of the message per round trip, in this process: the sweep's limit (in a
+    /// stream, one copy per message).
     Memcpy,
+    /// The same shmlink ring between two threads of this process: the stream's limit.
+    Ring,
 }
 
 impl Row {
@@ -22,12 +25,16 @@ impl Row {
             Row::Ipc(kind) => kind.as_str(),
             Row::Serde => "serde",
             Row::Memcpy => "memcpy",
+            Row::Ring => "ring",
         }
     }
 
     /// A limit the transports are measured against, not a transport.
     pub(crate) fn is_limit(self) -> bool {
-        matches!(self, Row::Ipc(Kind::Floor) | Row::Serde | Row::Memcpy)
+        matches!(
+            self,
+            Row::Ipc(Kind::Floor) | Row::Serde | Row::Memcpy | Row::Ring
+        )
     }
 }
 
@@ -50,12 +57,16 @@ pub(crate) fn parse_rows(
             let row = match item {
                 "serde" => Row::Serde,
                 "memcpy" => Row::Memcpy,
+                "ring" => Row::Ring,
                 other => Row::Ipc(other.parse()?),
             };
             if !rows.contains(&row) {
                 rows.push(row);
             }
         }
+    }
+    if rows.contains(&Row::Ring) {
+        bail!("the ring row belongs to the streaming run (--stream)");
     }
     if sweep {
         if rows.contains(&Row::Ipc(Kind::Floor)) || rows.contains(&Row::Serde) {
@@ -77,5 +88,36 @@ pub(crate) fn parse_rows(
     if rows.is_empty() {
         bail!("no transport given");
     }
+    Ok(rows)
+}
+
+/// The rows of a streaming run: the transports `--transport` names (`all`: every one but
+/// floor), then the limit rows ring and memcpy, always measured.
+pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    if list.trim() == "all" {
+        rows.extend(
+            Kind::ALL
+                .iter()
+                .filter(|&&k| k != Kind::Floor)
+                .map(|&k| Row::Ipc(k)),
+        );
+    } else {
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let row = match item {
+                "ring" | "memcpy" => continue,
+                "serde" | "floor" => bail!(
+                    "{item} is a limit of the ping-pong run; a stream's limits are the ring and \
+                     memcpy rows, which it always measures"
+                ),
+                other => Row::Ipc(other.parse()?),
+            };
+            if !rows.contains(&row) {
+                rows.push(row);
+            }
+        }
+    }
+    rows.push(Row::Ring);
+    rows.push(Row::Memcpy);
     Ok(rows)
 }

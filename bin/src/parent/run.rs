@@ -2,14 +2,14 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use hdrhistogram::Histogram;
 
-use super::child::{install_signal_handlers, interrupted, ChildGuard};
+use super::child::{install_signal_handlers, interrupted};
 use super::cli::{sweep_ring, RunArgs, DEFAULT_RING};
+use super::connect::connect;
 use super::limits::{Copier, SerdeWork};
 use super::measure::{measure, new_histogram};
 use super::pinger::Pinger;
@@ -18,7 +18,7 @@ use super::report::{
 };
 use super::rows::{parse_rows, Row};
 use super::table::{print_sweep, print_table};
-use crate::transport::{self, ChildStdio, Kind, Listener, Options, Peer, Transport, Visitor};
+use crate::transport::{self, Kind, Options, Transport, Visitor};
 use crate::workload::{self as common, size_label, MessageKind};
 
 pub(crate) struct Plan {
@@ -73,84 +73,15 @@ impl Visitor for RunRound<'_> {
     fn visit<T: Transport>(self) -> anyhow::Result<RoundOutcome> {
         let plan = self.plan;
         let kind = T::KIND;
-        let name = format!("{}-{}", plan.base, self.tag);
-        let listener =
-            T::listen(&name, &plan.opts).with_context(|| format!("setting up {kind}"))?;
-        let backend = listener.backend().to_owned();
-
-        let child_args: Vec<String> = vec![
-            "--transport".into(),
-            kind.as_str().into(),
-            "--address".into(),
-            listener.address(),
-            "--message".into(),
-            self.message.as_str().into(),
-            "--wait".into(),
-            plan.opts.wait.to_string(),
-            "--ring-size".into(),
-            plan.opts.ring_size.to_string(),
-            "--max-message".into(),
-            plan.opts.max_message.to_string(),
-            "--parent-id".into(),
-            plan.parent_id.clone(),
-            "--child-id".into(),
-            plan.child_id.clone(),
-        ];
-        let (mut t, child) = if plan.args.no_spawn {
-            eprintln!(
-                "[info] round {} {kind}: waiting for a peer; run on the other host (with this \
-                 host's address if the one shown is loopback):\n  ipc-child {} --standalone",
-                self.round,
-                child_args.join(" ")
-            );
-            let t = listener
-                .accept(ChildStdio::default(), Peer::unknown())
-                .with_context(|| format!("waiting for the {kind} peer to connect"))?;
-            (t, None)
-        } else {
-            let mut command = Command::new(&plan.child_path);
-            command
-                .args(&child_args)
-                .arg("--parent-pid")
-                .arg(std::process::id().to_string())
-                .stderr(Stdio::inherit());
-            if kind.needs_stdio() {
-                command.stdin(Stdio::piped()).stdout(Stdio::piped());
-            } else {
-                // Standard output is the parent's report: the child stays off it.
-                command.stdin(Stdio::null()).stdout(Stdio::null());
-            }
-            let mut child = ChildGuard::spawn(command)?;
-            eprintln!(
-                "[info] round {} {kind}: child pid {} on {}",
-                self.round,
-                child.pid(),
-                listener.address()
-            );
-            let stdio = ChildStdio {
-                stdin: child.child.stdin.take(),
-                stdout: child.child.stdout.take(),
-            };
-            let peer = Peer::child(child.pid());
-            let t = listener
-                .accept(stdio, peer)
-                .with_context(|| format!("waiting for the {kind} child to connect"))?;
-            (t, Some(child))
-        };
-
+        let mut conn = connect::<T>(plan, self.round, &self.tag, self.message, &[])?;
         let mut pinger = Pinger::new(plan, kind, self.message, self.size);
         let (round, histogram) = measure(
             &plan.args,
-            || pinger.round_trip(&mut t),
+            || pinger.round_trip(&mut conn.t),
             &format!("{kind} round {}", self.round),
         )?;
-        drop(t);
-        if let Some(child) = child {
-            let status = child.finish(Duration::from_secs(5))?;
-            if !status.success() {
-                bail!("{kind} child exited with {status}");
-            }
-        }
+        let backend = conn.backend.clone();
+        conn.finish()?;
         Ok(RoundOutcome {
             round,
             histogram,
@@ -199,6 +130,7 @@ pub(crate) fn run_round(
                 backend: None,
             })
         }
+        Row::Ring => bail!("the ring row belongs to the streaming run (--stream)"),
         Row::Memcpy => {
             let mut copier = Copier::new(size.unwrap_or(0));
             let (round, histogram) = measure(&plan.args, || copier.round_trip(), &what)?;
@@ -212,6 +144,9 @@ pub(crate) fn run_round(
 }
 
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.stream {
+        return super::stream::run(args);
+    }
     install_signal_handlers()?;
     let rows = parse_rows(&args.transport, args.sweep, args.message)?;
     if args.no_spawn && rows.iter().any(|&r| r != Row::Ipc(Kind::Tcp)) {
@@ -224,7 +159,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         bail!("--size must be at least 1 byte");
     }
     let sizes = if args.sweep {
-        common::parse_sizes(&args.sizes).context("--sizes")?
+        common::parse_sizes(args.sizes()).context("--sizes")?
     } else {
         Vec::new()
     };
@@ -402,6 +337,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
                 median_mb_per_s: payload.map(|p| mb_per_s(median_rt, p)),
                 memcpy_ratio: mb
                     .and_then(|mb| memcpy_best(size).filter(|&m| m > 0.0).map(|m| mb / m)),
+                count: None,
+                msgs_per_s: None,
+                median_msgs_per_s: None,
+                ring_ratio: None,
             }
         })
         .collect();
@@ -417,10 +356,15 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         .to_owned(),
         size: raw_size,
         sweep: plan.args.sweep,
+        stream: false,
         sizes: plan.args.sweep.then(|| plan.sizes.clone()),
         ring_size: plan.opts.ring_size,
-        duration_s: plan.args.duration.as_secs_f64(),
+        duration_s: plan.args.duration().as_secs_f64(),
         warmup_s: plan.args.warmup.as_secs_f64(),
+        posixmq: plan
+            .rows
+            .contains(&Row::Ipc(Kind::PosixMq))
+            .then(crate::transport::posixmq::MqLimits::read),
         results,
     };
     if let Some(path) = &plan.args.save {

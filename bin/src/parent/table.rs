@@ -63,6 +63,9 @@ pub(crate) fn print_table(out: &mut impl Write, report: &Report) -> anyhow::Resu
             writeln!(out, "{note}")?;
         }
     }
+    if let Some(mq) = &report.posixmq {
+        writeln!(out, "{}", super::stream::mq_line(mq))?;
+    }
     Ok(())
 }
 
@@ -137,6 +140,103 @@ pub(crate) fn print_sweep(out: &mut impl Write, report: &Report) -> anyhow::Resu
             write!(out, " {cell:>12}")?;
         }
         writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// The streaming table: one line per transport and size, then the best messages/s and MB/s as
+/// matrices, transports down and sizes across.
+pub(crate) fn print_stream(out: &mut impl Write, report: &Report) -> anyhow::Result<()> {
+    let rounds = report.results.first().map_or(0, |r| r.rounds.len());
+    writeln!(out)?;
+    writeln!(
+        out,
+        "one-way stream: messages/s and MB/s (size x messages / s) until the receiver confirmed \
+         them all, best and median of {rounds} round(s); x ring / x memcpy: best over the limit \
+         row's at the same size"
+    )?;
+    writeln!(
+        out,
+        "{:<8} {:<17} {:<12} {:>11} {:>13} {:>13} {:>10} {:>10} {:>8} {:>9}",
+        "size",
+        "transport",
+        "backend",
+        "messages",
+        "best msg/s",
+        "median msg/s",
+        "best MB/s",
+        "median MB/s",
+        "x ring",
+        "x memcpy"
+    )?;
+    let sizes = report.sizes.clone().unwrap_or_default();
+    let ratio = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{x:.2}x"));
+    for (n, &size) in sizes.iter().enumerate() {
+        if n > 0 {
+            writeln!(out)?;
+        }
+        for r in report.results.iter().filter(|r| r.size == Some(size)) {
+            writeln!(
+                out,
+                "{:<8} {:<17} {:<12} {:>11} {:>13.0} {:>13.0} {:>10.1} {:>10.1} {:>8} {:>9}",
+                size_label(size),
+                row_label(r),
+                r.backend.as_deref().unwrap_or("-"),
+                r.count.map_or("-".to_owned(), |c| c.to_string()),
+                r.msgs_per_s.unwrap_or(0.0),
+                r.median_msgs_per_s.unwrap_or(0.0),
+                r.mb_per_s.unwrap_or(0.0),
+                r.median_mb_per_s.unwrap_or(0.0),
+                ratio(r.ring_ratio),
+                ratio(r.memcpy_ratio),
+            )?;
+        }
+    }
+    let mut names: Vec<&TransportResult> = Vec::new();
+    for r in &report.results {
+        if !names.iter().any(|n| n.transport == r.transport) {
+            names.push(r);
+        }
+    }
+    let matrix = |out: &mut dyn Write,
+                  title: &str,
+                  value: &dyn Fn(&TransportResult) -> Option<f64>|
+     -> std::io::Result<()> {
+        writeln!(out)?;
+        write!(out, "{title:<17}")?;
+        for &size in &sizes {
+            write!(out, " {:>11}", size_label(size))?;
+        }
+        writeln!(out)?;
+        for first in &names {
+            write!(out, "{:<17}", row_label(first))?;
+            for &size in &sizes {
+                let cell = report
+                    .results
+                    .iter()
+                    .find(|r| r.transport == first.transport && r.size == Some(size))
+                    .and_then(value)
+                    .map_or("-".to_owned(), |v| format!("{v:.0}"));
+                write!(out, " {cell:>11}")?;
+            }
+            writeln!(out)?;
+        }
+        Ok(())
+    };
+    matrix(out, "best msg/s", &|r| r.msgs_per_s)?;
+    matrix(out, "best MB/s", &|r| r.mb_per_s)?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "ring [limit]: the same shmlink ring (shmlink::ring::new, same capacity) between two \
+         threads of this process, checked as the child checks"
+    )?;
+    writeln!(
+        out,
+        "memcpy [limit]: each message copied once into a ring-sized buffer, no check"
+    )?;
+    if let Some(mq) = &report.posixmq {
+        writeln!(out, "{}", super::stream::mq_line(mq))?;
     }
     Ok(())
 }
