@@ -26,13 +26,16 @@ use crate::transport::posixmq::MqLimits;
 use crate::transport::{self, Kind, Options, Transport, Visitor};
 use crate::workload::{self as common, size_label, MessageKind};
 
-/// The fewest messages of a phase (warmup phases start here).
-const MIN_COUNT: u64 = 1000;
+/// Messages of the first warmup phase.
+const FIRST_PHASE: u64 = 1000;
+/// The fewest messages a default `--count` asks for.
+const MIN_COUNT: u64 = 10_000;
 /// The most messages a default `--count` asks for.
 const MAX_COUNT: u64 = 1 << 31;
 
 /// Runs the warmup phases (at least one), fixes the count if it is not fixed yet (what fills
-/// the round's duration at the rate the last warmup phase measured), and runs the measured
+/// the round's duration at the warmup's overall rate, and at least [`MIN_COUNT`] so that a
+/// warmup stalled by the scheduler does not shrink the row to nothing), and runs the measured
 /// phase. `phase(n)` moves `n` messages and returns the time until the receiver confirmed them.
 fn measure_stream(
     args: &RunArgs,
@@ -40,18 +43,22 @@ fn measure_stream(
     mut phase: impl FnMut(u64) -> anyhow::Result<Duration>,
 ) -> anyhow::Result<RoundResult> {
     let warm_until = Instant::now() + args.warmup;
-    let mut n = MIN_COUNT;
-    let rate = loop {
+    let mut n = FIRST_PHASE;
+    let (mut warm_messages, mut warm_seconds) = (0u64, 0.0f64);
+    loop {
         let took = phase(n).context("warmup")?;
         let rate = n as f64 / took.as_secs_f64().max(1e-9);
+        warm_messages += n;
+        warm_seconds += took.as_secs_f64();
         let now = Instant::now();
         if now >= warm_until {
-            break rate;
+            break;
         }
         let left = (warm_until - now).as_secs_f64();
-        n = ((rate * left) as u64).clamp(MIN_COUNT, n.saturating_mul(4));
-    };
+        n = ((rate * left) as u64).clamp(FIRST_PHASE, n.saturating_mul(4));
+    }
     let messages = *count.get_or_insert_with(|| {
+        let rate = warm_messages as f64 / warm_seconds.max(1e-9);
         ((rate * args.duration().as_secs_f64()) as u64).clamp(MIN_COUNT, MAX_COUNT)
     });
     let seconds = phase(messages)?.as_secs_f64();
