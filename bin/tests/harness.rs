@@ -345,6 +345,12 @@ fn stream_checks_every_transport_at_every_size_beside_ring_and_memcpy() {
         text.contains("<svg") && text.contains("ring") && text.contains("9 KiB"),
         "not a stream chart:\n{text}"
     );
+    let (ok, stdout, stderr) = run_parent(&["compare", &saved_s, &saved_s], &[]);
+    assert!(ok, "compare of a stream failed:\n{stderr}");
+    assert!(
+        stdout.contains("best msg/s") && stdout.contains("1.00x"),
+        "{stdout}"
+    );
 }
 
 #[test]
