@@ -50,6 +50,14 @@ pub enum Error {
     /// Another process already holds the connecting end of this channel.
     #[error("another process is already connected to this channel")]
     AlreadyConnected,
+    /// A listener already holds connections with as many clients as it admits.
+    #[error("listener {name:?} is at its limit of {limit} concurrent clients")]
+    TooManyClients {
+        /// The listener's name.
+        name: String,
+        /// Most clients it admits at once.
+        limit: usize,
+    },
     /// The ring has no room for this frame right now; retry after the peer reads.
     #[error("ring full")]
     Full,

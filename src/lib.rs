@@ -74,17 +74,22 @@ mod channel;
 mod endpoint;
 mod error;
 mod fallback;
+mod futex;
 mod layout;
+mod listener;
 mod mapping;
 mod process;
 pub mod ring;
 pub mod segments;
+mod selector;
 mod wait;
 
 pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
 pub use endpoint::{Backend, Endpoint, Received};
 pub use error::{Error, Result};
+pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS, MAX_CLIENTS};
 pub use ring::{ReadGuard, WriteGrant};
+pub use selector::{Selector, LIVENESS_PERIOD};
 pub use wait::WaitStrategy;
 
 #[doc(hidden)]

@@ -116,8 +116,11 @@ fn look(name: &str) -> Result<Seen> {
     // atomics, valid for any bytes.
     let hdr = unsafe { map.ptr().cast::<SegmentHeader>().as_ref() };
     // Acquire: pairs with the creator's Release store of `ready`.
-    let ready =
-        hdr.ready.load(Ordering::Acquire) == READY && hdr.magic.load(Ordering::Relaxed) == MAGIC;
+    // A listener shares the header's first fields (its creator is the server), so it is listed
+    // and judged like a channel.
+    let magic = hdr.magic.load(Ordering::Relaxed);
+    let ready = hdr.ready.load(Ordering::Acquire) == READY
+        && (magic == MAGIC || magic == crate::listener::LISTENER_MAGIC);
     let creator = endpoint(&hdr.creator);
     let connector = endpoint(&hdr.connector);
     // Nobody holds the creator's lock: the creator is gone. The recorded pid (with its start
