@@ -82,6 +82,8 @@ mod process;
 pub mod ring;
 pub mod segments;
 mod selector;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 mod wait;
 
 pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};

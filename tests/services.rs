@@ -155,12 +155,15 @@ fn connection_names(name: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Lines of /proc/self/maps that map a shmlink object.
-fn shmlink_mappings() -> usize {
+/// Lines of /proc/self/maps that map the listener `name` or one of its connections (other
+/// tests of this binary map their own channels meanwhile).
+fn mappings_of(name: &str) -> usize {
+    let listener = format!("/shmlink-{name} ");
+    let connection = format!("/shmlink-{name}.");
     std::fs::read_to_string("/proc/self/maps")
         .expect("maps")
         .lines()
-        .filter(|l| l.contains("/shmlink-"))
+        .filter(|l| l.contains(&connection) || format!("{l} ").contains(&listener))
         .count()
 }
 
@@ -231,7 +234,8 @@ fn clients_killed_at_random_free_what_the_server_held() {
     let name = unique("svckill");
     let _guard = NameGuard(name.clone());
     let listener = Listener::bind(&name, &Config::default()).unwrap();
-    let baseline = shmlink_mappings();
+    let baseline = mappings_of(&name);
+    assert_eq!(baseline, 1, "the listener is mapped once");
     let mut conns = Vec::new();
     // Four clients talk until killed, four finish a fixed number of messages.
     let mut doomed: Vec<ChildGuard> = (0..4)
@@ -268,7 +272,7 @@ fn clients_killed_at_random_free_what_the_server_held() {
         c.reap();
     }
     assert_eq!(
-        shmlink_mappings(),
+        mappings_of(&name),
         baseline,
         "the server still maps connections"
     );

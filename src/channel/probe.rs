@@ -13,6 +13,7 @@ impl Channel {
     }
 
     /// The cell the peer wakes after making room in our outbound ring.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn space_cell(&self) -> &WaitCell {
         self.sender.tx.space_cell()
     }
@@ -24,6 +25,7 @@ impl Channel {
 
     /// True when a frame of `len` bytes fits in the outbound ring now (a corrupt index counts
     /// as room, so the send that follows reports it).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn has_room(&mut self, len: usize) -> bool {
         self.sender.tx.has_room(len).unwrap_or(true)
     }
