@@ -47,8 +47,10 @@ pub enum Error {
     /// The sizes recorded in the header disagree with each other or with the mapping.
     #[error("size mismatch: {0}")]
     SizeMismatch(String),
-    /// Another process already holds the connecting end of this channel.
-    #[error("another process is already connected to this channel")]
+    /// The connecting end of this channel is taken: another endpoint holds it, or held it and
+    /// closed or died (a channel has one connector for its whole life; a
+    /// [`Listener`](crate::Listener) gives each client its own channel).
+    #[error("the channel's connecting end is taken (a channel has one connector for its life; serve successive clients with a Listener)")]
     AlreadyConnected,
     /// A listener already holds connections with as many clients as it admits.
     #[error("listener {name:?} is at its limit of {limit} concurrent clients")]

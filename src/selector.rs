@@ -193,10 +193,16 @@ impl Selector {
         let n = set.len();
         for k in 0..n {
             let i = (self.start + k) % n;
-            if set.channel(i).check_peer().is_err() {
+            if set.channel(i).check_peer().is_err() && !self.ready.contains(&i) {
                 self.ready.push(i);
             }
         }
+    }
+
+    /// True once a liveness period passed since the last look at the peers.
+    fn check_due(&self) -> bool {
+        self.last_check
+            .is_none_or(|t| t.elapsed() >= LIVENESS_PERIOD)
     }
 
     fn run(&mut self, set: &mut dyn Set, deadline: Option<Instant>) -> Result<()> {
@@ -207,6 +213,11 @@ impl Selector {
         }
         self.rotate(set.len());
         self.scan(set);
+        // Busy channels keep the selector from sleeping: look at the peers here too, so a dead
+        // one is reported within a liveness period however much the others talk.
+        if self.check_due() {
+            self.check_peers(set);
+        }
         if !self.ready.is_empty() {
             return Ok(());
         }

@@ -72,9 +72,15 @@ impl Channel {
     ///
     /// Fails with [`Error::NotFound`] or [`Error::NotReady`] if it is not there yet (see
     /// [`connect_timeout`](Channel::connect_timeout) to wait for it), with
-    /// [`Error::AlreadyConnected`] if another endpoint holds the connecting end, and with
+    /// [`Error::AlreadyConnected`] if another endpoint holds (or held) the connecting end, and with
     /// [`Error::BadMagic`], [`Error::VersionMismatch`] or [`Error::SizeMismatch`] if the mapping
     /// is not one this build understands.
+    ///
+    /// A channel has one connector for its whole life: once it closed or died, the channel
+    /// reports [`Error::Disconnected`] or [`Error::PeerGone`] to the creator, and a new
+    /// connector gets [`Error::AlreadyConnected`]. A server that serves successive (or
+    /// concurrent) clients binds a [`Listener`](crate::Listener) instead, which gives every
+    /// client a fresh channel.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
         let map = Mapping::open_named(name)?;
         Self::connect_mapping(map, name.to_owned(), wait)
