@@ -29,8 +29,8 @@
 //! the ring's space cell the same way, and accepts on the listener's doorbell.
 //!
 //! A peer that dies without closing wakes nobody: every
-//! [`LIVENESS_PERIOD`](crate::LIVENESS_PERIOD) the reactor wakes every waiting task, which
-//! looks at its peer and reports [`Error::PeerGone`](crate::Error::PeerGone). With more than 127
+//! [`LIVENESS_PERIOD`] the reactor wakes every waiting task, which
+//! looks at its peer and reports [`Error::PeerGone`]. With more than 127
 //! waiting tasks, or without `futex_waitv` (older kernels, other platforms), the reactor looks
 //! every millisecond instead of sleeping until woken.
 //!

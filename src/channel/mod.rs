@@ -178,7 +178,7 @@ impl Channel {
     }
 
     /// Sets [`max_message`](Channel::max_message) for both directions. The receiving side
-    /// refuses (as [`Error::Corrupt`]) a fragmented message announced larger than its own limit.
+    /// refuses (as [`Error::Corrupt`](crate::Error::Corrupt)) a fragmented message announced larger than its own limit.
     pub fn set_max_message(&mut self, max: usize) {
         self.sender.max_message = max;
         self.receiver.max_message = max;
@@ -191,7 +191,7 @@ impl Channel {
         self.sender.reserve(len)
     }
 
-    /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`] if not).
+    /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`](crate::Error::Full) if not).
     #[inline]
     pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
         self.sender.try_reserve(len)
@@ -203,13 +203,13 @@ impl Channel {
         self.sender.send(bytes)
     }
 
-    /// Sends one frame if there is room now ([`Error::Full`] if not). Never fragments.
+    /// Sends one frame if there is room now ([`Error::Full`](crate::Error::Full) if not). Never fragments.
     #[inline]
     pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
         self.sender.try_send(bytes)
     }
 
-    /// Like [`send`](Channel::send), giving up with [`Error::Timeout`] after `timeout`.
+    /// Like [`send`](Channel::send), giving up with [`Error::Timeout`](crate::Error::Timeout) after `timeout`.
     pub fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<()> {
         self.sender.send_timeout(bytes, timeout)
     }
@@ -226,7 +226,7 @@ impl Channel {
         self.receiver.recv()
     }
 
-    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`] after `timeout`.
+    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`](crate::Error::Timeout) after `timeout`.
     #[inline]
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<ReadGuard<'_>> {
         self.receiver.recv_timeout(timeout)
