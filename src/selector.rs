@@ -29,8 +29,12 @@ use crate::wait::WaitStrategy;
 /// How often a sleeping [`Selector`] looks whether the peers' processes still run: the only
 /// timed wake-up of a selector whose channels are all idle.
 pub const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
-/// How long a selector polls before it sleeps, as a channel's `Block` wait does.
-const SPIN_FOR: Duration = Duration::from_micros(50);
+/// Longest a selector polls before it sleeps, as a channel's `Block` wait does.
+const SPIN_MAX: Duration = Duration::from_micros(50);
+/// Shortest poll: where polling stopped paying off (replies come later than the poll lasts,
+/// as on a busy machine, where polling only takes the core from the peers), the selector
+/// halves its poll down to this, and doubles it again each time a poll finds a message.
+const SPIN_MIN: Duration = Duration::from_micros(4);
 /// The sleep slice of the degraded paths.
 const POLL_SLICE: Duration = Duration::from_millis(1);
 
@@ -75,6 +79,8 @@ pub struct Selector {
     /// Channels whose sleeper count we raised, to lower again.
     announced: Vec<usize>,
     last_check: Option<Instant>,
+    /// How long the next wait polls before it sleeps (see `SPIN_MIN`); zero until first used.
+    spin: Duration,
 }
 
 /// What the wait loop needs of a set of channels.
@@ -222,19 +228,24 @@ impl Selector {
             return Ok(());
         }
         // Poll for a short while: a reply that is already on its way costs no sleep.
-        let spin_until = Instant::now() + SPIN_FOR;
+        if self.spin.is_zero() {
+            self.spin = SPIN_MAX;
+        }
+        let spin_until = Instant::now() + self.spin;
         loop {
             for _ in 0..64 {
                 std::hint::spin_loop();
             }
             self.scan(set);
             if !self.ready.is_empty() {
+                self.spin = (self.spin * 2).min(SPIN_MAX);
                 return Ok(());
             }
             if Instant::now() >= spin_until {
                 break;
             }
         }
+        self.spin = (self.spin / 2).max(SPIN_MIN);
         let mut next_check = self.last_check.unwrap_or_else(Instant::now) + LIVENESS_PERIOD;
         loop {
             let now = Instant::now();

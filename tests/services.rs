@@ -55,6 +55,14 @@ fn child() {
     let code = match args.as_slice() {
         ["client", name, id, count] => client(name, id.parse().unwrap(), count.parse().unwrap()),
         ["server", name] => server(name),
+        ["deaf", name] => {
+            // Binds and never accepts.
+            let _listener = Listener::bind(name, &Config::default()).expect("bind");
+            println!("ready");
+            loop {
+                std::thread::park();
+            }
+        }
         other => panic!("unknown role {other:?}"),
     };
     std::process::exit(code);
@@ -462,4 +470,48 @@ fn a_chatty_channel_does_not_starve_the_others() {
         }
     }
     assert_eq!(&served[1..], &[1, 1], "quiet channels starved: {served:?}");
+}
+
+#[test]
+fn a_client_waiting_to_be_accepted_notices_a_dead_server() {
+    let name = unique("svcdeaf");
+    let _guard = NameGuard(name.clone());
+    let mut server = spawn_role("deaf", std::slice::from_ref(&name));
+    wait_ready(&mut server);
+    let n = name.clone();
+    let waiting = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
+    std::thread::sleep(Duration::from_millis(50));
+    let pid = server.pid();
+    server.kill();
+    server.reap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(waiting.join().unwrap());
+    });
+    match rx.recv_timeout(WATCHDOG).expect("connect did not return") {
+        Err(Error::PeerGone { pid: gone }) => assert_eq!(gone, pid),
+        other => panic!("expected PeerGone, got {other:?}"),
+    }
+    // The client's own channel went away with its error.
+    assert_eq!(connection_names(&name), Vec::<String>::new());
+}
+
+#[test]
+fn a_client_that_gives_up_waiting_frees_its_slot() {
+    let name = unique("svcgiveup");
+    let _guard = NameGuard(name.clone());
+    let listener = Listener::bind_with_limit(&name, &Config::default(), 1).unwrap();
+    assert!(matches!(
+        Listener::connect_timeout(&name, WaitStrategy::Block, Duration::from_millis(30)),
+        Err(Error::Timeout)
+    ));
+    assert!(matches!(listener.try_accept(), Err(Error::Empty)));
+    // The one slot is free again: the next client gets in.
+    let n = name.clone();
+    let t = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
+    let mut conn = listener.accept_timeout(WATCHDOG).unwrap();
+    let mut ch = t.join().unwrap().unwrap();
+    ch.send(b"in").unwrap();
+    assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"in");
+    assert_eq!(connection_names(&name).len(), 1);
 }
