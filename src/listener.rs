@@ -97,6 +97,8 @@ const _: () = {
     assert!(size_of::<Slot>() == 64);
     assert!(offset_of!(Slot, word) == 0);
     assert!(SLOTS_OFFSET >= HEADER_SIZE);
+    assert!(RINGS_OFFSET % std::mem::align_of::<ListenerHeader>() == 0);
+    assert!(SLOTS_OFFSET % std::mem::align_of::<Slot>() == 0);
 };
 
 fn listener_size(slots: usize) -> usize {
@@ -123,7 +125,8 @@ impl Shared {
 
     fn control(&self) -> &ListenerHeader {
         // SAFETY: as in `header`: RINGS_OFFSET + size_of::<ListenerHeader>() <= SLOTS_OFFSET
-        // (asserted above), the offset is 64-aligned, and the fields are atomics.
+        // (asserted above), 1024 is a multiple of the header's alignment (128, from
+        // `CachePadded`), and the fields are atomics.
         unsafe { &*(self.map.ptr().as_ptr().add(RINGS_OFFSET) as *const ListenerHeader) }
     }
 

@@ -6,7 +6,7 @@
 //! use shmlink::Config;
 //!
 //! // Server task
-//! let listener = AsyncListener::bind("svc", &Config::default())?;
+//! let mut listener = AsyncListener::bind("svc", &Config::default())?;
 //! let mut conn = listener.accept().await?;
 //! let request = conn.recv().await?;
 //! conn.send(&request).await?;
@@ -282,6 +282,9 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
 
     /// The channel, for its synchronous methods.
     pub fn get_mut(&mut self) -> &mut Channel {
+        // The caller may swap another channel in and drop this one: nothing of it may stay
+        // registered with the reactor or announced on its cells.
+        self.withdraw();
         self.channel.borrow_mut()
     }
 
