@@ -193,6 +193,15 @@ impl Selector {
         }
     }
 
+    /// True when any ring holds a frame or any peer closed: the cheap test polled while
+    /// spinning, before the full scan.
+    fn any_data(&self, set: &mut dyn Set) -> bool {
+        (0..set.len()).any(|i| {
+            let ch = set.channel(i);
+            ch.has_data() || ch.peer_closed()
+        })
+    }
+
     /// Looks at every peer's process; the ones gone are ready.
     fn check_peers(&mut self, set: &mut dyn Set) {
         self.last_check = Some(Instant::now());
@@ -232,20 +241,25 @@ impl Selector {
             self.spin = SPIN_MAX;
         }
         let spin_until = Instant::now() + self.spin;
-        loop {
-            for _ in 0..64 {
+        'spin: loop {
+            // Look at the rings between single pause hints (a pause can take 100+ cycles), and
+            // at the clock once per batch.
+            for _ in 0..32 {
+                if self.any_data(set) {
+                    self.spin = (self.spin * 2).min(SPIN_MAX);
+                    break 'spin;
+                }
                 std::hint::spin_loop();
             }
-            self.scan(set);
-            if !self.ready.is_empty() {
-                self.spin = (self.spin * 2).min(SPIN_MAX);
-                return Ok(());
-            }
             if Instant::now() >= spin_until {
+                self.spin = (self.spin / 2).max(SPIN_MIN);
                 break;
             }
         }
-        self.spin = (self.spin / 2).max(SPIN_MIN);
+        self.scan(set);
+        if !self.ready.is_empty() {
+            return Ok(());
+        }
         let mut next_check = self.last_check.unwrap_or_else(Instant::now) + LIVENESS_PERIOD;
         loop {
             let now = Instant::now();
