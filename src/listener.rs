@@ -30,7 +30,7 @@
 use std::borrow::{Borrow, BorrowMut};
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -64,9 +64,17 @@ const SWEEP_PERIOD: Duration = Duration::from_millis(100);
 
 /// Slot states (low 32 bits of the slot word; the high 32 bits hold the client's pid).
 const SLOT_FREE: u64 = 0;
+/// Claimed by a client that has not written its sequence number yet.
 const SLOT_CLAIMED: u64 = 1;
+/// The client is creating its channel; the sequence number is written.
+const SLOT_NAMED: u64 = 4;
+/// The client's channel exists and waits for the server.
 const SLOT_PENDING: u64 = 2;
+/// The server holds the connection.
 const SLOT_ACTIVE: u64 = 3;
+/// How long the server keeps trying to remove the name of a client that looked alive when its
+/// connection ended (a process that is being killed holds its files for a moment).
+const RECLAIM_FOR: Duration = Duration::from_secs(5);
 
 /// Fixed fields of the listener, after the segment header.
 #[repr(C)]
@@ -110,6 +118,9 @@ struct Shared {
     map: Mapping,
     slots: usize,
     name: String,
+    /// Names of ended connections whose client looked alive when the connection was dropped
+    /// (its process may still be exiting), with when to stop trying: retried every sweep.
+    reclaim_later: Mutex<Vec<(String, Instant)>>,
 }
 
 // SAFETY: the mapping is plain memory that stays valid while `Shared` lives; every access to it
@@ -157,6 +168,7 @@ impl Shared {
             map,
             slots: 0,
             name: name.to_owned(),
+            reclaim_later: Mutex::new(Vec::new()),
         };
         let hdr = probe.header();
         // Acquire: pairs with the Release store of `ready` in `Listener::bind`.
@@ -205,6 +217,33 @@ impl Shared {
             start_time: info.start_time.load(Ordering::Relaxed),
         };
         (state, id)
+    }
+
+    /// Removes the channel `name` if its creator is gone; if it looks alive (it may be exiting
+    /// right now), tries again at the next sweeps for a while.
+    fn reclaim(&self, name: String) {
+        if let Ok(crate::segments::Reclaim::Alive) = crate::segments::reclaim(&name) {
+            self.lock_reclaims()
+                .push((name, Instant::now() + RECLAIM_FOR));
+        }
+    }
+
+    fn lock_reclaims(&self) -> std::sync::MutexGuard<'_, Vec<(String, Instant)>> {
+        // A panic while the lock was held leaves a valid list.
+        self.reclaim_later.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn retry_reclaims(&self) {
+        let mut later = std::mem::take(&mut *self.lock_reclaims());
+        let now = Instant::now();
+        later.retain(|(name, until)| {
+            now < *until
+                && matches!(
+                    crate::segments::reclaim(name),
+                    Ok(crate::segments::Reclaim::Alive)
+                )
+        });
+        self.lock_reclaims().extend(later);
     }
 
     fn ring_doorbell(&self) {
@@ -298,6 +337,7 @@ impl Listener {
             map,
             slots: max_clients,
             name: name.to_owned(),
+            reclaim_later: Mutex::new(Vec::new()),
         };
         let hdr = shared.header();
         let me = ProcessId::current();
@@ -354,7 +394,7 @@ impl Listener {
 
     /// Accepts a client that is waiting now: [`Error::Empty`] if none is.
     pub fn try_accept(&self) -> Result<Connection> {
-        self.scan(true)?.ok_or(Error::Empty)
+        self.scan()?.ok_or(Error::Empty)
     }
 
     fn accept_deadline(&self, deadline: Option<Instant>) -> Result<Connection> {
@@ -362,7 +402,7 @@ impl Listener {
         loop {
             // Acquire: pairs with the Release increment in `Shared::ring_doorbell`.
             let seen = bell.load(Ordering::Acquire);
-            if let Some(conn) = self.scan(false)? {
+            if let Some(conn) = self.scan()? {
                 return Ok(conn);
             }
             let now = Instant::now();
@@ -383,17 +423,18 @@ impl Listener {
     }
 
     /// Takes the first pending slot (starting after the one served last) and connects to its
-    /// client. Slots claimed by clients that died before publishing are freed on the way, at
-    /// most once per sweep period unless `sweep` is set.
-    fn scan(&self, sweep: bool) -> Result<Option<Connection>> {
+    /// client. Once per sweep period, slots claimed by clients that died before publishing are
+    /// freed on the way (and their channel names removed), and so are the names of ended
+    /// connections that could not be removed at once.
+    fn scan(&self) -> Result<Option<Connection>> {
         let n = self.shared.slots;
         let now_ms = self.born.elapsed().as_millis() as u64;
         // Relaxed: a throttle, not a synchronisation.
-        let sweep = sweep
-            || now_ms.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
-                >= SWEEP_PERIOD.as_millis() as u64;
+        let sweep = now_ms.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
+            >= SWEEP_PERIOD.as_millis() as u64;
         if sweep {
             self.last_sweep.store(now_ms, Ordering::Relaxed);
+            self.shared.retry_reclaims();
         }
         // Relaxed: only spreads the starting point.
         let start = self.next.load(Ordering::Relaxed) % n;
@@ -439,16 +480,24 @@ impl Listener {
                         Err(_) => drop(lease),
                     }
                 }
-                SLOT_CLAIMED if sweep => {
+                state @ (SLOT_CLAIMED | SLOT_NAMED) if sweep => {
                     let id = ProcessId { pid, start_time: 0 };
-                    if !id.is_alive() {
-                        // Relaxed: nothing is published with a free slot but its state.
-                        let _ = slot.word.compare_exchange(
-                            word,
-                            SLOT_FREE,
-                            Ordering::Relaxed,
-                            Ordering::Relaxed,
-                        );
+                    if id.is_alive() {
+                        continue;
+                    }
+                    // Relaxed: published by the client's Release store of NAMED, which the
+                    // Acquire load above read.
+                    let seq = slot.seq.load(Ordering::Relaxed);
+                    // Relaxed: nothing is published with a free slot but its state.
+                    if slot
+                        .word
+                        .compare_exchange(word, SLOT_FREE, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                        && state == SLOT_NAMED
+                    {
+                        // It may have died with its channel made: remove the name.
+                        self.shared
+                            .reclaim(connection_name(&self.shared.name, pid, seq));
                     }
                 }
                 _ => {}
@@ -533,11 +582,19 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         slot.word.store(SLOT_FREE, Ordering::Relaxed);
     };
     let config = Config { capacity, wait };
-    let (channel, seq) = loop {
+    let channel = loop {
         // Relaxed: only needs to be unique within this process.
         let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
+        // Name the channel in the slot before making it, so the server can remove it should we
+        // die before publishing the slot.
+        slot.seq.store(seq, Ordering::Relaxed);
+        slot.start_time.store(me.start_time, Ordering::Relaxed);
+        // Release: pairs with the server's Acquire load of the slot word in `scan`: publishes
+        // `seq` and `start_time`.
+        slot.word
+            .store((u64::from(me.pid) << 32) | SLOT_NAMED, Ordering::Release);
         match Channel::create(&connection_name(&shared.name, me.pid, seq), &config) {
-            Ok(channel) => break (channel, seq),
+            Ok(channel) => break channel,
             // A live channel of ours under that name (made by hand?): take the next number.
             Err(Error::AlreadyExists(_)) => continue,
             Err(e) => {
@@ -546,8 +603,6 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
             }
         }
     };
-    slot.seq.store(seq, Ordering::Relaxed);
-    slot.start_time.store(me.start_time, Ordering::Relaxed);
     // Acquire: pairs with the server's Release increment after it connected.
     let mut seen = slot.accepted.load(Ordering::Acquire);
     let pending = (u64::from(me.pid) << 32) | SLOT_PENDING;
@@ -626,16 +681,21 @@ struct SlotLease {
 
 impl Drop for SlotLease {
     fn drop(&mut self) {
-        if let Some(shared) = self.shared.upgrade() {
-            // Relaxed: a free slot publishes nothing but its state.
-            shared
-                .slot(self.index)
-                .word
-                .store(SLOT_FREE, Ordering::Relaxed);
-        }
         // A client that died cannot remove its channel's name: do it for it (only if its
         // creator is gone: the creator lock says so).
-        let _ = crate::segments::reclaim(&self.name);
+        match self.shared.upgrade() {
+            Some(shared) => {
+                // Relaxed: a free slot publishes nothing but its state.
+                shared
+                    .slot(self.index)
+                    .word
+                    .store(SLOT_FREE, Ordering::Relaxed);
+                shared.reclaim(std::mem::take(&mut self.name));
+            }
+            None => {
+                let _ = crate::segments::reclaim(&self.name);
+            }
+        }
     }
 }
 
