@@ -26,14 +26,13 @@ fn main() -> Result<(), Error> {
     let mut idle_since = Instant::now();
     loop {
         let known = conns.len();
-        let ready = selector
-            .wait_accept(&listener, &mut conns, Some(Duration::from_secs(1)))?
-            .to_vec();
+        // The ready indices borrow the selector, not `conns`.
+        let ready = selector.wait_accept(&listener, &mut conns, Some(Duration::from_secs(1)))?;
         if conns.len() > known {
             println!("server: {} client(s) connected", conns.len());
         }
         let mut gone = Vec::new();
-        for i in ready {
+        for &i in ready {
             let conn = &mut conns[i];
             // Serve one message per ready client per round: a chatty client cannot starve the
             // others.

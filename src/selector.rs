@@ -52,9 +52,9 @@ const POLL_SLICE: Duration = Duration::from_millis(1);
 /// let mut conns = Vec::new();
 /// let mut selector = Selector::new();
 /// loop {
-///     // Accepts new clients into `conns` and returns the connections with something to read.
-///     let ready = selector.wait_accept(&listener, &mut conns, None)?.to_vec();
-///     for i in ready {
+///     // Accepts new clients into `conns` and returns the connections with something to read
+///     // (the indices borrow the selector, not `conns`).
+///     for &i in selector.wait_accept(&listener, &mut conns, None)? {
 ///         match conns[i].try_recv().map(|m| m.to_vec()) {
 ///             Ok(msg) => conns[i].send(&msg)?,
 ///             Err(e) if e.is_transient() => {}

@@ -287,10 +287,10 @@ fn serve_selector(mut conns: Vec<Connection>, size: usize) -> Result<()> {
     }
     let mut selector = Selector::new();
     let mut buf = Vec::with_capacity(size);
+    let mut gone = Vec::new();
     while !conns.is_empty() {
-        let ready = selector.wait(&mut conns, None)?.to_vec();
-        let mut gone = Vec::new();
-        for i in ready {
+        gone.clear();
+        for &i in selector.wait(&mut conns, None)? {
             let c = &mut conns[i];
             match c.try_recv() {
                 Ok(m) => {
@@ -307,7 +307,7 @@ fn serve_selector(mut conns: Vec<Connection>, size: usize) -> Result<()> {
             c.send(&buf)?;
         }
         gone.sort_unstable();
-        for i in gone.into_iter().rev() {
+        for &i in gone.iter().rev() {
             conns.swap_remove(i);
         }
     }
