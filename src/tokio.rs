@@ -58,6 +58,8 @@ use crate::wait::WaitStrategy;
 
 /// The sleep slice when not every waiting word fits one kernel wait.
 const POLL_SLICE: Duration = Duration::from_millis(1);
+/// The smallest poll budget of a channel with [`AsyncChannel::set_spin`].
+const SPIN_MIN: Duration = Duration::from_micros(4);
 
 /// One task waiting on one word.
 struct Entry {
@@ -247,6 +249,11 @@ pub struct AsyncChannel<C: BorrowMut<Channel> = Channel> {
     send_reg: Registration,
     recv_sleeper: Announced,
     send_sleeper: Announced,
+    /// Longest poll of the ring before a receive goes to the reactor (zero: never poll).
+    spin_max: Duration,
+    /// The current poll budget: halved when a poll finds nothing, doubled when it finds a
+    /// message, between `SPIN_MIN` and `spin_max`.
+    spin: Duration,
     // Last: the registrations are disarmed (in `drop`) before the channel's memory goes.
     channel: C,
 }
@@ -276,8 +283,42 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
             send_reg: Registration::new(),
             recv_sleeper: Announced::default(),
             send_sleeper: Announced::default(),
+            spin_max: Duration::ZERO,
+            spin: Duration::ZERO,
             channel,
         })
+    }
+
+    /// Lets a receive that finds the ring empty poll it for up to `max` before it sleeps, as a
+    /// synchronous `Block` receive does (zero, the default: sleep at once). Polling blocks the
+    /// runtime thread meanwhile, so it pays where replies come within microseconds and a task
+    /// per core is acceptable; where polling stops finding messages, the budget halves on each
+    /// miss (down to a few microseconds) and doubles again on each hit.
+    pub fn set_spin(&mut self, max: Duration) {
+        self.spin_max = max;
+        self.spin = max;
+    }
+
+    /// Polls the ring for the current budget; true once a frame (or a close) is there.
+    fn poll_ring(&mut self) -> bool {
+        if self.spin_max.is_zero() {
+            return false;
+        }
+        let ch: &Channel = self.channel.borrow();
+        let until = std::time::Instant::now() + self.spin;
+        loop {
+            for _ in 0..32 {
+                if ch.has_data() || ch.peer_closed() {
+                    self.spin = (self.spin * 2).min(self.spin_max);
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            if std::time::Instant::now() >= until {
+                self.spin = (self.spin / 2).max(SPIN_MIN.min(self.spin_max));
+                return false;
+            }
+        }
     }
 
     /// The channel, for its synchronous methods.
@@ -310,6 +351,10 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
                 Err(Error::Empty) => {}
                 Err(e) => return Poll::Ready(Err(e)),
             }
+            if self.poll_ring() {
+                continue;
+            }
+            let ch: &mut Channel = self.channel.borrow_mut();
             let seen = self.recv_sleeper.announce(ch.data_cell());
             self.recv_reg.arm(&ch.data_cell().futex, seen, cx.waker());
             // F1: pairs with F2 in the peer's `wake_if_sleeping` (see `wait`): either we see

@@ -92,6 +92,10 @@ fn eight_client_tasks_against_a_server_process() {
                 let name = n.clone();
                 tokio::spawn(async move {
                     let mut ch = connect(&name).await?;
+                    // Half the tasks poll their ring briefly before sleeping.
+                    if id % 2 == 1 {
+                        ch.set_spin(Duration::from_micros(20));
+                    }
                     for i in 0..1000u32 {
                         let msg = format!("task {id} message {i}");
                         ch.send(msg.as_bytes()).await?;
