@@ -700,7 +700,9 @@ impl Drop for SlotLease {
 }
 
 /// The server's end of one client's connection: a [`Channel`] (it derefs to one) that frees the
-/// client's slot when dropped, and removes the client's channel name if the client died.
+/// client's slot when dropped, and removes the client's channel name if the client died (at
+/// once, or, if the client's process was still exiting, during one of the listener's next
+/// accepts).
 pub struct Connection {
     channel: Channel,
     _lease: SlotLease,
