@@ -308,22 +308,25 @@ fn a_killed_server_is_noticed_by_every_client_and_its_name_reclaimed() {
     let clients: Vec<Channel> = (0..4)
         .map(|_| Listener::connect_timeout(&name, WaitStrategy::Block, WATCHDOG).unwrap())
         .collect();
+    let (echoed_tx, echoed) = std::sync::mpsc::channel();
     let threads: Vec<_> = clients
         .into_iter()
         .map(|mut ch| {
+            let echoed_tx = echoed_tx.clone();
             std::thread::spawn(move || {
                 ch.send(b"hello").unwrap();
                 assert_eq!(&*ch.recv_timeout(WATCHDOG).unwrap(), b"hello");
+                echoed_tx.send(()).unwrap();
                 // Now wait on a server that is about to be killed: the watchdog is one second.
                 let result = ch.recv_timeout(Duration::from_secs(1)).map(|m| m.to_vec());
                 (result, ch)
             })
         })
         .collect();
-    // Let every client reach its waiting receive (an early kill fails `hello`, not the test's
-    // point, so wait until each got its echo: the server prints nothing per message, so give
-    // it a moment bounded by the clients' own watchdog).
-    std::thread::sleep(Duration::from_millis(100));
+    // Kill the server once every client got its echo and is about to wait.
+    for _ in 0..4 {
+        echoed.recv_timeout(WATCHDOG).expect("a client got no echo");
+    }
     let pid = server.pid();
     server.kill();
     server.reap();
