@@ -5,6 +5,7 @@
 //! cargo run --example client -- demo        # terminal 2
 //! ```
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -13,7 +14,9 @@ use shmlink::{Channel, Config, Error, WaitStrategy};
 #[derive(Deserialize)]
 struct Request<'a> {
     id: u64,
-    text: &'a str,
+    /// Borrowed from the frame unless the text has escapes (a `&str` would fail on those).
+    #[serde(borrow)]
+    text: Cow<'a, str>,
 }
 
 #[derive(Serialize)]

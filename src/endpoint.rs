@@ -1,5 +1,5 @@
 //! [`Endpoint`]: the shared-memory [`Channel`] when a mapping can be made, the ipc-channel
-//! fallback ([`IpcDuplex`]) when it cannot, behind one send / receive API.
+//! fallback when it cannot, behind one send / receive API.
 
 use std::fmt;
 use std::ops::Deref;
@@ -16,9 +16,10 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 /// Which backend an [`Endpoint`] runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
-    /// The lock-free ring in a named shared-memory mapping.
+    /// The lock-free ring in a named shared-memory mapping ([`Channel`]).
     Shm,
-    /// The ipc-channel fallback.
+    /// The fallback: a pair of byte channels of the `ipc-channel` crate (Unix sockets), found
+    /// through a small rendezvous file named after the channel.
     IpcChannel,
 }
 
@@ -38,24 +39,40 @@ impl fmt::Display for Backend {
     }
 }
 
-/// One end of a duplex channel on whichever backend could be used.
+/// One end of a duplex channel on whichever backend could be used: the shared-memory
+/// [`Channel`] where a mapping can be made, else a fallback over the `ipc-channel` crate. The
+/// connecting side finds the backend its creator chose.
 ///
-/// ```no_run
-/// # fn main() -> Result<(), shmlink::Error> {
-/// use shmlink::{Config, Endpoint};
-/// let mut server = Endpoint::create("demo", &Config::default())?;
-/// println!("running on {}", server.backend());
-/// let msg = server.recv()?;
-/// assert_eq!(&msg[..], b"hello");
-/// # Ok(()) }
+/// Both backends behave alike: messages of any length up to
+/// [`max_message`](Endpoint::max_message), [`Error::Disconnected`] after a clean close and
+/// everything sent has been received, [`Error::PeerGone`] when the peer process died.
+///
 /// ```
+/// # let name = format!("doc-endpoint-{}", std::process::id());
+/// use shmlink::{Backend, Config, Endpoint, WaitStrategy};
+/// // Chosen explicitly here, so that the example runs the same everywhere.
+/// let mut server = Endpoint::create_with(&name, &Config::default(), Backend::IpcChannel)?;
+/// let mut client = Endpoint::connect(&name, WaitStrategy::Block)?;
+/// assert_eq!(client.backend(), Backend::IpcChannel);
+/// client.send(b"hello")?;
+/// assert_eq!(&*server.recv()?, b"hello");
+/// assert_eq!(server.peer_pid(), Some(std::process::id()));
+/// # Ok::<(), shmlink::Error>(())
+/// ```
+///
+/// There is no `split`: on the fallback a received message is a buffer of the endpoint's own,
+/// lent out until the next call. To reply with data borrowed from a request, copy the request
+/// out first, or reach the shared-memory [`Channel`] with [`as_channel`](Endpoint::as_channel)
+/// and use [`Channel::split`].
+pub struct Endpoint {
+    inner: Inner,
+}
+
 // The shared-memory variant is the hot path: it stays inline rather than behind a box.
 #[allow(clippy::large_enum_variant)]
-pub enum Endpoint {
-    /// On the shared-memory ring.
+enum Inner {
     Shm(Channel),
-    /// On the ipc-channel fallback.
-    IpcChannel(IpcDuplex),
+    Ipc(IpcDuplex),
 }
 
 impl fmt::Debug for Endpoint {
@@ -67,31 +84,43 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// A received message: a frame still in the ring (released on drop) or the fallback's buffer.
-pub enum Received<'a> {
-    /// A frame in the shared-memory ring.
+/// A received message, from [`Endpoint::recv`]. Derefs to the bytes: a frame still in the
+/// shared-memory ring (released when this drops) or the fallback's receive buffer.
+pub struct Received<'a> {
+    msg: Msg<'a>,
+}
+
+enum Msg<'a> {
     Shm(ReadGuard<'a>),
-    /// A message the fallback received.
     Bytes(&'a [u8]),
+}
+
+impl fmt::Debug for Received<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Received")
+            .field("len", &self.len())
+            .finish()
+    }
 }
 
 impl Deref for Received<'_> {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        match self {
-            Received::Shm(guard) => guard,
-            Received::Bytes(bytes) => bytes,
+        match &self.msg {
+            Msg::Shm(guard) => guard,
+            Msg::Bytes(bytes) => bytes,
         }
     }
 }
 
 impl<'a> Received<'a> {
-    /// Decodes the message as JSON; `&str` fields may borrow from it.
+    /// Decodes the message as JSON; the value may borrow from the message, as with
+    /// [`ReadGuard::json`] (which says which fields can).
     pub fn json<T: Deserialize<'a>>(&'a self) -> Result<T> {
-        match self {
-            Received::Shm(guard) => guard.json(),
-            Received::Bytes(bytes) => Ok(serde_json::from_slice(bytes)?),
+        match &self.msg {
+            Msg::Shm(guard) => guard.json(),
+            Msg::Bytes(bytes) => Ok(serde_json::from_slice(bytes)?),
         }
     }
 }
@@ -104,33 +133,47 @@ fn mapping_unavailable(e: &Error) -> bool {
 impl Endpoint {
     /// Creates the channel `name`: a shared-memory ring, or the ipc-channel fallback when no
     /// mapping can be made (an operating-system error) or the fallback is forced
-    /// (the `SHMLINK_FORCE_FALLBACK` environment variable or the `force-fallback` feature).
+    /// (the `SHMLINK_FORCE_FALLBACK` environment variable set to anything but `0`, or the
+    /// `force-fallback` cargo feature).
     pub fn create(name: &str, config: &Config) -> Result<Endpoint> {
         if fallback::forced() {
-            return IpcDuplex::create(name).map(Endpoint::IpcChannel);
+            return Endpoint::create_with(name, config, Backend::IpcChannel);
         }
         match Channel::create(name, config) {
-            Ok(channel) => Ok(Endpoint::Shm(channel)),
-            Err(e) if mapping_unavailable(&e) => IpcDuplex::create(name)
-                .map(Endpoint::IpcChannel)
-                .map_err(|_| e),
+            Ok(channel) => Ok(Endpoint::from(channel)),
+            Err(e) if mapping_unavailable(&e) => {
+                Endpoint::create_with(name, config, Backend::IpcChannel).map_err(|_| e)
+            }
             Err(e) => Err(e),
         }
+    }
+
+    /// Creates the channel `name` on the given backend, whatever the environment says. The
+    /// fallback ignores `config` (it has no ring to size, and always blocks).
+    pub fn create_with(name: &str, config: &Config, backend: Backend) -> Result<Endpoint> {
+        let inner = match backend {
+            Backend::Shm => Inner::Shm(Channel::create(name, config)?),
+            Backend::IpcChannel => Inner::Ipc(IpcDuplex::create(name)?),
+        };
+        Ok(Endpoint { inner })
     }
 
     /// Connects to the channel `name` on whichever backend its creator used.
     /// `Err(NotFound)` or `Err(NotReady)` when it is not there (yet).
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Endpoint> {
+        let ipc = |duplex| Endpoint {
+            inner: Inner::Ipc(duplex),
+        };
         if fallback::forced() {
             if let Ok(duplex) = IpcDuplex::connect(name) {
-                return Ok(Endpoint::IpcChannel(duplex));
+                return Ok(ipc(duplex));
             }
         }
         match Channel::connect(name, wait) {
-            Ok(channel) => Ok(Endpoint::Shm(channel)),
+            Ok(channel) => Ok(Endpoint::from(channel)),
             Err(e @ (Error::NotFound(_) | Error::NotReady(_) | Error::Io(_))) => {
                 match IpcDuplex::connect(name) {
-                    Ok(duplex) => Ok(Endpoint::IpcChannel(duplex)),
+                    Ok(duplex) => Ok(ipc(duplex)),
                     Err(Error::NotFound(_)) => Err(e),
                     Err(other) => Err(other),
                 }
@@ -140,15 +183,18 @@ impl Endpoint {
     }
 
     /// [`Endpoint::connect`], retried while the channel is not there yet, for at most
-    /// `timeout` (then `Err(Timeout)`).
+    /// `timeout`; then the last error, which names the channel ([`Error::NotFound`] or
+    /// [`Error::NotReady`]).
     pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Endpoint> {
         let deadline = Instant::now() + timeout;
         loop {
             match Endpoint::connect(name, wait) {
                 Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(1));
+                    std::thread::sleep(
+                        Duration::from_millis(1)
+                            .min(deadline.saturating_duration_since(Instant::now())),
+                    );
                 }
-                Err(Error::NotFound(_) | Error::NotReady(_)) => return Err(Error::Timeout),
                 other => return other,
             }
         }
@@ -156,80 +202,128 @@ impl Endpoint {
 
     /// The backend in use.
     pub fn backend(&self) -> Backend {
-        match self {
-            Endpoint::Shm(_) => Backend::Shm,
-            Endpoint::IpcChannel(_) => Backend::IpcChannel,
+        match &self.inner {
+            Inner::Shm(_) => Backend::Shm,
+            Inner::Ipc(_) => Backend::IpcChannel,
+        }
+    }
+
+    /// The shared-memory channel underneath, when that is the backend: for what only it
+    /// offers ([`Channel::split`], grants, [`Channel::set_max_message`], ...).
+    pub fn as_channel(&mut self) -> Option<&mut Channel> {
+        match &mut self.inner {
+            Inner::Shm(c) => Some(c),
+            Inner::Ipc(_) => None,
         }
     }
 
     /// The channel's name.
     pub fn name(&self) -> &str {
-        match self {
-            Endpoint::Shm(c) => c.name(),
-            Endpoint::IpcChannel(d) => d.name(),
+        match &self.inner {
+            Inner::Shm(c) => c.name(),
+            Inner::Ipc(d) => d.name(),
         }
     }
 
     /// Largest message [`Endpoint::send`] accepts.
     pub fn max_message(&self) -> usize {
-        match self {
-            Endpoint::Shm(c) => c.max_message(),
-            Endpoint::IpcChannel(d) => d.max_message(),
+        match &self.inner {
+            Inner::Shm(c) => c.max_message(),
+            Inner::Ipc(d) => d.max_message(),
         }
     }
 
-    /// Sends one message, waiting for room.
+    /// The peer's process id, once it has connected.
+    pub fn peer_pid(&mut self) -> Option<u32> {
+        match &mut self.inner {
+            Inner::Shm(c) => c.peer_pid(),
+            Inner::Ipc(d) => d.peer_pid(),
+        }
+    }
+
+    /// True while the peer is connected and has neither closed its end nor died.
+    pub fn is_peer_connected(&mut self) -> bool {
+        match &mut self.inner {
+            Inner::Shm(c) => c.is_peer_connected(),
+            Inner::Ipc(d) => d.is_peer_connected(),
+        }
+    }
+
+    /// Sends one message, waiting for room (on the fallback: for the peer to connect).
     pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
-        match self {
-            Endpoint::Shm(c) => c.send(bytes),
-            Endpoint::IpcChannel(d) => d.send(bytes),
+        match &mut self.inner {
+            Inner::Shm(c) => c.send(bytes),
+            Inner::Ipc(d) => d.send(bytes),
         }
     }
 
     /// Sends one message if there is room now (`Err(Full)` otherwise). The fallback has no
     /// notion of full and always sends.
     pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
-        match self {
-            Endpoint::Shm(c) => c.try_send(bytes),
-            Endpoint::IpcChannel(d) => d.send(bytes),
+        match &mut self.inner {
+            Inner::Shm(c) => c.try_send(bytes),
+            Inner::Ipc(d) => d.send(bytes),
         }
     }
 
-    /// Serialises `value` as JSON and sends it (in place in the ring on shared memory).
+    /// Serialises `value` as JSON and sends it (in place in the ring on shared memory). Values
+    /// of any size up to [`max_message`](Endpoint::max_message) go through.
     pub fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        match self {
-            Endpoint::Shm(c) => c.send_json(value),
-            Endpoint::IpcChannel(d) => d.send_json(value),
+        match &mut self.inner {
+            Inner::Shm(c) => c.send_json(value),
+            Inner::Ipc(d) => d.send_json(value),
         }
     }
 
     /// Waits for one message.
     pub fn recv(&mut self) -> Result<Received<'_>> {
-        match self {
-            Endpoint::Shm(c) => c.recv().map(Received::Shm),
-            Endpoint::IpcChannel(d) => d.recv().map(Received::Bytes),
-        }
+        let msg = match &mut self.inner {
+            Inner::Shm(c) => Msg::Shm(c.recv()?),
+            Inner::Ipc(d) => Msg::Bytes(d.recv()?),
+        };
+        Ok(Received { msg })
     }
 
     /// Waits at most `timeout` for one message.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Received<'_>> {
-        match self {
-            Endpoint::Shm(c) => c.recv_timeout(timeout).map(Received::Shm),
-            Endpoint::IpcChannel(d) => d.recv_timeout(timeout).map(Received::Bytes),
-        }
+        let msg = match &mut self.inner {
+            Inner::Shm(c) => Msg::Shm(c.recv_timeout(timeout)?),
+            Inner::Ipc(d) => Msg::Bytes(d.recv_timeout(timeout)?),
+        };
+        Ok(Received { msg })
     }
 
     /// One message if one is waiting now, else `Err(Empty)`.
     pub fn try_recv(&mut self) -> Result<Received<'_>> {
-        match self {
-            Endpoint::Shm(c) => c.try_recv().map(Received::Shm),
-            Endpoint::IpcChannel(d) => d.try_recv().map(Received::Bytes),
-        }
+        let msg = match &mut self.inner {
+            Inner::Shm(c) => Msg::Shm(c.try_recv()?),
+            Inner::Ipc(d) => Msg::Bytes(d.try_recv()?),
+        };
+        Ok(Received { msg })
     }
 
     /// Waits for one message and decodes it as JSON into an owned value.
     pub fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T> {
-        let msg = self.recv()?;
-        Ok(serde_json::from_slice(&msg)?)
+        match &mut self.inner {
+            Inner::Shm(c) => c.recv_json(),
+            Inner::Ipc(d) => d.recv_json(),
+        }
+    }
+
+    /// Waits at most `timeout` for one message and decodes it as JSON into an owned value.
+    pub fn recv_json_timeout<T: DeserializeOwned>(&mut self, timeout: Duration) -> Result<T> {
+        match &mut self.inner {
+            Inner::Shm(c) => c.recv_json_timeout(timeout),
+            Inner::Ipc(d) => Ok(serde_json::from_slice(d.recv_timeout(timeout)?)?),
+        }
+    }
+}
+
+impl From<Channel> for Endpoint {
+    /// An endpoint on an existing shared-memory channel.
+    fn from(channel: Channel) -> Endpoint {
+        Endpoint {
+            inner: Inner::Shm(channel),
+        }
     }
 }

@@ -33,6 +33,32 @@ pub enum Error {
     /// The mapping exists but its creator has not finished initialising it.
     #[error("channel {0:?} exists but is not initialised yet")]
     NotReady(String),
+    /// The object behind a channel name (or path) belongs to another user or is open to other
+    /// users: it is not one this user's creator made, so [`Channel::connect`](crate::Channel::connect)
+    /// refuses to share anything through it.
+    #[error(
+        "channel {name:?} is not private to this user: owned by uid {owner} with mode {mode:04o} \
+         (expected uid {expected} and mode 0600)"
+    )]
+    NotPrivate {
+        /// The channel name or file path.
+        name: String,
+        /// User id that owns the object.
+        owner: u32,
+        /// Its permission bits.
+        mode: u32,
+        /// The effective user id of this process, which must own it.
+        expected: u32,
+    },
+    /// An entry named like a channel in the shared-memory directory is not one (a directory, a
+    /// symbolic link, an object without the shmlink magic...).
+    #[error("{name:?} is not a shmlink channel: {reason}")]
+    NotAChannel {
+        /// The channel name.
+        name: String,
+        /// What it is instead.
+        reason: String,
+    },
     /// The mapping does not start with the shmlink magic number.
     #[error("not a shmlink mapping (bad magic number {0:#018x})")]
     BadMagic(u64),
@@ -44,14 +70,27 @@ pub enum Error {
         /// Version this build writes and reads.
         expected: u32,
     },
+    /// The mapping was made by a build whose layout parameters differ from this one's (frame or
+    /// cell alignment, pointer width): the two processes would not agree on where things are.
+    #[error("channel {channel:?} was made with {field} {found}, this build uses {expected}")]
+    LayoutMismatch {
+        /// The channel's name.
+        channel: String,
+        /// Which parameter differs.
+        field: &'static str,
+        /// The value recorded in the mapping.
+        found: u64,
+        /// The value this build uses.
+        expected: u64,
+    },
     /// The sizes recorded in the header disagree with each other or with the mapping.
     #[error("size mismatch: {0}")]
     SizeMismatch(String),
-    /// The connecting end of this channel is taken: another endpoint holds it, or held it and
-    /// closed or died (a channel has one connector for its whole life; a
-    /// [`Listener`](crate::Listener) gives each client its own channel).
-    #[error("the channel's connecting end is taken (a channel has one connector for its life; serve successive clients with a Listener)")]
-    AlreadyConnected,
+    /// Another endpoint already holds the connecting end of the named channel (or held it and
+    /// closed or died: a channel serves one connection; a [`Listener`](crate::Listener) gives
+    /// each client its own channel).
+    #[error("another endpoint is already connected to channel {0:?}")]
+    AlreadyConnected(String),
     /// A listener already holds connections with as many clients as it admits.
     #[error("listener {name:?} is at its limit of {limit} concurrent clients")]
     TooManyClients {
@@ -66,7 +105,10 @@ pub enum Error {
     /// No frame is waiting right now.
     #[error("ring empty")]
     Empty,
-    /// The message can never be sent in one frame on this channel.
+    /// The message can never be sent this way: longer than one frame for the calls that send
+    /// exactly one frame ([`try_send`](crate::Channel::try_send), grants), or longer than the
+    /// receiver's [`max_message`](crate::Channel::max_message) (or this side's own) for
+    /// [`send`](crate::Channel::send). Nothing was sent; the channel keeps working.
     #[error("message of {len} bytes exceeds the maximum of {max} bytes")]
     TooLarge {
         /// Requested length.
@@ -83,7 +125,8 @@ pub enum Error {
     /// The peer process exited or was killed without closing the channel.
     #[error("peer process {pid} is gone")]
     PeerGone {
-        /// Process id the peer recorded in the mapping.
+        /// Process id the peer recorded in the mapping (in its own PID namespace; information
+        /// only, the peer's death is judged by its endpoint lock).
         pid: u32,
     },
     /// The shared memory holds a value this side will not interpret (a length past the region,

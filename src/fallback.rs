@@ -9,16 +9,23 @@
 //! accepts in a background thread, so [`IpcDuplex::create`] returns at once (like a mapping
 //! that exists before anybody connects); the first send or receive waits for the connector.
 //!
-//! A peer that exits closes its ends, so a receive returns [`Error::Disconnected`] instead of
-//! hanging. Received messages are owned buffers (the channel allocates them); the duplex keeps
-//! the last one and lends it out.
+//! A peer that exits closes its ends, so a receive returns instead of hanging. Which error it
+//! returns depends on how the peer went: each end also holds a small "goodbye" channel from the
+//! other, on which the peer's drop sends one byte before its data channels close. A closed data
+//! channel with a goodbye behind it is [`Error::Disconnected`]; without one the peer process
+//! died (or exited without dropping its end), which is [`Error::PeerGone`] with the pid the
+//! peer recorded at the handshake (the creator's is in the rendezvous file, the connector's
+//! comes with its halves). Received messages are owned buffers (the channel allocates them);
+//! the duplex keeps the last one and lends it out.
 
 use std::io;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ipc_channel::ipc::{self, IpcBytesReceiver, IpcBytesSender, IpcOneShotServer, IpcSender};
+use ipc_channel::ipc::{
+    self, IpcBytesReceiver, IpcBytesSender, IpcOneShotServer, IpcReceiver, IpcSender,
+};
 use ipc_channel::{IpcError, TryRecvError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -30,8 +37,18 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 /// Largest message sent in one piece (ipc-channel splits large messages itself).
 pub const MAX_MESSAGE: usize = 256 << 20;
 
-/// What the connector sends the creator: the creator's sender and receiver.
-type Halves = (IpcBytesSender, IpcBytesReceiver);
+/// What the connector sends the creator: the creator's data sender and receiver, its goodbye
+/// sender and receiver, and the connector's pid.
+type Halves = (
+    IpcBytesSender,
+    IpcBytesReceiver,
+    IpcSender<u8>,
+    IpcReceiver<u8>,
+    u32,
+);
+
+/// The byte a clean close sends on the goodbye channel.
+const GOODBYE: u8 = 1;
 
 /// Environment variable that forces [`crate::Endpoint::create`] onto this backend when set to
 /// anything but `0` or the empty string.
@@ -81,6 +98,10 @@ enum State {
     Connected {
         tx: IpcBytesSender,
         rx: IpcBytesReceiver,
+        /// Our goodbye to the peer, sent on drop.
+        bye_tx: IpcSender<u8>,
+        /// The peer's goodbye to us.
+        bye_rx: IpcReceiver<u8>,
     },
     /// The accept failed; the error was returned once.
     Broken,
@@ -90,6 +111,10 @@ enum State {
 pub struct IpcDuplex {
     name: String,
     state: State,
+    /// The peer's process id: from the rendezvous file (connector) or the handshake (creator).
+    peer_pid: Option<u32>,
+    /// How the peer ended, once a closed channel showed that it did.
+    ended: Option<Ended>,
     /// The last message received, lent out by the receive calls.
     inbox: Vec<u8>,
     /// Reused by [`IpcDuplex::send_json`].
@@ -108,6 +133,15 @@ impl std::fmt::Debug for IpcDuplex {
             .field("state", &state)
             .finish()
     }
+}
+
+/// How the peer's end went away.
+#[derive(Clone, Copy, Debug)]
+enum Ended {
+    /// Dropped cleanly: it said goodbye.
+    Closed,
+    /// Gone without a goodbye: its process died or exited without dropping its end.
+    Gone,
 }
 
 fn ipc_error(e: IpcError) -> Error {
@@ -136,7 +170,7 @@ impl IpcDuplex {
         let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
         let path = rendezvous_path(name);
         let tmp = path.with_extension(format!("ipc.tmp-{}", std::process::id()));
-        std::fs::write(&tmp, server_name.as_bytes())?;
+        std::fs::write(&tmp, format!("{}\n{server_name}", std::process::id()))?;
         std::fs::rename(&tmp, &path).inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
         })?;
@@ -145,10 +179,15 @@ impl IpcDuplex {
         std::thread::Builder::new()
             .name(format!("shmlink-accept-{name}"))
             .spawn(move || {
-                let result = server
-                    .accept()
-                    .map(|(_bootstrap, halves)| halves)
-                    .map_err(ipc_error);
+                let result =
+                    server
+                        .accept()
+                        .map(|(_bootstrap, halves)| halves)
+                        .map_err(|e| match e {
+                            // Our own drop woke us up, or the connector died half-way.
+                            IpcError::Disconnected => Error::Disconnected,
+                            e => ipc_error(e),
+                        });
                 // The creator may be gone (dropped while pending): nobody to tell.
                 let _ = done.send(result);
             })?;
@@ -159,6 +198,8 @@ impl IpcDuplex {
                 server_name,
                 _rendezvous: rendezvous,
             },
+            peer_pid: None,
+            ended: None,
             inbox: Vec::new(),
             out: Vec::new(),
         })
@@ -169,33 +210,51 @@ impl IpcDuplex {
     pub fn connect(name: &str) -> Result<IpcDuplex> {
         validate_name(name)?;
         let path = rendezvous_path(name);
-        let server_name = match std::fs::read_to_string(&path) {
+        let contents = match std::fs::read_to_string(&path) {
             Ok(s) => s,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(Error::NotFound(name.to_owned()))
             }
             Err(e) => return Err(Error::Io(e)),
         };
+        // "<creator pid>\n<server name>"; a file being replaced may be read half-written.
+        let (creator_pid, server_name) = contents
+            .split_once('\n')
+            .and_then(|(pid, server)| Some((pid.parse::<u32>().ok()?, server.to_owned())))
+            .ok_or_else(|| Error::NotReady(name.to_owned()))?;
         // A stale file (its creator died or already accepted) has no server behind it.
         let bootstrap = IpcSender::<Halves>::connect(server_name)
             .map_err(|_| Error::NotFound(name.to_owned()))?;
         let (to_connector, from_creator) = ipc::bytes_channel()?;
         let (to_creator, from_connector) = ipc::bytes_channel()?;
+        let (bye_to_connector, bye_from_creator) = ipc::channel::<u8>()?;
+        let (bye_to_creator, bye_from_connector) = ipc::channel::<u8>()?;
         bootstrap
-            .send((to_connector, from_connector))
+            .send((
+                to_connector,
+                from_connector,
+                bye_to_connector,
+                bye_from_connector,
+                std::process::id(),
+            ))
             .map_err(ipc_error)?;
         Ok(IpcDuplex {
             name: name.to_owned(),
             state: State::Connected {
                 tx: to_creator,
                 rx: from_creator,
+                bye_tx: bye_to_creator,
+                bye_rx: bye_from_creator,
             },
+            peer_pid: Some(creator_pid),
+            ended: None,
             inbox: Vec::new(),
             out: Vec::new(),
         })
     }
 
     /// [`IpcDuplex::connect`], retried until the channel appears or `timeout` passes.
+    #[cfg(test)]
     pub fn connect_timeout(name: &str, timeout: Duration) -> Result<IpcDuplex> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -219,9 +278,60 @@ impl IpcDuplex {
         MAX_MESSAGE
     }
 
-    /// True once both ends are connected.
-    pub fn is_connected(&self) -> bool {
-        matches!(self.state, State::Connected { .. })
+    /// The peer's process id, once it has connected.
+    pub fn peer_pid(&mut self) -> Option<u32> {
+        let _ = self.wait_connected(Some(Duration::ZERO));
+        self.peer_pid
+    }
+
+    /// True while the peer is connected and has neither closed its end nor died.
+    pub fn is_peer_connected(&mut self) -> bool {
+        if self.wait_connected(Some(Duration::ZERO)).is_err() || self.ended.is_some() {
+            return false;
+        }
+        let State::Connected { bye_rx, .. } = &self.state else {
+            return false;
+        };
+        match bye_rx.try_recv() {
+            Err(TryRecvError::Empty) => true,
+            Ok(_) => {
+                self.ended = Some(Ended::Closed);
+                false
+            }
+            Err(TryRecvError::IpcError(_)) => {
+                self.ended = Some(Ended::Gone);
+                false
+            }
+        }
+    }
+
+    /// What a closed data channel means: [`Error::Disconnected`] if the peer said goodbye,
+    /// [`Error::PeerGone`] if it did not.
+    fn peer_ended(&mut self) -> Error {
+        if self.ended.is_none() {
+            let State::Connected { bye_rx, .. } = &self.state else {
+                return Error::Disconnected;
+            };
+            // The goodbye was sent before the peer's data channels closed, so it is there
+            // already if it was sent at all; the short wait only covers the two sockets being
+            // read in another order than they were written.
+            self.ended = Some(match bye_rx.try_recv_timeout(Duration::from_millis(20)) {
+                Ok(_) => Ended::Closed,
+                Err(_) => Ended::Gone,
+            });
+        }
+        match (self.ended, self.peer_pid) {
+            (Some(Ended::Gone), Some(pid)) => Error::PeerGone { pid },
+            _ => Error::Disconnected,
+        }
+    }
+
+    /// Maps a receive or send failure, telling a clean close from a death.
+    fn disconnect_error(&mut self, e: Error) -> Error {
+        match e {
+            Error::Disconnected => self.peer_ended(),
+            e => e,
+        }
     }
 
     /// Waits until the connector has arrived: forever with `None`, else at most `timeout`
@@ -240,9 +350,15 @@ impl IpcDuplex {
             },
         };
         match result.and_then(|r| r) {
-            Ok((tx, rx)) => {
+            Ok((tx, rx, bye_tx, bye_rx, pid)) => {
                 // Dropping the pending state removes the rendezvous file.
-                self.state = State::Connected { tx, rx };
+                self.state = State::Connected {
+                    tx,
+                    rx,
+                    bye_tx,
+                    bye_rx,
+                };
+                self.peer_pid = Some(pid);
                 Ok(())
             }
             Err(e) => {
@@ -255,7 +371,7 @@ impl IpcDuplex {
     fn halves(&mut self) -> Result<(&IpcBytesSender, &IpcBytesReceiver)> {
         self.wait_connected(None)?;
         match &self.state {
-            State::Connected { tx, rx } => Ok((tx, rx)),
+            State::Connected { tx, rx, .. } => Ok((tx, rx)),
             _ => Err(Error::Disconnected),
         }
     }
@@ -269,7 +385,8 @@ impl IpcDuplex {
             });
         }
         let (tx, _) = self.halves()?;
-        tx.send(bytes).map_err(io_error)
+        let result = tx.send(bytes).map_err(io_error);
+        result.map_err(|e| self.disconnect_error(e))
     }
 
     /// Serialises `value` as JSON into a reused buffer and sends it.
@@ -287,7 +404,10 @@ impl IpcDuplex {
     /// Waits for one message and lends it out until the next call.
     pub fn recv(&mut self) -> Result<&[u8]> {
         let (_, rx) = self.halves()?;
-        self.inbox = rx.recv().map_err(ipc_error)?;
+        match rx.recv().map_err(ipc_error) {
+            Ok(bytes) => self.inbox = bytes,
+            Err(e) => return Err(self.disconnect_error(e)),
+        }
         Ok(&self.inbox)
     }
 
@@ -301,7 +421,10 @@ impl IpcDuplex {
         self.inbox = match rx.try_recv() {
             Ok(bytes) => bytes,
             Err(TryRecvError::Empty) => return Err(Error::Empty),
-            Err(TryRecvError::IpcError(e)) => return Err(ipc_error(e)),
+            Err(TryRecvError::IpcError(e)) => {
+                let e = ipc_error(e);
+                return Err(self.disconnect_error(e));
+            }
         };
         Ok(&self.inbox)
     }
@@ -337,15 +460,24 @@ impl IpcDuplex {
 
 impl Drop for IpcDuplex {
     fn drop(&mut self) {
-        if let State::Pending { server_name, .. } = &self.state {
-            // Wake the accepting thread so that it ends: connect to our own server once.
-            if let (Ok(sender), Ok((tx, _keep_rx)), Ok((_keep_tx, rx))) = (
-                IpcSender::<Halves>::connect(server_name.clone()),
-                ipc::bytes_channel(),
-                ipc::bytes_channel(),
-            ) {
-                let _ = sender.send((tx, rx));
+        match &self.state {
+            State::Pending { server_name, .. } => {
+                // Wake the accepting thread so that it ends: connect to our own server once.
+                if let (Ok(sender), Ok((tx, _keep_rx)), Ok((_keep_tx, rx)), Ok((btx, brx))) = (
+                    IpcSender::<Halves>::connect(server_name.clone()),
+                    ipc::bytes_channel(),
+                    ipc::bytes_channel(),
+                    ipc::channel::<u8>(),
+                ) {
+                    let _ = sender.send((tx, rx, btx, brx, 0));
+                }
             }
+            State::Connected { bye_tx, .. } => {
+                // Before the data channels close (the fields drop after this): the peer that
+                // sees them closed finds the goodbye and reports a clean close.
+                let _ = bye_tx.send(GOODBYE);
+            }
+            State::Broken => {}
         }
     }
 }

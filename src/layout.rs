@@ -10,9 +10,25 @@
 //! Everything here lives in memory another process can write, so readers validate each field
 //! before they use it (see [`SegmentHeader::validate`]). Only offsets and counters are stored,
 //! never pointers: each process maps the segment at its own address.
+//!
+//! # Liveness: byte locks, not pids
+//!
+//! Whether an endpoint is alive is not stored in the header at all: each endpoint holds a write
+//! lock (an open-file-description lock on Linux, see `lock.rs`) on one byte of the shared object
+//! for its whole lifetime, the byte at the offset of its own [`PeerInfo`]:
+//!
+//! ```text
+//! CREATOR_LOCK    offset of SegmentHeader::creator     taken before the object is sized
+//! CONNECTOR_LOCK  offset of SegmentHeader::connector   taken before the slot is claimed
+//! ```
+//!
+//! The kernel releases a lock when its holder dies, however it dies, and a peer asks the kernel
+//! (`F_OFD_GETLK`) rather than `/proc`, so the verdict needs no pid and holds across PID
+//! namespaces. [`PeerInfo::state`] says what the endpoint did (claimed, present, closed); the
+//! lock says whether it is still there. [`PeerInfo::pid`] and [`PeerInfo::start_time`] are
+//! information only (error messages, listings) and never decide anything.
 
-use crossbeam_utils::CachePadded;
-use std::mem::{offset_of, size_of};
+use std::mem::{align_of, offset_of, size_of};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use crate::error::{Error, Result};
@@ -20,7 +36,7 @@ use crate::error::{Error, Result};
 /// `b"SHMLINK\0"` read as a little-endian `u64`.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMLINK\0");
 /// Bumped whenever the layout or the frame protocol changes.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 /// Bytes before the first ring region; a page, so regions start page-aligned.
 pub const HEADER_SIZE: usize = 4096;
 /// Offset of the two ring headers inside the segment header page.
@@ -30,18 +46,30 @@ pub const MIN_CAPACITY: usize = 256;
 /// Largest ring capacity accepted (frame tags and lengths are 32-bit quantities).
 pub const MAX_CAPACITY: usize = 1 << 31;
 
+/// Alignment (and size) of every [`Padded`] cell, the same on every architecture.
+pub const CELL_ALIGN: usize = 128;
+/// Width of a pointer in the process that made the mapping, in bits.
+pub const POINTER_WIDTH: u32 = usize::BITS;
+
 /// Value of [`SegmentHeader::ready`] once the creator has initialised everything.
 pub const READY: u32 = 0x5245_4459; // "REDY"
 
 /// [`PeerInfo::state`]: nobody has claimed this end yet.
 pub const PEER_ABSENT: u32 = 0;
-/// [`PeerInfo::state`]: a process holds this end.
+/// [`PeerInfo::state`]: a process holds this end (alive while it holds the end's lock).
 pub const PEER_PRESENT: u32 = 1;
 /// [`PeerInfo::state`]: the process that held this end closed it.
 pub const PEER_CLOSED: u32 = 2;
 
-/// [`PeerInfo::state`]: a connector has claimed this end and is filling in its details.
+/// [`PeerInfo::state`]: a connector holding [`CONNECTOR_LOCK`] has claimed this end and is
+/// filling in its details. Without a lock holder it is a claimer that died: the next connector
+/// takes the slot over.
 pub const PEER_CLAIMING: u32 = 3;
+
+/// The byte of the shared object whose write lock the creator holds for its lifetime.
+pub const CREATOR_LOCK: u64 = offset_of!(SegmentHeader, creator) as u64;
+/// The byte of the shared object whose write lock the connector holds for its lifetime.
+pub const CONNECTOR_LOCK: u64 = offset_of!(SegmentHeader, connector) as u64;
 
 /// [`PeerInfo::wait_mode`] values; `0` means "not announced yet".
 #[allow(dead_code)]
@@ -51,21 +79,41 @@ pub const MODE_SPIN: u32 = 1;
 /// The endpoint may sleep on the futex words and must be woken.
 pub const MODE_BLOCK: u32 = 2;
 
+/// A value alone on [`CELL_ALIGN`] bytes: two cells never share a cache line (nor a pair of
+/// lines that the prefetcher fetches together). The alignment is written out rather than taken
+/// from a per-architecture constant, so that the layout is the same for every build.
+#[repr(C, align(128))]
+#[derive(Debug, Default)]
+pub struct Padded<T>(pub T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// What one endpoint records about itself.
 #[repr(C)]
 #[derive(Debug)]
 pub struct PeerInfo {
-    /// `PEER_ABSENT`, `PEER_PRESENT` or `PEER_CLOSED`.
+    /// `PEER_ABSENT`, `PEER_CLAIMING`, `PEER_PRESENT` or `PEER_CLOSED`.
     pub state: AtomicU32,
     /// `MODE_SPIN` or `MODE_BLOCK`, written before `state` becomes `PEER_PRESENT`.
     pub wait_mode: AtomicU32,
-    /// Process id of the holder.
+    /// Process id of the holder, as the holder sees it (its own PID namespace). Information
+    /// only: liveness is judged by the endpoint's lock.
     pub pid: AtomicU32,
     /// Reserved, zero.
     pub _reserved: AtomicU32,
-    /// Start time of the holder process (clock ticks since boot on Linux), so a reused pid is
-    /// not mistaken for the original process.
+    /// Start time of the holder process (clock ticks since boot on Linux, 0 where unknown).
+    /// Information only, like `pid`.
     pub start_time: AtomicU64,
+    /// Largest message this endpoint accepts, in bytes. Written before `state` becomes
+    /// `PEER_PRESENT` and again whenever the endpoint changes its limit; a sender reads it
+    /// before each message too large for one frame.
+    pub max_message: AtomicU64,
 }
 
 /// The first bytes of every mapping.
@@ -84,12 +132,16 @@ pub struct SegmentHeader {
     pub total_size: AtomicU64,
     /// [`READY`] once initialised; written last by the creator.
     pub ready: AtomicU32,
-    /// Reserved, zero.
-    pub _reserved: AtomicU32,
+    /// The frame alignment the creator's build uses (`FRAME_ALIGN`, 64).
+    pub frame_align: AtomicU32,
+    /// The alignment of the padded cells in the creator's build (`CELL_ALIGN`).
+    pub cell_align: AtomicU32,
+    /// The creator's pointer width in bits (`POINTER_WIDTH`).
+    pub pointer_width: AtomicU32,
     /// The creating endpoint.
-    pub creator: CachePadded<PeerInfo>,
+    pub creator: Padded<PeerInfo>,
     /// The connecting endpoint.
-    pub connector: CachePadded<PeerInfo>,
+    pub connector: Padded<PeerInfo>,
 }
 
 /// Sleep/wake state for one side of one ring.
@@ -107,13 +159,13 @@ pub struct WaitCell {
 #[derive(Debug)]
 pub struct RingHeader {
     /// Producer index: bytes ever published (free-running).
-    pub tail: CachePadded<AtomicU64>,
+    pub tail: Padded<AtomicU64>,
     /// Consumer index: bytes ever released (free-running).
-    pub head: CachePadded<AtomicU64>,
+    pub head: Padded<AtomicU64>,
     /// The consumer sleeps here when the ring is empty.
-    pub data_wait: CachePadded<WaitCell>,
+    pub data_wait: Padded<WaitCell>,
     /// The producer sleeps here when the ring is full.
-    pub space_wait: CachePadded<WaitCell>,
+    pub space_wait: Padded<WaitCell>,
 }
 
 const _: () = {
@@ -123,11 +175,27 @@ const _: () = {
     assert!(offset_of!(SegmentHeader, capacity) == 16);
     assert!(offset_of!(SegmentHeader, total_size) == 24);
     assert!(offset_of!(SegmentHeader, ready) == 32);
-    assert!(size_of::<PeerInfo>() == 24);
+    assert!(offset_of!(SegmentHeader, frame_align) == 36);
+    assert!(offset_of!(SegmentHeader, cell_align) == 40);
+    assert!(offset_of!(SegmentHeader, pointer_width) == 44);
+    assert!(offset_of!(SegmentHeader, creator) == 128);
+    assert!(offset_of!(SegmentHeader, connector) == 256);
+    assert!(size_of::<SegmentHeader>() == 384);
+    assert!(offset_of!(PeerInfo, start_time) == 16);
+    assert!(offset_of!(PeerInfo, max_message) == 24);
+    assert!(size_of::<PeerInfo>() == 32);
+    assert!(align_of::<Padded<PeerInfo>>() == CELL_ALIGN);
+    assert!(size_of::<Padded<PeerInfo>>() == CELL_ALIGN);
+    assert!(align_of::<Padded<u8>>() == CELL_ALIGN);
+    assert!(offset_of!(RingHeader, tail) == 0);
+    assert!(offset_of!(RingHeader, head) == CELL_ALIGN);
+    assert!(offset_of!(RingHeader, data_wait) == 2 * CELL_ALIGN);
+    assert!(offset_of!(RingHeader, space_wait) == 3 * CELL_ALIGN);
+    assert!(size_of::<RingHeader>() == 4 * CELL_ALIGN);
+    assert!(CREATOR_LOCK != CONNECTOR_LOCK);
     assert!(size_of::<SegmentHeader>() <= RINGS_OFFSET);
     assert!(RINGS_OFFSET + 2 * size_of::<RingHeader>() <= HEADER_SIZE);
-    assert!(RINGS_OFFSET % 128 == 0);
-    assert!(size_of::<RingHeader>() % 128 == 0);
+    assert!(RINGS_OFFSET % CELL_ALIGN == 0);
 };
 
 /// Bytes a mapping with two rings of `capacity` bytes needs.
@@ -146,9 +214,20 @@ pub fn check_capacity(capacity: usize) -> Result<()> {
 }
 
 impl SegmentHeader {
+    /// Writes the layout parameters of this build (the fields `validate` compares).
+    pub fn write_layout(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        // Relaxed: published by the creator's Release store of `ready`.
+        self.frame_align
+            .store(crate::ring::FRAME_ALIGN as u32, Relaxed);
+        self.cell_align.store(CELL_ALIGN as u32, Relaxed);
+        self.pointer_width.store(POINTER_WIDTH, Relaxed);
+    }
+
     /// Reads and checks the fixed fields of a header the creator has marked ready, against the
-    /// real length of the mapping. Returns the ring capacity.
-    pub fn validate(&self, mapping_len: usize) -> Result<usize> {
+    /// real length of the mapping. Returns the ring capacity. `name` names the channel in
+    /// errors.
+    pub fn validate(&self, mapping_len: usize, name: &str) -> Result<usize> {
         use std::sync::atomic::Ordering::Relaxed;
         // Relaxed: these fields were published by the creator before `ready`, which the caller
         // has already read with Acquire.
@@ -162,6 +241,25 @@ impl SegmentHeader {
                 found: version,
                 expected: LAYOUT_VERSION,
             });
+        }
+        for (field, cell, expected) in [
+            (
+                "frame alignment",
+                &self.frame_align,
+                crate::ring::FRAME_ALIGN as u32,
+            ),
+            ("cell alignment", &self.cell_align, CELL_ALIGN as u32),
+            ("pointer width", &self.pointer_width, POINTER_WIDTH),
+        ] {
+            let found = cell.load(Relaxed);
+            if found != expected {
+                return Err(Error::LayoutMismatch {
+                    channel: name.to_owned(),
+                    field,
+                    found: found.into(),
+                    expected: expected.into(),
+                });
+            }
         }
         let header_size = self.header_size.load(Relaxed) as usize;
         if header_size != HEADER_SIZE {

@@ -2,22 +2,130 @@
 //!
 //! Low-latency messaging between two processes on one host: a lock-free
 //! single-producer/single-consumer ring of byte frames in a *named* shared-memory mapping, two
-//! rings (one per direction) making a duplex [`Channel`].
+//! rings (one per direction) making a duplex [`Channel`]. Where no mapping can be made,
+//! [`Endpoint`] offers the same calls over an `ipc-channel` fallback.
 //!
-//! ```no_run
+//! ## A first channel
+//!
+//! One process creates the channel by name, the other connects to it by name; then both can
+//! send and receive. Here both ends live in one process, so that the example runs as it is:
+//!
+//! ```
 //! use shmlink::{Channel, Config, WaitStrategy};
+//! # let name = format!("doc-first-{}", std::process::id());
 //!
-//! // Process A
-//! let mut a = Channel::create("demo", &Config::with_wait(WaitStrategy::Spin))?;
-//! // Process B
-//! let mut b = Channel::connect("demo", WaitStrategy::Spin)?;
+//! let mut server = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
+//! let mut client = Channel::connect(&name, WaitStrategy::Spin)?;
 //!
-//! b.send(b"ping")?;
-//! assert_eq!(&*a.recv()?, b"ping");
-//! a.send_json(&serde_json::json!({"pong": true}))?;
-//! let reply: serde_json::Value = b.recv_json()?;
+//! client.send(b"ping")?;
+//! assert_eq!(&*server.recv()?, b"ping"); // read in place in the ring
+//! server.send_json(&serde_json::json!({"pong": true}))?;
+//! let reply: serde_json::Value = client.recv_json()?;
+//! assert_eq!(reply["pong"], true);
 //! # Ok::<(), shmlink::Error>(())
 //! ```
+//!
+//! Across two processes the calls are the same; the connecting side usually waits for the
+//! channel to appear with [`Channel::connect_timeout`]. A whole request/reply program that runs
+//! as both processes is `examples/request_reply.rs`
+//! (`cargo run --example request_reply`):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use shmlink::{Channel, Config, WaitStrategy};
+//!
+//! // Process A, the server: answers each request with the same bytes reversed.
+//! let mut server = Channel::create("demo", &Config::default())?;
+//! let (tx, rx) = server.split();
+//! loop {
+//!     let request = rx.recv()?; // Err(Disconnected) once the client has gone
+//!     let mut reply = request.to_vec();
+//!     reply.reverse();
+//!     drop(request);
+//!     tx.send(&reply)?;
+//! }
+//! # Ok::<(), shmlink::Error>(())
+//! ```
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # use shmlink::{Channel, WaitStrategy};
+//! // Process B, the client.
+//! let mut client = Channel::connect_timeout("demo", WaitStrategy::Block, Duration::from_secs(5))?;
+//! client.send(b"hello")?;
+//! assert_eq!(&*client.recv()?, b"olleh");
+//! # Ok::<(), shmlink::Error>(())
+//! ```
+//!
+//! ## Messages and limits
+//!
+//! A message of up to [`Channel::max_frame`] bytes (`capacity / 2 - 72`) travels as one frame;
+//! a longer one, up to [`Channel::max_message`] (1 GiB unless changed), is split into fragments
+//! and reassembled. Each side publishes its `max_message` in the mapping
+//! ([`Channel::set_max_message`]); a message longer than the receiver's limit fails *at the
+//! sender* with [`Error::TooLarge`], before anything is written, and the channel keeps working.
+//!
+//! A received message is a [`ReadGuard`]: it borrows the frame in place and releases it when
+//! dropped. Because it borrows the channel, a reply that uses the request's bytes needs the
+//! channel's two halves, from [`Channel::split`] (see its example). The halves also serve two
+//! threads, one sending and one receiving; [`Channel::into_split`] gives owned, `Send` halves.
+//! Each half keeps the mapping alive, and the endpoint closes when both are gone.
+//!
+//! ## JSON
+//!
+//! [`Channel::send_json`] serialises a value straight into the ring; values of any size go
+//! through (a long one is fragmented like any long message). [`Channel::recv_json`] decodes
+//! into an owned value; [`ReadGuard::json`] decodes a received message with fields that
+//! borrow from it. A borrowed `&str` field only works while the string has no escapes (JSON
+//! writes `"` as `\"`, a newline as `\n`, and so on): for text that may contain them, use
+//! `Cow<str>` with `#[serde(borrow)]`, which borrows when it can and allocates when it must.
+//!
+//! ```
+//! use std::borrow::Cow;
+//! use shmlink::{Channel, Config, WaitStrategy};
+//! # let name = format!("doc-json-{}", std::process::id());
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Note<'a> {
+//!     #[serde(borrow)]
+//!     text: Cow<'a, str>,
+//! }
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Fragile<'a> {
+//!     #[allow(dead_code)]
+//!     text: &'a str,
+//! }
+//!
+//! let mut a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
+//! let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
+//! a.send_json(&serde_json::json!({ "text": "say \"hi\"" }))?;
+//! let msg = b.recv()?;
+//! assert!(msg.json::<Fragile<'_>>().is_err()); // the escaped quotes cannot be borrowed
+//! let note: Note<'_> = msg.json()?;
+//! assert_eq!(note.text, "say \"hi\"");
+//! # Ok::<(), shmlink::Error>(())
+//! ```
+//!
+//! ## Errors
+//!
+//! Every call returns [`Error`]. [`Error::Full`], [`Error::Empty`] and [`Error::Timeout`] mean
+//! "not now" ([`Error::is_transient`]); [`Error::Disconnected`] means the peer closed and
+//! everything it sent has been received; [`Error::PeerGone`] means its process died;
+//! [`Error::TooLarge`] means "never on this channel". Errors about a channel as a whole name it:
+//! [`Channel::connect_timeout`] to a name nobody created ends with [`Error::NotFound`] carrying
+//! that name.
+//!
+//! ## Backends
+//!
+//! [`Endpoint`] runs on the shared-memory [`Channel`] where a mapping can be made and on an
+//! `ipc-channel` fallback where it cannot (or when `SHMLINK_FORCE_FALLBACK=1` or the
+//! `force-fallback` feature asks for it); [`Endpoint::create_with`] chooses explicitly. The
+//! connecting side finds whichever its creator used. Both report a killed peer as
+//! [`Error::PeerGone`].
+//!
+//! Mappings whose creator died can be listed and removed with [`segments`] (or the
+//! `shmlink-clean` program). [`ring::new`] runs the same ring on the heap, between threads.
 //!
 //! ## Memory layout
 //!
@@ -26,13 +134,19 @@
 //!
 //! ```text
 //! 0       SegmentHeader: magic "SHMLINK\0", layout version, header size, ring capacity,
-//!         total size, a ready word written last, and per endpoint: state, wait mode, pid,
-//!         process start time (each on its own cache line)
+//!         total size, a ready word written last, the layout parameters (frame alignment 64,
+//!         cell alignment 128, pointer width), and per endpoint: state, wait mode, pid,
+//!         process start time, max message (each endpoint on its own 128-byte cell; the first
+//!         byte of each is the one that endpoint keeps locked while it lives)
 //! 1024    RingHeader x 2: producer index, consumer index, two futex wait cells,
-//!         each on its own cache line
+//!         each on its own 128-byte cell
 //! 4096    ring 0 region (creator -> connector), `capacity` bytes, a power of two
 //! 4096+c  ring 1 region (connector -> creator)
 //! ```
+//!
+//! The layout is the same on every architecture; [`Channel::connect`] refuses a mapping whose
+//! version or layout parameters differ from its own ([`Error::VersionMismatch`],
+//! [`Error::LayoutMismatch`]).
 //!
 //! ## The ring protocol
 //!
@@ -53,19 +167,23 @@
 //! sleep on a futex word in the mapping; the sender only makes the wake-up call when a sleeper
 //! announced itself). Every wait checks every few milliseconds whether the peer closed
 //! ([`Error::Disconnected`], after everything it sent has been read) or died
-//! ([`Error::PeerGone`]; pids are paired with process start times, so pid reuse is not mistaken
-//! for the peer).
+//! ([`Error::PeerGone`]). Whether the peer is alive is not read from its pid: each endpoint holds
+//! a lock on its own byte of the shared object (an open-file-description lock on Linux), which
+//! the kernel releases when the process dies, however it dies. So pid reuse is never mistaken for
+//! the peer, and peers in different PID namespaces (containers sharing `/dev/shm`) see each
+//! other correctly; the recorded pid only names the peer in errors and listings.
 //!
 //! ## Safety against the peer
 //!
 //! The other process can write anything into the mapping. Every value read from it is checked
-//! before use: a bad header gives [`Error::BadMagic`], [`Error::VersionMismatch`] or
-//! [`Error::SizeMismatch`]; a frame with a wrong tag, an unknown kind or a length past the region,
-//! or a consumer index that moves backwards or past the producer, gives [`Error::Corrupt`]. None
-//! of these panic, read outside the mapping or loop forever. What a hostile peer *can* do: change
-//! the bytes of a frame while you hold its [`ReadGuard`] (copy them out first if that matters),
-//! stop answering (use timeouts), or shrink the shared object under you, which makes the kernel
-//! raise `SIGBUS` on the next access: share names only with processes you trust that much.
+//! before use: a bad header gives [`Error::BadMagic`], [`Error::VersionMismatch`],
+//! [`Error::LayoutMismatch`] or [`Error::SizeMismatch`]; a frame with a wrong tag, an unknown
+//! kind or a length past the region, or a consumer index that moves backwards or past the
+//! producer, gives [`Error::Corrupt`]. None of these panic, read outside the mapping or loop
+//! forever. What a hostile peer *can* do: change the bytes of a frame while you hold its
+//! [`ReadGuard`] (copy them out first if that matters), stop answering (use timeouts), or shrink
+//! the shared object under you, which makes the kernel raise `SIGBUS` on the next access: share
+//! names only with processes you trust that much.
 
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -77,6 +195,7 @@ mod fallback;
 mod futex;
 mod layout;
 mod listener;
+mod lock;
 mod mapping;
 mod process;
 pub mod ring;

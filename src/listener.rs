@@ -29,6 +29,7 @@
 
 use std::borrow::{Borrow, BorrowMut};
 use std::mem::{offset_of, size_of};
+use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -38,6 +39,7 @@ use crossbeam_utils::CachePadded;
 use crate::channel::{mode_of, Channel, Config};
 use crate::error::{Error, Result};
 use crate::futex;
+use crate::lock;
 use crate::layout::{
     check_capacity, SegmentHeader, HEADER_SIZE, PEER_CLOSED, PEER_PRESENT, READY, RINGS_OFFSET,
 };
@@ -111,6 +113,14 @@ const _: () = {
 
 fn listener_size(slots: usize) -> usize {
     SLOTS_OFFSET + slots * size_of::<Slot>()
+}
+
+/// True for a size `Listener::bind` gives its mapping (so a listener whose server died before it
+/// wrote the header is still recognised, and reclaimed).
+pub(crate) fn is_listener_size(size: u64) -> bool {
+    size.checked_sub(SLOTS_OFFSET as u64)
+        .filter(|slots| slots % size_of::<Slot>() as u64 == 0)
+        .is_some_and(|slots| (1..=MAX_CLIENTS as u64).contains(&(slots / size_of::<Slot>() as u64)))
 }
 
 /// The listener mapping, shared by the listener and the connections it handed out.
@@ -481,8 +491,9 @@ impl Listener {
                     }
                 }
                 state @ (SLOT_CLAIMED | SLOT_NAMED) if sweep => {
-                    let id = ProcessId { pid, start_time: 0 };
-                    if id.is_alive() {
+                    // A claimer holds its slot's lock from before its claim until it is
+                    // accepted: a claimed slot without it lost its client.
+                    if lock::alive(self.shared.map.file().as_raw_fd(), slot_lock(i), pid)? {
                         continue;
                     }
                     // Relaxed: published by the client's Release store of NAMED, which the
@@ -541,6 +552,11 @@ impl Listener {
     }
 }
 
+/// The lock a client holds on slot `i` while it waits to be accepted.
+fn slot_lock(i: usize) -> lock::End {
+    lock::End::Slot((SLOTS_OFFSET + i * size_of::<Slot>()) as u64)
+}
+
 fn connection_name(listener: &str, pid: u32, seq: u64) -> String {
     format!("{listener}.{pid}.{seq}")
 }
@@ -563,19 +579,30 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         })?;
     let me = ProcessId::current();
     let claimed = (u64::from(me.pid) << 32) | SLOT_CLAIMED;
-    let index = (0..shared.slots)
-        .find(|&i| {
-            // Relaxed on both: the claim publishes nothing; the PENDING store below does.
-            shared
-                .slot(i)
-                .word
-                .compare_exchange(SLOT_FREE, claimed, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        })
-        .ok_or_else(|| Error::TooManyClients {
-            name: shared.name.clone(),
-            limit: shared.slots,
-        })?;
+    let file = shared.map.file();
+    let mut index = None;
+    for i in 0..shared.slots {
+        let word = &shared.slot(i).word;
+        // Relaxed: a hint; the compare-and-swap below decides.
+        if word.load(Ordering::Relaxed) != SLOT_FREE || !lock::take(file, slot_lock(i), false)? {
+            continue;
+        }
+        // Relaxed on both: the claim publishes nothing; the NAMED and PENDING stores do.
+        if word
+            .compare_exchange(SLOT_FREE, claimed, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            index = Some(i);
+            break;
+        }
+        lock::release(file, slot_lock(i))?;
+    }
+    // The slot's lock goes with our descriptor of the listener when `shared` drops, once we
+    // have been accepted (or gave up).
+    let index = index.ok_or_else(|| Error::TooManyClients {
+        name: shared.name.clone(),
+        limit: shared.slots,
+    })?;
     let slot = shared.slot(index);
     let free_slot = || {
         // Relaxed: a free slot publishes nothing.
@@ -623,7 +650,7 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
             give_up(slot, pending);
             return Err(Error::Disconnected);
         }
-        if !server.is_alive() {
+        if !lock::alive(shared.map.file().as_raw_fd(), lock::End::Creator, server.pid)? {
             return Err(Error::PeerGone { pid: server.pid });
         }
         let mut nap = CLIENT_CHECK;

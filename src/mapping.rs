@@ -6,20 +6,24 @@
 //! * a file at a path the caller chooses (a tmpfs or hugetlbfs file, say), through `memmap2`.
 //!
 //! Both are created exclusively with owner-only permissions (0600) and are removed by the creator
-//! when it drops them. The creator holds an exclusive advisory lock (`flock`) on the object for
-//! as long as it lives; the kernel releases it when the process dies, however it dies, so a lock
-//! that can be taken means a dead creator, whatever happened to its pid since. This module knows nothing about what is stored in a mapping.
+//! when it drops them. A creator takes its endpoint lock (a write lock on the creator's byte of
+//! the object, see `lock.rs`) before it sizes the object and holds it for as long as the mapping
+//! lives; the kernel releases it when the process dies, however it dies, so a lock that can be
+//! taken means a dead creator, whatever happened to its pid since. Each [`Mapping`] keeps its own
+//! open file description of the object, which is what endpoint locks belong to. Apart from that
+//! lock, this module knows nothing about what is stored in a mapping.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::{AsRawFd, FromRawFd};
+use std::os::unix::io::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
 use memmap2::MmapMut;
 
 use crate::error::{Error, Result};
+use crate::lock;
 
 /// Prefix of every OS-level name this crate creates.
 pub const OS_PREFIX: &str = "shmlink-";
@@ -85,8 +89,8 @@ pub fn unlink(name: &str) -> Result<()> {
 
 /// An open shared-memory object or file, and the mapping of it.
 struct Backing {
-    /// Kept open for the mapping's lifetime: the creator holds an exclusive `flock` on it,
-    /// which the kernel drops when the process dies however it dies.
+    /// Kept open for the mapping's lifetime: an endpoint's lock belongs to this open file
+    /// description, and the kernel drops it when the process dies however it dies.
     file: File,
     // Only kept alive: unmapped on drop.
     _map: MmapMut,
@@ -120,12 +124,16 @@ fn c_name(name: &str) -> Result<std::ffi::CString> {
 }
 
 /// Opens `/shmlink-<name>` read-write, whatever its size (even 0), without mapping it.
+///
+/// A symbolic link is not followed (the open fails), and opening a FIFO or a device does not
+/// block; callers that need a regular file check the type of what they opened.
 pub(crate) fn open_shm_file(name: &str) -> Result<File> {
     validate_name(name)?;
     let os = c_name(name)?;
+    let flags = libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
     // SAFETY: `os` is a valid NUL-terminated string; shm_open only reads it and returns a new
     // descriptor (or -1).
-    let fd = unsafe { libc::shm_open(os.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+    let fd = unsafe { libc::shm_open(os.as_ptr(), flags, 0) };
     if fd < 0 {
         let err = io::Error::last_os_error();
         return Err(if err.kind() == io::ErrorKind::NotFound {
@@ -136,28 +144,6 @@ pub(crate) fn open_shm_file(name: &str) -> Result<File> {
     }
     // SAFETY: `fd` is a descriptor we just opened and own; `File` closes it once.
     Ok(unsafe { File::from_raw_fd(fd) })
-}
-
-/// Takes an exclusive advisory lock on `file`. With `wait == false`, returns `Ok(false)` at once
-/// when another open file description holds a lock.
-pub(crate) fn lock_exclusive(file: &File, wait: bool) -> Result<bool> {
-    let op = if wait {
-        libc::LOCK_EX
-    } else {
-        libc::LOCK_EX | libc::LOCK_NB
-    };
-    loop {
-        // SAFETY: the descriptor is open for the duration of the call; flock takes no pointers.
-        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-            return Ok(true);
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Ok(false),
-            _ => return Err(Error::Io(err)),
-        }
-    }
 }
 
 /// True while `file` is still the object the channel `name` refers to (nobody unlinked it
@@ -175,12 +161,33 @@ pub(crate) fn still_named(file: &File, name: &str) -> bool {
     }
 }
 
+/// Refuses an object a connector should not trust: one that is not a regular file, is owned by
+/// another user than our effective one, or has any permission bit besides 0600 (another user
+/// could read or write it). Judged on the open descriptor, so the object checked is the object
+/// mapped.
+fn check_private(file: &File, name: &str) -> Result<()> {
+    let meta = file.metadata()?;
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mode = meta.mode() & 0o7777;
+    if meta.uid() != me || mode != 0o600 || !meta.file_type().is_file() {
+        return Err(Error::NotPrivate {
+            name: name.to_owned(),
+            owner: meta.uid(),
+            mode,
+            expected: me,
+        });
+    }
+    Ok(())
+}
+
 /// Makes a freshly created object a creator's segment: takes the creator lock, sets the mode to
 /// exactly 0600, sizes it and maps it.
 fn prepare_new(file: &File, len: usize) -> Result<MmapMut> {
     // Lock before sizing: a zero-sized object without a lock is one whose creator is (for a few
-    // microseconds) between these calls, or died there.
-    lock_exclusive(file, true)?;
+    // microseconds) between these calls, or died there. Waits only while a process that looks
+    // at segments holds it for a moment.
+    lock::take(file, lock::End::Creator, true)?;
     // The umask may have taken bits away from 0600, never added: make it exact.
     file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     file.set_len(len as u64)?;
@@ -196,9 +203,9 @@ fn map_file(file: &File) -> Result<MmapMut> {
 }
 
 impl Mapping {
-    /// Creates `/shmlink-<name>` exclusively, `len` bytes of zeros, mode 0600, and holds an
-    /// exclusive advisory lock on it until the mapping drops (or the process dies): that lock
-    /// is how [`crate::segments`] tells a live creator from a dead one.
+    /// Creates `/shmlink-<name>` exclusively, `len` bytes of zeros, mode 0600, and holds the
+    /// creator's lock on it until the mapping drops (or the process dies): that lock is how a
+    /// connector and [`crate::segments`] tell a live creator from a dead one.
     pub fn create_named(name: &str, len: usize) -> Result<Mapping> {
         validate_name(name)?;
         let os = c_name(name)?;
@@ -231,9 +238,11 @@ impl Mapping {
         }
     }
 
-    /// Opens `/shmlink-<name>` read-write at whatever size it has.
+    /// Opens `/shmlink-<name>` read-write at whatever size it has, if it is a regular object
+    /// owned by our effective user with mode 0600 ([`Error::NotPrivate`] if not).
     pub fn open_named(name: &str) -> Result<Mapping> {
         let file = open_shm_file(name)?;
+        check_private(&file, name)?;
         if file.metadata()?.len() == 0 {
             // The creator has not sized it yet.
             return Err(Error::NotReady(name.to_owned()));
@@ -247,9 +256,12 @@ impl Mapping {
         ))
     }
 
-    /// Maps an already open shared-memory object of non-zero size, without owning its name.
-    pub(crate) fn from_shm_file(file: File, name: &str) -> Result<Mapping> {
-        let map = map_file(&file)?;
+    /// Maps the first `len` bytes of an already open shared-memory object at least that long,
+    /// without owning its name.
+    pub(crate) fn prefix_of_shm_file(file: File, name: &str, len: usize) -> Result<Mapping> {
+        // SAFETY: as in `map_file`; only the first `len` bytes are mapped, which the caller
+        // checked the object has.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(&file) }?;
         Ok(Self::from_parts(
             file,
             map,
@@ -286,16 +298,19 @@ impl Mapping {
         }
     }
 
-    /// Opens and maps an existing file at `path`.
+    /// Opens and maps an existing file at `path`, if it is a regular file owned by our
+    /// effective user with mode 0600 ([`Error::NotPrivate`] if not).
     pub fn open_file(path: &Path) -> Result<Mapping> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NONBLOCK)
             .open(path)
             .map_err(|e| match e.kind() {
                 io::ErrorKind::NotFound => Error::NotFound(path.display().to_string()),
                 _ => Error::Io(e),
             })?;
+        check_private(&file, &path.display().to_string())?;
         if file.metadata()?.len() == 0 {
             return Err(Error::NotReady(path.display().to_string()));
         }
@@ -322,6 +337,11 @@ impl Mapping {
             ptr,
             len,
         }
+    }
+
+    /// The open object: endpoint locks are taken and asked through it.
+    pub(crate) fn file(&self) -> &File {
+        &self.backing.file
     }
 
     /// Start of the mapping (page-aligned).
@@ -363,8 +383,8 @@ impl Drop for Mapping {
                 }
             }
         }
-        // The mapping is unmapped and the descriptor closed (releasing the lock) afterwards,
-        // when the fields drop.
+        // The mapping is unmapped and the descriptor closed (releasing the endpoint's lock)
+        // afterwards, when the fields drop.
     }
 }
 

@@ -42,6 +42,7 @@
 //! memory and never reread from the mapping.
 
 use std::alloc::{self, Layout};
+use std::cell::{Cell, OnceCell};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
@@ -261,7 +262,8 @@ pub struct Producer {
 }
 
 // SAFETY: the producer only holds pointers into memory that outlives it (kept alive by `_owned`
-// or by the channel that owns the mapping); all cross-thread access goes through atomics.
+// or, in a channel, by the `Arc` of the mapping that the half holding this end owns); all
+// cross-thread access goes through atomics.
 unsafe impl Send for Producer {}
 
 impl std::fmt::Debug for Producer {
@@ -565,10 +567,13 @@ pub struct Consumer {
     /// Our index: bytes released so far. Never reread from shared memory.
     head: u64,
     max_len: usize,
+    /// Private copies of frames for [`ReadGuard::json`]: lent to one guard at a time and given
+    /// back when it drops, so decoding allocates only when a frame is larger than any before.
+    spare: Cell<Vec<u8>>,
     _owned: Option<std::sync::Arc<Owned>>,
 }
 
-// SAFETY: as for `Producer`.
+// SAFETY: as for `Producer`; `spare` is plain owned memory.
 unsafe impl Send for Consumer {}
 
 impl std::fmt::Debug for Consumer {
@@ -602,6 +607,7 @@ impl Consumer {
             max_len: max_payload(ptrs.capacity),
             ptrs,
             head,
+            spare: Cell::new(Vec::new()),
             _owned: owned,
         })
     }
@@ -640,6 +646,7 @@ impl Consumer {
                 kind: frame.kind,
                 size: frame.size,
             },
+            copy: OnceCell::new(),
         }
     }
 
@@ -732,6 +739,12 @@ impl Frame {
     pub(crate) fn kind(&self) -> u8 {
         self.kind
     }
+
+    /// Bytes of the ring the frame occupies, header included.
+    #[inline]
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
 }
 
 /// One received message. Derefs to the payload bytes.
@@ -741,6 +754,9 @@ impl Frame {
 /// reassembled into the channel's buffer, which the guard borrows.
 pub struct ReadGuard<'a> {
     src: Source<'a>,
+    /// A private copy of a frame's bytes, made by the first [`json`](ReadGuard::json) call:
+    /// what is decoded must be memory the peer cannot write.
+    copy: OnceCell<Vec<u8>>,
 }
 
 enum Source<'a> {
@@ -759,6 +775,7 @@ impl<'a> ReadGuard<'a> {
     pub(crate) fn assembled(bytes: &'a [u8]) -> Self {
         ReadGuard {
             src: Source::Assembled(bytes),
+            copy: OnceCell::new(),
         }
     }
 
@@ -777,16 +794,35 @@ impl<'a> ReadGuard<'a> {
         }
     }
 
-    /// Decodes the payload as JSON. The value may borrow `&str` and `&[u8]` fields from the
-    /// frame, which stays reserved until the guard drops.
+    /// Decodes the payload as JSON. The value may borrow `&str` and `&[u8]` fields, which stay
+    /// valid until the guard drops.
     ///
-    /// The whole payload is checked to be UTF-8 once, up front (JSON text always is), which is
-    /// cheaper than checking every borrowed string on its own.
+    /// A frame read in place lives in memory the peer can write, so the first call copies it
+    /// into a buffer the receiving end owns (and reuses: no allocation per message once it is
+    /// large enough), checks that copy to be UTF-8 once, up front (JSON text always is), and
+    /// decodes that same copy. A peer that rewrites the frame meanwhile can change the value
+    /// decoded, never make a borrowed `&str` invalid. A reassembled message is already private
+    /// and is decoded where it is.
     #[inline]
     pub fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T> {
-        let text =
-            std::str::from_utf8(self).map_err(<serde_json::Error as serde::de::Error>::custom)?;
+        let text = std::str::from_utf8(self.private_bytes())
+            .map_err(<serde_json::Error as serde::de::Error>::custom)?;
         Ok(serde_json::from_str(text)?)
+    }
+
+    /// The payload in memory only this process writes: a copy of a frame read in place (made
+    /// once per guard), or the reassembled message.
+    fn private_bytes(&self) -> &[u8] {
+        match &self.src {
+            Source::Frame { consumer, .. } => self.copy.get_or_init(|| {
+                let mut buf = consumer.spare.take();
+                buf.clear();
+                // The one read of the shared bytes; everything after it looks at `buf`.
+                buf.extend_from_slice(self);
+                buf
+            }),
+            Source::Assembled(bytes) => bytes,
+        }
     }
 }
 
@@ -820,6 +856,9 @@ impl Drop for ReadGuard<'_> {
         if let Source::Frame { consumer, size, .. } = &mut self.src {
             consumer.head += *size;
             consumer.store_head();
+            if let Some(buf) = self.copy.take() {
+                consumer.spare.set(buf);
+            }
         }
     }
 }

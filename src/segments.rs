@@ -1,22 +1,33 @@
 //! The shmlink mappings that exist on this machine: list them, tell live from dead, and remove
 //! the ones whose creator is gone.
 //!
-//! A creator holds an exclusive advisory lock (`flock`) on its segment from the moment it makes
-//! it until it drops it; the kernel releases the lock when the process dies, however it dies.
-//! So "can the lock be taken?" tells a dead creator from a live one without trusting pids,
-//! which the system reuses. A segment whose creator died before it sized the segment (size 0)
-//! is only judged stale after [`INIT_GRACE`], because a creator that is making it right now
-//! looks the same for a few microseconds.
+//! Every endpoint holds a write lock on its own byte of the segment (the creator from the moment
+//! it makes the segment until it drops it, the connector from its claim until it drops it; see
+//! the layout docs). They are open-file-description locks on Linux: the kernel releases them when
+//! the holder dies, however it dies, and asking about them involves no pid. So "can the
+//! creator's lock be taken?" tells a dead creator from a live one without trusting pids, which
+//! the system reuses and which another PID namespace numbers differently: the pids recorded in
+//! the segment are shown, never believed. A segment whose creator died before it sized the
+//! segment (size 0) is only judged stale after [`INIT_GRACE`], because a creator that is making
+//! it right now looks the same for a few microseconds.
+//!
+//! Anyone can put an entry named `shmlink-*` in the shared-memory directory. Only a regular
+//! object carrying the shmlink magic (or a creator's unfinished one: empty, or sized like a
+//! segment with the header still all zero) is taken for a channel; directories, symbolic links
+//! (never followed), other file types and objects without the magic are reported as skipped
+//! and never touched. At most the header page of an object is mapped to judge it.
 
+use std::os::unix::io::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    SegmentHeader, HEADER_SIZE, MAGIC, PEER_ABSENT, PEER_CLOSED, PEER_PRESENT, READY,
+    check_capacity, SegmentHeader, HEADER_SIZE, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED,
+    PEER_PRESENT, READY,
 };
+use crate::lock;
 use crate::mapping::{self, Mapping, OS_PREFIX};
-use crate::process::ProcessId;
 
 /// An unlocked, zero-sized segment older than this lost its creator mid-creation.
 pub const INIT_GRACE: Duration = Duration::from_secs(5);
@@ -24,11 +35,12 @@ pub const INIT_GRACE: Duration = Duration::from_secs(5);
 /// What is known about one endpoint of a segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EndpointInfo {
-    /// `absent`, `present`, `closed`, or `unknown`.
+    /// `absent`, `claiming`, `present`, `closed`, or `unknown`.
     pub state: &'static str,
-    /// The recorded process id, 0 if none.
+    /// The process id the endpoint recorded, 0 if none. Information only: it is the pid in the
+    /// endpoint's own PID namespace, and it decides nothing.
     pub pid: u32,
-    /// Whether that process still runs.
+    /// Whether a process holds this endpoint's lock on the segment (the endpoint is alive).
     pub alive: bool,
 }
 
@@ -41,7 +53,8 @@ pub struct SegmentInfo {
     pub size: u64,
     /// Whether the creator finished initialising it.
     pub ready: bool,
-    /// Whether a process holds the creator's lock on it (the creator is alive).
+    /// Whether a process holds the creator's lock on it (the creator is alive, or for a moment
+    /// another process inspects a segment whose creator died).
     pub owner_locked: bool,
     /// The creating endpoint.
     pub creator: EndpointInfo,
@@ -52,23 +65,40 @@ pub struct SegmentInfo {
     pub stale: bool,
 }
 
-fn endpoint(info: &crate::layout::PeerInfo) -> EndpointInfo {
+fn endpoint(info: &crate::layout::PeerInfo, alive: bool) -> EndpointInfo {
     // Acquire: pairs with the Release stores of the endpoint's state.
     let state = info.state.load(Ordering::Acquire);
-    let id = ProcessId {
-        pid: info.pid.load(Ordering::Relaxed),
-        start_time: info.start_time.load(Ordering::Relaxed),
-    };
     EndpointInfo {
         state: match state {
             PEER_ABSENT => "absent",
+            PEER_CLAIMING => "claiming",
             PEER_PRESENT => "present",
             PEER_CLOSED => "closed",
             _ => "unknown",
         },
-        pid: id.pid,
-        alive: id.pid != 0 && id.is_alive(),
+        // Relaxed: information only.
+        pid: info.pid.load(Ordering::Relaxed),
+        alive,
     }
+}
+
+/// An entry named like a channel that is not one (or could not be examined): left alone by
+/// listing and cleaning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// The entry's name in the shared-memory directory, prefix included.
+    pub name: String,
+    /// Why it is not taken for a channel.
+    pub reason: String,
+}
+
+/// Everything named like a channel in the shared-memory directory, from [`scan`].
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// The channels, sorted by name.
+    pub channels: Vec<SegmentInfo>,
+    /// The entries that are not channels, sorted by name.
+    pub skipped: Vec<Skipped>,
 }
 
 /// What was seen of one segment, with its object still open (and, if `locked`, our lock held).
@@ -77,28 +107,92 @@ struct Seen {
     file: std::fs::File,
 }
 
-fn look(name: &str) -> Result<Seen> {
-    let file = mapping::open_shm_file(name)?;
+/// What an entry turned out to be.
+enum Looked {
+    Channel(Seen),
+    /// Not a channel, and why.
+    Other(String),
+}
+
+/// True for a size `Channel::create` gives a segment: a header page and two rings.
+fn is_segment_size(size: u64) -> bool {
+    size.checked_sub(HEADER_SIZE as u64)
+        .filter(|rings| rings % 2 == 0)
+        .and_then(|rings| usize::try_from(rings / 2).ok())
+        .is_some_and(|capacity| check_capacity(capacity).is_ok())
+}
+
+fn look(name: &str) -> Result<Looked> {
+    let file = match mapping::open_shm_file(name) {
+        Ok(file) => file,
+        // Symbolic links are not followed and directories cannot be opened read-write: say
+        // which it is (without following it) rather than fail.
+        Err(Error::Io(e)) => {
+            let kind = mapping::shm_dir()
+                .and_then(|dir| {
+                    std::fs::symlink_metadata(dir.join(format!("{OS_PREFIX}{name}"))).ok()
+                })
+                .map(|meta| meta.file_type());
+            return match kind {
+                Some(kind) if kind.is_symlink() => Ok(Looked::Other("a symbolic link".to_owned())),
+                Some(kind) if kind.is_dir() => Ok(Looked::Other("a directory".to_owned())),
+                _ => Err(Error::Io(e)),
+            };
+        }
+        Err(e) => return Err(e),
+    };
     let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Ok(Looked::Other("not a regular file".to_owned()));
+    }
     let size = meta.len();
     let age = meta
         .modified()
         .ok()
         .and_then(|t| SystemTime::now().duration_since(t).ok());
-    // Taking the lock succeeds only if no creator holds it, i.e. the creator is gone (or is in
-    // the few microseconds between making the object and locking it, when its size is still 0).
-    // We hold it while we look and, in `reclaim`, while we unlink, so two reclaimers cannot
-    // both act on the same object.
-    let owner_locked = !mapping::lock_exclusive(&file, false)?;
+    // Judge the object by its size and the first word of its header page, the only part mapped
+    // (it can be any size: a huge sparse file must not be mapped whole), before touching it.
+    let map = if size == 0 {
+        // A creator makes the object, locks it, then sizes it: maybe one at work right now.
+        None
+    } else if size < HEADER_SIZE as u64 {
+        return Ok(Looked::Other(format!(
+            "{size} bytes, smaller than a channel header"
+        )));
+    } else {
+        let map = Mapping::prefix_of_shm_file(file.try_clone()?, name, HEADER_SIZE)?;
+        // SAFETY: the mapping is HEADER_SIZE bytes and page-aligned; the header is all atomics,
+        // valid for any bytes.
+        let hdr = unsafe { map.ptr().cast::<SegmentHeader>().as_ref() };
+        // Relaxed: one look at a word that, in a channel, never changes once written.
+        let magic = hdr.magic.load(Ordering::Relaxed);
+        // A creator sizes the object before it writes the header: a zero magic at a segment's
+        // size is a creator at work (or dead) between the two.
+        // A listener starts with the same header fields (its creator is the server): it is
+        // listed, judged and reclaimed like a channel.
+        let listener = magic == crate::listener::LISTENER_MAGIC
+            || (magic == 0 && crate::listener::is_listener_size(size));
+        if magic != MAGIC && !(magic == 0 && is_segment_size(size)) && !listener {
+            return Ok(Looked::Other(format!(
+                "{size} bytes without the shmlink magic (first word {magic:#018x})"
+            )));
+        }
+        Some((map, magic))
+    };
+    // Taking the creator's lock succeeds only if no creator holds it, i.e. the creator is gone
+    // (or is in the few microseconds between making the object and locking it, when its size
+    // is still 0). We hold it while we look and, in `reclaim`, while we unlink, so two
+    // reclaimers cannot both act on the same object.
+    let owner_locked = !lock::take(&file, lock::End::Creator, false)?;
     let unknown = EndpointInfo {
         state: "unknown",
         pid: 0,
         alive: false,
     };
     let old_enough = age.is_some_and(|a| a >= INIT_GRACE);
-    if size < HEADER_SIZE as u64 {
-        let stale = !owner_locked && (size > 0 || old_enough);
-        return Ok(Seen {
+    let Some((map, magic)) = map else {
+        let stale = !owner_locked && old_enough;
+        return Ok(Looked::Channel(Seen {
             info: SegmentInfo {
                 name: name.to_owned(),
                 size,
@@ -109,25 +203,23 @@ fn look(name: &str) -> Result<Seen> {
                 stale,
             },
             file,
-        });
-    }
-    let map = Mapping::from_shm_file(file.try_clone()?, name)?;
-    // SAFETY: the mapping is at least HEADER_SIZE bytes and page-aligned; the header is all
-    // atomics, valid for any bytes.
+        }));
+    };
+    // SAFETY: as above.
     let hdr = unsafe { map.ptr().cast::<SegmentHeader>().as_ref() };
-    // Acquire: pairs with the creator's Release store of `ready`.
-    // A listener shares the header's first fields (its creator is the server), so it is listed
-    // and judged like a channel.
-    let magic = hdr.magic.load(Ordering::Relaxed);
+    // Acquire: pairs with the creator's Release store of `ready`. The magic is the one judged
+    // above, not read again.
     let ready = hdr.ready.load(Ordering::Acquire) == READY
         && (magic == MAGIC || magic == crate::listener::LISTENER_MAGIC);
-    let creator = endpoint(&hdr.creator);
-    let connector = endpoint(&hdr.connector);
-    // Nobody holds the creator's lock: the creator is gone. The recorded pid (with its start
-    // time, so a reused pid does not count) is a second opinion for segments made without the
-    // lock.
-    let stale = !owner_locked && !creator.alive;
-    Ok(Seen {
+    let creator = endpoint(&hdr.creator, owner_locked);
+    let connector = endpoint(&hdr.connector, false);
+    let connector = EndpointInfo {
+        alive: lock::alive(file.as_raw_fd(), lock::End::Connector, connector.pid)?,
+        ..connector
+    };
+    // Nobody holds the creator's lock: the creator is gone, whatever pid the segment names.
+    let stale = !owner_locked;
+    Ok(Looked::Channel(Seen {
         info: SegmentInfo {
             name: name.to_owned(),
             size,
@@ -138,46 +230,69 @@ fn look(name: &str) -> Result<Seen> {
             stale,
         },
         file,
-    })
+    }))
 }
 
-/// Inspects the segment `name` without claiming anything in it.
+/// Inspects the segment `name` without claiming anything in it. [`Error::NotAChannel`] if the
+/// entry under that name is not a channel.
 pub fn inspect(name: &str) -> Result<SegmentInfo> {
-    look(name).map(|seen| seen.info)
+    match look(name)? {
+        Looked::Channel(seen) => Ok(seen.info),
+        Looked::Other(reason) => Err(Error::NotAChannel {
+            name: name.to_owned(),
+            reason,
+        }),
+    }
 }
 
-/// Every shmlink segment in the shared-memory directory (empty where there is none).
+/// Every shmlink segment in the shared-memory directory (empty where there is none). Entries
+/// that are not channels are left out; [`scan`] reports them too.
 pub fn list() -> Result<Vec<SegmentInfo>> {
+    scan().map(|listing| listing.channels)
+}
+
+/// Every entry named like a channel in the shared-memory directory: the channels, and the
+/// entries skipped because they are not channels or could not be examined (another user's,
+/// say). One odd entry never makes the whole scan fail.
+pub fn scan() -> Result<Listing> {
+    let mut out = Listing::default();
     let Some(dir) = mapping::shm_dir() else {
-        return Ok(Vec::new());
+        return Ok(out);
     };
-    let mut out = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let file = entry.file_name();
-        let Some(name) = file.to_str().and_then(|f| f.strip_prefix(OS_PREFIX)) else {
+        let file = file.to_string_lossy();
+        let Some(name) = file.strip_prefix(OS_PREFIX) else {
             continue;
         };
-        if mapping::validate_name(name).is_err() {
+        let skip = |reason: String| Skipped {
+            name: file.clone().into_owned(),
+            reason,
+        };
+        if let Err(e) = mapping::validate_name(name) {
+            out.skipped.push(skip(e.to_string()));
             continue;
         }
-        match inspect(name) {
-            Ok(info) => out.push(info),
-            // Gone between listing and opening, or not ours to open.
+        match look(name) {
+            Ok(Looked::Channel(seen)) => out.channels.push(seen.info),
+            Ok(Looked::Other(reason)) => out.skipped.push(skip(reason)),
+            // Gone between listing and opening.
             Err(Error::NotFound(_)) => {}
-            Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
-            Err(e) => return Err(e),
+            Err(e) => out.skipped.push(skip(e.to_string())),
         }
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.channels.sort_by(|a, b| a.name.cmp(&b.name));
+    out.skipped.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
 
-/// Removes every stale segment; returns the names removed.
+/// Removes every stale segment; returns the names removed. Entries that are not channels, and
+/// segments that cannot be removed, are left alone, and the rest are still cleaned.
 pub fn clean_dead() -> Result<Vec<String>> {
     let mut removed = Vec::new();
     for seg in list()? {
-        if seg.stale && reclaim(&seg.name)? == Reclaim::Removed {
+        if seg.stale && matches!(reclaim(&seg.name), Ok(Reclaim::Removed)) {
             removed.push(seg.name);
         }
     }
@@ -193,6 +308,8 @@ pub enum Reclaim {
     Vanished,
     /// The segment's creator is alive (or still initialising it): left alone.
     Alive,
+    /// The entry under that name is not a channel: left alone.
+    NotAChannel,
 }
 
 /// Removes the segment `name` if its creator is gone.
@@ -202,7 +319,8 @@ pub enum Reclaim {
 /// a fresh segment made under the same name in the meantime is never removed.
 pub fn reclaim(name: &str) -> Result<Reclaim> {
     let seen = match look(name) {
-        Ok(seen) => seen,
+        Ok(Looked::Channel(seen)) => seen,
+        Ok(Looked::Other(_)) => return Ok(Reclaim::NotAChannel),
         Err(Error::NotFound(_)) => return Ok(Reclaim::Vanished),
         Err(e) => return Err(e),
     };
@@ -224,5 +342,8 @@ pub fn reclaim(name: &str) -> Result<Reclaim> {
 
 /// Removes the segment `name` if its creator is gone. True if it was removed (or had vanished).
 pub(crate) fn reclaim_if_dead(name: &str) -> Result<bool> {
-    Ok(reclaim(name)? != Reclaim::Alive)
+    Ok(matches!(
+        reclaim(name)?,
+        Reclaim::Removed | Reclaim::Vanished
+    ))
 }

@@ -3,7 +3,6 @@
 
 pub use crate::channel::SliceWriter;
 pub use crate::fallback::{forced, rendezvous_path, validate_name as validate_fallback_name};
-pub use crate::fallback::{IpcDuplex, MAX_MESSAGE as FALLBACK_MAX_MESSAGE};
 pub use crate::layout::{
     segment_size, PeerInfo, RingHeader, SegmentHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, READY,
     RINGS_OFFSET,
@@ -22,3 +21,44 @@ pub fn max_payload(capacity: usize) -> usize {
 
 /// Every frame starts on a boundary of this many bytes.
 pub const FRAME_ALIGN: usize = crate::ring::FRAME_ALIGN;
+
+/// The environment variable that names a [`StopPoint`] (by [`StopPoint::name`]): a process
+/// started with it stops itself (SIGSTOP) when it gets there, so a test can kill it at exactly
+/// that point.
+pub const STOP_AT_ENV: &str = "SHMLINK_TEST_STOP_AT";
+
+/// Places where a process stops itself when [`STOP_AT_ENV`] names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopPoint {
+    /// `connect` has taken the connector's lock and claimed the slot (`PEER_CLAIMING`), and has
+    /// not yet marked itself present.
+    ConnectClaimed,
+}
+
+impl StopPoint {
+    /// The value of [`STOP_AT_ENV`] that selects this point.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopPoint::ConnectClaimed => "connect-claimed",
+        }
+    }
+}
+
+/// Stops the process (SIGSTOP) if [`STOP_AT_ENV`] names `point`. The variable is read once per
+/// process; without it this is one load.
+pub(crate) fn stop_point(point: StopPoint) {
+    static WANTED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let wanted = WANTED.get_or_init(|| std::env::var(STOP_AT_ENV).ok());
+    if wanted.as_deref() == Some(point.name()) {
+        // SAFETY: raise takes no pointers; SIGSTOP cannot be caught, so no handler runs.
+        unsafe { libc::raise(libc::SIGSTOP) };
+    }
+}
+
+/// Takes the creator's lock on a freshly made segment file the way `Channel::create` does,
+/// waiting for it; the lock lasts as long as `file` stays open. For tools that forge segments.
+pub fn take_creator_lock(file: &std::fs::File) -> crate::Result<()> {
+    crate::lock::take(file, crate::lock::End::Creator, true).map(|_| ())
+}
+
+pub use crate::layout::{CONNECTOR_LOCK, CREATOR_LOCK};

@@ -77,15 +77,26 @@ impl std::fmt::Display for WaitStrategy {
     }
 }
 
+/// Parses the names [`as_str`](WaitStrategy::as_str) prints and the variant names, in any case:
+///
+/// ```
+/// use shmlink::WaitStrategy;
+/// assert_eq!("block".parse::<WaitStrategy>()?, WaitStrategy::Block);
+/// assert_eq!("Block".parse::<WaitStrategy>()?, WaitStrategy::Block);
+/// assert_eq!("SpinYield".parse::<WaitStrategy>()?, WaitStrategy::SpinYield);
+/// assert_eq!("spin-yield".parse::<WaitStrategy>()?, WaitStrategy::SpinYield);
+/// assert!("nap".parse::<WaitStrategy>().is_err());
+/// # Ok::<(), shmlink::Error>(())
+/// ```
 impl FromStr for WaitStrategy {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        match s {
+        match s.to_ascii_lowercase().as_str() {
             "spin" => Ok(WaitStrategy::Spin),
-            "yield" | "spin-yield" | "spinyield" => Ok(WaitStrategy::SpinYield),
+            "yield" | "spin-yield" | "spinyield" | "spin_yield" => Ok(WaitStrategy::SpinYield),
             "block" => Ok(WaitStrategy::Block),
-            other => Err(Error::InvalidConfig(format!(
-                "unknown wait strategy {other:?} (expected spin, yield or block)"
+            _ => Err(Error::InvalidConfig(format!(
+                "unknown wait strategy {s:?} (expected spin, yield or block)"
             ))),
         }
     }

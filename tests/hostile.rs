@@ -8,6 +8,8 @@
 
 mod support;
 
+use support::Watchdog;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -32,29 +34,6 @@ static CONNECTED: AtomicU64 = AtomicU64::new(0);
 
 fn fresh_name() -> String {
     support::unique(&format!("hostile-{}", CASE.fetch_add(1, Ordering::Relaxed)))
-}
-
-/// Aborts the whole process if the test is still running after `limit`: a hang must fail CI,
-/// not stall it.
-struct Watchdog(std::sync::mpsc::Sender<()>);
-
-impl Watchdog {
-    fn arm(what: &'static str, limit: Duration) -> Watchdog {
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
-                eprintln!("{what}: still running after {limit:?}, aborting");
-                std::process::abort();
-            }
-        });
-        Watchdog(tx)
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        let _ = self.0.send(());
-    }
 }
 
 /// The address ranges at which this process maps `/dev/shm/shmlink-<name>`.
@@ -241,7 +220,7 @@ proptest! {
         (tx_tail, tx_head) in indices(),
         (rx_tail, rx_head) in indices(),
     ) {
-        let _dog = Watchdog::arm("consumer_survives_hostile_rings", Duration::from_secs(60));
+        let _dog = Watchdog::arm(Duration::from_secs(60), "consumer_survives_hostile_rings");
         let name = fresh_name();
         let _unlink = support::NameGuard(name.clone());
         let mut creator = Channel::create(&name, &Config { capacity: CAP, wait: WaitStrategy::Spin })
@@ -276,7 +255,7 @@ proptest! {
         ring0 in indices(),
         ring1 in indices(),
     ) {
-        let _dog = Watchdog::arm("connect_survives_hostile_headers", Duration::from_secs(60));
+        let _dog = Watchdog::arm(Duration::from_secs(60), "connect_survives_hostile_headers");
         let name = fresh_name();
         let _unlink = support::NameGuard(name.clone());
         let creator = Channel::create(&name, &Config { capacity: CAP, wait: WaitStrategy::Spin })
@@ -320,7 +299,8 @@ proptest! {
                         | Error::VersionMismatch { .. }
                         | Error::SizeMismatch(_)
                         | Error::NotReady(_)
-                        | Error::AlreadyConnected
+                        | Error::LayoutMismatch { .. }
+                        | Error::AlreadyConnected(_)
                         | Error::Corrupt(_)
                 ),
                 "unexpected error {e}"

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use shmlink::segments::{self, Reclaim};
+use shmlink::testing::segment_size;
 use shmlink::{Channel, Config, Error, WaitStrategy};
 use support::{echo, echo_creator, serial, shm_path, unique, NameGuard};
 
@@ -109,10 +110,11 @@ fn unsized_segments_get_a_grace_period() {
     forge_unlocked(&old, 0, segments::INIT_GRACE + Duration::from_secs(60));
     assert!(segments::inspect(&old).expect("inspect").stale);
     let _ch = Channel::create(&old, &small()).expect("create over an unsized segment");
-    // Sized but unlocked: the creator locks before sizing, so it is gone.
+    // Sized like a segment, header not written yet, unlocked: the creator locks before sizing,
+    // so it is gone.
     let sized = unique("sized-unlocked");
     let _unlink_sized = NameGuard(sized.clone());
-    forge_unlocked(&sized, 100, Duration::ZERO);
+    forge_unlocked(&sized, segment_size(4096) as u64, Duration::ZERO);
     assert!(segments::inspect(&sized).expect("inspect").stale);
     let _ch2 = Channel::create(&sized, &small()).expect("create over a sized dead segment");
 }
@@ -125,7 +127,7 @@ fn racing_creators_over_a_stale_name_leave_one_winner() {
     for round in 0..20 {
         let name = unique(&format!("race-{round}"));
         let _unlink = NameGuard(name.clone());
-        forge_unlocked(&name, 100, Duration::ZERO);
+        forge_unlocked(&name, segment_size(4096) as u64, Duration::ZERO);
         let barrier = std::sync::Barrier::new(6);
         let results: Vec<Result<Channel, Error>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..6)
@@ -269,4 +271,252 @@ fn bad_names_are_refused_before_reaching_the_os() {
             Err(Error::InvalidName { .. })
         ));
     }
+}
+
+#[test]
+fn connect_refuses_objects_not_private_to_this_user() {
+    let _serial = serial();
+    let name = unique("not-private");
+    let _unlink = NameGuard(name.clone());
+    let _ch = Channel::create(&name, &small()).expect("create");
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let path = shm_path(&name);
+
+    // Open to every user, as a squatter leaves the object it made under a victim's name.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    match Channel::connect(&name, WaitStrategy::Block) {
+        Err(Error::NotPrivate {
+            name: n,
+            owner,
+            mode,
+            expected,
+        }) => {
+            assert_eq!(
+                (n.as_str(), owner, mode, expected),
+                (name.as_str(), me, 0o666, me)
+            );
+        }
+        other => panic!("connect to a 0666 object: {other:?}"),
+    }
+
+    // Owned by another user, even with mode 0600 (only root can give an object away).
+    if me == 0 {
+        std::os::unix::fs::chown(&path, Some(4242), None).expect("chown");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        match Channel::connect(&name, WaitStrategy::Block) {
+            Err(e @ Error::NotPrivate { owner: 4242, .. }) => {
+                assert!(e.to_string().contains("uid 4242"), "{e}");
+                assert!(e.to_string().contains(&name), "{e}");
+            }
+            other => panic!("connect to another user's object: {other:?}"),
+        }
+    }
+
+    // The same for a file-backed channel.
+    let file = std::env::temp_dir().join(format!("shmlink-file-{name}"));
+    let _ = std::fs::remove_file(&file);
+    let _fch = Channel::create_at(&file, &small()).expect("create_at");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    match Channel::connect_at(&file, WaitStrategy::Block) {
+        Err(Error::NotPrivate { mode: 0o644, .. }) => {}
+        other => panic!("connect_at a 0644 file: {other:?}"),
+    }
+}
+
+/// Set in the child process that runs a test with a `/dev/shm` of its own.
+const PRIVATE_SHM: &str = "SHMLINK_TEST_PRIVATE_SHM";
+
+/// True when the caller should run the body of `test` here: in the child process that runs it
+/// with a `/dev/shm` of its own (a fresh tmpfs in a private mount namespace, so the odd entries
+/// it makes cannot disturb other test runs on the machine), or in this process where a mount
+/// namespace is not allowed. False in the parent once the child passed.
+fn in_private_shm(test: &str) -> bool {
+    if std::env::var_os(PRIVATE_SHM).is_some() {
+        return true;
+    }
+    let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
+    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(PRIVATE_SHM, "1");
+    // SAFETY: the closure runs in the forked child before exec and only makes system calls
+    // with pointers to constant C strings.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let fail = || Err(std::io::Error::last_os_error());
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return fail();
+            }
+            let none = std::ptr::null();
+            let flags = libc::MS_REC | libc::MS_PRIVATE;
+            if libc::mount(c"none".as_ptr(), c"/".as_ptr(), none, flags, none.cast()) != 0 {
+                return fail();
+            }
+            let tmpfs = c"tmpfs".as_ptr();
+            if libc::mount(tmpfs, c"/dev/shm".as_ptr(), tmpfs, 0, none.cast()) != 0 {
+                return fail();
+            }
+            Ok(())
+        });
+    }
+    match cmd.output() {
+        Ok(out) => {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{test} failed:\n{stdout}\n{stderr}");
+            assert!(stdout.contains("body ran"), "{test} did not run:\n{stdout}");
+            false
+        }
+        Err(e) => {
+            eprintln!("{test}: no private /dev/shm ({e}); running in the shared one");
+            true
+        }
+    }
+}
+
+/// Removes a directory entry of any kind when dropped.
+struct EntryGuard(std::path::PathBuf);
+
+impl Drop for EntryGuard {
+    fn drop(&mut self) {
+        if std::fs::remove_dir(&self.0).is_err() {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+/// Makes an entry `shmlink-<name>` that is not a channel, of the given kind.
+fn make_odd(name: &str, kind: &str, link_to: &std::path::Path) -> EntryGuard {
+    let path = shm_path(name);
+    let guard = EntryGuard(path.clone());
+    let new_file = || {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .expect("make the object")
+    };
+    match kind {
+        "directory" => std::fs::create_dir(&path).expect("mkdir"),
+        "symlink" => std::os::unix::fs::symlink(link_to, &path).expect("symlink"),
+        "dangling" => std::os::unix::fs::symlink("/nonexistent", &path).expect("symlink"),
+        "sparse" => new_file()
+            .set_len(1 << 62)
+            .expect("a 2^62-byte sparse file"),
+        "foreign" => {
+            let file = new_file();
+            file.set_len(segment_size(4096) as u64).expect("size");
+            std::os::unix::fs::FileExt::write_all_at(&file, b"NOTOURS!", 0).expect("write");
+        }
+        "small" => new_file().set_len(100).expect("size"),
+        "fifo" => {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+            // SAFETY: a valid NUL-terminated path; mkfifo only reads it.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        }
+        other => unreachable!("{other}"),
+    }
+    guard
+}
+
+const ODD_KINDS: [(&str, &str); 7] = [
+    ("directory", "a directory"),
+    ("symlink", "a symbolic link"),
+    ("dangling", "a symbolic link"),
+    ("sparse", "without the shmlink magic"),
+    ("foreign", "without the shmlink magic"),
+    ("small", "smaller than a channel header"),
+    ("fifo", "not a regular file"),
+];
+
+#[test]
+fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
+    if !in_private_shm("odd_entries_named_like_channels_are_skipped_and_never_touched") {
+        return;
+    }
+    let _serial = serial();
+    // A live channel (a symlink points at it), and a dead one that must still be cleaned.
+    let live = unique("odd-live");
+    let _unlink_live = NameGuard(live.clone());
+    let _ch = Channel::create(&live, &small()).expect("create");
+    let dead = unique("odd-dead");
+    let _unlink_dead = NameGuard(dead.clone());
+    let mut owner = echo_creator(&[], &dead, "block");
+    owner.kill();
+    owner.reap();
+    let odd: Vec<(String, &str)> = ODD_KINDS
+        .iter()
+        .map(|&(kind, reason)| (unique(&format!("odd-{kind}")), reason))
+        .collect();
+    let _entries: Vec<EntryGuard> = odd
+        .iter()
+        .zip(ODD_KINDS)
+        .map(|((name, _), (kind, _))| make_odd(name, kind, &shm_path(&live)))
+        .collect();
+
+    // Listing works and shows the channels only.
+    let names: Vec<String> = segments::list()
+        .expect("list")
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert!(names.contains(&live) && names.contains(&dead), "{names:?}");
+    for (name, _) in &odd {
+        assert!(!names.contains(name), "{name} listed as a channel");
+    }
+    // The scan says what each odd entry is.
+    let listing = segments::scan().expect("scan");
+    for (name, reason) in &odd {
+        let skipped = listing
+            .skipped
+            .iter()
+            .find(|s| s.name == format!("shmlink-{name}"))
+            .unwrap_or_else(|| panic!("{name} not reported: {:?}", listing.skipped));
+        assert!(skipped.reason.contains(reason), "{name}: {skipped:?}");
+        // One by one, too: never a channel, never reclaimed, never replaced by `create`.
+        assert!(
+            matches!(segments::inspect(name), Err(Error::NotAChannel { name: ref n, .. }) if n == name),
+            "{name}"
+        );
+        assert_eq!(
+            segments::reclaim(name).expect("reclaim"),
+            Reclaim::NotAChannel
+        );
+        assert!(matches!(
+            Channel::create(name, &small()),
+            Err(Error::AlreadyExists(_))
+        ));
+    }
+
+    // The command-line cleaner lists them as skipped, and cleaning removes the dead channel and
+    // nothing else.
+    let out = Command::new(env!("CARGO_BIN_EXE_shmlink-clean"))
+        .output()
+        .expect("run shmlink-clean");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    for (name, _) in &odd {
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with(&format!("shmlink-{name}")) && l.contains("skipped")),
+            "{name} not reported:\n{report}"
+        );
+    }
+    assert!(!shm_path(&dead).exists(), "dead channel left:\n{report}");
+    let mut again = Channel::create(&dead, &small()).expect("create over the cleaned name");
+    drop(std::mem::replace(
+        &mut again,
+        Channel::create(&unique("odd-other"), &small()).expect("create"),
+    ));
+    assert!(segments::clean_dead().expect("clean_dead").is_empty());
+    for (name, _) in &odd {
+        assert!(
+            std::fs::symlink_metadata(shm_path(name)).is_ok(),
+            "{name} was removed"
+        );
+    }
+    assert!(shm_path(&live).exists());
+    println!("body ran");
 }

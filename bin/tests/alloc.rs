@@ -10,6 +10,7 @@
 
 use shmlink_harness::workload;
 
+#[path = "../../tests/support/common.rs"]
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -19,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{leftovers, serial, unique_name, ChildGuard, Watchdog};
+use common::{leftovers, serial, unique, ChildGuard, Watchdog};
 use shmlink::WaitStrategy;
 use shmlink_harness::transport::shm::Shm;
 use shmlink_harness::transport::{ChildStdio, Listener, Options, Peer, Transport};
@@ -168,7 +169,7 @@ fn shm_json_round_trips_do_not_allocate() {
         eprintln!("skipped: the ipc-channel fallback is forced, there is no ring to measure");
         return;
     }
-    let name = unique_name("alloc");
+    let name = unique("alloc");
     let (parent_id, child_id) = (workload::random_id(), workload::random_id());
     let opts = Options {
         wait: WaitStrategy::Spin,

@@ -5,12 +5,13 @@
 //! This test process is the parent; the other end is the real `ipc-child` binary in one of its
 //! test modes.
 
+#[path = "../../tests/support/common.rs"]
 mod common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{leftovers, serial, unique_name, ChildGuard, Watchdog};
+use common::{leftovers, serial, unique, ChildGuard, Watchdog};
 use shmlink::Error;
 use shmlink_harness::transport::{
     floor::Floor, ipc_channel::IpcChannel, pipe::Pipe, raw_sync::RawSync, shm::Shm, tcp::Tcp,
@@ -29,7 +30,7 @@ struct Session<T> {
 }
 
 fn start<T: Transport>(mode: &str, count: u64) -> Session<T> {
-    let name = unique_name(T::KIND.as_str());
+    let name = unique(T::KIND.as_str());
     let opts = Options::default();
     let listener = match T::listen(&name, &opts) {
         Ok(l) => l,

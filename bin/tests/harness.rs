@@ -2,13 +2,14 @@
 //! transport, the forced fallback, a child killed mid-run, Ctrl-C, and the chart / compare
 //! subcommands. No timing is asserted.
 
+#[path = "../../tests/support/common.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{leftovers, process_exists, serial, unique_name, ChildGuard, Watchdog};
+use common::{leftovers, process_exists, serial, unique, ChildGuard, Watchdog};
 use serde_json::Value;
 
 const PARENT: &str = env!("CARGO_BIN_EXE_ipc-parent");
@@ -56,7 +57,7 @@ fn parse(stdout: &str, stderr: &str) -> Value {
 #[test]
 fn json_document_of_every_transport() {
     let _serial = serial();
-    let name = unique_name("all");
+    let name = unique("all");
     let args = [
         "--transport",
         "all",
@@ -140,7 +141,7 @@ fn json_document_of_every_transport() {
 #[test]
 fn raw_messages_report_their_size() {
     let _serial = serial();
-    let name = unique_name("raw");
+    let name = unique("raw");
     let args = [
         "--transport",
         "shm,uds",
@@ -172,7 +173,7 @@ fn raw_messages_report_their_size() {
 #[test]
 fn sweep_reports_every_transport_and_memcpy_at_every_size() {
     let _serial = serial();
-    let name = unique_name("sweep");
+    let name = unique("sweep");
     let args = [
         "--sweep",
         "--sizes",
@@ -276,7 +277,7 @@ fn serde_row_runs_without_a_child() {
 #[test]
 fn forced_fallback_runs_shm_over_ipc_channel() {
     let _serial = serial();
-    let name = unique_name("forced");
+    let name = unique("forced");
     let args = [
         "--transport",
         "shm",
@@ -364,7 +365,7 @@ fn interrupt_run(transport: &str, name: &str, kill_parent: bool) -> (bool, Strin
 
 fn killing_the_child_fails_the_parent(transport: &str) {
     let _serial = serial();
-    let name = unique_name(&format!("kill{}", transport.replace('-', "")));
+    let name = unique(&format!("kill{}", transport.replace('-', "")));
     let (ok, log, child) = interrupt_run(transport, &name, false);
     assert!(
         !ok,
@@ -400,7 +401,7 @@ fn killing_the_raw_sync_child_fails_the_parent_cleanly() {
 #[test]
 fn ctrl_c_reaps_the_child_and_unlinks_everything() {
     let _serial = serial();
-    let name = unique_name("sigint");
+    let name = unique("sigint");
     let (ok, log, child) = interrupt_run("shm", &name, true);
     assert!(!ok, "an interrupted run is not a success:\n{log}");
     assert!(log.contains("interrupted"), "{log}");
@@ -435,7 +436,7 @@ const FIXTURE: &str = r#"{"machine":{"cpu":"Test CPU","cores":2,"kernel":"Linux 
 
 #[test]
 fn chart_and_compare_read_a_result_file() {
-    let dir = std::env::temp_dir().join(unique_name("chart"));
+    let dir = std::env::temp_dir().join(unique("chart"));
     let _cleanup = RemoveDir(dir.clone());
     std::fs::create_dir_all(&dir).ok();
     let input = dir.join("result.json");

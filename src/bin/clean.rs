@@ -2,11 +2,13 @@
 //! state, whether the owner is alive, size) and removes the ones whose creator is gone.
 //!
 //! A segment is removed only when nobody holds its creator lock, so a live channel is never
-//! touched. With `--dry-run` nothing is removed. With names, only those segments are considered.
+//! touched. Entries named like a channel that are not one (a directory, a symbolic link, an
+//! object without the shmlink magic...) are listed as skipped and never touched. With
+//! `--dry-run` nothing is removed. With names, only those segments are considered.
 
 use std::process::ExitCode;
 
-use shmlink::segments::{self, EndpointInfo, Reclaim, SegmentInfo};
+use shmlink::segments::{self, EndpointInfo, Reclaim, SegmentInfo, Skipped};
 
 fn endpoint(e: &EndpointInfo) -> String {
     if e.pid == 0 {
@@ -36,43 +38,63 @@ fn row(seg: &SegmentInfo) -> String {
 }
 
 fn run(dry_run: bool, names: &[String]) -> shmlink::Result<usize> {
-    let segs = if names.is_empty() {
-        segments::list()?
+    let (segs, skipped) = if names.is_empty() {
+        let listing = segments::scan()?;
+        (listing.channels, listing.skipped)
     } else {
         let mut found = Vec::new();
+        let mut skipped = Vec::new();
         for name in names {
             match segments::inspect(name) {
                 Ok(info) => found.push(info),
                 Err(shmlink::Error::NotFound(_)) => eprintln!("shmlink-clean: no segment {name:?}"),
-                Err(e) => return Err(e),
+                Err(shmlink::Error::NotAChannel { reason, .. }) => skipped.push(Skipped {
+                    name: name.clone(),
+                    reason,
+                }),
+                Err(e) => skipped.push(Skipped {
+                    name: name.clone(),
+                    reason: e.to_string(),
+                }),
             }
         }
-        found
+        (found, skipped)
     };
     println!("{:<32} {:<13} {:>10}  owner", "NAME", "STATE", "BYTES");
     let mut removed = 0;
     for seg in &segs {
         let mut line = row(seg);
         if seg.stale && !dry_run {
-            match segments::reclaim(&seg.name)? {
-                Reclaim::Removed => {
+            match segments::reclaim(&seg.name) {
+                Ok(Reclaim::Removed) => {
                     removed += 1;
                     line.push_str("  -> removed");
                 }
-                Reclaim::Vanished => line.push_str("  -> already gone"),
-                Reclaim::Alive => line.push_str("  -> kept (owner came back)"),
+                Ok(Reclaim::Vanished) => line.push_str("  -> already gone"),
+                Ok(Reclaim::Alive) => line.push_str("  -> kept (owner came back)"),
+                Ok(Reclaim::NotAChannel) => line.push_str("  -> kept (replaced by something else)"),
+                // One segment that cannot be removed does not stop the others.
+                Err(e) => line.push_str(&format!("  -> kept ({e})")),
             }
         }
         println!("{line}");
     }
+    for skip in &skipped {
+        println!("{:<32} skipped: {}", skip.name, skip.reason);
+    }
     let stale = segs.iter().filter(|s| s.stale).count();
     if dry_run {
         println!(
-            "{} segments, {stale} stale (dry run: nothing removed)",
-            segs.len()
+            "{} segments, {stale} stale, {} skipped (dry run: nothing removed)",
+            segs.len(),
+            skipped.len()
         );
     } else {
-        println!("{} segments, {stale} stale, {removed} removed", segs.len());
+        println!(
+            "{} segments, {stale} stale, {removed} removed, {} skipped",
+            segs.len(),
+            skipped.len()
+        );
     }
     Ok(removed)
 }

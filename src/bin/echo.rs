@@ -108,7 +108,6 @@ fn stream(ch: &mut Channel) -> Result<u64, Error> {
 /// ready, then stops there.
 fn half_create(name: &str, capacity: usize) -> Result<u64, Error> {
     use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::io::AsRawFd;
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
     shmlink::testing::validate_name(name)?;
@@ -121,10 +120,7 @@ fn half_create(name: &str, capacity: usize) -> Result<u64, Error> {
         .create_new(true)
         .mode(0o600)
         .open(&path)?;
-    // SAFETY: the descriptor is open; flock takes no pointers.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error().into());
-    }
+    shmlink::testing::take_creator_lock(&file)?;
     file.set_len(shmlink::testing::segment_size(capacity) as u64)?;
     // SAFETY: a fresh object that only this process and the tests map; all accesses below are
     // atomic.

@@ -19,8 +19,10 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
-use crate::layout::{PeerInfo, SegmentHeader, MODE_BLOCK, MODE_SPIN, PEER_CLOSED, PEER_PRESENT};
+use crate::layout::{PeerInfo, SegmentHeader, WaitCell, MODE_BLOCK, MODE_SPIN, PEER_CLOSED};
 use crate::mapping::Mapping;
 use crate::ring::{ReadGuard, WriteGrant};
 use crate::wait::{self, WaitStrategy};
@@ -73,6 +75,11 @@ pub enum Role {
 /// them in place with [`reserve`](Channel::reserve) / [`send_json`](Channel::send_json));
 /// receiving hands out a [`ReadGuard`] that borrows the frame in place until it is dropped.
 ///
+/// A channel is two halves, a [`SendHalf`] and a [`RecvHalf`]: borrow them with
+/// [`split`](Channel::split) (to send while a received message is still borrowed, or to use
+/// them from two threads) or take them apart with [`into_split`](Channel::into_split). The
+/// endpoint closes when the last of its halves is dropped.
+///
 /// ```no_run
 /// use shmlink::{Channel, Config};
 /// let mut server = Channel::create("demo", &Config::default())?;
@@ -84,23 +91,65 @@ pub enum Role {
 pub struct Channel {
     sender: SendHalf,
     receiver: RecvHalf,
-    me: NonNull<PeerInfo>,
     wait: WaitStrategy,
     role: Role,
-    name: String,
-    // Declared last: dropped after the ring ends that point into it. Only kept alive.
+}
+
+/// What both halves of one endpoint share: the mapping and this endpoint's record in it. Each
+/// half holds it in an `Arc`, so the mapping lives as long as either half, wherever the halves
+/// move (another thread, another channel through `mem::swap`). Dropping the last half closes
+/// the endpoint.
+pub(super) struct Shared {
+    /// This endpoint's record in the mapping.
+    me: NonNull<PeerInfo>,
+    /// Where the peer's consumer sleeps on our outbound ring.
+    out_data: NonNull<WaitCell>,
+    /// Where the peer's producer sleeps on our inbound ring.
+    in_space: NonNull<WaitCell>,
+    pub(super) name: String,
+    // Declared last: unmapped after `drop` below has used the pointers into it. Only kept alive.
     _map: Mapping,
 }
 
-// SAFETY: every pointer in a channel points into `map`, which moves with it; cross-process
-// access goes through atomics and the frame protocol. A channel is not `Sync`: each end is
-// single-producer and single-consumer.
-unsafe impl Send for Channel {}
+// SAFETY: every pointer in `Shared` points into `map`, which it owns and which stays mapped
+// until `Shared` drops; the pointees are atomics, which any thread may use. `Mapping` is
+// `Send`, and `&Shared` gives only reads of immutable fields and atomic accesses.
+unsafe impl Send for Shared {}
+// SAFETY: as above: shared references allow only atomic accesses and reads of the name.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    pub(super) fn me(&self) -> &PeerInfo {
+        // SAFETY: points into `self.map`, alive as long as `self`; all fields are atomics.
+        unsafe { self.me.as_ref() }
+    }
+
+    /// Announces the largest message this endpoint accepts.
+    pub(super) fn publish_max_message(&self, max: usize) {
+        // Relaxed: a standalone value; the peer's sender loads it with Relaxed before each
+        // message and orders nothing else by it.
+        self.me().max_message.store(max as u64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire in the peer's `PeerWatch::state`: every frame we
+        // published is visible to a peer that sees the close.
+        self.me().state.store(PEER_CLOSED, Ordering::Release);
+        // Wake a peer that sleeps waiting for data from us or for room in our inbound ring.
+        // SAFETY: both cells point into `self.map`, still mapped; they are atomics.
+        unsafe {
+            wait::wake(self.out_data.as_ref());
+            wait::wake(self.in_space.as_ref());
+        }
+    }
+}
 
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Channel")
-            .field("name", &self.name)
+            .field("name", &self.name())
             .field("role", &self.role)
             .field("wait", &self.wait)
             .field("capacity", &self.capacity())
@@ -125,7 +174,7 @@ fn segment(map: &Mapping) -> &SegmentHeader {
 impl Channel {
     /// The name given at create / connect time (or the file path).
     pub fn name(&self) -> &str {
-        &self.name
+        &self.receiver.shared.name
     }
 
     /// Which end this is.
@@ -150,38 +199,80 @@ impl Channel {
 
     /// True while the peer endpoint is connected and its process runs.
     pub fn is_peer_connected(&mut self) -> bool {
-        let peer = &mut self.receiver.peer;
-        peer.state() == PEER_PRESENT && peer.check().is_ok()
+        self.receiver.is_peer_connected()
     }
 
     /// The peer's process id, once it has connected.
     pub fn peer_pid(&mut self) -> Option<u32> {
-        let _ = self.receiver.peer.check();
-        self.receiver.peer.id.map(|id| id.pid)
+        self.receiver.peer_pid()
     }
 
-    /// Splits the channel into its sending and receiving halves, which can be used from two
-    /// threads at once (for example with `std::thread::scope`).
+    /// Borrows the channel's sending and receiving halves at once.
     ///
-    /// A [`Channel`] cannot receive while it is blocked in [`send`](Channel::send); when both
-    /// peers may send messages larger than the ring at the same time, each needs a thread that
-    /// keeps receiving, or the two sends wait on each other forever.
+    /// Two uses:
+    /// * **Replying with data borrowed from a request.** A [`ReadGuard`] borrows the channel,
+    ///   so `channel.send(&request[..])` does not compile while the request is held; with the
+    ///   halves, the guard borrows only the receiving half and the reply goes out through the
+    ///   sending half, with no copy in between:
+    ///
+    ///   ```
+    ///   # let name = format!("doc-split-{}", std::process::id());
+    ///   use shmlink::{Channel, Config, WaitStrategy};
+    ///   let mut server = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
+    ///   let mut client = Channel::connect(&name, WaitStrategy::Spin)?;
+    ///   client.send(b"echo me")?;
+    ///
+    ///   let (tx, rx) = server.split();
+    ///   let request = rx.recv()?; // borrows `rx` only
+    ///   tx.send(&request)?; // straight from the inbound ring into the outbound one
+    ///   drop(request);
+    ///
+    ///   assert_eq!(&*client.recv()?, b"echo me");
+    ///   # Ok::<(), shmlink::Error>(())
+    ///   ```
+    /// * **Two threads**, one sending and one receiving (for example with
+    ///   `std::thread::scope`). A [`Channel`] cannot receive while it is blocked in
+    ///   [`send`](Channel::send); when both peers may send messages larger than the ring at the
+    ///   same time, each needs a thread that keeps receiving, or the two sends wait on each
+    ///   other forever. [`into_split`](Channel::into_split) gives owned halves for threads that
+    ///   are not scoped.
     pub fn split(&mut self) -> (&mut SendHalf, &mut RecvHalf) {
         (&mut self.sender, &mut self.receiver)
     }
 
-    /// Largest message [`send`](Channel::send) accepts and [`recv`](Channel::recv) reassembles
-    /// (default 1 GiB). Messages up to [`max_frame`](Channel::max_frame) travel in one frame;
-    /// larger ones are split into fragments.
-    pub fn max_message(&self) -> usize {
-        self.sender.max_message
+    /// Takes the channel apart into owned halves, which can move to other threads (both are
+    /// `Send`). Each half keeps the mapping alive; the endpoint is closed, and the peer told,
+    /// when both have been dropped.
+    ///
+    /// ```
+    /// # let name = format!("doc-into-split-{}", std::process::id());
+    /// use shmlink::{Channel, Config, WaitStrategy};
+    /// let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
+    /// let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
+    /// let (mut tx, _rx) = a.into_split();
+    /// std::thread::spawn(move || tx.send(b"from a thread")).join().unwrap()?;
+    /// assert_eq!(&*b.recv()?, b"from a thread");
+    /// # Ok::<(), shmlink::Error>(())
+    /// ```
+    pub fn into_split(self) -> (SendHalf, RecvHalf) {
+        (self.sender, self.receiver)
     }
 
-    /// Sets [`max_message`](Channel::max_message) for both directions. The receiving side
-    /// refuses (as [`Error::Corrupt`](crate::Error::Corrupt)) a fragmented message announced larger than its own limit.
+    /// Largest message this end accepts, and sends (default 1 GiB). Messages up to
+    /// [`max_frame`](Channel::max_frame) travel in one frame; larger ones are split into
+    /// fragments and reassembled.
+    pub fn max_message(&self) -> usize {
+        self.receiver.max_message()
+    }
+
+    /// Sets [`max_message`](Channel::max_message) for both directions and publishes it in the
+    /// mapping: from then on the peer's sends of longer messages fail at the peer with
+    /// [`Error::TooLarge`](crate::Error::TooLarge) (before anything is written), and the channel keeps working. Set it
+    /// before messages longer than the new limit can be in flight: one that is already on its
+    /// way is refused here as [`Error::Corrupt`](crate::Error::Corrupt).
     pub fn set_max_message(&mut self, max: usize) {
-        self.sender.max_message = max;
-        self.receiver.max_message = max;
+        self.sender.set_max_message(max);
+        self.receiver.set_max_message(max);
     }
 
     /// Reserves room for a frame of `len` bytes (at most [`max_frame`](Channel::max_frame)),
@@ -243,21 +334,18 @@ impl Channel {
         self.receiver.recv_into(buf)
     }
 
-    /// Receives one message and decodes it as JSON into an owned value.
+    /// Receives one message and decodes it as JSON into an owned value. See
+    /// [`RecvHalf::recv_json`].
     pub fn recv_json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
         self.receiver.recv_json()
     }
-}
 
-impl Drop for Channel {
-    fn drop(&mut self) {
-        // SAFETY: `me` points into `self.map`, still alive.
-        let me = unsafe { self.me.as_ref() };
-        // Release: pairs with the Acquire in the peer's `PeerWatch::state`: every frame we
-        // published is visible to a peer that sees the close.
-        me.state.store(PEER_CLOSED, Ordering::Release);
-        // Wake a peer that sleeps waiting for data from us or for room in our inbound ring.
-        wait::wake(self.sender.tx.data_cell());
-        wait::wake(self.receiver.rx.space_cell());
+    /// Like [`recv_json`](Channel::recv_json), giving up with [`Error::Timeout`](crate::Error::Timeout) after
+    /// `timeout`.
+    pub fn recv_json_timeout<T: serde::de::DeserializeOwned>(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<T> {
+        self.receiver.recv_json_timeout(timeout)
     }
 }

@@ -1,8 +1,10 @@
 //! Making a channel: create a mapping or connect to one, claim an end, assemble the halves.
 
+use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -10,6 +12,7 @@ use crate::layout::{
     check_capacity, segment_size, RingHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, PEER_ABSENT,
     PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
 };
+use crate::lock;
 use crate::mapping::{self, Mapping};
 use crate::process::ProcessId;
 use crate::ring::{Consumer, Producer, RingPtrs};
@@ -56,11 +59,14 @@ impl Channel {
             .store(config.capacity as u64, Ordering::Relaxed);
         hdr.total_size
             .store(segment_size(config.capacity) as u64, Ordering::Relaxed);
+        hdr.write_layout();
         let info = &hdr.creator;
         info.pid.store(me.pid, Ordering::Relaxed);
         info.start_time.store(me.start_time, Ordering::Relaxed);
         info.wait_mode
             .store(mode_of(config.wait), Ordering::Relaxed);
+        info.max_message
+            .store(DEFAULT_MAX_MESSAGE as u64, Ordering::Relaxed);
         info.state.store(PEER_PRESENT, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `ready` in `connect_at_mapping`: publishes
         // every field above.
@@ -72,22 +78,32 @@ impl Channel {
     ///
     /// Fails with [`Error::NotFound`] or [`Error::NotReady`] if it is not there yet (see
     /// [`connect_timeout`](Channel::connect_timeout) to wait for it), with
-    /// [`Error::AlreadyConnected`] if another endpoint holds (or held) the connecting end, and with
-    /// [`Error::BadMagic`], [`Error::VersionMismatch`] or [`Error::SizeMismatch`] if the mapping
-    /// is not one this build understands.
+    /// [`Error::AlreadyConnected`] if another endpoint holds the connecting end (or held it and
+    /// closed or died: a channel serves one connection; a connector that died before it was
+    /// connected leaves the end to the next one), and with [`Error::BadMagic`],
+    /// [`Error::VersionMismatch`], [`Error::LayoutMismatch`] or [`Error::SizeMismatch`] if the
+    /// mapping is not one this build understands.
     ///
-    /// A channel has one connector for its whole life: once it closed or died, the channel
-    /// reports [`Error::Disconnected`] or [`Error::PeerGone`] to the creator, and a new
-    /// connector gets [`Error::AlreadyConnected`]. A server that serves successive (or
-    /// concurrent) clients binds a [`Listener`](crate::Listener) instead, which gives every
-    /// client a fresh channel.
+    /// A server that serves successive (or concurrent) clients binds a
+    /// [`Listener`](crate::Listener) instead, which gives every client a fresh channel.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
         let map = Mapping::open_named(name)?;
         Self::connect_mapping(map, name.to_owned(), wait)
     }
 
     /// Like [`connect`](Channel::connect), retrying while the channel is missing or not ready,
-    /// until `timeout` has passed.
+    /// until `timeout` has passed. Then it fails with the last of those errors, which names the
+    /// channel: [`Error::NotFound`] (nobody created it) or [`Error::NotReady`] (its creator has
+    /// not finished making it).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shmlink::{Channel, Error, WaitStrategy};
+    /// let err = Channel::connect_timeout("nobody-made-this", WaitStrategy::Spin, Duration::from_millis(10))
+    ///     .unwrap_err();
+    /// assert!(matches!(&err, Error::NotFound(name) if name == "nobody-made-this"));
+    /// assert_eq!(err.to_string(), r#"no channel named "nobody-made-this""#);
+    /// ```
     pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
         let deadline = Instant::now() + timeout;
         let mut pause = Duration::from_micros(50);
@@ -99,7 +115,6 @@ impl Channel {
                     );
                     pause = (pause * 2).min(Duration::from_millis(10));
                 }
-                Err(Error::NotFound(_) | Error::NotReady(_)) => return Err(Error::Timeout),
                 other => return other,
             }
         }
@@ -128,26 +143,47 @@ impl Channel {
             }
             return Err(Error::NotReady(name));
         }
-        let capacity = hdr.validate(map.len())?;
+        let capacity = hdr.validate(map.len(), &name)?;
         let info = &hdr.connector;
+        // Read before claiming: nothing to do with the slot.
+        let me = ProcessId::current();
+        // Acquire: pairs with the Release store of a previous holder's state.
+        let seen = info.state.load(Ordering::Acquire);
+        match seen {
+            PEER_ABSENT | PEER_CLAIMING => {}
+            // Held, or held by a connector that closed or died since: a channel serves one
+            // connection (its rings may still hold that connection's frames).
+            PEER_PRESENT | PEER_CLOSED => return Err(Error::AlreadyConnected(name)),
+            other => {
+                return Err(Error::corrupt(format!(
+                    "connector state {other:#x} is unknown in {name}"
+                )))
+            }
+        }
+        // The claim is the connector's lock: held by another open of the object means another
+        // connector holds (or is claiming) the end. It stays ours until this mapping's
+        // descriptor closes, which the kernel does if we die, so a claimer that dies before it
+        // is present leaves a slot the next connector can take.
+        if !lock::take(map.file(), lock::End::Connector, false)? {
+            return Err(Error::AlreadyConnected(name));
+        }
+        // Holding the lock, we are the only connector that writes the slot. ABSENT, or CLAIMING
+        // left by a claimer that died; anything else means the slot changed under us.
         // Acquire on success: pairs with the Release of a previous holder (none for a fresh
-        // channel); the claim makes us the only connector.
+        // channel).
         if info
             .state
-            .compare_exchange(
-                PEER_ABSENT,
-                PEER_CLAIMING,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
+            .compare_exchange(seen, PEER_CLAIMING, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            return Err(Error::AlreadyConnected);
+            return Err(Error::AlreadyConnected(name));
         }
-        let me = ProcessId::current();
+        crate::testing::stop_point(crate::testing::StopPoint::ConnectClaimed);
         info.pid.store(me.pid, Ordering::Relaxed);
         info.start_time.store(me.start_time, Ordering::Relaxed);
         info.wait_mode.store(mode_of(wait), Ordering::Relaxed);
+        info.max_message
+            .store(DEFAULT_MAX_MESSAGE as u64, Ordering::Relaxed);
         // Release: pairs with the Acquire load in `PeerWatch::state` on the creator's side.
         info.state.store(PEER_PRESENT, Ordering::Release);
         Self::assemble(map, name, capacity, Role::Connector, wait)
@@ -192,7 +228,8 @@ impl Channel {
             Role::Creator => (ring(0), ring(1)),
             Role::Connector => (ring(1), ring(0)),
         };
-        // SAFETY: the rings live in `map`, which the channel owns and drops after the ends; the
+        // SAFETY: the rings live in `map`, which moves into the `Shared` that both halves hold
+        // alongside these ends (or is dropped right here, together with them, on failure); the
         // role split gives each ring exactly one producer and one consumer per channel.
         let built = unsafe { Producer::new(tx_ring, None) }
             .and_then(|tx| Ok((tx, unsafe { Consumer::new(rx_ring, None) }?)));
@@ -210,11 +247,18 @@ impl Channel {
                 return Err(e);
             }
         };
-        let peer = PeerWatch {
-            info: peer,
-            id: None,
-            last_check: None,
+        let peer_end = match role {
+            Role::Creator => lock::End::Connector,
+            Role::Connector => lock::End::Creator,
         };
+        let peer = PeerWatch::new(peer, map.file().as_raw_fd(), peer_end);
+        let shared = Arc::new(Shared {
+            me,
+            out_data: NonNull::from(tx.data_cell()),
+            in_space: NonNull::from(rx.space_cell()),
+            name,
+            _map: map,
+        });
         Ok(Channel {
             sender: SendHalf {
                 tx,
@@ -223,6 +267,7 @@ impl Channel {
                 json_hint: 256,
                 max_message: DEFAULT_MAX_MESSAGE,
                 scratch: Vec::new(),
+                shared: shared.clone(),
             },
             receiver: RecvHalf {
                 rx,
@@ -231,12 +276,10 @@ impl Channel {
                 max_message: DEFAULT_MAX_MESSAGE,
                 assembly: Vec::new(),
                 assembling: None,
+                shared,
             },
-            me,
             wait,
             role,
-            name,
-            _map: map,
         })
     }
 }

@@ -1,23 +1,48 @@
-//! Watching the other endpoint: did it close, is its process still running?
+//! Watching the other endpoint: did it close, does it still hold its end's lock?
 
+use std::os::unix::io::RawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::layout::{PeerInfo, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT};
+use crate::lock;
 use crate::process::ProcessId;
 use crate::wait::CHECK_INTERVAL;
 
-/// Watches the other endpoint: did it close, is its process still running?
+/// Watches the other endpoint: did it close, does its process still hold its end?
+///
+/// Liveness is the peer's endpoint lock (see `lock.rs`), asked through this channel's own open
+/// of the object; the pid the peer recorded is only reported, never trusted.
 #[derive(Clone)]
 pub(super) struct PeerWatch {
     pub(super) info: NonNull<PeerInfo>,
+    /// This endpoint's descriptor of the shared object, kept open by the mapping `info` points
+    /// into for as long as the watch exists.
+    fd: RawFd,
+    /// The peer's end: whose lock to ask about.
+    end: lock::End,
+    /// What the peer recorded about itself, read once it is present. Information only.
     pub(super) id: Option<ProcessId>,
     pub(super) last_check: Option<Instant>,
+    /// Set once the peer was found gone: the verdict never changes back, even if a process that
+    /// inspects the segment takes the dead peer's lock for a moment.
+    gone: bool,
 }
 
 impl PeerWatch {
+    pub(super) fn new(info: NonNull<PeerInfo>, fd: RawFd, end: lock::End) -> PeerWatch {
+        PeerWatch {
+            info,
+            fd,
+            end,
+            id: None,
+            last_check: None,
+            gone: false,
+        }
+    }
+
     pub(super) fn info(&self) -> &PeerInfo {
         // SAFETY: points into the channel's mapping, which outlives the watch; all fields are
         // atomics.
@@ -31,9 +56,21 @@ impl PeerWatch {
         self.info().state.load(Ordering::Acquire)
     }
 
-    /// Err(Disconnected) once the peer closed, Err(PeerGone) once its process is gone.
+    fn gone(&self) -> Error {
+        Error::PeerGone {
+            pid: self.id.map_or(0, |id| id.pid),
+        }
+    }
+
+    /// Err(Disconnected) once the peer closed, Err(PeerGone) once it no longer holds its end's
+    /// lock without having closed (its process died). Allocation-free.
     pub(super) fn check(&mut self) -> Result<()> {
+        if self.gone {
+            return Err(self.gone());
+        }
         match self.state() {
+            // Nobody yet, or a connector that is claiming the end (alive or dead: a dead
+            // claimer's slot goes to the next connector, so either way we wait for one).
             PEER_ABSENT | PEER_CLAIMING => Ok(()),
             PEER_PRESENT => {
                 // SAFETY: as in `info`; a copy of the pointer so `self.id` can be borrowed.
@@ -43,13 +80,20 @@ impl PeerWatch {
                     pid: info.pid.load(Ordering::Relaxed),
                     start_time: info.start_time.load(Ordering::Relaxed),
                 });
-                if id.is_alive() {
-                    // Only a live verdict is cached: a dead process stays dead, and every call
-                    // after the first `PeerGone` must report it too.
+                if lock::alive(self.fd, self.end, id.pid)? {
                     self.last_check = Some(Instant::now());
-                    Ok(())
-                } else {
-                    Err(Error::PeerGone { pid: id.pid })
+                    return Ok(());
+                }
+                // The lock is free. A peer that closes stores PEER_CLOSED before it closes the
+                // descriptor that holds the lock, and the kernel orders the lock's release
+                // before our query saw it free (both run under the file's lock context
+                // spinlock), so a state still not CLOSED now means the peer died.
+                match self.state() {
+                    PEER_CLOSED => Err(Error::Disconnected),
+                    _ => {
+                        self.gone = true;
+                        Err(self.gone())
+                    }
                 }
             }
             PEER_CLOSED => Err(Error::Disconnected),
@@ -57,10 +101,10 @@ impl PeerWatch {
         }
     }
 
-    /// Like `check`, but looks at the process at most once per check interval.
+    /// Like `check`, but asks about the peer at most once per check interval.
     pub(super) fn check_throttled(&mut self) -> Result<()> {
         let state = self.state();
-        if state == PEER_PRESENT {
+        if state == PEER_PRESENT && !self.gone {
             if let Some(last) = self.last_check {
                 if last.elapsed() < CHECK_INTERVAL {
                     return Ok(());

@@ -1,5 +1,6 @@
 //! The receiving half: frames read in place, fragments reassembled.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -8,7 +9,8 @@ use crate::wait::{self, WaitStrategy};
 
 use super::*;
 
-/// The receiving half of a [`Channel`], from [`Channel::split`].
+/// The receiving half of a [`Channel`], borrowed from [`Channel::split`] or owned from
+/// [`Channel::into_split`]. It keeps the channel's mapping alive for as long as it exists.
 pub struct RecvHalf {
     pub(super) rx: Consumer,
     pub(super) peer: PeerWatch,
@@ -19,6 +21,8 @@ pub struct RecvHalf {
     pub(super) assembly: Vec<u8>,
     /// Total length of the fragmented message being reassembled, if one is under way.
     pub(super) assembling: Option<usize>,
+    // Declared last: the mapping `rx` and `peer` point into, kept alive by this half.
+    pub(super) shared: Arc<Shared>,
 }
 
 impl RecvHalf {
@@ -27,10 +31,28 @@ impl RecvHalf {
         self.max_message
     }
 
-    /// Sets the largest message this half reassembles; a longer announced length is
-    /// [`Error::Corrupt`].
+    /// Sets the largest message this half reassembles and publishes it, so that the peer's
+    /// sends of longer messages fail at the peer with [`Error::TooLarge`]. A longer message
+    /// already on its way when the limit drops is refused here as [`Error::Corrupt`].
     pub fn set_max_message(&mut self, max: usize) {
         self.max_message = max;
+        self.shared.publish_max_message(max);
+    }
+
+    /// The channel's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// True while the peer endpoint is connected and its process runs.
+    pub fn is_peer_connected(&mut self) -> bool {
+        self.peer.state() == crate::layout::PEER_PRESENT && self.peer.check().is_ok()
+    }
+
+    /// The peer's process id, once it has connected.
+    pub fn peer_pid(&mut self) -> Option<u32> {
+        let _ = self.peer.check();
+        self.peer.id.map(|id| id.pid)
     }
 
     /// Receives the next frame, waiting for it. The frame stays in the ring until the guard
@@ -44,14 +66,19 @@ impl RecvHalf {
         self.recv_deadline(None)
     }
 
-    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`] after `timeout`.
+    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`] after `timeout`, also
+    /// while the fragments of a large message keep arriving (the part received is kept for the
+    /// next call).
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<ReadGuard<'_>> {
         self.recv_deadline(Some(Instant::now() + timeout))
     }
 
     /// Receives the next frame if one is there: [`Error::Empty`] if not, [`Error::Disconnected`]
     /// or [`Error::PeerGone`] if none will come.
-    /// A fragmented message is returned once its last fragment is there.
+    ///
+    /// A fragmented message is returned once its last fragment is there. One call takes at most
+    /// a ring's worth of fragments; a longer message is put together over several calls, each
+    /// returning [`Error::Empty`] until it is complete.
     #[inline]
     pub fn try_recv(&mut self) -> Result<ReadGuard<'_>> {
         self.next_message(None)
@@ -64,16 +91,35 @@ impl RecvHalf {
 
     /// The next whole message. `wait`: `None` to return [`Error::Empty`] at once (after a
     /// throttled look at the peer), `Some(deadline)` to wait for it.
+    ///
+    /// A peer can keep fragments coming for as long as it likes, so the loop never trusts the
+    /// stream to end: without a deadline (`try_recv`) it takes at most one ring's worth of
+    /// fragments per call and then reports [`Error::Empty`]; with one it looks at the clock after
+    /// every fragment. Either way the message under way is kept and the next call goes on with it.
     #[inline]
     fn next_message(&mut self, wait: Option<Option<Instant>>) -> Result<ReadGuard<'_>> {
+        let mut budget = self.rx.capacity() as u64;
         loop {
             match self.rx.next_frame() {
                 Ok(frame) if frame.kind() == kind::DATA && self.assembling.is_none() => {
                     return Ok(self.rx.guard(frame))
                 }
                 Ok(frame) => {
+                    let size = frame.size();
                     if self.absorb_fragment(frame)? {
                         return Ok(ReadGuard::assembled(&self.assembly));
+                    }
+                    match wait {
+                        None => {
+                            budget = budget.saturating_sub(size);
+                            if budget == 0 {
+                                return Err(Error::Empty);
+                            }
+                        }
+                        Some(Some(deadline)) if Instant::now() >= deadline => {
+                            return Err(Error::Timeout)
+                        }
+                        Some(_) => {}
                     }
                 }
                 Err(Error::Empty) => match wait {
@@ -89,6 +135,9 @@ impl RecvHalf {
     }
 
     /// Copies a fragment into the reassembly buffer; true once the message is complete.
+    ///
+    /// The shared payload is read once: the length prefix into a local, the rest into the
+    /// buffer; only lengths the ring already validated and those copies are judged.
     #[inline(never)]
     fn absorb_fragment(&mut self, frame: Frame) -> Result<bool> {
         let guard = self.rx.guard(frame);
@@ -100,49 +149,58 @@ impl RecvHalf {
                     let total = u64::from_le_bytes(total);
                     let body = &guard[8..];
                     match usize::try_from(total) {
-                        Ok(t) if t <= self.max_message && body.len() <= t => {
+                        Ok(t) if t <= self.max_message && !body.is_empty() && body.len() <= t => {
+                            // Room for what arrived, not for what was announced: the total is
+                            // the peer's word, the bytes are real.
                             self.assembly.clear();
-                            self.assembly.reserve(t);
-                            self.assembly.extend_from_slice(body);
-                            self.assembling = Some(t);
-                            Ok(false)
+                            append(&mut self.assembly, body, t).map(|()| {
+                                self.assembling = Some(t);
+                                false
+                            })
                         }
-                        _ => Err(format!(
-                            "fragmented message of {total} bytes (limit {})",
+                        _ => Err(Error::Corrupt(format!(
+                            "fragmented message of {total} bytes starting with {} (limit {})",
+                            body.len(),
                             self.max_message
-                        )),
+                        ))),
                     }
                 }
-                None => Err("first fragment shorter than its length prefix".to_owned()),
+                None => Err(Error::corrupt(
+                    "first fragment shorter than its length prefix",
+                )),
             },
+            (Some(_), kind::FRAG_MORE | kind::FRAG_LAST) if guard.is_empty() => {
+                // The sender never makes one; a stream of them would be work without progress.
+                Err(Error::corrupt("empty fragment"))
+            }
             (Some(total), k @ (kind::FRAG_MORE | kind::FRAG_LAST)) => {
                 if self.assembly.len() + guard.len() > total {
-                    Err(format!("fragments exceed the announced {total} bytes"))
+                    Err(Error::Corrupt(format!(
+                        "fragments exceed the announced {total} bytes"
+                    )))
                 } else {
-                    self.assembly.extend_from_slice(&guard);
-                    if k == kind::FRAG_MORE {
-                        Ok(false)
-                    } else if self.assembly.len() == total {
-                        self.assembling = None;
-                        Ok(true)
-                    } else {
-                        Err(format!(
-                            "message ended at {} of the announced {total} bytes",
-                            self.assembly.len()
-                        ))
-                    }
+                    append(&mut self.assembly, &guard, total).and_then(|()| {
+                        if k == kind::FRAG_MORE {
+                            Ok(false)
+                        } else if self.assembly.len() == total {
+                            self.assembling = None;
+                            Ok(true)
+                        } else {
+                            Err(Error::Corrupt(format!(
+                                "message ended at {} of the announced {total} bytes",
+                                self.assembly.len()
+                            )))
+                        }
+                    })
                 }
             }
-            (state, k) => Err(format!(
+            (state, k) => Err(Error::Corrupt(format!(
                 "frame kind {k} out of sequence (reassembling: {})",
                 state.is_some()
-            )),
+            ))),
         };
         drop(guard);
-        result.map_err(|what| {
-            self.assembling = None;
-            Error::Corrupt(what)
-        })
+        result.inspect_err(|_| self.assembling = None)
     }
 
     /// Receives one message (of any size) and copies it into `buf`, replacing its contents.
@@ -188,13 +246,46 @@ impl RecvHalf {
         }
     }
 
-    /// Receives one frame and decodes it as JSON into an owned value. To borrow `&str` fields
-    /// from the frame instead, use [`recv`](Channel::recv) and [`ReadGuard::json`].
+    /// Receives one message and decodes it as JSON into an owned value. To borrow string
+    /// fields from the message instead, use [`recv`](Channel::recv) and [`ReadGuard::json`].
+    /// A message that is not valid JSON for `T` is [`Error::Json`]; the channel keeps working.
     pub fn recv_json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
         let guard = self.recv()?;
         guard.json()
     }
+
+    /// Like [`recv_json`](RecvHalf::recv_json), giving up with [`Error::Timeout`] after
+    /// `timeout`.
+    pub fn recv_json_timeout<T: serde::de::DeserializeOwned>(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<T> {
+        let guard = self.recv_timeout(timeout)?;
+        guard.json()
+    }
 }
 
-// SAFETY: as for `SendHalf`.
+// SAFETY: as for `SendHalf`: the pointers in `rx` and `peer` point into the mapping that the
+// half's own `shared` field keeps alive, and the half is the only user of its ring end.
 unsafe impl Send for RecvHalf {}
+
+/// Appends `bytes` to a reassembly buffer for a message of `total` bytes. The buffer grows by
+/// doubling, never past `total`, and an allocation that fails is an error, not an abort.
+fn append(buf: &mut Vec<u8>, bytes: &[u8], total: usize) -> Result<()> {
+    let needed = buf.len() + bytes.len();
+    if needed > buf.capacity() {
+        let target = needed
+            .max(buf.capacity().saturating_mul(2))
+            .min(total.max(needed));
+        buf.try_reserve_exact(target - buf.len()).map_err(|_| {
+            Error::Io(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!(
+                    "cannot grow the buffer to {target} bytes to reassemble a message of {total}"
+                ),
+            ))
+        })?;
+    }
+    buf.extend_from_slice(bytes);
+    Ok(())
+}

@@ -1,26 +1,31 @@
 //! The sending half: frames, fragments and JSON written in place.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::layout::PEER_CLOSED;
+use crate::layout::{PEER_CLOSED, PEER_PRESENT};
 use crate::ring::{kind, Producer, WriteGrant};
 use crate::wait::{self, WaitStrategy};
 
 use super::*;
 
-/// The sending half of a [`Channel`], from [`Channel::split`]: it can move to another thread
-/// while the receiving half keeps working, so two peers can each stream large messages to the
-/// other at once without waiting on each other.
+/// The sending half of a [`Channel`], borrowed from [`Channel::split`] or owned from
+/// [`Channel::into_split`]: it can move to another thread while the receiving half keeps
+/// working, so two peers can each stream large messages to the other at once without waiting on
+/// each other. It keeps the channel's mapping alive for as long as it exists.
 pub struct SendHalf {
     pub(super) tx: Producer,
     pub(super) peer: PeerWatch,
     pub(super) wait: WaitStrategy,
     pub(super) json_hint: usize,
-    /// Largest message accepted (fragmented messages included).
+    /// Largest message this side sends (fragmented messages included).
     pub(super) max_message: usize,
     /// Serialisation buffer for JSON values too large for one frame.
     pub(super) scratch: Vec<u8>,
+    // Declared last: the mapping `tx` and `peer` point into, kept alive by this half.
+    pub(super) shared: Arc<Shared>,
 }
 
 impl SendHalf {
@@ -29,19 +34,52 @@ impl SendHalf {
         self.tx.max_len()
     }
 
-    fn send_allowed(&self) -> Result<()> {
-        if self.peer.state() == PEER_CLOSED {
+    /// The channel's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Fails unless a message of `len` bytes may go out now: `Disconnected` once the peer
+    /// closed, `TooLarge` past our own limit or the one the peer published.
+    #[inline]
+    fn send_allowed(&self, len: usize) -> Result<()> {
+        let state = self.peer.state();
+        if state == PEER_CLOSED {
             return Err(Error::Disconnected);
+        }
+        let max = if state == PEER_PRESENT {
+            self.max_message.min(self.peer_limit())
+        } else {
+            // No limit published yet: the peer has not connected.
+            self.max_message
+        };
+        if len > max {
+            return Err(Error::TooLarge { len, max });
         }
         Ok(())
     }
 
-    /// Largest message [`send`](Channel::send) accepts.
-    pub fn max_message(&self) -> usize {
-        self.max_message
+    /// The limit the peer published, read once. Any value is a valid limit (a peer that
+    /// publishes a small one only refuses its own messages).
+    #[inline]
+    fn peer_limit(&self) -> usize {
+        // Relaxed: a standalone value, stored with Relaxed by the peer's `set_max_message`
+        // (and before its Release store of PEER_PRESENT, which `state` read with Acquire).
+        let published = self.peer.info().max_message.load(Ordering::Relaxed);
+        usize::try_from(published).unwrap_or(usize::MAX)
     }
 
-    /// Sets the largest message this half sends.
+    /// Largest message [`send`](SendHalf::send) accepts: this side's own limit and, once the
+    /// peer has connected, the limit it published, whichever is lower.
+    pub fn max_message(&self) -> usize {
+        if self.peer.state() == PEER_PRESENT {
+            self.max_message.min(self.peer_limit())
+        } else {
+            self.max_message
+        }
+    }
+
+    /// Sets the largest message this half sends (the peer's published limit applies too).
     pub fn set_max_message(&mut self, max: usize) {
         self.max_message = max;
     }
@@ -54,7 +92,7 @@ impl SendHalf {
 
     /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`] if not).
     pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
-        self.send_allowed()?;
+        self.send_allowed(len)?;
         self.tx.try_reserve(len)
     }
 
@@ -65,7 +103,7 @@ impl SendHalf {
         kind: u8,
         deadline: Option<Instant>,
     ) -> Result<WriteGrant<'_>> {
-        self.send_allowed()?;
+        self.send_allowed(len)?;
         if len > self.tx.max_len() {
             return Err(Error::TooLarge {
                 len,
@@ -103,8 +141,9 @@ impl SendHalf {
     /// Sends one message, waiting for room.
     ///
     /// A message up to [`max_frame`](Channel::max_frame) bytes is one frame; a larger one, up to
-    /// [`max_message`](Channel::max_message), is streamed in fragments as the peer reads them.
-    /// Fails with [`Error::TooLarge`] past `max_message` (before anything is written),
+    /// [`max_message`](SendHalf::max_message), is streamed in fragments as the peer reads them.
+    /// Fails with [`Error::TooLarge`] past this side's `max_message` or the one the peer
+    /// published (before anything is written; the channel keeps working),
     /// [`Error::Disconnected`] once the peer closed, and [`Error::PeerGone`] if the peer died
     /// while we waited for room.
     #[inline]
@@ -115,7 +154,7 @@ impl SendHalf {
     /// Sends one frame if there is room now ([`Error::Full`] if not). Never fragments.
     #[inline]
     pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
-        self.send_allowed()?;
+        self.send_allowed(bytes.len())?;
         self.tx.try_send(bytes)
     }
 
@@ -139,12 +178,7 @@ impl SendHalf {
 
     #[inline(never)]
     fn send_fragments(&mut self, bytes: &[u8], deadline: Option<Instant>) -> Result<()> {
-        if bytes.len() > self.max_message {
-            return Err(Error::TooLarge {
-                len: bytes.len(),
-                max: self.max_message,
-            });
-        }
+        self.send_allowed(bytes.len())?;
         let chunk = self.tx.max_len();
         let mut grant = self.reserve_kind(chunk, kind::FRAG_FIRST, deadline)?;
         let (total, rest) = grant.split_at_mut(8);
@@ -170,10 +204,13 @@ impl SendHalf {
     /// Serialises `value` as JSON straight into the ring: no intermediate buffer.
     ///
     /// The frame is reserved at a size learnt from earlier messages; if the value does not fit,
-    /// the grant is dropped and a larger one reserved. Values larger than
-    /// [`max_frame`](Channel::max_frame) fail with [`Error::TooLarge`].
+    /// the grant is dropped and a larger one reserved. A value whose JSON is larger than one
+    /// frame ([`max_frame`](Channel::max_frame)) is serialised into a buffer the half keeps and
+    /// sent in fragments like any long message; only JSON longer than
+    /// [`max_message`](SendHalf::max_message) fails, with [`Error::TooLarge`]. A value that
+    /// cannot be serialised fails with [`Error::Json`] and sends nothing.
     pub fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        let max = self.tx.max_len();
+        let max = self.tx.max_len().min(self.max_message());
         let mut want = self.json_hint.min(max);
         loop {
             let mut grant = self.reserve(want)?;
@@ -212,9 +249,10 @@ impl SendHalf {
     }
 }
 
-// SAFETY: the half holds pointers into the channel's mapping, which outlives it (it is only
-// handed out as a borrow of the channel); all shared access goes through atomics and the frame
-// protocol, and the half is the only user of its ring end.
+// SAFETY: the half's pointers (in `tx` and `peer`) point into the mapping that its own
+// `shared` field keeps alive, whichever channel or thread the half ends up in; all shared access
+// goes through atomics and the frame protocol, and the half is the only user of its ring end
+// (`&mut self` on every operation). The rest of its fields are plain owned data.
 unsafe impl Send for SendHalf {}
 
 /// `io::Write` into a fixed slice, failing with `WriteZero` once it is full: what

@@ -101,10 +101,11 @@ fn connect_errors_are_typed() {
         Channel::connect(&name, WaitStrategy::Spin),
         Err(Error::NotFound(_))
     ));
-    assert!(matches!(
-        Channel::connect_timeout(&name, WaitStrategy::Spin, Duration::from_millis(20)),
-        Err(Error::Timeout)
-    ));
+    // Past the timeout, the error says which channel was not found.
+    let err =
+        Channel::connect_timeout(&name, WaitStrategy::Spin, Duration::from_millis(20)).unwrap_err();
+    assert!(matches!(&err, Error::NotFound(n) if *n == name), "{err:?}");
+    assert!(err.to_string().contains(&name), "{err}");
     let _a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
     assert!(matches!(
         Channel::create(&name, &small(WaitStrategy::Spin)),
@@ -113,7 +114,7 @@ fn connect_errors_are_typed() {
     let _b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Spin),
-        Err(Error::AlreadyConnected)
+        Err(Error::AlreadyConnected(n)) if n == name
     ));
     for bad in ["", "../x", "a\0b"] {
         assert!(matches!(
@@ -271,6 +272,7 @@ fn connect_to_forged(edit: impl FnOnce(&SegmentHeader)) -> Error {
         hdr.capacity.store(4096, Ordering::Relaxed);
         hdr.total_size
             .store(segment_size(4096) as u64, Ordering::Relaxed);
+        hdr.write_layout();
         hdr.creator.pid.store(std::process::id(), Ordering::Relaxed);
         hdr.creator.state.store(PEER_PRESENT, Ordering::Relaxed);
         hdr.ready.store(READY, Ordering::Release);
@@ -313,7 +315,36 @@ fn hostile_headers_are_refused() {
     ));
     assert!(matches!(
         connect_to_forged(|h| h.connector.state.store(PEER_PRESENT, Ordering::Relaxed)),
-        Error::AlreadyConnected
+        Error::AlreadyConnected(_)
+    ));
+    // A build with other layout parameters: refused by name, field and value.
+    let err = connect_to_forged(|h| h.cell_align.store(64, Ordering::Relaxed));
+    assert!(
+        matches!(
+            &err,
+            Error::LayoutMismatch {
+                field: "cell alignment",
+                found: 64,
+                expected: 128,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(matches!(
+        connect_to_forged(|h| h.pointer_width.store(32, Ordering::Relaxed)),
+        Error::LayoutMismatch {
+            field: "pointer width",
+            found: 32,
+            ..
+        }
+    ));
+    assert!(matches!(
+        connect_to_forged(|h| h.frame_align.store(128, Ordering::Relaxed)),
+        Error::LayoutMismatch {
+            field: "frame alignment",
+            ..
+        }
     ));
     // Indices that disagree with each other.
     assert!(matches!(
@@ -333,7 +364,7 @@ fn a_dead_creator_is_reclaimed_and_a_live_one_is_not() {
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead = ProcessId {
         pid: child.id(),
-        start_time: crate::process::start_time(child.id()).unwrap_or(0),
+        start_time: 0,
     };
     child.wait().unwrap();
     let mut map = Mapping::create_named(&name, segment_size(4096)).unwrap();
@@ -378,4 +409,171 @@ fn file_backed_channels() {
     }
     assert!(!path.exists());
     std::fs::remove_dir(&dir).unwrap();
+}
+
+/// The swap that used to leave a channel's producer pointing into another channel's unmapped
+/// segment: each half now keeps its own mapping alive, so this is only a confusing thing to do.
+#[test]
+fn swapping_halves_between_channels_is_harmless() {
+    let cfg = Config {
+        capacity: 1 << 16,
+        wait: WaitStrategy::Spin,
+    };
+    let (name_a, name_c) = (unique("swap-a"), unique("swap-c"));
+    let mut a = Channel::create(&name_a, &cfg).unwrap();
+    let mut c = Channel::create(&name_c, &cfg).unwrap();
+    let mut peer_c = Channel::connect(&name_c, WaitStrategy::Spin).unwrap();
+    {
+        let (sa, _) = a.split();
+        let (sc, _) = c.split();
+        std::mem::swap(sa, sc);
+    }
+    drop(c);
+    // `a` now sends on c's ring, whose mapping its sending half keeps alive.
+    a.try_send(b"hello").unwrap();
+    assert_eq!(&*peer_c.recv().unwrap(), b"hello");
+    assert_eq!(a.split().0.name(), name_c);
+    drop(a);
+    // Both of c's halves are gone now: its peer sees the close, and its name is free.
+    assert!(matches!(peer_c.try_recv(), Err(Error::Disconnected)));
+    assert!(!shm_path(&name_a).exists());
+    assert!(!shm_path(&name_c).exists());
+}
+
+fn assert_send<T: Send>() {}
+
+#[test]
+fn owned_halves_work_from_threads_and_close_when_both_are_gone() {
+    assert_send::<SendHalf>();
+    assert_send::<RecvHalf>();
+    assert_send::<Channel>();
+    let name = unique("owned");
+    let a = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let (mut tx, mut rx) = a.into_split();
+    let sender = std::thread::spawn(move || {
+        for i in 0..1000u32 {
+            tx.send(&i.to_le_bytes()).unwrap();
+        }
+        tx
+    });
+    let echo = std::thread::spawn(move || {
+        let msg = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(&*msg, b"to a");
+        drop(msg);
+        rx
+    });
+    b.send(b"to a").unwrap();
+    for i in 0..1000u32 {
+        let msg = b.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(&*msg, &i.to_le_bytes());
+    }
+    let tx = sender.join().unwrap();
+    let rx = echo.join().unwrap();
+    // One half alone keeps the endpoint open.
+    drop(tx);
+    assert!(b.is_peer_connected());
+    assert!(matches!(b.try_recv(), Err(Error::Empty)));
+    assert!(shm_path(&name).exists());
+    // The last half closes it, and the creator's name goes with it.
+    drop(rx);
+    assert!(!b.is_peer_connected());
+    assert!(matches!(b.try_recv(), Err(Error::Disconnected)));
+    assert!(!shm_path(&name).exists());
+}
+
+#[test]
+fn a_sleeping_peer_is_woken_when_the_last_half_drops() {
+    let name = unique("owned-wake");
+    let a = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let waiter = std::thread::spawn(move || b.recv_timeout(Duration::from_secs(10)).map(|_| ()));
+    let (tx, rx) = a.into_split();
+    std::thread::sleep(Duration::from_millis(50));
+    drop(rx);
+    drop(tx);
+    assert!(matches!(waiter.join().unwrap(), Err(Error::Disconnected)));
+}
+
+#[test]
+fn a_message_over_the_receivers_limit_is_too_large_at_the_sender() {
+    let name = unique("limit");
+    let cfg = Config {
+        capacity: 1 << 16,
+        wait: WaitStrategy::Spin,
+    };
+    let mut a = Channel::create(&name, &cfg).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+    assert!(a.max_frame() < 40_000);
+    // A fragmented message over the receiver's limit, and a single frame over it too.
+    for (len, limit) in [(50_000, 40_000), (1000, 500)] {
+        b.split().1.set_max_message(limit);
+        assert_eq!(a.split().0.max_message(), limit);
+        assert!(
+            matches!(a.send(&vec![7; len]), Err(Error::TooLarge { len: l, max }) if l == len && max == limit)
+        );
+        assert!(matches!(
+            a.try_send(&vec![7; len]),
+            Err(Error::TooLarge { .. })
+        ));
+        assert!(matches!(
+            a.send_json(&vec![7u8; len]),
+            Err(Error::TooLarge { .. })
+        ));
+        // Nothing was written and the channel keeps working both ways.
+        assert!(matches!(b.try_recv(), Err(Error::Empty)));
+        a.send(&vec![1; 400]).unwrap();
+        assert_eq!(b.recv().unwrap().len(), 400);
+        a.send_json(&[1, 2, 3]).unwrap();
+        assert_eq!(b.recv_json::<Vec<u8>>().unwrap(), [1, 2, 3]);
+        // The limit is the receiver's: the other direction is not limited by it.
+        b.send(&vec![2; 1000]).unwrap();
+        assert_eq!(a.recv().unwrap().len(), 1000);
+    }
+    // Raising the limit again lets the long message through.
+    b.set_max_message(DEFAULT_MAX_MESSAGE);
+    let sender = std::thread::spawn(move || {
+        a.send(&vec![3; 50_000]).unwrap();
+        a
+    });
+    assert_eq!(b.recv().unwrap().len(), 50_000);
+    sender.join().unwrap();
+}
+
+#[test]
+fn recv_json_timeout_times_out_and_decodes() {
+    let name = unique("json-timeout");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    assert!(matches!(
+        b.recv_json_timeout::<u32>(Duration::from_millis(20)),
+        Err(Error::Timeout)
+    ));
+    a.send_json(&41u32).unwrap();
+    assert_eq!(
+        b.recv_json_timeout::<u32>(Duration::from_secs(10)).unwrap(),
+        41
+    );
+}
+
+#[test]
+fn any_published_limit_is_taken_as_it_is() {
+    let name = unique("hostile-limit");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+    let shared = b.receiver.shared.clone();
+    let published = &shared.me().max_message;
+    // Zero: every non-empty message is refused at the sender, the empty one still goes.
+    published.store(0, Ordering::Relaxed);
+    assert!(matches!(
+        a.send(b"x"),
+        Err(Error::TooLarge { len: 1, max: 0 })
+    ));
+    a.send(b"").unwrap();
+    assert_eq!(b.recv().unwrap().len(), 0);
+    // Past usize (on 32-bit builds) or simply huge: our own limit applies.
+    published.store(u64::MAX, Ordering::Relaxed);
+    assert_eq!(a.split().0.max_message(), DEFAULT_MAX_MESSAGE);
+    a.send(b"y").unwrap();
+    assert_eq!(&*b.recv().unwrap(), b"y");
 }

@@ -1,25 +1,29 @@
-//! `ipc-channel`: the library's fallback ([`IpcDuplex`]), a bytes channel bootstrapped with
-//! `IpcOneShotServer`. Bytes go through `IpcBytesSender` as they are, so there is no second
-//! serialisation; each received message is one heap buffer (the channel allocates it).
+//! `ipc-channel`: the library's fallback backend, chosen explicitly with
+//! [`Endpoint::create_with`] and [`Backend::IpcChannel`]. Bytes go through ipc-channel's bytes
+//! channels as they are, so there is no second serialisation; each received message is one heap
+//! buffer (the channel allocates it).
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use shmlink::testing::{IpcDuplex, FALLBACK_MAX_MESSAGE as MAX_MESSAGE};
-use shmlink::Error;
+use shmlink::{Backend, Config, Endpoint, Error};
 
+/// What the child sends first, so that the parent knows it connected.
+const HELLO: &[u8] = b"shmlink-hello";
+/// How long one wait of the handshake lasts before the peer is checked.
 const SLICE: Duration = Duration::from_millis(50);
 
 /// One end of the ipc-channel transport.
 pub struct IpcChannel {
-    duplex: IpcDuplex,
+    endpoint: Endpoint,
+    max: usize,
 }
 
-/// The published one-shot server, waiting for the child.
+/// The published channel, waiting for the child.
 pub struct IpcChannelListener {
-    duplex: IpcDuplex,
+    endpoint: Endpoint,
     opts: Options,
 }
 
@@ -28,45 +32,54 @@ impl Transport for IpcChannel {
     const KIND: Kind = Kind::IpcChannel;
 
     fn listen(name: &str, opts: &Options) -> Result<IpcChannelListener> {
-        let duplex = IpcDuplex::create(&format!("{name}-ipc"))?;
+        let endpoint = Endpoint::create_with(
+            &format!("{name}-ipc"),
+            &Config::default(),
+            Backend::IpcChannel,
+        )?;
         Ok(IpcChannelListener {
-            duplex,
+            endpoint,
             opts: opts.clone(),
         })
     }
 
     fn connect(address: &str, opts: &Options, peer: Peer) -> Result<IpcChannel> {
         let deadline = Instant::now() + opts.connect_timeout;
-        loop {
-            match IpcDuplex::connect_timeout(address, SLICE) {
-                Ok(duplex) => return Ok(IpcChannel { duplex }),
-                Err(Error::Timeout) if Instant::now() < deadline => peer.check()?,
+        let mut endpoint = loop {
+            match Endpoint::connect_timeout(address, opts.wait, SLICE) {
+                Ok(e) => break e,
+                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
+                    peer.check()?
+                }
                 Err(e) => return Err(e),
             }
+        };
+        if endpoint.backend() != Backend::IpcChannel {
+            return Err(Error::InvalidConfig(format!(
+                "{address} is a {} channel, not ipc-channel",
+                endpoint.backend()
+            )));
         }
+        endpoint.send(HELLO)?;
+        let max = endpoint.max_message();
+        Ok(IpcChannel { endpoint, max })
     }
 
     fn max_message(&self) -> usize {
-        MAX_MESSAGE
+        self.max
     }
 
     fn send(&mut self, msg: &[u8]) -> Result<()> {
-        if msg.len() > MAX_MESSAGE {
-            return Err(Error::TooLarge {
-                len: msg.len(),
-                max: MAX_MESSAGE,
-            });
-        }
-        self.duplex.send(msg)
+        self.endpoint.send(msg)
     }
 
     fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.duplex.send_json(value)
+        self.endpoint.send_json(value)
     }
 
     fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
-        let bytes = self.duplex.recv()?;
-        read(bytes)
+        let msg = self.endpoint.recv()?;
+        read(&msg)
     }
 }
 
@@ -74,18 +87,15 @@ impl Listener for IpcChannelListener {
     type Transport = IpcChannel;
 
     fn address(&self) -> String {
-        self.duplex.name().to_owned()
+        self.endpoint.name().to_owned()
     }
 
     fn accept(mut self, _stdio: ChildStdio, peer: Peer) -> Result<IpcChannel> {
         let deadline = Instant::now() + self.opts.connect_timeout;
         loop {
-            match self.duplex.wait_connected(Some(SLICE)) {
-                Ok(()) => {
-                    return Ok(IpcChannel {
-                        duplex: self.duplex,
-                    })
-                }
+            match self.endpoint.recv_timeout(SLICE) {
+                Ok(msg) if &msg[..] == HELLO => break,
+                Ok(_) => return Err(Error::Corrupt("unexpected handshake message".to_owned())),
                 Err(Error::Timeout) => {
                     peer.check()?;
                     if Instant::now() >= deadline {
@@ -95,5 +105,10 @@ impl Listener for IpcChannelListener {
                 Err(e) => return Err(e),
             }
         }
+        let max = self.endpoint.max_message();
+        Ok(IpcChannel {
+            endpoint: self.endpoint,
+            max,
+        })
     }
 }

@@ -14,7 +14,7 @@
 //! | kind | file | what moves the bytes |
 //! | --- | --- | --- |
 //! | `shm` | `shm.rs` | the shmlink duplex channel ([`shmlink::Endpoint`], so it falls back like the library) |
-//! | `ipc-channel` | `ipc_channel.rs` | the ipc-channel fallback ([`shmlink::testing::IpcDuplex`]) |
+//! | `ipc-channel` | `ipc_channel.rs` | the library's ipc-channel fallback, chosen explicitly (`shmlink::Backend::IpcChannel`) |
 //! | `raw-sync` | `raw_sync.rs` | a single-slot mailbox per direction signalled with `raw_sync` busy events |
 //! | `pipe` | `pipe.rs` | the child's stdin / stdout, length-prefixed |
 //! | `uds` | `uds.rs` | a Unix stream socket with large send / receive buffers on both ends |

@@ -62,7 +62,9 @@ impl Transport for Shm {
         let mut endpoint = loop {
             match Endpoint::connect_timeout(address, opts.wait, SLICE) {
                 Ok(e) => break e,
-                Err(Error::Timeout) if Instant::now() < deadline => peer.check()?,
+                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
+                    peer.check()?
+                }
                 Err(e) => return Err(e),
             }
         };
@@ -95,15 +97,15 @@ impl Transport for Shm {
     }
 
     fn echo(&mut self, buf: &mut Vec<u8>) -> Result<()> {
-        match &mut self.endpoint {
+        match self.endpoint.as_channel() {
             // Send straight from the received frame (or reassembled message) into the other
             // ring: one copy per echo instead of two.
-            Endpoint::Shm(channel) => {
+            Some(channel) => {
                 let (tx, rx) = channel.split();
                 let msg = rx.recv()?;
                 tx.send(&msg)
             }
-            Endpoint::IpcChannel(_) => {
+            None => {
                 let len = self.recv_with(|bytes| {
                     buf.clear();
                     buf.extend_from_slice(bytes);
