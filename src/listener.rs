@@ -39,10 +39,10 @@ use crossbeam_utils::CachePadded;
 use crate::channel::{mode_of, Channel, Config};
 use crate::error::{Error, Result};
 use crate::futex;
-use crate::lock;
 use crate::layout::{
     check_capacity, SegmentHeader, HEADER_SIZE, PEER_CLOSED, PEER_PRESENT, READY, RINGS_OFFSET,
 };
+use crate::lock;
 use crate::mapping::{self, Mapping, MAX_NAME_LEN};
 use crate::process::ProcessId;
 use crate::wait::WaitStrategy;
@@ -650,7 +650,11 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
             give_up(slot, pending);
             return Err(Error::Disconnected);
         }
-        if !lock::alive(shared.map.file().as_raw_fd(), lock::End::Creator, server.pid)? {
+        if !lock::alive(
+            shared.map.file().as_raw_fd(),
+            lock::End::Creator,
+            server.pid,
+        )? {
             return Err(Error::PeerGone { pid: server.pid });
         }
         let mut nap = CLIENT_CHECK;
