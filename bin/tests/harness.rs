@@ -266,8 +266,8 @@ fn sweep_and_row_options_are_checked() {
 #[test]
 fn stream_checks_every_transport_at_every_size_beside_ring_and_memcpy() {
     let _serial = serial();
-    let name = unique_name("stream");
-    let dir = std::env::temp_dir().join(unique_name("stream-chart"));
+    let name = unique("stream");
+    let dir = std::env::temp_dir().join(unique("stream-chart"));
     let _cleanup = RemoveDir(dir.clone());
     std::fs::create_dir_all(&dir).ok();
     let saved = dir.join("stream.json");
