@@ -5,6 +5,8 @@
 #   ROUNDS=3            rounds per transport (transports interleaved round by round)
 #   TRANSPORTS=shm,uds  transports of run-all / compare / sweep (default: all)
 #   SIZES=1KiB,1MiB     message sizes of sweep (default: 1KiB,64KiB,1MiB,16MiB)
+#   STREAM_SIZES=8,128  message sizes of stream (default: 8,64,128,256,512,1KiB,2KiB,4KiB,64KiB)
+#   COUNT=100000        messages per row of stream (default: what fills about a second)
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
@@ -13,6 +15,9 @@ duration := env_var_or_default("DURATION", "5s")
 rounds := env_var_or_default("ROUNDS", "1")
 transports := env_var_or_default("TRANSPORTS", "all")
 sizes := env_var_or_default("SIZES", "1KiB,64KiB,1MiB,16MiB")
+stream_sizes := env_var_or_default("STREAM_SIZES", "8,64,128,256,512,1KiB,2KiB,4KiB,64KiB")
+count := env_var_or_default("COUNT", "")
+count_flag := if count == "" { "" } else { "--count " + count }
 target_dir := env_var_or_default("CARGO_TARGET_DIR", "target")
 cargo_flags := if build_mode == "release" { "--release" } else { "" }
 bin_dir := target_dir / build_mode
@@ -97,6 +102,12 @@ fairness wait="spin" *ARGS:
         {{target_dir}}/release/ipc-parent --transport shm --wait {{wait}} --duration {{duration}} \
             --rounds 1 --name fair$i-$$ {{ARGS}} | grep completed & \
     done; wait
+
+# One-way streaming (STREAM_SIZES, COUNT): msgs/s and MB/s per transport and size beside the ring between two threads and memcpy; saves results/stream-<mode>.json, draws docs/stream-chart.svg
+stream *ARGS: build
+    mkdir -p results docs
+    {{bin_dir}}/ipc-parent --stream --sizes {{stream_sizes}} {{count_flag}} --transport {{transports}} --rounds {{rounds}} --save results/stream-{{build_mode}}.json {{ARGS}}
+    {{bin_dir}}/ipc-parent chart results/stream-{{build_mode}}.json --output docs/stream-chart.svg
 
 # Run every transport into results/<mode>.json and draw it as an SVG bar chart
 chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": build

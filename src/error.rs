@@ -86,9 +86,19 @@ pub enum Error {
     /// The sizes recorded in the header disagree with each other or with the mapping.
     #[error("size mismatch: {0}")]
     SizeMismatch(String),
-    /// Another endpoint already holds the connecting end of the named channel.
+    /// Another endpoint already holds the connecting end of the named channel (or held it and
+    /// closed or died: a channel serves one connection; a [`Listener`](crate::Listener) gives
+    /// each client its own channel).
     #[error("another endpoint is already connected to channel {0:?}")]
     AlreadyConnected(String),
+    /// A listener already holds connections with as many clients as it admits.
+    #[error("listener {name:?} is at its limit of {limit} concurrent clients")]
+    TooManyClients {
+        /// The listener's name.
+        name: String,
+        /// Most clients it admits at once.
+        limit: usize,
+    },
     /// The ring has no room for this frame right now; retry after the peer reads.
     #[error("ring full")]
     Full,

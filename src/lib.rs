@@ -116,13 +116,22 @@
 //! [`Channel::connect_timeout`] to a name nobody created ends with [`Error::NotFound`] carrying
 //! that name.
 //!
+//! ## Services: many clients, many channels, async
+//!
+//! A channel joins one pair of endpoints for its whole life. A server that outlives its clients,
+//! or serves several at once, binds a [`Listener`]: each client ([`Listener::connect`]) gets its
+//! own channel, the server a [`Connection`] per client, up to a limit on concurrent clients
+//! ([`Error::TooManyClients`] past it). A [`Selector`] lets one thread wait on many channels at
+//! once and serve the ready ones in turn. With the `tokio` feature, `shmlink::tokio` offers
+//! async `send`, `recv` and `accept` on one reactor thread per process.
+//!
 //! ## Backends
 //!
 //! [`Endpoint`] runs on the shared-memory [`Channel`] where a mapping can be made and on an
 //! `ipc-channel` fallback where it cannot (or when `SHMLINK_FORCE_FALLBACK=1` or the
 //! `force-fallback` feature asks for it); [`Endpoint::create_with`] chooses explicitly. The
 //! connecting side finds whichever its creator used. Both report a killed peer as
-//! [`Error::PeerGone`].
+//! [`Error::PeerGone`]. The services above are shared-memory only.
 //!
 //! Mappings whose creator died can be listed and removed with [`segments`] (or the
 //! `shmlink-clean` program). [`ring::new`] runs the same ring on the heap, between threads.
@@ -197,20 +206,27 @@ mod channel;
 mod endpoint;
 mod error;
 mod fallback;
+mod futex;
 mod layout;
+mod listener;
 mod lock;
 mod mapping;
 mod platform;
 mod process;
 pub mod ring;
 pub mod segments;
+mod selector;
 mod sync;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 mod wait;
 
 pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
 pub use endpoint::{Backend, Endpoint, Received};
 pub use error::{Error, Result};
+pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS, MAX_CLIENTS};
 pub use ring::{ReadGuard, WriteGrant};
+pub use selector::{Selector, LIVENESS_PERIOD};
 pub use wait::WaitStrategy;
 
 #[doc(hidden)]

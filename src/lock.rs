@@ -20,7 +20,7 @@
 //! creator's byte is approximated by an `flock` on the whole object, and the connector's byte is
 //! not locked at all: whether a connector is alive falls back to `kill(pid, 0)` on the pid it
 //! recorded (which a reused pid or an unreaped zombie can fool), and a dead claimer's slot is
-//! not reclaimable.
+//! not reclaimable (a listener's client slots neither).
 
 use std::fs::File;
 use std::os::unix::io::{AsRawFd, RawFd};
@@ -34,6 +34,9 @@ pub(crate) enum End {
     Creator,
     /// The connector's byte: taken before the connecting slot is claimed.
     Connector,
+    /// A byte of a listener's client slot, at this offset: held by a client from before it
+    /// claims the slot until it has been accepted (or gave up).
+    Slot(u64),
 }
 
 impl End {
@@ -42,6 +45,7 @@ impl End {
         match self {
             End::Creator => crate::layout::CREATOR_LOCK,
             End::Connector => crate::layout::CONNECTOR_LOCK,
+            End::Slot(byte) => byte,
         }
     }
 }
@@ -50,6 +54,11 @@ impl End {
 /// open of the object holds it; with `wait == true`, waits until it is free.
 pub(crate) fn take(file: &File, end: End, wait: bool) -> Result<bool> {
     imp::take(file.as_raw_fd(), end, wait)
+}
+
+/// Releases `end`'s lock on `file`, taken with [`take`].
+pub(crate) fn release(file: &File, end: End) -> Result<()> {
+    imp::release(file.as_raw_fd(), end)
 }
 
 /// True while some other open of the object holds `end`'s lock (the endpoint's process, or a
@@ -106,6 +115,15 @@ mod imp {
         }
     }
 
+    pub(super) fn release(fd: RawFd, end: End) -> Result<()> {
+        let mut lock = request(libc::F_UNLCK, end);
+        // SAFETY: as in `take`.
+        if unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &mut lock as *mut libc::flock) } != 0 {
+            return Err(Error::Io(std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
     pub(super) fn held_elsewhere(fd: RawFd, end: End) -> Result<bool> {
         let mut lock = request(libc::F_WRLCK, end);
         // SAFETY: as in `take`; F_OFD_GETLK writes the first conflicting lock (or F_UNLCK) back
@@ -144,7 +162,14 @@ mod imp {
         match end {
             End::Creator if wait => flock(fd, libc::LOCK_EX),
             End::Creator => flock(fd, libc::LOCK_EX | libc::LOCK_NB),
-            End::Connector => Ok(true),
+            End::Connector | End::Slot(_) => Ok(true),
+        }
+    }
+
+    pub(super) fn release(fd: RawFd, end: End) -> Result<()> {
+        match end {
+            End::Creator => flock(fd, libc::LOCK_UN).map(drop),
+            End::Connector | End::Slot(_) => Ok(()),
         }
     }
 
@@ -157,13 +182,15 @@ mod imp {
                 flock(fd, libc::LOCK_UN)?;
                 Ok(false)
             }
-            End::Connector => Ok(true),
+            End::Connector | End::Slot(_) => Ok(true),
         }
     }
 
     pub(super) fn alive(fd: RawFd, end: End, recorded_pid: u32) -> Result<bool> {
         match end {
             End::Creator => held_elsewhere(fd, end),
+            // Without byte locks a slot's claimer cannot be judged: assume it lives.
+            End::Slot(_) => Ok(true),
             End::Connector => {
                 let Ok(pid) = libc::pid_t::try_from(recorded_pid) else {
                     return Ok(false);

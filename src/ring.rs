@@ -941,6 +941,13 @@ impl std::fmt::Debug for ReadGuard<'_> {
     }
 }
 
+/// The protocol's SeqCst fence, for the services that announce and wake sleepers on the same
+/// cells as `wait` (see the handshake in `wait.rs`).
+#[inline]
+pub(crate) fn full_fence() {
+    crate::sync::fence(Ordering::SeqCst);
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

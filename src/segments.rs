@@ -168,7 +168,11 @@ fn look(name: &str) -> Result<Looked> {
         let magic = hdr.magic.load(Ordering::Relaxed);
         // A creator sizes the object before it writes the header: a zero magic at a segment's
         // size is a creator at work (or dead) between the two.
-        if magic != MAGIC && !(magic == 0 && is_segment_size(size)) {
+        // A listener starts with the same header fields (its creator is the server): it is
+        // listed, judged and reclaimed like a channel.
+        let listener = magic == crate::listener::LISTENER_MAGIC
+            || (magic == 0 && crate::listener::is_listener_size(size));
+        if magic != MAGIC && !(magic == 0 && is_segment_size(size)) && !listener {
             return Ok(Looked::Other(format!(
                 "{size} bytes without the shmlink magic (first word {magic:#018x})"
             )));
@@ -205,7 +209,8 @@ fn look(name: &str) -> Result<Looked> {
     let hdr = unsafe { map.ptr().cast::<SegmentHeader>().as_ref() };
     // Acquire: pairs with the creator's Release store of `ready`. The magic is the one judged
     // above, not read again.
-    let ready = hdr.ready.load(Ordering::Acquire) == READY && magic == MAGIC;
+    let ready = hdr.ready.load(Ordering::Acquire) == READY
+        && (magic == MAGIC || magic == crate::listener::LISTENER_MAGIC);
     let creator = endpoint(&hdr.creator, owner_locked);
     let connector = endpoint(&hdr.connector, false);
     let connector = EndpointInfo {

@@ -14,8 +14,9 @@ use std::time::Duration;
 use common::{leftovers, serial, unique, ChildGuard, Watchdog};
 use shmlink::Error;
 use shmlink_harness::transport::{
-    floor::Floor, ipc_channel::IpcChannel, pipe::Pipe, raw_sync::RawSync, shm::Shm, tcp::Tcp,
-    uds::Uds, ChildStdio, Listener, Options, Peer, Transport,
+    fifo::Fifo, floor::Floor, ipc_channel::IpcChannel, pipe::Pipe, posixmq::PosixMq,
+    raw_sync::RawSync, shm::Shm, socketpair::Socketpair, tcp::Tcp, uds::Uds, ChildStdio, Kind,
+    Listener, Options, Peer, Transport, HARNESS_PREFIX,
 };
 
 /// Generous: debug builds on a loaded two-core machine.
@@ -62,16 +63,41 @@ fn start<T: Transport>(mode: &str, count: u64) -> Session<T> {
     Session { t, child, name }
 }
 
-impl<T> Session<T> {
+impl<T: Transport> Session<T> {
     /// Closes the transport, reaps the child and checks that nothing named after the session
-    /// is left in /dev/shm or the temporary directories.
+    /// is left in /dev/shm, the temporary directories or (posixmq) the message queues.
     fn finish(self) {
         let Session { t, mut child, name } = self;
         drop(t);
         child.wait_for(LIMIT);
-        let left = leftovers(&name);
+        let mut left = leftovers(&name);
+        if T::KIND == Kind::PosixMq {
+            left.extend(queues_left(&name));
+        }
         assert!(left.is_empty(), "left behind: {left:?}");
     }
+}
+
+/// The message queues of the posixmq transport named after `name` that still exist (the queue
+/// file system may not be mounted, so each name is tried with `mq_open`).
+fn queues_left(name: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    for dir in ["p2c", "c2p"] {
+        let queue = format!("/{HARNESS_PREFIX}{name}-mq-{dir}");
+        let Ok(c) = std::ffi::CString::new(queue.clone()) else {
+            continue;
+        };
+        // SAFETY: `c` is NUL-terminated; without O_CREAT no further argument is read.
+        let mqd = unsafe { libc::mq_open(c.as_ptr(), libc::O_RDONLY) };
+        if mqd >= 0 {
+            // SAFETY: `mqd` was just opened here.
+            unsafe { libc::mq_close(mqd) };
+            // SAFETY: as above.
+            unsafe { libc::mq_unlink(c.as_ptr()) };
+            left.push(queue);
+        }
+    }
+    left
 }
 
 /// The child's `burst` message `i` (same formula as `ipc-child`).
@@ -223,6 +249,9 @@ conformance! {
     ipc_channel => IpcChannel,
     raw_sync => RawSync,
     pipe => Pipe,
+    fifo => Fifo,
+    socketpair => Socketpair,
+    posixmq => PosixMq,
     uds => Uds,
     tcp => Tcp,
     floor => Floor,

@@ -98,6 +98,9 @@ fn json_document_of_every_transport() {
             "ipc-channel",
             "raw-sync",
             "pipe",
+            "fifo",
+            "socketpair",
+            "posixmq",
             "uds",
             "tcp",
             "floor",
@@ -132,7 +135,7 @@ fn json_document_of_every_transport() {
         assert_eq!(r["limit"], limit, "limit flag: {r}");
     }
     // The serde row runs in this process: no child, no backend.
-    let serde = &results[7];
+    let serde = &results[10];
     assert!(serde["backend"].is_null(), "{serde}");
     let left = leftovers(&name);
     assert!(left.is_empty(), "left behind: {left:?}");
@@ -212,6 +215,9 @@ fn sweep_reports_every_transport_and_memcpy_at_every_size() {
                 "ipc-channel",
                 "raw-sync",
                 "pipe",
+                "fifo",
+                "socketpair",
+                "posixmq",
                 "uds",
                 "tcp",
                 "memcpy"
@@ -250,6 +256,114 @@ fn sweep_and_row_options_are_checked() {
         &["--sweep", "--message", "json"],
         &["--transport", "memcpy"],
         &["--transport", "serde", "--message", "raw"],
+    ] {
+        let (ok, _, stderr) = run_parent(args, &[]);
+        assert!(!ok, "{args:?} must be refused");
+        assert!(!stderr.is_empty(), "{args:?}: an explanation expected");
+    }
+}
+
+#[test]
+fn stream_checks_every_transport_at_every_size_beside_ring_and_memcpy() {
+    let _serial = serial();
+    let name = unique("stream");
+    let dir = std::env::temp_dir().join(unique("stream-chart"));
+    let _cleanup = RemoveDir(dir.clone());
+    std::fs::create_dir_all(&dir).ok();
+    let saved = dir.join("stream.json");
+    let saved_s = saved.to_string_lossy().into_owned();
+    let args = [
+        "--stream", "--sizes", "8,9KiB", "--count", "1500", "--rounds", "2", "--warmup", "10ms",
+        "--json", "--save", &saved_s, "--name", &name,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "ipc-parent --stream failed:\n{stderr}");
+    let doc = parse(&stdout, &stderr);
+    assert_eq!(doc["stream"], true);
+    assert_eq!(doc["sweep"], false);
+    assert_eq!(doc["sizes"], serde_json::json!([8, 9216]));
+    // Every queue message is at most msgsize_max bytes: 9 KiB goes in fragments.
+    assert!(
+        doc["posixmq"]["msgsize"].as_u64().is_some_and(|s| s > 4),
+        "posixmq limits: {}",
+        doc["posixmq"]
+    );
+    let results = doc["results"].as_array().cloned().unwrap_or_default();
+    for size in [8u64, 9216] {
+        let at_size: Vec<&Value> = results
+            .iter()
+            .filter(|r| r["size"].as_u64() == Some(size))
+            .collect();
+        let names: Vec<&str> = at_size
+            .iter()
+            .filter_map(|r| r["transport"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "shm",
+                "ipc-channel",
+                "raw-sync",
+                "pipe",
+                "fifo",
+                "socketpair",
+                "posixmq",
+                "uds",
+                "tcp",
+                "ring",
+                "memcpy"
+            ],
+            "size {size}"
+        );
+        for r in &at_size {
+            let t = r["transport"].as_str().unwrap_or("?");
+            assert_eq!(r["count"], 1500, "{t} at {size}: {r}");
+            let rounds = r["rounds"].as_array().cloned().unwrap_or_default();
+            assert_eq!(rounds.len(), 2, "{t} at {size}: rounds");
+            for round in &rounds {
+                assert_eq!(round["messages"], 1500, "{t} at {size}: {round}");
+            }
+            for field in ["msgs_per_s", "median_msgs_per_s", "mb_per_s", "ring_ratio"] {
+                assert!(
+                    r[field].as_f64().is_some_and(|x| x > 0.0),
+                    "{t} at {size}: {field} in {r}"
+                );
+            }
+            let limit = matches!(t, "ring" | "memcpy");
+            assert_eq!(r["limit"], limit, "{t}: limit flag");
+        }
+    }
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // The saved document charts as messages/s grouped by size.
+    let svg = dir.join("stream.svg");
+    let svg_s = svg.to_string_lossy().into_owned();
+    let (ok, _, stderr) = run_parent(&["chart", &saved_s, "--output", &svg_s], &[]);
+    assert!(ok, "chart of a stream failed:\n{stderr}");
+    let text = std::fs::read_to_string(&svg).unwrap_or_default();
+    assert!(
+        text.contains("<svg") && text.contains("ring") && text.contains("9 KiB"),
+        "not a stream chart:\n{text}"
+    );
+    let (ok, stdout, stderr) = run_parent(&["compare", &saved_s, &saved_s], &[]);
+    assert!(ok, "compare of a stream failed:\n{stderr}");
+    assert!(
+        stdout.contains("best msg/s") && stdout.contains("1.00x"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn stream_options_are_checked() {
+    for args in [
+        &["--stream", "--sizes", "4"][..],
+        &["--stream", "--count", "0"],
+        &["--count", "10"],
+        &["--stream", "--sweep"],
+        &["--stream", "--transport", "floor"],
+        &["--stream", "--message", "json"],
+        &["--transport", "ring"],
     ] {
         let (ok, _, stderr) = run_parent(args, &[]);
         assert!(!ok, "{args:?} must be refused");

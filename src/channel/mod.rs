@@ -6,6 +6,7 @@
 mod open;
 mod peer;
 use peer::PeerWatch;
+mod probe;
 mod recv;
 mod send;
 #[cfg(test)]
@@ -156,7 +157,7 @@ impl std::fmt::Debug for Channel {
     }
 }
 
-fn mode_of(wait: WaitStrategy) -> u32 {
+pub(crate) fn mode_of(wait: WaitStrategy) -> u32 {
     match wait {
         WaitStrategy::Block => MODE_BLOCK,
         WaitStrategy::Spin | WaitStrategy::SpinYield => MODE_SPIN,

@@ -83,6 +83,9 @@ impl Channel {
     /// connected leaves the end to the next one), and with [`Error::BadMagic`],
     /// [`Error::VersionMismatch`], [`Error::LayoutMismatch`] or [`Error::SizeMismatch`] if the
     /// mapping is not one this build understands.
+    ///
+    /// A server that serves successive (or concurrent) clients binds a
+    /// [`Listener`](crate::Listener) instead, which gives every client a fresh channel.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
         let map = Mapping::open_named(name)?;
         Self::connect_mapping(map, name.to_owned(), wait)

@@ -14,6 +14,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use common::{check_stamp, is_peer_gone, MessageKind, OwnedPing, Ping, PingMsg, Workload};
 use shmlink::{Error, WaitStrategy};
+use shmlink_harness::streaming;
 use shmlink_harness::transport::{self, Kind, Options, Peer, Transport, Visitor};
 
 /// Answers the parent's pings over one transport.
@@ -70,6 +71,9 @@ enum Mode {
     Burst,
     /// Echo `--count` messages, close the transport cleanly, stay alive two seconds.
     CloseAfter,
+    /// Receive one-way stream phases: check every message's sequence number and digest every
+    /// byte, confirm each phase with a verdict (see `shmlink_harness::streaming`).
+    Stream,
 }
 
 fn main() -> ExitCode {
@@ -146,6 +150,7 @@ impl Visitor for Serve<'_> {
             Mode::PingPong => ping_pong(&mut t, self.args),
             Mode::Echo => echo(&mut t, u64::MAX),
             Mode::Burst => burst(&mut t, self.args.count),
+            Mode::Stream => stream(&mut t),
             Mode::CloseAfter => {
                 let r = echo(&mut t, self.args.count);
                 drop(t);
@@ -227,4 +232,10 @@ fn burst<T: Transport>(t: &mut T, count: u64) -> Result<(), Error> {
         }
     }
     t.send(verdict.as_bytes())
+}
+
+fn stream<T: Transport>(t: &mut T) -> Result<(), Error> {
+    loop {
+        streaming::receive_phase(t)?;
+    }
 }

@@ -17,6 +17,9 @@
 //! | `ipc-channel` | `ipc_channel.rs` | the library's ipc-channel fallback, chosen explicitly (`shmlink::Backend::IpcChannel`) |
 //! | `raw-sync` | `raw_sync.rs` | a single-slot mailbox per direction signalled with `raw_sync` busy events |
 //! | `pipe` | `pipe.rs` | the child's stdin / stdout, length-prefixed |
+//! | `fifo` | `fifo.rs` | two named pipes, length-prefixed |
+//! | `socketpair` | `socketpair.rs` | an `AF_UNIX` `SOCK_STREAM` pair made before the spawn, length-prefixed |
+//! | `posixmq` | `posixmq.rs` | two POSIX message queues, large messages in fragments |
 //! | `uds` | `uds.rs` | a Unix stream socket with large send / receive buffers on both ends |
 //! | `tcp` | `tcp.rs` | TCP, loopback by default, `TCP_NODELAY` |
 //! | `floor` | `floor.rs` | one cache line per direction bounced between the processes: the hardware limit |
@@ -30,11 +33,14 @@ use serde::{Deserialize, Serialize};
 
 use shmlink::{Error, WaitStrategy};
 
+pub mod fifo;
 pub mod floor;
 pub mod ipc_channel;
 pub mod pipe;
+pub mod posixmq;
 pub mod raw_sync;
 pub mod shm;
+pub mod socketpair;
 pub mod tcp;
 pub mod uds;
 
@@ -54,6 +60,12 @@ pub enum Kind {
     RawSync,
     /// The child's standard input and output.
     Pipe,
+    /// Two named pipes.
+    Fifo,
+    /// An `AF_UNIX` stream socket pair inherited by the child.
+    Socketpair,
+    /// Two POSIX message queues.
+    PosixMq,
     /// A Unix domain stream socket.
     Uds,
     /// A TCP connection (loopback by default).
@@ -64,11 +76,14 @@ pub enum Kind {
 
 impl Kind {
     /// Every backend, in the order the harness interleaves them.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Shm,
         Kind::IpcChannel,
         Kind::RawSync,
         Kind::Pipe,
+        Kind::Fifo,
+        Kind::Socketpair,
+        Kind::PosixMq,
         Kind::Uds,
         Kind::Tcp,
         Kind::Floor,
@@ -81,6 +96,9 @@ impl Kind {
             Kind::IpcChannel => "ipc-channel",
             Kind::RawSync => "raw-sync",
             Kind::Pipe => "pipe",
+            Kind::Fifo => "fifo",
+            Kind::Socketpair => "socketpair",
+            Kind::PosixMq => "posixmq",
             Kind::Uds => "uds",
             Kind::Tcp => "tcp",
             Kind::Floor => "floor",
@@ -113,11 +131,14 @@ impl FromStr for Kind {
             "ipc-channel" | "ipcc" | "ipc_channel" => Ok(Kind::IpcChannel),
             "raw-sync" | "raw_sync" => Ok(Kind::RawSync),
             "pipe" | "stdio" => Ok(Kind::Pipe),
+            "fifo" => Ok(Kind::Fifo),
+            "socketpair" => Ok(Kind::Socketpair),
+            "posixmq" | "posixq" | "mq" => Ok(Kind::PosixMq),
             "uds" | "unix" => Ok(Kind::Uds),
             "tcp" => Ok(Kind::Tcp),
             "floor" => Ok(Kind::Floor),
             other => Err(Error::InvalidConfig(format!(
-                "unknown transport {other:?} (expected one of shm, ipc-channel, raw-sync, pipe, uds, tcp, floor)"
+                "unknown transport {other:?} (expected one of shm, ipc-channel, raw-sync, pipe, fifo, socketpair, posixmq, uds, tcp, floor)"
             ))),
         }
     }
@@ -430,6 +451,9 @@ pub fn dispatch<V: Visitor>(kind: Kind, visitor: V) -> V::Output {
         Kind::IpcChannel => visitor.visit::<ipc_channel::IpcChannel>(),
         Kind::RawSync => visitor.visit::<raw_sync::RawSync>(),
         Kind::Pipe => visitor.visit::<pipe::Pipe>(),
+        Kind::Fifo => visitor.visit::<fifo::Fifo>(),
+        Kind::Socketpair => visitor.visit::<socketpair::Socketpair>(),
+        Kind::PosixMq => visitor.visit::<posixmq::PosixMq>(),
         Kind::Uds => visitor.visit::<uds::Uds>(),
         Kind::Tcp => visitor.visit::<tcp::Tcp>(),
         Kind::Floor => visitor.visit::<floor::Floor>(),

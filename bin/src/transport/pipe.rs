@@ -124,7 +124,7 @@ fn dup(fd: RawFd) -> Result<File> {
 /// Grows the pipe to `bytes`, or to the largest size an unprivileged process may ask for
 /// (`/proc/sys/fs/pipe-max-size`, 1 MiB by default) when `bytes` is over it. Best effort.
 #[cfg(target_os = "linux")]
-fn grow_pipe(fd: RawFd, bytes: usize) {
+pub(crate) fn grow_pipe(fd: RawFd, bytes: usize) {
     let set = |bytes: usize| {
         let size = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
         // SAFETY: F_SETPIPE_SZ on a descriptor the caller keeps open; failure (not a pipe, over
@@ -143,4 +143,4 @@ fn grow_pipe(fd: RawFd, bytes: usize) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn grow_pipe(_fd: RawFd, _bytes: usize) {}
+pub(crate) fn grow_pipe(_fd: RawFd, _bytes: usize) {}

@@ -1,0 +1,142 @@
+//! The rows of a table: transports between two processes and the limits measured in one.
+
+use anyhow::bail;
+
+use shmlink::WaitStrategy;
+
+use crate::transport::Kind;
+use crate::workload::MessageKind;
+
+/// One row of the table: a transport between two processes, or a limit measured in this one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Row {
+    /// Ping-pong with a child over a transport (`floor` included).
+    Ipc(Kind),
+    /// Ping-pong with a child over shared memory, waiting this way (`--wait` with several
+    /// strategies: one row each).
+    Shm(WaitStrategy),
+    /// The JSON work of one round trip, in this process, no IPC.
+    Serde,
+    /// Two copies of the message per round trip, in this process: the sweep's limit (in a
+    /// stream, one copy per message).
+    Memcpy,
+    /// The same shmlink ring between two threads of this process: the stream's limit.
+    Ring,
+}
+
+impl Row {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Row::Ipc(kind) => kind.as_str(),
+            Row::Shm(_) => Kind::Shm.as_str(),
+            Row::Serde => "serde",
+            Row::Memcpy => "memcpy",
+            Row::Ring => "ring",
+        }
+    }
+
+    /// A limit the transports are measured against, not a transport.
+    pub(crate) fn is_limit(self) -> bool {
+        matches!(
+            self,
+            Row::Ipc(Kind::Floor) | Row::Serde | Row::Memcpy | Row::Ring
+        )
+    }
+}
+
+/// The rows `--transport` names, in its order (`all`: every transport, then the limits); the
+/// shm row once per wait strategy.
+pub(crate) fn parse_rows(
+    list: &str,
+    sweep: bool,
+    message: MessageKind,
+    waits: &[WaitStrategy],
+) -> anyhow::Result<Vec<Row>> {
+    let rows = parse_transports(list, sweep, message)?;
+    Ok(rows
+        .into_iter()
+        .flat_map(|row| match row {
+            Row::Ipc(Kind::Shm) => waits.iter().map(|&w| Row::Shm(w)).collect(),
+            other => vec![other],
+        })
+        .collect())
+}
+
+fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    if list.trim() == "all" {
+        rows.extend(Kind::ALL.iter().map(|&k| Row::Ipc(k)));
+        if sweep {
+            rows.retain(|&r| r != Row::Ipc(Kind::Floor));
+        } else if message == MessageKind::Json {
+            rows.push(Row::Serde);
+        }
+    } else {
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let row = match item {
+                "serde" => Row::Serde,
+                "memcpy" => Row::Memcpy,
+                "ring" => Row::Ring,
+                other => Row::Ipc(other.parse()?),
+            };
+            if !rows.contains(&row) {
+                rows.push(row);
+            }
+        }
+    }
+    if rows.contains(&Row::Ring) {
+        bail!("the ring row belongs to the streaming run (--stream)");
+    }
+    if sweep {
+        if rows.contains(&Row::Ipc(Kind::Floor)) || rows.contains(&Row::Serde) {
+            bail!(
+                "floor and serde are limits of the ping-pong run; the sweep's limit is the memcpy \
+                 row, which it always measures"
+            );
+        }
+        rows.retain(|&r| r != Row::Memcpy);
+        rows.push(Row::Memcpy);
+    } else {
+        if rows.contains(&Row::Memcpy) {
+            bail!("the memcpy row belongs to the payload sweep (--sweep)");
+        }
+        if message == MessageKind::Raw && rows.contains(&Row::Serde) {
+            bail!("the serde row measures the JSON workload; drop it or --message raw");
+        }
+    }
+    if rows.is_empty() {
+        bail!("no transport given");
+    }
+    Ok(rows)
+}
+
+/// The rows of a streaming run: the transports `--transport` names (`all`: every one but
+/// floor), then the limit rows ring and memcpy, always measured.
+pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    if list.trim() == "all" {
+        rows.extend(
+            Kind::ALL
+                .iter()
+                .filter(|&&k| k != Kind::Floor)
+                .map(|&k| Row::Ipc(k)),
+        );
+    } else {
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let row = match item {
+                "ring" | "memcpy" => continue,
+                "serde" | "floor" => bail!(
+                    "{item} is a limit of the ping-pong run; a stream's limits are the ring and \
+                     memcpy rows, which it always measures"
+                ),
+                other => Row::Ipc(other.parse()?),
+            };
+            if !rows.contains(&row) {
+                rows.push(row);
+            }
+        }
+    }
+    rows.push(Row::Ring);
+    rows.push(Row::Memcpy);
+    Ok(rows)
+}

@@ -1,0 +1,43 @@
+//! What the services (selector, async reactor) need to see of a channel without receiving from
+//! it: the futex cells its peer wakes, and cheap readiness probes.
+
+use crate::error::Result;
+use crate::layout::{WaitCell, PEER_CLOSED};
+
+use super::Channel;
+
+impl Channel {
+    /// The cell the peer wakes after publishing a frame to us (when we announced `Block`).
+    pub(crate) fn data_cell(&self) -> &WaitCell {
+        self.receiver.rx.data_cell()
+    }
+
+    /// The cell the peer wakes after making room in our outbound ring.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn space_cell(&self) -> &WaitCell {
+        self.sender.tx.space_cell()
+    }
+
+    /// True when a frame is waiting to be read: one relaxed load.
+    pub(crate) fn has_data(&self) -> bool {
+        self.receiver.rx.has_data()
+    }
+
+    /// True when a frame of `len` bytes fits in the outbound ring now (a corrupt index counts
+    /// as room, so the send that follows reports it).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn has_room(&mut self, len: usize) -> bool {
+        self.sender.tx.has_room(len).unwrap_or(true)
+    }
+
+    /// True once the peer closed its end (no look at its process).
+    pub(crate) fn peer_closed(&self) -> bool {
+        self.receiver.peer.state() == PEER_CLOSED
+    }
+
+    /// Looks at the peer now: `Err(Disconnected)` once it closed, `Err(PeerGone)` once its
+    /// process is gone.
+    pub(crate) fn check_peer(&mut self) -> Result<()> {
+        self.receiver.peer.check()
+    }
+}

@@ -1,0 +1,781 @@
+//! One server, many clients: a [`Listener`] hands out one duplex [`Channel`] per client.
+//!
+//! The listener is a small mapping under the listener's name (`/shmlink-<name>`, its own magic
+//! number, so [`Channel::connect`] refuses it with [`Error::BadMagic`] and
+//! [`segments`](crate::segments) lists it like a channel whose creator is the server). It holds
+//! a fixed number of client slots (the limit on concurrent clients) and a doorbell futex word:
+//!
+//! ```text
+//! 0      SegmentHeader: listener magic, version, header size, the connections' ring capacity,
+//!        total size, ready word, creator = the server process
+//! 1024   slot count, doorbell word
+//! 4096   slots, 64 bytes each: state word (client pid << 32 | state), sequence number,
+//!        client start time, a futex word the server bumps once it has connected
+//! ```
+//!
+//! A client ([`Listener::connect`]) claims a free slot with a compare-and-swap, creates its own
+//! channel under a name derived from the listener's (`<name>.<pid>.<seq>`), publishes the slot
+//! as pending and rings the doorbell, then waits until the server has connected. The client is
+//! that channel's creator, so everything the library knows about a channel applies to a
+//! connection: when the client closes, its name and memory go away with it; when it dies, the
+//! server's end reports [`Error::PeerGone`] and the server removes the stale name when it drops
+//! the [`Connection`]; when the server dies, every client's end reports [`Error::PeerGone`].
+//! A slot stays taken until the server drops the connection, so [`Listener::connect`] fails with
+//! [`Error::TooManyClients`] while the server holds `max_clients` connections.
+//!
+//! A plain [`Channel`] has one connector for its whole life (a second one gets
+//! [`Error::AlreadyConnected`], even once the first has gone); a server that must outlive its
+//! clients uses a listener.
+
+use std::borrow::{Borrow, BorrowMut};
+use std::mem::{offset_of, size_of};
+use std::os::unix::io::AsRawFd;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use crate::channel::{mode_of, Channel, Config};
+use crate::error::{Error, Result};
+use crate::futex;
+use crate::layout::{
+    check_capacity, SegmentHeader, HEADER_SIZE, PEER_CLOSED, PEER_PRESENT, READY, RINGS_OFFSET,
+};
+use crate::lock;
+use crate::mapping::{self, Mapping, MAX_NAME_LEN};
+use crate::process::ProcessId;
+use crate::wait::WaitStrategy;
+
+/// `b"SHMLLSN\0"` read as a little-endian `u64`: the magic number of a listener mapping.
+pub(crate) const LISTENER_MAGIC: u64 = u64::from_le_bytes(*b"SHMLLSN\0");
+/// Bumped whenever the listener layout or its slot protocol changes.
+const LISTENER_VERSION: u32 = 1;
+/// Offset of the first slot.
+const SLOTS_OFFSET: usize = 4096;
+/// Most clients one listener admits at once.
+pub const MAX_CLIENTS: usize = 4096;
+/// Concurrent clients a listener admits by default ([`Listener::bind`]).
+pub const DEFAULT_MAX_CLIENTS: usize = 64;
+/// Longest listener name: a connection's name adds `.<pid>.<seq>` (at most 32 bytes).
+const MAX_LISTENER_NAME: usize = MAX_NAME_LEN - 32;
+/// How often a client waiting to be accepted looks whether the server still runs.
+const CLIENT_CHECK: Duration = Duration::from_millis(10);
+/// How often a waiting `accept` looks for slots claimed by clients that died.
+const SWEEP_PERIOD: Duration = Duration::from_millis(100);
+
+/// Slot states (low 32 bits of the slot word; the high 32 bits hold the client's pid).
+const SLOT_FREE: u64 = 0;
+/// Claimed by a client that has not written its sequence number yet.
+const SLOT_CLAIMED: u64 = 1;
+/// The client is creating its channel; the sequence number is written.
+const SLOT_NAMED: u64 = 4;
+/// The client's channel exists and waits for the server.
+const SLOT_PENDING: u64 = 2;
+/// The server holds the connection.
+const SLOT_ACTIVE: u64 = 3;
+/// How long the server keeps trying to remove the name of a client that looked alive when its
+/// connection ended (a process that is being killed holds its files for a moment).
+const RECLAIM_FOR: Duration = Duration::from_secs(5);
+
+/// Fixed fields of the listener, after the segment header.
+#[repr(C)]
+struct ListenerHeader {
+    /// Number of slots.
+    slots: AtomicU32,
+    _reserved: AtomicU32,
+    /// Bumped (and woken) by every client that publishes a pending slot.
+    doorbell: CachePadded<AtomicU32>,
+}
+
+/// One client slot.
+#[repr(C, align(64))]
+struct Slot {
+    /// `pid << 32 | state`.
+    word: AtomicU64,
+    /// The client's connection number: its channel is `<listener>.<pid>.<seq>`.
+    seq: AtomicU64,
+    /// The client's process start time (0 where unknown).
+    start_time: AtomicU64,
+    /// Bumped (and woken) by the server once it has connected to the client's channel.
+    accepted: AtomicU32,
+}
+
+const _: () = {
+    assert!(size_of::<SegmentHeader>() <= RINGS_OFFSET);
+    assert!(RINGS_OFFSET + size_of::<ListenerHeader>() <= SLOTS_OFFSET);
+    assert!(size_of::<Slot>() == 64);
+    assert!(offset_of!(Slot, word) == 0);
+    assert!(SLOTS_OFFSET >= HEADER_SIZE);
+    assert!(RINGS_OFFSET % std::mem::align_of::<ListenerHeader>() == 0);
+    assert!(SLOTS_OFFSET % std::mem::align_of::<Slot>() == 0);
+};
+
+fn listener_size(slots: usize) -> usize {
+    SLOTS_OFFSET + slots * size_of::<Slot>()
+}
+
+/// True for a size `Listener::bind` gives its mapping (so a listener whose server died before it
+/// wrote the header is still recognised, and reclaimed).
+pub(crate) fn is_listener_size(size: u64) -> bool {
+    size.checked_sub(SLOTS_OFFSET as u64)
+        .filter(|slots| slots % size_of::<Slot>() as u64 == 0)
+        .is_some_and(|slots| (1..=MAX_CLIENTS as u64).contains(&(slots / size_of::<Slot>() as u64)))
+}
+
+/// The listener mapping, shared by the listener and the connections it handed out.
+struct Shared {
+    map: Mapping,
+    slots: usize,
+    name: String,
+    /// Names of ended connections whose client looked alive when the connection was dropped
+    /// (its process may still be exiting), with when to stop trying: retried every sweep.
+    reclaim_later: Mutex<Vec<(String, Instant)>>,
+}
+
+// SAFETY: the mapping is plain memory that stays valid while `Shared` lives; every access to it
+// goes through atomics (`SegmentHeader`, `ListenerHeader`, `Slot` are all atomics).
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    fn header(&self) -> &SegmentHeader {
+        // SAFETY: the mapping is page-aligned and at least SLOTS_OFFSET bytes (checked when it
+        // was made or opened); the header is all atomics, valid for any bytes.
+        unsafe { self.map.ptr().cast::<SegmentHeader>().as_ref() }
+    }
+
+    fn control(&self) -> &ListenerHeader {
+        // SAFETY: as in `header`: RINGS_OFFSET + size_of::<ListenerHeader>() <= SLOTS_OFFSET
+        // (asserted above), 1024 is a multiple of the header's alignment (128, from
+        // `CachePadded`), and the fields are atomics.
+        unsafe { &*(self.map.ptr().as_ptr().add(RINGS_OFFSET) as *const ListenerHeader) }
+    }
+
+    fn slot(&self, i: usize) -> &Slot {
+        assert!(i < self.slots);
+        // SAFETY: `i < slots` and the mapping holds `listener_size(slots)` bytes (checked when
+        // it was made or opened), so the slot lies inside it, 64-aligned; all fields are
+        // atomics.
+        unsafe {
+            &*(self
+                .map
+                .ptr()
+                .as_ptr()
+                .add(SLOTS_OFFSET + i * size_of::<Slot>()) as *const Slot)
+        }
+    }
+
+    /// Opens the listener `name` as a client and checks its header.
+    fn open(name: &str) -> Result<Shared> {
+        let map = Mapping::open_named(name)?;
+        if map.len() < SLOTS_OFFSET {
+            return Err(Error::SizeMismatch(format!(
+                "listener {name:?}: mapping of {} bytes is smaller than its header",
+                map.len()
+            )));
+        }
+        let probe = Shared {
+            map,
+            slots: 0,
+            name: name.to_owned(),
+            reclaim_later: Mutex::new(Vec::new()),
+        };
+        let hdr = probe.header();
+        // Acquire: pairs with the Release store of `ready` in `Listener::bind`.
+        let ready = hdr.ready.load(Ordering::Acquire);
+        // Relaxed: published by `ready` (or, if not ready, only compared).
+        let magic = hdr.magic.load(Ordering::Relaxed);
+        if magic != LISTENER_MAGIC {
+            return Err(if magic == 0 && ready != READY {
+                Error::NotReady(name.to_owned())
+            } else {
+                Error::BadMagic(magic)
+            });
+        }
+        if ready != READY {
+            return Err(Error::NotReady(name.to_owned()));
+        }
+        let version = hdr.version.load(Ordering::Relaxed);
+        if version != LISTENER_VERSION {
+            return Err(Error::VersionMismatch {
+                found: version,
+                expected: LISTENER_VERSION,
+            });
+        }
+        let slots = probe.control().slots.load(Ordering::Relaxed) as usize;
+        let total = hdr.total_size.load(Ordering::Relaxed);
+        if !(1..=MAX_CLIENTS).contains(&slots)
+            || total != listener_size(slots) as u64
+            || listener_size(slots) > probe.map.len()
+        {
+            return Err(Error::SizeMismatch(format!(
+                "listener {name:?}: {slots} slots and {total} bytes do not fit a mapping of {}",
+                probe.map.len()
+            )));
+        }
+        Ok(Shared { slots, ..probe })
+    }
+
+    /// The server process, and whether it closed the listener.
+    fn server(&self) -> (u32, ProcessId) {
+        let info = &self.header().creator;
+        // Acquire: pairs with the Release stores of the creator's state in `bind` and `drop`.
+        let state = info.state.load(Ordering::Acquire);
+        let id = ProcessId {
+            // Relaxed: written before the state, which we read with Acquire.
+            pid: info.pid.load(Ordering::Relaxed),
+            start_time: info.start_time.load(Ordering::Relaxed),
+        };
+        (state, id)
+    }
+
+    /// Removes the channel `name` if its creator is gone; if it looks alive (it may be exiting
+    /// right now), tries again at the next sweeps for a while.
+    fn reclaim(&self, name: String) {
+        if let Ok(crate::segments::Reclaim::Alive) = crate::segments::reclaim(&name) {
+            self.lock_reclaims()
+                .push((name, Instant::now() + RECLAIM_FOR));
+        }
+    }
+
+    fn lock_reclaims(&self) -> std::sync::MutexGuard<'_, Vec<(String, Instant)>> {
+        // A panic while the lock was held leaves a valid list.
+        self.reclaim_later.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn retry_reclaims(&self) {
+        let mut later = std::mem::take(&mut *self.lock_reclaims());
+        let now = Instant::now();
+        later.retain(|(name, until)| {
+            now < *until
+                && matches!(
+                    crate::segments::reclaim(name),
+                    Ok(crate::segments::Reclaim::Alive)
+                )
+        });
+        self.lock_reclaims().extend(later);
+    }
+
+    fn ring_doorbell(&self) {
+        let bell = &self.control().doorbell;
+        // Release: pairs with the Acquire load in `Listener::accept_deadline`: a server that
+        // reads the new value sees the pending slot published before it.
+        bell.fetch_add(1, Ordering::Release);
+        futex::wake(bell);
+    }
+}
+
+/// A server's end of a [`Listener`]: accepts one [`Connection`] per client.
+///
+/// ```no_run
+/// use shmlink::{Config, Listener};
+/// let listener = Listener::bind("svc", &Config::default())?;
+/// loop {
+///     let mut conn = listener.accept()?;
+///     std::thread::spawn(move || {
+///         while let Ok(msg) = conn.recv().map(|m| m.to_vec()) {
+///             if conn.send(&msg).is_err() {
+///                 break;
+///             }
+///         }
+///     });
+/// }
+/// # Ok::<(), shmlink::Error>(())
+/// ```
+///
+/// Clients connect with [`Listener::connect`]. To serve many connections from one thread, put
+/// them in a [`Selector`](crate::Selector).
+pub struct Listener {
+    shared: Arc<Shared>,
+    config: Config,
+    /// Where the next scan starts, so no slot is always served last.
+    next: AtomicUsize,
+    last_sweep: AtomicU64,
+    born: Instant,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("name", &self.shared.name)
+            .field("max_clients", &self.shared.slots)
+            .field("capacity", &self.config.capacity)
+            .field("wait", &self.config.wait)
+            .finish()
+    }
+}
+
+/// Connection numbers of this process: every client channel gets a new name.
+static NEXT_SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl Listener {
+    /// Makes the listener `name` with room for [`DEFAULT_MAX_CLIENTS`] concurrent clients.
+    /// Every connection has rings of `config.capacity` bytes; the server's ends wait with
+    /// `config.wait`.
+    ///
+    /// The name is in the same namespace as channels: a live channel or listener of that name
+    /// gives [`Error::AlreadyExists`]; one whose creator died is removed and replaced. Names
+    /// are at most 168 bytes (a connection's name adds a suffix).
+    pub fn bind(name: &str, config: &Config) -> Result<Listener> {
+        Self::bind_with_limit(name, config, DEFAULT_MAX_CLIENTS)
+    }
+
+    /// Like [`bind`](Listener::bind), admitting at most `max_clients` (1 to [`MAX_CLIENTS`])
+    /// clients at once: past it, [`Listener::connect`] fails with [`Error::TooManyClients`].
+    pub fn bind_with_limit(name: &str, config: &Config, max_clients: usize) -> Result<Listener> {
+        mapping::validate_name(name)?;
+        if name.len() > MAX_LISTENER_NAME {
+            return Err(Error::InvalidName {
+                name: name.to_owned(),
+                reason: "a listener name is at most 168 bytes",
+            });
+        }
+        check_capacity(config.capacity)?;
+        if !(1..=MAX_CLIENTS).contains(&max_clients) {
+            return Err(Error::InvalidConfig(format!(
+                "listener {name:?}: max_clients {max_clients} must be between 1 and {MAX_CLIENTS}"
+            )));
+        }
+        let size = listener_size(max_clients);
+        let map = match Mapping::create_named(name, size) {
+            Err(Error::AlreadyExists(_)) if crate::segments::reclaim_if_dead(name)? => {
+                Mapping::create_named(name, size)?
+            }
+            other => other?,
+        };
+        let shared = Shared {
+            map,
+            slots: max_clients,
+            name: name.to_owned(),
+            reclaim_later: Mutex::new(Vec::new()),
+        };
+        let hdr = shared.header();
+        let me = ProcessId::current();
+        // Relaxed stores: published by the Release store of `ready` below, which clients read
+        // with Acquire before anything else.
+        hdr.magic.store(LISTENER_MAGIC, Ordering::Relaxed);
+        hdr.version.store(LISTENER_VERSION, Ordering::Relaxed);
+        hdr.header_size.store(HEADER_SIZE as u32, Ordering::Relaxed);
+        hdr.capacity
+            .store(config.capacity as u64, Ordering::Relaxed);
+        hdr.total_size.store(size as u64, Ordering::Relaxed);
+        shared
+            .control()
+            .slots
+            .store(max_clients as u32, Ordering::Relaxed);
+        hdr.creator.pid.store(me.pid, Ordering::Relaxed);
+        hdr.creator
+            .start_time
+            .store(me.start_time, Ordering::Relaxed);
+        hdr.creator
+            .wait_mode
+            .store(mode_of(config.wait), Ordering::Relaxed);
+        hdr.creator.state.store(PEER_PRESENT, Ordering::Relaxed);
+        // Release: pairs with the Acquire load of `ready` in `Shared::open`.
+        hdr.ready.store(READY, Ordering::Release);
+        Ok(Listener {
+            shared: Arc::new(shared),
+            config: config.clone(),
+            next: AtomicUsize::new(0),
+            last_sweep: AtomicU64::new(0),
+            born: Instant::now(),
+        })
+    }
+
+    /// The listener's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Most clients admitted at once.
+    pub fn max_clients(&self) -> usize {
+        self.shared.slots
+    }
+
+    /// Waits for the next client and connects to it.
+    pub fn accept(&self) -> Result<Connection> {
+        self.accept_deadline(None)
+    }
+
+    /// Like [`accept`](Listener::accept), giving up with [`Error::Timeout`] after `timeout`.
+    pub fn accept_timeout(&self, timeout: Duration) -> Result<Connection> {
+        self.accept_deadline(Some(Instant::now() + timeout))
+    }
+
+    /// Accepts a client that is waiting now: [`Error::Empty`] if none is.
+    pub fn try_accept(&self) -> Result<Connection> {
+        self.scan()?.ok_or(Error::Empty)
+    }
+
+    fn accept_deadline(&self, deadline: Option<Instant>) -> Result<Connection> {
+        let bell = &self.shared.control().doorbell;
+        loop {
+            // Acquire: pairs with the Release increment in `Shared::ring_doorbell`.
+            let seen = bell.load(Ordering::Acquire);
+            if let Some(conn) = self.scan()? {
+                return Ok(conn);
+            }
+            let now = Instant::now();
+            let mut nap = SWEEP_PERIOD;
+            if let Some(d) = deadline {
+                if now >= d {
+                    return Err(Error::Timeout);
+                }
+                nap = nap.min(d - now);
+            }
+            futex::wait(bell, seen, nap);
+        }
+    }
+
+    /// The doorbell word, bumped by every client that waits to be accepted.
+    pub(crate) fn doorbell(&self) -> &AtomicU32 {
+        &self.shared.control().doorbell
+    }
+
+    /// Takes the first pending slot (starting after the one served last) and connects to its
+    /// client. Once per sweep period, slots claimed by clients that died before publishing are
+    /// freed on the way (and their channel names removed), and so are the names of ended
+    /// connections that could not be removed at once.
+    fn scan(&self) -> Result<Option<Connection>> {
+        let n = self.shared.slots;
+        let now_ms = self.born.elapsed().as_millis() as u64;
+        // Relaxed: a throttle, not a synchronisation.
+        let sweep = now_ms.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
+            >= SWEEP_PERIOD.as_millis() as u64;
+        if sweep {
+            self.last_sweep.store(now_ms, Ordering::Relaxed);
+            self.shared.retry_reclaims();
+        }
+        // Relaxed: only spreads the starting point.
+        let start = self.next.load(Ordering::Relaxed) % n;
+        for k in 0..n {
+            let i = (start + k) % n;
+            let slot = self.shared.slot(i);
+            // Acquire: pairs with the client's Release store of PENDING (seq and start time).
+            let word = slot.word.load(Ordering::Acquire);
+            let pid = (word >> 32) as u32;
+            match word & 0xffff_ffff {
+                SLOT_PENDING => {
+                    let active = (word & !0xffff_ffff) | SLOT_ACTIVE;
+                    // Acquire on success: as for the load above. Fails if the client gave up.
+                    if slot
+                        .word
+                        .compare_exchange(word, active, Ordering::Acquire, Ordering::Relaxed)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    self.next.store(i + 1, Ordering::Relaxed);
+                    // Relaxed: published by the PENDING store the CAS read.
+                    let seq = slot.seq.load(Ordering::Relaxed);
+                    let name = connection_name(&self.shared.name, pid, seq);
+                    let lease = SlotLease {
+                        shared: Arc::downgrade(&self.shared),
+                        index: i,
+                        name: name.clone(),
+                    };
+                    match Channel::connect(&name, self.config.wait) {
+                        Ok(channel) => {
+                            // Release: pairs with the client's Acquire load of `accepted`; our
+                            // connect (connector PRESENT) happened before.
+                            slot.accepted.fetch_add(1, Ordering::Release);
+                            futex::wake(&slot.accepted);
+                            return Ok(Some(Connection {
+                                channel,
+                                _lease: lease,
+                            }));
+                        }
+                        // The client gave up or died, or wrote something that is not a
+                        // channel: drop the lease (frees the slot, reclaims a dead name).
+                        Err(_) => drop(lease),
+                    }
+                }
+                state @ (SLOT_CLAIMED | SLOT_NAMED) if sweep => {
+                    // A claimer holds its slot's lock from before its claim until it is
+                    // accepted: a claimed slot without it lost its client.
+                    if lock::alive(self.shared.map.file().as_raw_fd(), slot_lock(i), pid)? {
+                        continue;
+                    }
+                    // Relaxed: published by the client's Release store of NAMED, which the
+                    // Acquire load above read.
+                    let seq = slot.seq.load(Ordering::Relaxed);
+                    // Relaxed: nothing is published with a free slot but its state.
+                    if slot
+                        .word
+                        .compare_exchange(word, SLOT_FREE, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                        && state == SLOT_NAMED
+                    {
+                        // It may have died with its channel made: remove the name.
+                        self.shared
+                            .reclaim(connection_name(&self.shared.name, pid, seq));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Connects to the listener `name` as a client: a new channel whose other end a server's
+    /// [`accept`](Listener::accept) gets. Waits until the server has accepted it.
+    ///
+    /// Fails with [`Error::NotFound`] if there is no listener of that name (see
+    /// [`connect_timeout`](Listener::connect_timeout) to wait for one),
+    /// [`Error::TooManyClients`] when all its slots are taken, [`Error::BadMagic`] if the name
+    /// is a plain channel, and [`Error::PeerGone`] or [`Error::Disconnected`] if the server
+    /// dies or closes the listener while we wait.
+    pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
+        let shared = Shared::open(name)?;
+        connect_to(&shared, wait, None)
+    }
+
+    /// Like [`connect`](Listener::connect), waiting up to `timeout` for the listener to appear
+    /// and for the server to accept. [`Error::Timeout`] past it.
+    pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_micros(50);
+        let shared = loop {
+            match Shared::open(name) {
+                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
+                    // Nothing to wait on before the listener exists: back off.
+                    std::thread::sleep(
+                        pause.min(deadline.saturating_duration_since(Instant::now())),
+                    );
+                    pause = (pause * 2).min(Duration::from_millis(10));
+                }
+                Err(Error::NotFound(_) | Error::NotReady(_)) => return Err(Error::Timeout),
+                other => break other?,
+            }
+        };
+        connect_to(&shared, wait, Some(deadline))
+    }
+}
+
+/// The lock a client holds on slot `i` while it waits to be accepted.
+fn slot_lock(i: usize) -> lock::End {
+    lock::End::Slot((SLOTS_OFFSET + i * size_of::<Slot>()) as u64)
+}
+
+fn connection_name(listener: &str, pid: u32, seq: u64) -> String {
+    format!("{listener}.{pid}.{seq}")
+}
+
+fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) -> Result<Channel> {
+    let (state, server) = shared.server();
+    if state != PEER_PRESENT {
+        return Err(Error::Disconnected);
+    }
+    // Relaxed: published with `ready`, which `Shared::open` read with Acquire.
+    let capacity = shared.header().capacity.load(Ordering::Relaxed);
+    let capacity = usize::try_from(capacity)
+        .ok()
+        .filter(|c| check_capacity(*c).is_ok())
+        .ok_or_else(|| {
+            Error::SizeMismatch(format!(
+                "listener {:?}: ring capacity {capacity} is invalid",
+                shared.name
+            ))
+        })?;
+    let me = ProcessId::current();
+    let claimed = (u64::from(me.pid) << 32) | SLOT_CLAIMED;
+    let file = shared.map.file();
+    let mut index = None;
+    for i in 0..shared.slots {
+        let word = &shared.slot(i).word;
+        // Relaxed: a hint; the compare-and-swap below decides.
+        if word.load(Ordering::Relaxed) != SLOT_FREE || !lock::take(file, slot_lock(i), false)? {
+            continue;
+        }
+        // Relaxed on both: the claim publishes nothing; the NAMED and PENDING stores do.
+        if word
+            .compare_exchange(SLOT_FREE, claimed, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            index = Some(i);
+            break;
+        }
+        lock::release(file, slot_lock(i))?;
+    }
+    // The slot's lock goes with our descriptor of the listener when `shared` drops, once we
+    // have been accepted (or gave up).
+    let index = index.ok_or_else(|| Error::TooManyClients {
+        name: shared.name.clone(),
+        limit: shared.slots,
+    })?;
+    let slot = shared.slot(index);
+    let free_slot = || {
+        // Relaxed: a free slot publishes nothing.
+        slot.word.store(SLOT_FREE, Ordering::Relaxed);
+    };
+    let config = Config { capacity, wait };
+    let channel = loop {
+        // Relaxed: only needs to be unique within this process.
+        let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
+        // Name the channel in the slot before making it, so the server can remove it should we
+        // die before publishing the slot.
+        slot.seq.store(seq, Ordering::Relaxed);
+        slot.start_time.store(me.start_time, Ordering::Relaxed);
+        // Release: pairs with the server's Acquire load of the slot word in `scan`: publishes
+        // `seq` and `start_time`.
+        slot.word
+            .store((u64::from(me.pid) << 32) | SLOT_NAMED, Ordering::Release);
+        match Channel::create(&connection_name(&shared.name, me.pid, seq), &config) {
+            Ok(channel) => break channel,
+            // A live channel of ours under that name (made by hand?): take the next number.
+            Err(Error::AlreadyExists(_)) => continue,
+            Err(e) => {
+                free_slot();
+                return Err(e);
+            }
+        }
+    };
+    // Acquire: pairs with the server's Release increment after it connected.
+    let mut seen = slot.accepted.load(Ordering::Acquire);
+    let pending = (u64::from(me.pid) << 32) | SLOT_PENDING;
+    // Release: pairs with the server's Acquire load of the slot word in `scan`: publishes `seq`
+    // and `start_time`.
+    slot.word.store(pending, Ordering::Release);
+    shared.ring_doorbell();
+    let mut channel = channel;
+    loop {
+        if channel.is_peer_connected() {
+            return Ok(channel);
+        }
+        if channel.peer_closed() {
+            return Err(Error::Disconnected);
+        }
+        let (state, _) = shared.server();
+        if state == PEER_CLOSED {
+            give_up(slot, pending);
+            return Err(Error::Disconnected);
+        }
+        if !lock::alive(
+            shared.map.file().as_raw_fd(),
+            lock::End::Creator,
+            server.pid,
+        )? {
+            return Err(Error::PeerGone { pid: server.pid });
+        }
+        let mut nap = CLIENT_CHECK;
+        if let Some(d) = deadline {
+            let now = Instant::now();
+            if now >= d {
+                // If the server took the slot meanwhile it finds our channel gone (or closed)
+                // and frees the slot itself.
+                give_up(slot, pending);
+                return Err(Error::Timeout);
+            }
+            nap = nap.min(d - now);
+        }
+        futex::wait(&slot.accepted, seen, nap);
+        // Acquire: as above.
+        seen = slot.accepted.load(Ordering::Acquire);
+    }
+}
+
+/// Frees our slot if the server has not taken it.
+fn give_up(slot: &Slot, pending: u64) {
+    // Relaxed: a free slot publishes nothing.
+    let _ = slot
+        .word
+        .compare_exchange(pending, SLOT_FREE, Ordering::Relaxed, Ordering::Relaxed);
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire load in `Shared::server`: clients waiting to be
+        // accepted stop waiting.
+        self.shared
+            .header()
+            .creator
+            .state
+            .store(PEER_CLOSED, Ordering::Release);
+        for i in 0..self.shared.slots {
+            let slot = self.shared.slot(i);
+            slot.accepted.fetch_add(1, Ordering::Release);
+            futex::wake(&slot.accepted);
+        }
+        // The name goes with the mapping, right after this (connections only hold a weak
+        // reference to it).
+    }
+}
+
+/// Holds a slot while the server holds the connection.
+struct SlotLease {
+    /// The listener; once it is gone there is no slot to free.
+    shared: Weak<Shared>,
+    index: usize,
+    /// The connection's channel name, created by the client.
+    name: String,
+}
+
+impl Drop for SlotLease {
+    fn drop(&mut self) {
+        // A client that died cannot remove its channel's name: do it for it (only if its
+        // creator is gone: the creator lock says so).
+        match self.shared.upgrade() {
+            Some(shared) => {
+                // Relaxed: a free slot publishes nothing but its state.
+                shared
+                    .slot(self.index)
+                    .word
+                    .store(SLOT_FREE, Ordering::Relaxed);
+                shared.reclaim(std::mem::take(&mut self.name));
+            }
+            None => {
+                let _ = crate::segments::reclaim(&self.name);
+            }
+        }
+    }
+}
+
+/// The server's end of one client's connection: a [`Channel`] (it derefs to one) that frees the
+/// client's slot when dropped, and removes the client's channel name if the client died (at
+/// once, or, if the client's process was still exiting, during one of the listener's next
+/// accepts).
+pub struct Connection {
+    channel: Channel,
+    _lease: SlotLease,
+}
+
+impl Connection {
+    /// The client's channel.
+    pub fn channel(&mut self) -> &mut Channel {
+        &mut self.channel
+    }
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("channel", &self.channel)
+            .field("name", &self._lease.name)
+            .finish()
+    }
+}
+
+impl std::ops::Deref for Connection {
+    type Target = Channel;
+    fn deref(&self) -> &Channel {
+        &self.channel
+    }
+}
+
+impl std::ops::DerefMut for Connection {
+    fn deref_mut(&mut self) -> &mut Channel {
+        &mut self.channel
+    }
+}
+
+impl Borrow<Channel> for Connection {
+    fn borrow(&self) -> &Channel {
+        &self.channel
+    }
+}
+
+impl BorrowMut<Channel> for Connection {
+    fn borrow_mut(&mut self) -> &mut Channel {
+        &mut self.channel
+    }
+}

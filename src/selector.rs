@@ -1,0 +1,355 @@
+//! One thread waiting on many channels: [`Selector`].
+//!
+//! The selector sleeps on the data futex words of every channel at once with `futex_waitv`
+//! (Linux 5.16 and later), using the same handshake as a single channel's `Block` wait: for each
+//! channel it reads the futex word and announces a sleeper, then, after a `SeqCst` fence, looks
+//! at every ring once more before it sleeps. A sender that publishes after that look sees the
+//! announcement and wakes the word, so no wake-up is lost and the sender pays nothing new.
+//!
+//! Limits and degraded paths, all documented on [`Selector`]:
+//! * at most 128 words per kernel wait: with more channels the selector sleeps on the first 128
+//!   (in rotating order) and looks at all of them at least every millisecond;
+//! * channels whose receiving end waits with `Spin` or `SpinYield` are never woken by their
+//!   peer, and without `futex_waitv` (older kernels, other platforms) nothing is: in both cases
+//!   the selector looks every millisecond instead of sleeping;
+//! * a peer that dies without closing wakes nobody: every [`LIVENESS_PERIOD`] a sleeping
+//!   selector looks whether the peers' processes still run.
+
+use std::borrow::BorrowMut;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::channel::Channel;
+use crate::error::Result;
+use crate::futex::{self, WaitAny, Waiter, WAITV_MAX};
+use crate::listener::{Connection, Listener};
+use crate::ring::full_fence;
+use crate::wait::WaitStrategy;
+
+/// How often a sleeping [`Selector`] looks whether the peers' processes still run: the only
+/// timed wake-up of a selector whose channels are all idle.
+pub const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
+/// Longest a selector polls before it sleeps, as a channel's `Block` wait does.
+const SPIN_MAX: Duration = Duration::from_micros(50);
+/// Shortest poll: where polling stopped paying off (replies come later than the poll lasts,
+/// as on a busy machine, where polling only takes the core from the peers), the selector
+/// halves its poll down to this, and doubles it again each time a poll finds a message.
+const SPIN_MIN: Duration = Duration::from_micros(4);
+/// The sleep slice of the degraded paths.
+const POLL_SLICE: Duration = Duration::from_millis(1);
+
+/// Waits on many channels from one thread and says which are ready.
+///
+/// A channel is *ready* when a frame is waiting in it or its peer is gone (closed, or its
+/// process died: the next receive reports which). [`wait`](Selector::wait) returns the indices
+/// of the ready channels, starting at a point that moves on every call: serve each returned
+/// channel once (one message, or a bounded batch) before waiting again, and a chatty channel
+/// cannot starve the others.
+///
+/// ```no_run
+/// use shmlink::{Config, Listener, Selector};
+/// let listener = Listener::bind("svc", &Config::default())?;
+/// let mut conns = Vec::new();
+/// let mut selector = Selector::new();
+/// loop {
+///     // Accepts new clients into `conns` and returns the connections with something to read
+///     // (the indices borrow the selector, not `conns`).
+///     for &i in selector.wait_accept(&listener, &mut conns, None)? {
+///         match conns[i].try_recv().map(|m| m.to_vec()) {
+///             Ok(msg) => conns[i].send(&msg)?,
+///             Err(e) if e.is_transient() => {}
+///             Err(_) => {} // gone: removed below
+///         }
+///     }
+///     conns.retain_mut(|c| c.is_peer_connected());
+/// }
+/// # Ok::<(), shmlink::Error>(())
+/// ```
+///
+/// The receiving ends should wait with [`WaitStrategy::Block`] (the default): their peers only
+/// make wake-up calls for ends that announced they may sleep. Ends with another strategy, more
+/// than 128 channels, or a platform without `futex_waitv` make the selector look every
+/// millisecond instead of sleeping until woken. A peer that dies without closing is noticed
+/// within [`LIVENESS_PERIOD`].
+#[derive(Debug, Default)]
+pub struct Selector {
+    start: usize,
+    ready: Vec<usize>,
+    waiters: Vec<Waiter>,
+    /// Channels whose sleeper count we raised, to lower again.
+    announced: Vec<usize>,
+    last_check: Option<Instant>,
+    /// How long the next wait polls before it sleeps (see `SPIN_MIN`); zero until first used.
+    spin: Duration,
+}
+
+/// What the wait loop needs of a set of channels.
+trait Set {
+    fn len(&self) -> usize;
+    fn channel(&mut self, i: usize) -> &mut Channel;
+    /// The listener's doorbell, if new clients are accepted into the set.
+    fn bell(&self) -> Option<&AtomicU32>;
+    /// Accepts the clients waiting now.
+    fn accept(&mut self) -> Result<()>;
+}
+
+struct Plain<'a, C>(&'a mut [C]);
+
+impl<C: BorrowMut<Channel>> Set for Plain<'_, C> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn channel(&mut self, i: usize) -> &mut Channel {
+        self.0[i].borrow_mut()
+    }
+    fn bell(&self) -> Option<&AtomicU32> {
+        None
+    }
+    fn accept(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+struct Accepting<'a> {
+    listener: &'a Listener,
+    conns: &'a mut Vec<Connection>,
+}
+
+impl Set for Accepting<'_> {
+    fn len(&self) -> usize {
+        self.conns.len()
+    }
+    fn channel(&mut self, i: usize) -> &mut Channel {
+        &mut self.conns[i]
+    }
+    fn bell(&self) -> Option<&AtomicU32> {
+        Some(self.listener.doorbell())
+    }
+    fn accept(&mut self) -> Result<()> {
+        loop {
+            match self.listener.try_accept() {
+                Ok(conn) => self.conns.push(conn),
+                Err(crate::Error::Empty) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Selector {
+    /// A selector; it keeps only scratch space and its rotating start point.
+    pub fn new() -> Selector {
+        Selector::default()
+    }
+
+    /// Waits until at least one of `channels` is ready, or `timeout` passes (`None`: no
+    /// timeout), and returns the indices of the ready ones (empty after a timeout).
+    pub fn wait<C: BorrowMut<Channel>>(
+        &mut self,
+        channels: &mut [C],
+        timeout: Option<Duration>,
+    ) -> Result<&[usize]> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.run(&mut Plain(channels), deadline)?;
+        Ok(&self.ready)
+    }
+
+    /// Like [`wait`](Selector::wait), also accepting every client that connects to `listener`
+    /// into `conns` (new connections are appended, and returned if they are ready). Returns
+    /// early, possibly with no ready channel, after accepting a client.
+    pub fn wait_accept(
+        &mut self,
+        listener: &Listener,
+        conns: &mut Vec<Connection>,
+        timeout: Option<Duration>,
+    ) -> Result<&[usize]> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.run(&mut Accepting { listener, conns }, deadline)?;
+        Ok(&self.ready)
+    }
+
+    /// The ready channels among `channels` right now, without waiting.
+    pub fn poll<C: BorrowMut<Channel>>(&mut self, channels: &mut [C]) -> &[usize] {
+        let mut set = Plain(channels);
+        self.rotate(set.len());
+        self.scan(&mut set);
+        &self.ready
+    }
+
+    fn rotate(&mut self, n: usize) {
+        self.start = if n == 0 { 0 } else { (self.start + 1) % n };
+    }
+
+    /// Fills `ready` with the channels that have data or whose peer closed.
+    fn scan(&mut self, set: &mut dyn Set) {
+        self.ready.clear();
+        let n = set.len();
+        for k in 0..n {
+            let i = (self.start + k) % n;
+            let ch = set.channel(i);
+            if ch.has_data() || ch.peer_closed() {
+                self.ready.push(i);
+            }
+        }
+    }
+
+    /// True when any ring holds a frame or any peer closed: the cheap test polled while
+    /// spinning, before the full scan.
+    fn any_data(&self, set: &mut dyn Set) -> bool {
+        (0..set.len()).any(|i| {
+            let ch = set.channel(i);
+            ch.has_data() || ch.peer_closed()
+        })
+    }
+
+    /// Looks at every peer's process; the ones gone are ready.
+    fn check_peers(&mut self, set: &mut dyn Set) {
+        self.last_check = Some(Instant::now());
+        let n = set.len();
+        for k in 0..n {
+            let i = (self.start + k) % n;
+            if set.channel(i).check_peer().is_err() && !self.ready.contains(&i) {
+                self.ready.push(i);
+            }
+        }
+    }
+
+    /// True once a liveness period passed since the last look at the peers.
+    fn check_due(&self) -> bool {
+        self.last_check
+            .is_none_or(|t| t.elapsed() >= LIVENESS_PERIOD)
+    }
+
+    fn run(&mut self, set: &mut dyn Set, deadline: Option<Instant>) -> Result<()> {
+        // Acquire: pairs with the client's Release increment of the doorbell.
+        let mut bell_seen = set.bell().map(|b| b.load(Ordering::Acquire));
+        if bell_seen.is_some() {
+            set.accept()?;
+        }
+        self.rotate(set.len());
+        self.scan(set);
+        // Busy channels keep the selector from sleeping: look at the peers here too, so a dead
+        // one is reported within a liveness period however much the others talk.
+        if self.check_due() {
+            self.check_peers(set);
+        }
+        if !self.ready.is_empty() {
+            return Ok(());
+        }
+        // Poll for a short while: a reply that is already on its way costs no sleep.
+        if self.spin.is_zero() {
+            self.spin = SPIN_MAX;
+        }
+        let spin_until = Instant::now() + self.spin;
+        'spin: loop {
+            // Look at the rings between single pause hints (a pause can take 100+ cycles), and
+            // at the clock once per batch.
+            for _ in 0..32 {
+                if self.any_data(set) {
+                    self.spin = (self.spin * 2).min(SPIN_MAX);
+                    break 'spin;
+                }
+                std::hint::spin_loop();
+            }
+            if Instant::now() >= spin_until {
+                self.spin = (self.spin / 2).max(SPIN_MIN);
+                break;
+            }
+        }
+        self.scan(set);
+        if !self.ready.is_empty() {
+            return Ok(());
+        }
+        let mut next_check = self.last_check.unwrap_or_else(Instant::now) + LIVENESS_PERIOD;
+        loop {
+            let now = Instant::now();
+            if now >= next_check {
+                self.check_peers(set);
+                next_check = now + LIVENESS_PERIOD;
+                if !self.ready.is_empty() {
+                    return Ok(());
+                }
+            }
+            if let Some(bell) = set.bell() {
+                // Acquire: as above.
+                let rung = bell.load(Ordering::Acquire);
+                if Some(rung) != bell_seen {
+                    bell_seen = Some(rung);
+                    let before = set.len();
+                    set.accept()?;
+                    if set.len() != before {
+                        self.scan(set);
+                        return Ok(());
+                    }
+                }
+            }
+            let mut nap = next_check.saturating_duration_since(now);
+            if let Some(d) = deadline {
+                if now >= d {
+                    self.ready.clear();
+                    return Ok(());
+                }
+                nap = nap.min(d - now);
+            }
+            let polled = self.sleep(set, bell_seen, nap);
+            if polled {
+                std::thread::sleep(nap.min(POLL_SLICE));
+            }
+            self.scan(set);
+            if !self.ready.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Announces a sleeper on every channel (the first 128), looks once more, and sleeps until a
+    /// word is woken or `nap` passes (a millisecond at most when not every channel can wake
+    /// us). True when the kernel cannot wait on many words and the caller must sleep a short
+    /// slice itself.
+    fn sleep(&mut self, set: &mut dyn Set, bell_seen: Option<u32>, nap: Duration) -> bool {
+        let n = set.len();
+        self.waiters.clear();
+        self.announced.clear();
+        let mut partial = n + usize::from(bell_seen.is_some()) > WAITV_MAX;
+        if let (Some(bell), Some(seen)) = (set.bell(), bell_seen) {
+            self.waiters.push(Waiter::new(bell, seen));
+        }
+        for k in 0..n {
+            if self.waiters.len() == WAITV_MAX {
+                break;
+            }
+            let i = (self.start + k) % n;
+            let ch = set.channel(i);
+            if ch.wait_strategy() != WaitStrategy::Block {
+                partial = true;
+                continue;
+            }
+            let cell = ch.data_cell();
+            // Acquire: pairs with the Release increment in the peer's wake-up call.
+            let seen = cell.futex.load(Ordering::Acquire);
+            // Relaxed RMW, ordered by the fence below (F1 of the channel's handshake).
+            cell.sleepers.fetch_add(1, Ordering::Relaxed);
+            self.waiters.push(Waiter::cell(&cell.futex, seen));
+            self.announced.push(i);
+        }
+        // F1: pairs with F2 in the peer's `wake_if_sleeping`: either we see its frame below, or
+        // it sees our sleeper and changes the futex word we are about to wait on.
+        full_fence();
+        self.scan(set);
+        let mut polled = false;
+        if self.ready.is_empty() {
+            let timeout = if partial { nap.min(POLL_SLICE) } else { nap };
+            if futex::wait_any(&self.waiters, Some(timeout)) == WaitAny::Unsupported {
+                polled = true;
+            }
+        }
+        for &i in &self.announced {
+            // Relaxed: only the count matters; the peer reads it after its own fence.
+            set.channel(i)
+                .data_cell()
+                .sleepers
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+        polled && self.ready.is_empty()
+    }
+}

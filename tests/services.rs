@@ -1,0 +1,531 @@
+//! Services across real processes: one listener serving many client processes, clients and
+//! servers dying, and a selector over many idle channels.
+//!
+//! Client and server processes are this test binary run again with `SHMLINK_SVC_ROLE` set
+//! (see `child`).
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use shmlink::{Channel, Config, Connection, Error, Listener, Selector, WaitStrategy};
+use support::{serial, unique, ChildGuard, NameGuard, WATCHDOG};
+
+const ROLE: &str = "SHMLINK_SVC_ROLE";
+
+/// Runs this binary again as a client or server: `role` and its arguments go through the
+/// environment so the test harness only runs `child`.
+fn spawn_role(role: &str, args: &[String]) -> ChildGuard {
+    let child = Command::new(std::env::current_exe().expect("current_exe"))
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env(ROLE, format!("{role} {}", args.join(" ")))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("re-exec the test binary");
+    ChildGuard::from(child)
+}
+
+/// Waits until a re-executed server printed `ready` (after the test harness's own lines).
+fn wait_ready(child: &mut ChildGuard) {
+    use std::io::BufRead;
+    let stdout = child.child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if line.trim_end().ends_with("ready") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("server {} did not start", child.pid()));
+}
+
+/// The entry point of the re-executed processes; a no-op in a normal test run.
+#[test]
+fn child() {
+    let Ok(spec) = std::env::var(ROLE) else {
+        return;
+    };
+    let args: Vec<&str> = spec.split_whitespace().collect();
+    let code = match args.as_slice() {
+        ["client", name, id, count] => client(name, id.parse().unwrap(), count.parse().unwrap()),
+        ["server", name] => server(name),
+        ["deaf", name] => {
+            // Binds and never accepts.
+            let _listener = Listener::bind(name, &Config::default()).expect("bind");
+            println!("ready");
+            loop {
+                std::thread::park();
+            }
+        }
+        other => panic!("unknown role {other:?}"),
+    };
+    std::process::exit(code);
+}
+
+/// Exchanges `count` checked messages (0 = until killed) and exits 0 if every reply was right.
+fn client(name: &str, id: u64, count: u64) -> i32 {
+    let mut ch = match Listener::connect_timeout(name, WaitStrategy::Block, WATCHDOG) {
+        Ok(ch) => ch,
+        Err(e) => {
+            eprintln!("client {id}: connect: {e}");
+            return 2;
+        }
+    };
+    let mut i = 0u64;
+    while count == 0 || i < count {
+        let msg = format!("client {id} message {i} {}", "x".repeat((i % 97) as usize));
+        if let Err(e) = ch.send(msg.as_bytes()) {
+            eprintln!("client {id}: send {i}: {e}");
+            return 3;
+        }
+        match ch.recv_timeout(WATCHDOG) {
+            Ok(reply) if *reply == *msg.as_bytes() => {}
+            Ok(reply) => {
+                eprintln!(
+                    "client {id}: reply {i} is {:?}",
+                    String::from_utf8_lossy(&reply)
+                );
+                return 4;
+            }
+            Err(e) => {
+                eprintln!("client {id}: recv {i}: {e}");
+                return 5;
+            }
+        }
+        i += 1;
+    }
+    0
+}
+
+/// Echo server: one thread, one selector, accepting clients until killed.
+fn server(name: &str) -> i32 {
+    let listener = Listener::bind(name, &Config::default()).expect("bind");
+    println!("ready");
+    let mut conns = Vec::new();
+    let mut selector = Selector::new();
+    loop {
+        serve_round(&listener, &mut selector, &mut conns, None);
+    }
+}
+
+/// Waits once, echoes one message per ready connection, drops the connections whose client is
+/// gone. Returns how many were dropped.
+fn serve_round(
+    listener: &Listener,
+    selector: &mut Selector,
+    conns: &mut Vec<Connection>,
+    timeout: Option<Duration>,
+) -> usize {
+    let ready = selector
+        .wait_accept(listener, conns, timeout)
+        .expect("selector")
+        .to_vec();
+    let mut gone = Vec::new();
+    for i in ready {
+        let conn = &mut conns[i];
+        let msg = match conn.try_recv() {
+            Ok(msg) => msg.to_vec(),
+            Err(Error::Empty) => continue,
+            Err(e) => {
+                assert!(e.is_disconnect(), "server: unexpected {e}");
+                gone.push(i);
+                continue;
+            }
+        };
+        if let Err(e) = conn.send(&msg) {
+            assert!(e.is_disconnect(), "server: unexpected {e}");
+            gone.push(i);
+        }
+    }
+    gone.sort_unstable();
+    for &i in gone.iter().rev() {
+        conns.swap_remove(i);
+    }
+    gone.len()
+}
+
+/// Names in /dev/shm that belong to connections of the listener `name`.
+fn connection_names(name: &str) -> Vec<String> {
+    let prefix = format!("shmlink-{name}.");
+    std::fs::read_dir("/dev/shm")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|f| f.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Lines of /proc/self/maps that map the listener `name` or one of its connections (other
+/// tests of this binary map their own channels meanwhile).
+fn mappings_of(name: &str) -> usize {
+    let listener = format!("/shmlink-{name} ");
+    let connection = format!("/shmlink-{name}.");
+    std::fs::read_to_string("/proc/self/maps")
+        .expect("maps")
+        .lines()
+        .filter(|l| l.contains(&connection) || format!("{l} ").contains(&listener))
+        .count()
+}
+
+/// Serves until `done()` or the watchdog; returns the connections dropped.
+fn serve_until(
+    listener: &Listener,
+    conns: &mut Vec<Connection>,
+    limit: Duration,
+    mut done: impl FnMut(usize, &[Connection]) -> bool,
+) -> usize {
+    let mut selector = Selector::new();
+    let deadline = Instant::now() + limit;
+    let mut dropped = 0;
+    while !done(dropped, conns) {
+        assert!(
+            Instant::now() < deadline,
+            "server did not finish in {limit:?}"
+        );
+        dropped += serve_round(
+            listener,
+            &mut selector,
+            conns,
+            Some(Duration::from_millis(200)),
+        );
+    }
+    dropped
+}
+
+#[test]
+fn sixteen_clients_then_sixteen_more_lose_nothing_and_leave_no_names() {
+    let _serial = serial();
+    let name = unique("svc16");
+    let _guard = NameGuard(name.clone());
+    let listener = Listener::bind(&name, &Config::default()).unwrap();
+    const CLIENTS: u64 = 16;
+    const MESSAGES: u64 = 10_000;
+    let mut conns = Vec::new();
+    for round in 0..2 {
+        let mut clients: Vec<ChildGuard> = (0..CLIENTS)
+            .map(|i| {
+                spawn_role(
+                    "client",
+                    &[
+                        name.clone(),
+                        (round * CLIENTS + i).to_string(),
+                        MESSAGES.to_string(),
+                    ],
+                )
+            })
+            .collect();
+        let dropped = serve_until(&listener, &mut conns, 6 * WATCHDOG, |dropped, conns| {
+            dropped == CLIENTS as usize && conns.is_empty()
+        });
+        assert_eq!(dropped, CLIENTS as usize);
+        for c in &mut clients {
+            let status = c.reap();
+            assert!(status.success(), "client {} failed: {status}", c.pid());
+        }
+        assert_eq!(connection_names(&name), Vec::<String>::new());
+    }
+    drop(listener);
+    assert!(!support::shm_path(&name).exists(), "listener name left");
+}
+
+#[test]
+fn clients_killed_at_random_free_what_the_server_held() {
+    let _serial = serial();
+    let name = unique("svckill");
+    let _guard = NameGuard(name.clone());
+    let listener = Listener::bind(&name, &Config::default()).unwrap();
+    let baseline = mappings_of(&name);
+    assert_eq!(baseline, 1, "the listener is mapped once");
+    let mut conns = Vec::new();
+    // Four clients talk until killed, four finish a fixed number of messages.
+    let mut doomed: Vec<ChildGuard> = (0..4)
+        .map(|i| spawn_role("client", &[name.clone(), i.to_string(), "0".into()]))
+        .collect();
+    let mut finishing: Vec<ChildGuard> = (4..8)
+        .map(|i| spawn_role("client", &[name.clone(), i.to_string(), "3000".into()]))
+        .collect();
+    // Kill them one by one at moments spread by a cheap pseudo-random sequence.
+    let mut seed = u64::from(std::process::id());
+    let mut kill_at = Vec::new();
+    let mut t = Instant::now();
+    for _ in 0..doomed.len() {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        t += Duration::from_millis(20 + (seed >> 33) % 150);
+        kill_at.push(t);
+    }
+    let mut killed = 0;
+    let dropped = serve_until(&listener, &mut conns, 6 * WATCHDOG, |dropped, conns| {
+        while killed < doomed.len() && Instant::now() >= kill_at[killed] {
+            doomed[killed].kill();
+            killed += 1;
+        }
+        killed == doomed.len() && dropped == 8 && conns.is_empty()
+    });
+    assert_eq!(dropped, 8);
+    for c in &mut finishing {
+        let status = c.reap();
+        assert!(status.success(), "client {} failed: {status}", c.pid());
+    }
+    for c in &mut doomed {
+        c.reap();
+    }
+    assert_eq!(
+        mappings_of(&name),
+        baseline,
+        "the server still maps connections"
+    );
+    // A killed client's name is removed when its connection drops, or, if its process was
+    // still exiting then, by one of the listener's next sweeps.
+    let deadline = Instant::now() + WATCHDOG;
+    while !connection_names(&name).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "names left: {:?}",
+            connection_names(&name)
+        );
+        assert!(matches!(listener.try_accept(), Err(Error::Empty)));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_killed_server_is_noticed_by_every_client_and_its_name_reclaimed() {
+    let _serial = serial();
+    let name = unique("svcdead");
+    let _guard = NameGuard(name.clone());
+    let mut server = spawn_role("server", std::slice::from_ref(&name));
+    wait_ready(&mut server);
+    let clients: Vec<Channel> = (0..4)
+        .map(|_| Listener::connect_timeout(&name, WaitStrategy::Block, WATCHDOG).unwrap())
+        .collect();
+    let (echoed_tx, echoed) = std::sync::mpsc::channel();
+    let threads: Vec<_> = clients
+        .into_iter()
+        .map(|mut ch| {
+            let echoed_tx = echoed_tx.clone();
+            std::thread::spawn(move || {
+                ch.send(b"hello").unwrap();
+                assert_eq!(&*ch.recv_timeout(WATCHDOG).unwrap(), b"hello");
+                echoed_tx.send(()).unwrap();
+                // Now wait on a server that is about to be killed: the watchdog is one second.
+                let result = ch.recv_timeout(Duration::from_secs(1)).map(|m| m.to_vec());
+                (result, ch)
+            })
+        })
+        .collect();
+    // Kill the server once every client got its echo and is about to wait.
+    for _ in 0..4 {
+        echoed.recv_timeout(WATCHDOG).expect("a client got no echo");
+    }
+    let pid = server.pid();
+    server.kill();
+    server.reap();
+    for t in threads {
+        let (result, _ch) = t.join().unwrap();
+        match result {
+            Err(Error::PeerGone { pid: gone }) => assert_eq!(gone, pid),
+            other => panic!("client got {other:?} instead of PeerGone within 1 s"),
+        }
+    }
+    // The name is stale: a new server takes it over, and clients reach the new one.
+    let listener = Listener::bind(&name, &Config::default()).expect("reclaim the listener name");
+    let connector = {
+        let name = name.clone();
+        std::thread::spawn(move || Listener::connect(&name, WaitStrategy::Block))
+    };
+    let mut conn = listener.accept_timeout(WATCHDOG).unwrap();
+    let mut ch = connector.join().unwrap().unwrap();
+    ch.send(b"again").unwrap();
+    assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"again");
+}
+
+#[test]
+fn past_the_client_limit_connect_fails_with_a_typed_error() {
+    let name = unique("svclimit");
+    let _guard = NameGuard(name.clone());
+    let listener = Listener::bind_with_limit(&name, &Config::default(), 2).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let n = name.clone();
+        let t = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
+        let conn = listener.accept_timeout(WATCHDOG).unwrap();
+        held.push((conn, t.join().unwrap().unwrap()));
+    }
+    match Listener::connect(&name, WaitStrategy::Block) {
+        Err(Error::TooManyClients { name: n, limit }) => {
+            assert_eq!((n.as_str(), limit), (name.as_str(), 2));
+        }
+        other => panic!("expected TooManyClients, got {other:?}"),
+    }
+    // A plain connect on the listener's name is refused, not misread.
+    assert!(matches!(
+        Channel::connect(&name, WaitStrategy::Block),
+        Err(Error::BadMagic(_))
+    ));
+    // Dropping a connection frees its slot.
+    held.pop();
+    let n = name.clone();
+    let t = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
+    let _conn = listener.accept_timeout(WATCHDOG).unwrap();
+    t.join().unwrap().unwrap();
+    // The listener shows up in the segment list as live, its creator this process.
+    let info = shmlink::segments::inspect(&name).unwrap();
+    assert!(info.ready && !info.stale, "{info:?}");
+    assert_eq!(info.creator.pid, std::process::id());
+}
+
+/// CPU time this thread used so far.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Voluntary context switches of this thread so far.
+fn voluntary_switches() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/status")
+        .expect("status")
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches")
+}
+
+#[test]
+fn a_selector_over_100_idle_channels_sleeps_and_wakes_on_any() {
+    let base = unique("sel");
+    let mut names = Vec::new();
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    for i in 0..100 {
+        let name = format!("{base}-{i}");
+        names.push(NameGuard(name.clone()));
+        senders.push(Channel::create(&name, &Config::default()).unwrap());
+        receivers.push(Channel::connect(&name, WaitStrategy::Block).unwrap());
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let selector = std::thread::spawn(move || {
+        let mut selector = Selector::new();
+        // Idle for a second: only the liveness look may wake the thread.
+        let (cpu0, sw0) = (thread_cpu(), voluntary_switches());
+        let ready = selector
+            .wait(&mut receivers, Some(Duration::from_secs(1)))
+            .unwrap()
+            .to_vec();
+        let (cpu, switches) = (thread_cpu() - cpu0, voluntary_switches() - sw0);
+        tx.send((ready, cpu, switches)).unwrap();
+        // Then wait with no timeout until a message comes.
+        let ready = selector.wait(&mut receivers, None).unwrap().to_vec();
+        let got = receivers[57].try_recv().unwrap().to_vec();
+        tx.send((ready, Duration::ZERO, 0)).unwrap();
+        got
+    });
+    let (ready, cpu, switches) = rx.recv_timeout(WATCHDOG).unwrap();
+    assert!(ready.is_empty(), "idle channels reported ready: {ready:?}");
+    let period_wakes = (1000 / shmlink::LIVENESS_PERIOD.as_millis()) as u64;
+    assert!(
+        switches <= 2 * period_wakes + 5,
+        "{switches} wake-ups in 1 s (liveness period allows {period_wakes})"
+    );
+    assert!(
+        cpu < Duration::from_millis(200),
+        "idle selector used {cpu:?} of CPU"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    senders[57].send(b"for 57").unwrap();
+    let (ready, _, _) = rx.recv_timeout(WATCHDOG).expect("selector did not wake");
+    assert_eq!(ready, vec![57]);
+    assert_eq!(selector.join().unwrap(), b"for 57");
+}
+
+#[test]
+fn a_chatty_channel_does_not_starve_the_others() {
+    let base = unique("fair");
+    let mut guards = Vec::new();
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    for i in 0..3 {
+        let name = format!("{base}-{i}");
+        guards.push(NameGuard(name.clone()));
+        senders.push(Channel::create(&name, &Config::default()).unwrap());
+        receivers.push(Channel::connect(&name, WaitStrategy::Block).unwrap());
+    }
+    // Channel 0 always has more to read; 1 and 2 get one message each.
+    for _ in 0..1000 {
+        senders[0].send(b"chatty").unwrap();
+    }
+    senders[1].send(b"one").unwrap();
+    senders[2].send(b"two").unwrap();
+    let mut selector = Selector::new();
+    let mut served = [0usize; 3];
+    for _ in 0..3 {
+        let ready = selector
+            .wait(&mut receivers, Some(WATCHDOG))
+            .unwrap()
+            .to_vec();
+        for i in ready {
+            if receivers[i].try_recv().is_ok() {
+                served[i] += 1;
+            }
+        }
+    }
+    assert_eq!(&served[1..], &[1, 1], "quiet channels starved: {served:?}");
+}
+
+#[test]
+fn a_client_waiting_to_be_accepted_notices_a_dead_server() {
+    let name = unique("svcdeaf");
+    let _guard = NameGuard(name.clone());
+    let mut server = spawn_role("deaf", std::slice::from_ref(&name));
+    wait_ready(&mut server);
+    let n = name.clone();
+    let waiting = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
+    std::thread::sleep(Duration::from_millis(50));
+    let pid = server.pid();
+    server.kill();
+    server.reap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(waiting.join().unwrap());
+    });
+    match rx.recv_timeout(WATCHDOG).expect("connect did not return") {
+        Err(Error::PeerGone { pid: gone }) => assert_eq!(gone, pid),
+        other => panic!("expected PeerGone, got {other:?}"),
+    }
+    // The client's own channel went away with its error.
+    assert_eq!(connection_names(&name), Vec::<String>::new());
+}
+
+#[test]
+fn a_client_that_gives_up_waiting_frees_its_slot() {
+    let name = unique("svcgiveup");
+    let _guard = NameGuard(name.clone());
+    let listener = Listener::bind_with_limit(&name, &Config::default(), 1).unwrap();
+    assert!(matches!(
+        Listener::connect_timeout(&name, WaitStrategy::Block, Duration::from_millis(30)),
+        Err(Error::Timeout)
+    ));
+    assert!(matches!(listener.try_accept(), Err(Error::Empty)));
+    // The one slot is free again: the next client gets in.
+    let n = name.clone();
+    let t = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
+    let mut conn = listener.accept_timeout(WATCHDOG).unwrap();
+    let mut ch = t.join().unwrap().unwrap();
+    ch.send(b"in").unwrap();
+    assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"in");
+    assert_eq!(connection_names(&name).len(), 1);
+}

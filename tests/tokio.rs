@@ -1,0 +1,170 @@
+//! The async API (feature `tokio`) across real processes: a server process accepting with
+//! `AsyncListener` and eight client tasks in one current-thread runtime.
+#![cfg(feature = "tokio")]
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use shmlink::tokio::{connect, AsyncChannel, AsyncListener};
+use shmlink::{Channel, Config, Error, WaitStrategy};
+use support::{unique, ChildGuard, NameGuard, WATCHDOG};
+
+const ROLE: &str = "SHMLINK_TOKIO_ROLE";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime")
+}
+
+/// Runs `f` on a current-thread runtime in another thread; fails the test after `limit`.
+fn run_with_watchdog<T: Send + 'static>(
+    limit: Duration,
+    f: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(runtime().block_on(f));
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("async test did not finish within {limit:?}"))
+}
+
+/// The entry point of the re-executed server; a no-op in a normal test run.
+#[test]
+fn child() {
+    let Ok(name) = std::env::var(ROLE) else {
+        return;
+    };
+    runtime().block_on(async move {
+        let mut listener = AsyncListener::bind(&name, &Config::default()).expect("bind");
+        println!("ready");
+        loop {
+            let mut conn = listener.accept().await.expect("accept");
+            tokio::spawn(async move {
+                while let Ok(msg) = conn.recv().await {
+                    if conn.send(&msg).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn spawn_server(name: &str) -> ChildGuard {
+    use std::io::BufRead;
+    let mut child = ChildGuard::from(
+        Command::new(std::env::current_exe().expect("current_exe"))
+            .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+            .env(ROLE, name)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("re-exec the test binary"),
+    );
+    let stdout = child.child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if line.trim_end().ends_with("ready") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(WATCHDOG).expect("server did not start");
+    child
+}
+
+#[test]
+fn eight_client_tasks_against_a_server_process() {
+    let name = unique("tokio8");
+    let _guard = NameGuard(name.clone());
+    let mut server = spawn_server(&name);
+    let n = name.clone();
+    let results = run_with_watchdog(3 * WATCHDOG, async move {
+        let tasks: Vec<_> = (0..8u32)
+            .map(|id| {
+                let name = n.clone();
+                tokio::spawn(async move {
+                    let mut ch = connect(&name).await?;
+                    // Half the tasks poll their ring briefly before sleeping.
+                    if id % 2 == 1 {
+                        ch.set_spin(Duration::from_micros(20));
+                    }
+                    for i in 0..1000u32 {
+                        let msg = format!("task {id} message {i}");
+                        ch.send(msg.as_bytes()).await?;
+                        let reply = ch.recv().await?;
+                        if reply != msg.as_bytes() {
+                            return Err(Error::Corrupt(format!("task {id}: wrong reply {i}")));
+                        }
+                    }
+                    Ok::<u32, Error>(id)
+                })
+            })
+            .collect();
+        let mut done = Vec::new();
+        for t in tasks {
+            done.push(t.await.expect("task panicked"));
+        }
+        done
+    });
+    for (id, r) in results.into_iter().enumerate() {
+        assert_eq!(r.unwrap(), id as u32);
+    }
+    server.kill();
+    server.reap();
+}
+
+#[test]
+fn a_full_ring_makes_send_wait_and_a_dead_peer_ends_recv() {
+    let name = unique("tokiofull");
+    let _guard = NameGuard(name.clone());
+    let config = Config {
+        capacity: 4096,
+        wait: WaitStrategy::Block,
+    };
+    let mut peer = Channel::create(&name, &config).unwrap();
+    let ch = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    // The peer thread reads slowly, so the async sender fills the 4 KiB ring and must wait.
+    let reader = std::thread::spawn(move || {
+        let mut got = 0u32;
+        while got < 200 {
+            let msg = peer.recv_timeout(WATCHDOG).unwrap();
+            assert_eq!(&*msg, &[got as u8; 500][..]);
+            got += 1;
+            if got % 20 == 0 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        peer.send(b"bye").unwrap();
+        // Dropping the peer closes the channel: the task's next recv ends.
+    });
+    let result = run_with_watchdog(WATCHDOG, async move {
+        let mut ch = AsyncChannel::new(ch)?;
+        for i in 0..200u32 {
+            ch.send(&[i as u8; 500]).await?;
+        }
+        let bye = ch.recv().await?;
+        let end = ch.recv().await;
+        Ok::<_, Error>((bye, end))
+    });
+    reader.join().unwrap();
+    let (bye, end) = result.unwrap();
+    assert_eq!(bye, b"bye");
+    assert!(matches!(end, Err(Error::Disconnected)), "{end:?}");
+}
+
+#[test]
+fn a_spinning_channel_is_refused() {
+    let name = unique("tokiospin");
+    let _guard = NameGuard(name.clone());
+    let _a = Channel::create(&name, &Config::default()).unwrap();
+    let b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+    assert!(matches!(AsyncChannel::new(b), Err(Error::InvalidConfig(_))));
+}
