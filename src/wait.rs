@@ -139,6 +139,18 @@ const MIN_HIT_SHARE: u32 = ONE / 4;
 /// A `Block` endpoint that stopped spinning still spins on one wait in this many, to notice
 /// when spinning pays again.
 const PROBE_EVERY: u32 = 256;
+/// How long `Block` may poll (yielding between batches) right after it woke its peer, when
+/// that has recently been quicker than sleeping: enough to cover the peer's wake-up on an
+/// otherwise idle core (tens of microseconds on a virtual machine), so that two endpoints that
+/// keep waking each other can fall back into spinning instead of sleeping turn by turn.
+const POST_WAKE_SPIN: Duration = Duration::from_micros(150);
+/// A sleep right after waking the peer that lasts longer than this means the peer's answer
+/// waited for a core to wake up from idle, not for the work itself.
+const SLOW_WAKE: Duration = Duration::from_micros(25);
+/// While it polls after waking its peer, a `Block` endpoint still sleeps at once in one such
+/// wait in this many, to see whether sleeping has become quick (the machine got busy).
+const POST_WAKE_EXPLORE: u32 = 32;
+
 /// After spinning this long without data, `Spin` yields the core once per batch of polls, so a
 /// peer that shares the core (an oversubscribed machine) gets to run instead of waiting for the
 /// end of our time slice. A message that arrives sooner never pays for it.
@@ -176,6 +188,11 @@ pub(crate) struct Waiter {
     hit_share: u32,
     /// Waits since the last spin, for the occasional probe.
     since_spin: u32,
+    /// Moving average (weight 1/8), out of [`ONE`], of the share of sleeps right after waking
+    /// the peer that took longer than [`SLOW_WAKE`] but no longer than [`POST_WAKE_SPIN`].
+    slow_wakes: u32,
+    /// Waits right after waking the peer, for the occasional try of the slower way.
+    post_wakes: u32,
     watch: Watch,
 }
 
@@ -216,6 +233,8 @@ impl Waiter {
             strategy,
             hit_share: ONE,
             since_spin: 0,
+            slow_wakes: 0,
+            post_wakes: 0,
             watch: Watch::Pending,
         }
     }
@@ -269,6 +288,30 @@ impl Waiter {
         BLOCK_SPIN
     }
 
+    /// Right after waking the peer: poll (`true`, for at most [`POST_WAKE_SPIN`], yielding
+    /// between batches) or sleep at once (`false`). Sleeping at once is right when the woken
+    /// peer gets a core quickly: on a busy machine it may need ours, and a wake-up there takes a
+    /// few microseconds. When most of those sleeps last longer than [`SLOW_WAKE`], the cores
+    /// are idle and each wake-up is paid twice per round trip; polling then keeps our core
+    /// awake, catches the answer as soon as it comes, and lets the two ends fall back into
+    /// spinning. One post-wake wait in [`POST_WAKE_EXPLORE`] sleeps anyway, to notice the
+    /// machine getting busy.
+    fn post_wake_polls(&mut self) -> bool {
+        if cfg!(loom) {
+            return false;
+        }
+        self.post_wakes = self.post_wakes.wrapping_add(1);
+        self.slow_wakes > ONE / 2 && self.post_wakes % POST_WAKE_EXPLORE != 0
+    }
+
+    /// Folds how long a sleep right after waking the peer took into [`Waiter::slow_wakes`]. Only
+    /// a sleep that a poll of [`POST_WAKE_SPIN`] would have saved counts as slow: a longer one
+    /// waited for the peer to have something to say (a paced exchange), not for a core.
+    fn learn_post_wake(&mut self, took: Duration) {
+        let slow = took > SLOW_WAKE && took <= POST_WAKE_SPIN;
+        self.slow_wakes = self.slow_wakes - self.slow_wakes / 8 + if slow { ONE / 8 } else { 0 };
+    }
+
     /// `Spin` and `SpinYield`: poll, looking at the peer every [`CHECK_INTERVAL`].
     fn wait_spin(
         &mut self,
@@ -310,8 +353,8 @@ impl Waiter {
         }
     }
 
-    /// `Block`: spin for the learnt budget (not at all right after waking the peer), then
-    /// sleep until woken.
+    /// `Block`: spin for the learnt budget (right after waking the peer: poll or not, as
+    /// `post_wake_polls` judges), then sleep until woken.
     fn wait_block(
         &mut self,
         cell: &WaitCell,
@@ -320,20 +363,53 @@ impl Waiter {
         ready: &mut impl FnMut() -> bool,
         peer: &mut impl Peer,
     ) -> Result<()> {
-        // Right after waking the peer, sleep at once: it answers only once it has been woken
-        // and got a core, perhaps the one we would spin on. (Yielding instead does not help on
-        // a busy machine: the scheduler hands the rest of our time slice to another process.)
-        let budget = if take_woke_peer() {
-            Duration::ZERO
-        } else {
-            self.spin_budget()
-        };
+        if take_woke_peer() {
+            // Right after waking the peer, it answers only once it has been woken and got a
+            // core, perhaps the one we would spin on: poll or sleep, whichever has lately been
+            // quicker (see `post_wake_polls`).
+            let polled = self.post_wake_polls();
+            if polled {
+                return self.poll_then_sleep(
+                    cell,
+                    started,
+                    deadline,
+                    POST_WAKE_SPIN,
+                    true,
+                    ready,
+                    peer,
+                );
+            }
+            let woken = self.sleep_until(cell, deadline, ready, peer)?;
+            if woken {
+                self.learn_post_wake(started.elapsed());
+            }
+            return Ok(());
+        }
+        let budget = self.spin_budget();
+        self.poll_then_sleep(cell, started, deadline, budget, false, ready, peer)
+    }
+
+    /// Polls for `budget` (yielding between batches if `polite`), then sleeps until woken.
+    /// Outside a post-wake wait (`polite` false), teaches `learn` whether the poll paid.
+    #[allow(clippy::too_many_arguments)]
+    fn poll_then_sleep(
+        &mut self,
+        cell: &WaitCell,
+        started: Instant,
+        deadline: Option<Instant>,
+        budget: Duration,
+        polite: bool,
+        ready: &mut impl FnMut() -> bool,
+        peer: &mut impl Peer,
+    ) -> Result<()> {
         if !budget.is_zero() {
             let until = started + budget;
             loop {
                 for _ in 0..SPINS_PER_CLOCK_READ {
                     if ready() {
-                        self.learn(true);
+                        if !polite {
+                            self.learn(true);
+                        }
                         return Ok(());
                     }
                     std::hint::spin_loop();
@@ -342,29 +418,44 @@ impl Waiter {
                 if now >= until || deadline.is_some_and(|d| now >= d) {
                     break;
                 }
+                if polite {
+                    std::thread::yield_now();
+                }
             }
         }
         // A spin that ran out counts as a miss only if data then came: a wait that ends in a
         // timeout or an error says nothing about whether spinning pays.
-        let missed = !budget.is_zero();
+        let missed = !budget.is_zero() && !polite;
+        if self.sleep_until(cell, deadline, ready, peer)? && missed {
+            self.learn(false);
+        }
+        Ok(())
+    }
+
+    /// Sleeps until `ready()`: `Ok(true)` once it is, or the error that ends the wait (data
+    /// that arrived meanwhile wins over it, see `finish`, as `Ok(false)`).
+    fn sleep_until(
+        &mut self,
+        cell: &WaitCell,
+        deadline: Option<Instant>,
+        ready: &mut impl FnMut() -> bool,
+        peer: &mut impl Peer,
+    ) -> Result<bool> {
         loop {
             // A: Acquire, pairs with the Release increments in `wake` and in the death watcher
             // (see the module docs); it must come before the looks at the peer below.
             let seen = cell.futex.load(Ordering::Acquire);
             let (timeout, unwatched) = match self.prepare_sleep(cell, peer, deadline) {
                 Ok(Some(t)) => t,
-                Ok(None) => return finish(ready, Error::Timeout),
-                Err(e) => return finish(ready, e),
+                Ok(None) => return finish(ready, Error::Timeout).map(|()| false),
+                Err(e) => return finish(ready, e).map(|()| false),
             };
             if sleep(cell, seen, timeout, ready) || ready() {
-                if missed {
-                    self.learn(false);
-                }
-                return Ok(());
+                return Ok(true);
             }
             if unwatched {
                 if let Err(e) = peer.check(true) {
-                    return finish(ready, e);
+                    return finish(ready, e).map(|()| false);
                 }
             }
         }
@@ -484,6 +575,41 @@ mod tests {
         }
         fn process(&mut self) -> Option<(u32, u64)> {
             None
+        }
+    }
+
+    #[test]
+    fn after_waking_its_peer_block_polls_only_while_sleeps_wait_for_an_idle_core() {
+        let mut w = Waiter::new(WaitStrategy::Block);
+        let polls = |w: &mut Waiter| {
+            (0..POST_WAKE_EXPLORE)
+                .filter(|_| w.post_wake_polls())
+                .count()
+        };
+        assert_eq!(polls(&mut w), 0, "a new waiter sleeps at once after a wake");
+        // Sleeps that a short poll would have saved: the peer's core was waking from idle.
+        for _ in 0..16 {
+            w.learn_post_wake(Duration::from_micros(60));
+        }
+        assert_eq!(
+            polls(&mut w),
+            POST_WAKE_EXPLORE as usize - 1,
+            "polls, but still sleeps once in a while to notice a busy machine"
+        );
+        // Quick wake-ups (a busy machine) or long gaps (a paced peer): sleep at once again.
+        for took in [Duration::from_micros(3), Duration::from_millis(1)] {
+            let mut w = Waiter::new(WaitStrategy::Block);
+            for _ in 0..16 {
+                w.learn_post_wake(Duration::from_micros(60));
+            }
+            for _ in 0..16 {
+                w.learn_post_wake(took);
+            }
+            assert_eq!(
+                polls(&mut w),
+                0,
+                "sleeps of {took:?} do not call for polling"
+            );
         }
     }
 
