@@ -1,0 +1,322 @@
+//! The reading end: frames validated and read in place, guards that release them.
+
+use crate::sync::Ordering;
+use std::cell::{Cell, OnceCell};
+
+use crate::error::{Error, Result};
+use crate::layout::{WaitCell, MODE_SPIN};
+use crate::wait;
+
+use super::*;
+
+/// The reading end of a ring.
+pub struct Consumer {
+    pub(super) ptrs: RingPtrs,
+    pub(super) mask: u64,
+    /// Our index: bytes released so far. Never reread from shared memory.
+    pub(super) head: u64,
+    pub(super) max_len: usize,
+    /// Private copies of frames for [`ReadGuard::json`]: lent to one guard at a time and given
+    /// back when it drops, so decoding allocates only when a frame is larger than any before.
+    pub(super) spare: Cell<Vec<u8>>,
+    pub(super) _owned: Option<std::sync::Arc<Owned>>,
+}
+
+// SAFETY: as for `Producer`; `spare` is plain owned memory.
+unsafe impl Send for Consumer {}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("capacity", &self.ptrs.capacity)
+            .field("head", &self.head)
+            .finish()
+    }
+}
+
+impl Consumer {
+    /// # Safety
+    /// As for [`Producer::new`], with at most one consumer at a time.
+    pub(crate) unsafe fn new(ptrs: RingPtrs, owned: Option<std::sync::Arc<Owned>>) -> Result<Self> {
+        // Acquire: pairs with the Release store of our predecessor's index.
+        let head = ptrs.header().head.load(Ordering::Acquire);
+        // Acquire: pairs with the producer's Release store of its informational index.
+        let tail = ptrs.header().tail.load(Ordering::Acquire);
+        if head % FRAME_ALIGN as u64 != 0
+            || tail % FRAME_ALIGN as u64 != 0
+            || head > tail
+            || tail - head > ptrs.capacity as u64
+        {
+            return Err(Error::corrupt(format!(
+                "ring indices out of range: head {head}, tail {tail}"
+            )));
+        }
+        Ok(Consumer {
+            mask: ptrs.capacity as u64 - 1,
+            max_len: max_payload(ptrs.capacity),
+            ptrs,
+            head,
+            spare: Cell::new(Vec::new()),
+            _owned: owned,
+        })
+    }
+
+    /// Bytes in the ring region.
+    pub fn capacity(&self) -> usize {
+        self.ptrs.capacity
+    }
+
+    /// True when a frame (or a PAD) is waiting: one relaxed load, for spinning on.
+    #[inline]
+    pub fn has_data(&self) -> bool {
+        // Relaxed: only a hint; `try_read` loads the same word again with OBSERVE.
+        self.ptrs
+            .word((self.head & self.mask) as usize)
+            .load(Ordering::Relaxed)
+            != 0
+    }
+
+    /// Takes the next frame, if one is there: [`Error::Empty`] when none is, and
+    /// [`Error::Corrupt`] when the shared memory holds something that is not a valid frame.
+    #[inline]
+    pub fn try_read(&mut self) -> Result<ReadGuard<'_>> {
+        let frame = self.next_frame()?;
+        Ok(self.guard(frame))
+    }
+
+    /// Wraps a frame found by `next_frame` in a guard that releases it on drop.
+    #[inline]
+    pub(crate) fn guard(&mut self, frame: Frame) -> ReadGuard<'_> {
+        ReadGuard {
+            src: Source::Frame {
+                consumer: self,
+                offset: frame.offset,
+                len: frame.len,
+                kind: frame.kind,
+                size: frame.size,
+            },
+            copy: OnceCell::new(),
+        }
+    }
+
+    /// Validates the frame at our position, skipping at most one PAD.
+    #[inline]
+    pub(crate) fn next_frame(&mut self) -> Result<Frame> {
+        let cap = self.mask + 1;
+        let mut skipped = false;
+        loop {
+            let pos = (self.head & self.mask) as usize;
+            // OBSERVE (Acquire): pairs with PUBLISH in Producer::publish / try_reserve_kind.
+            let word = self.ptrs.word(pos).load(OBSERVE);
+            if word == 0 {
+                return Err(Error::Empty);
+            }
+            let (tag, kind, len) = decode(word);
+            if tag != tag_of(self.head) {
+                return Err(Error::corrupt(format!(
+                    "frame header {word:#018x} at offset {pos} carries a tag for another position"
+                )));
+            }
+            match kind {
+                kind::PAD => {
+                    if pos == 0 || skipped {
+                        return Err(Error::corrupt(format!(
+                            "padding marker at offset {pos} does not end a lap"
+                        )));
+                    }
+                    skipped = true;
+                    self.head += cap - pos as u64;
+                    self.store_head();
+                }
+                kind::DATA..=kind::MAX => {
+                    let len = len as usize;
+                    let size = frame_size(len) as u64;
+                    if len > self.max_len || pos as u64 + size > cap {
+                        return Err(Error::corrupt(format!(
+                            "frame of {len} bytes at offset {pos} runs past the region"
+                        )));
+                    }
+                    return Ok(Frame {
+                        offset: pos + FRAME_HEADER,
+                        len,
+                        kind,
+                        size,
+                    });
+                }
+                _ => {
+                    return Err(Error::corrupt(format!(
+                        "unknown frame kind {kind} at offset {pos}"
+                    )))
+                }
+            }
+        }
+    }
+
+    #[inline]
+    pub(super) fn store_head(&self) {
+        // RELEASE_SPACE (Release): pairs with RECLAIM in Producer::refresh_head; our reads of the
+        // frame happen before the producer may overwrite it.
+        self.ptrs.header().head.store(self.head, RELEASE_SPACE);
+        if self.ptrs.peer_mode() != MODE_SPIN {
+            wait::wake_if_sleeping(&self.ptrs.header().space_wait);
+        }
+    }
+
+    /// The wait cell the consumer sleeps on when the ring is empty.
+    pub(crate) fn data_cell(&self) -> &WaitCell {
+        &self.ptrs.header().data_wait
+    }
+
+    /// The wait cell the producer sleeps on (used to wake it on close).
+    pub(crate) fn space_cell(&self) -> &WaitCell {
+        &self.ptrs.header().space_wait
+    }
+}
+
+/// A validated frame at the consumer's position, not yet handed out.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Frame {
+    pub(super) offset: usize,
+    pub(super) len: usize,
+    pub(super) kind: u8,
+    pub(super) size: u64,
+}
+
+impl Frame {
+    /// The frame kind.
+    #[inline]
+    pub(crate) fn kind(&self) -> u8 {
+        self.kind
+    }
+
+    /// Bytes of the ring the frame occupies, header included.
+    #[inline]
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+/// One received message. Derefs to the payload bytes.
+///
+/// For a message that fit in one frame the bytes are read in place in the ring, and the space is
+/// released when the guard drops. A message that arrived in fragments (larger than one frame) is
+/// reassembled into the channel's buffer, which the guard borrows.
+pub struct ReadGuard<'a> {
+    src: Source<'a>,
+    /// A private copy of a frame's bytes, made by the first [`json`](ReadGuard::json) call:
+    /// what is decoded must be memory the peer cannot write.
+    copy: OnceCell<Vec<u8>>,
+}
+
+enum Source<'a> {
+    Frame {
+        consumer: &'a mut Consumer,
+        offset: usize,
+        len: usize,
+        kind: u8,
+        size: u64,
+    },
+    Assembled(&'a [u8]),
+}
+
+impl<'a> ReadGuard<'a> {
+    /// A guard over bytes reassembled outside the ring.
+    pub(crate) fn assembled(bytes: &'a [u8]) -> Self {
+        ReadGuard {
+            src: Source::Assembled(bytes),
+            copy: OnceCell::new(),
+        }
+    }
+
+    /// True when the bytes were reassembled from fragments outside the ring.
+    #[inline]
+    pub(crate) fn is_assembled(&self) -> bool {
+        matches!(self.src, Source::Assembled(_))
+    }
+
+    /// The frame kind; `DATA` for reassembled messages.
+    #[inline]
+    pub(crate) fn kind(&self) -> u8 {
+        match self.src {
+            Source::Frame { kind, .. } => kind,
+            Source::Assembled(_) => kind::DATA,
+        }
+    }
+
+    /// Decodes the payload as JSON. The value may borrow `&str` and `&[u8]` fields, which stay
+    /// valid until the guard drops.
+    ///
+    /// A frame read in place lives in memory the peer can write, so the first call copies it
+    /// into a buffer the receiving end owns (and reuses: no allocation per message once it is
+    /// large enough), checks that copy to be UTF-8 once, up front (JSON text always is), and
+    /// decodes that same copy. A peer that rewrites the frame meanwhile can change the value
+    /// decoded, never make a borrowed `&str` invalid. A reassembled message is already private
+    /// and is decoded where it is.
+    #[inline]
+    pub fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T> {
+        let text = std::str::from_utf8(self.private_bytes())
+            .map_err(<serde_json::Error as serde::de::Error>::custom)?;
+        Ok(serde_json::from_str(text)?)
+    }
+
+    /// The payload in memory only this process writes: a copy of a frame read in place (made
+    /// once per guard), or the reassembled message.
+    pub(super) fn private_bytes(&self) -> &[u8] {
+        match &self.src {
+            Source::Frame { consumer, .. } => self.copy.get_or_init(|| {
+                let mut buf = consumer.spare.take();
+                buf.clear();
+                // The one read of the shared bytes; everything after it looks at `buf`.
+                buf.extend_from_slice(self);
+                buf
+            }),
+            Source::Assembled(bytes) => bytes,
+        }
+    }
+}
+
+impl std::ops::Deref for ReadGuard<'_> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match &self.src {
+            Source::Frame {
+                consumer,
+                offset,
+                len,
+                ..
+            } => {
+                // Under loom: the producer's writes must be visible (PUBLISH / OBSERVE).
+                #[cfg(loom)]
+                consumer.ptrs.loom_region().track_read(*offset, *len);
+                // SAFETY: `next_frame` checked that [offset, offset + len) lies inside the
+                // region; the producer does not write there until we release it in `drop`. (A
+                // hostile producer process can still change these bytes under us; they are
+                // plain bytes, any value is valid.)
+                unsafe { std::slice::from_raw_parts(consumer.ptrs.bytes(*offset), *len) }
+            }
+            Source::Assembled(bytes) => bytes,
+        }
+    }
+}
+
+impl Drop for ReadGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Source::Frame { consumer, size, .. } = &mut self.src {
+            consumer.head += *size;
+            consumer.store_head();
+            if let Some(buf) = self.copy.take() {
+                consumer.spare.set(buf);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for ReadGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadGuard")
+            .field("len", &self.len())
+            .finish()
+    }
+}

@@ -1,0 +1,127 @@
+//! A ring on the heap, for threads of one process.
+
+#[cfg(not(loom))]
+use std::alloc::{self, Layout};
+#[cfg(not(loom))]
+use std::ptr::NonNull;
+
+#[cfg(not(loom))]
+use crate::error::Error;
+use crate::error::Result;
+use crate::layout::check_capacity;
+#[cfg(not(loom))]
+use crate::layout::{RingHeader, MODE_SPIN};
+#[cfg(not(loom))]
+use crate::sync::{AtomicU32, Ordering};
+
+use super::*;
+
+/// Heap storage for an in-process ring.
+#[cfg(not(loom))]
+pub(crate) struct Owned {
+    pub(super) ptr: NonNull<u8>,
+    pub(super) layout: Layout,
+}
+
+/// Under loom, heap storage made of loom's atomics (see `crate::sync`).
+#[cfg(loom)]
+pub(crate) use crate::sync::LoomStorage as Owned;
+
+// SAFETY: the allocation is plain memory accessed only through atomics and the frame protocol;
+// it can be freed from any thread.
+#[cfg(not(loom))]
+unsafe impl Send for Owned {}
+// SAFETY: `Owned` has no interior state of its own; shared access goes through the protocol.
+#[cfg(not(loom))]
+unsafe impl Sync for Owned {}
+
+#[cfg(not(loom))]
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout, freed once (the last Arc).
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// Offset of the region inside an in-process allocation: the header rounded up to 128 bytes,
+/// plus one 128-byte cell for the peer-mode words.
+#[cfg(not(loom))]
+const HEAP_REGION_OFFSET: usize = std::mem::size_of::<RingHeader>() + 128;
+
+#[cfg(not(loom))]
+impl Owned {
+    /// A zeroed ring of `capacity` bytes whose ends both announce `MODE_SPIN`.
+    pub(crate) fn new(capacity: usize) -> Result<Owned> {
+        let layout = Layout::from_size_align(HEAP_REGION_OFFSET + capacity, 128)
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or_else(|| Error::InvalidConfig("out of memory".into()))?;
+        let owned = Owned { ptr, layout };
+        // In one process both ends are told the other spins until one of them blocks (`Block`
+        // is not offered for in-process rings), so no wake-ups are needed.
+        let (_, mode_c, mode_p, _) = owned.parts();
+        // SAFETY: the words are inside the allocation and suitably aligned (see `parts`).
+        unsafe {
+            mode_c.as_ref().store(MODE_SPIN, Ordering::Relaxed);
+            mode_p.as_ref().store(MODE_SPIN, Ordering::Relaxed);
+        }
+        Ok(owned)
+    }
+
+    /// The ring header, the two peer-mode words (read by the producer, by the consumer) and the
+    /// region.
+    pub(crate) fn parts(
+        &self,
+    ) -> (
+        NonNull<RingHeader>,
+        NonNull<AtomicU32>,
+        NonNull<AtomicU32>,
+        NonNull<u8>,
+    ) {
+        // All-zero bytes are a valid `RingHeader` (atomics and padding) and a valid empty region.
+        // SAFETY: every offset is inside the allocation: the header is at 0, the mode words right
+        // after it (4-aligned since the header size is a multiple of 128), the region after those.
+        unsafe {
+            let modes = self.ptr.as_ptr().add(std::mem::size_of::<RingHeader>());
+            (
+                self.ptr.cast::<RingHeader>(),
+                NonNull::new_unchecked(modes as *mut AtomicU32),
+                NonNull::new_unchecked(modes.add(4) as *mut AtomicU32),
+                NonNull::new_unchecked(self.ptr.as_ptr().add(HEAP_REGION_OFFSET)),
+            )
+        }
+    }
+}
+
+/// Creates an in-process ring of `capacity` bytes (a power of two, at least 256).
+///
+/// This is the same protocol the shared channel uses, on heap memory; it is handy for moving
+/// variable-length byte frames between threads.
+///
+/// ```
+/// let (mut tx, mut rx) = shmlink::ring::new(1024)?;
+/// tx.try_send(b"hello")?;
+/// assert_eq!(&*rx.try_read()?, b"hello");
+/// # Ok::<(), shmlink::Error>(())
+/// ```
+pub fn new(capacity: usize) -> Result<(Producer, Consumer)> {
+    check_capacity(capacity)?;
+    let owned = std::sync::Arc::new(Owned::new(capacity)?);
+    let (header, mode_c, mode_p, region) = owned.parts();
+    let base = RingPtrs {
+        header,
+        region,
+        capacity,
+        peer_mode: mode_c,
+    };
+    // SAFETY: the memory is kept alive by the `Arc` each end holds.
+    let producer = unsafe { Producer::new(base, Some(owned.clone())) }?;
+    let consumer_ptrs = RingPtrs {
+        peer_mode: mode_p,
+        ..base
+    };
+    // SAFETY: as above.
+    let consumer = unsafe { Consumer::new(consumer_ptrs, Some(owned)) }?;
+    Ok((producer, consumer))
+}

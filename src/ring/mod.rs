@@ -1,0 +1,82 @@
+//! The single-producer/single-consumer frame protocol.
+//!
+//! A ring is a ring header (`RingHeader` in the layout) plus a power-of-two region of bytes. It knows nothing of where that
+//! memory comes from: [`new`] puts it on the heap for use inside one process, and
+//! [`crate::Channel`] puts two of them in a named shared mapping.
+//!
+//! # Frames
+//!
+//! Every frame starts on a cache-line (64-byte) boundary with one `u64` header word, followed by
+//! the payload:
+//!
+//! ```text
+//! bits  0..32  payload length in bytes
+//! bits 32..35  kind: DATA, PAD (skip to the start of the region), or a fragment of a larger message
+//! bits 35..64  tag: bits 3..32 of the frame's free-running start index
+//! ```
+//!
+//! A frame never wraps: when it does not fit before the end of the region the producer writes a
+//! PAD word and starts the frame at offset 0, so every payload is one contiguous slice.
+//!
+//! # Publishing
+//!
+//! The producer keeps one invariant: *the header word at its current position is zero*. To
+//! publish a frame it writes the payload, writes zero into the header word of the *next* frame,
+//! and only then stores this frame's header word with `Release`. The consumer polls the header
+//! word at its own position with `Acquire`: zero means "nothing yet", anything else is a frame
+//! whose payload (and the zeroed next word) it is guaranteed to see. The consumer therefore never
+//! reads the producer's index on the hot path: the only cache lines that move per message are the
+//! ones holding the frame.
+//!
+//! The consumer publishes its index (`head`) with `Release` after it has finished reading a
+//! frame; the producer rereads it with `Acquire` only when its cached copy says the ring is full.
+//!
+//! Indices are free-running `u64` byte counters; the offset is `index & (capacity - 1)`.
+//!
+//! # Untrusted memory
+//!
+//! The other side of a shared ring is another process. Nothing read from the shared memory is
+//! trusted: a header word with a wrong tag, an unknown kind or a length that runs past the region,
+//! and a consumer index that moves backwards or past the producer, are reported as
+//! [`Error::Corrupt`](crate::Error::Corrupt). The consumer's own index and the producer's own index are kept in local
+//! memory and never reread from the mapping.
+
+mod consumer;
+mod heap;
+mod producer;
+mod ptrs;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub(crate) use crate::layout::{
+    decode, encode, frame_size, kind, max_payload, tag_of, FRAME_ALIGN, FRAME_HEADER, REWIND_AT,
+};
+pub(crate) use consumer::Frame;
+pub use consumer::{Consumer, ReadGuard};
+pub use heap::new;
+pub(crate) use heap::Owned;
+pub use producer::{Producer, WriteGrant};
+pub(crate) use ptrs::RingPtrs;
+
+use crate::sync::Ordering;
+
+/// Ordering of the store that publishes a frame header word.
+/// Release: pairs with [`OBSERVE`] in `Consumer::try_read`, so the payload written before it is
+/// visible to the consumer that sees the header.
+pub(crate) const PUBLISH: Ordering = Ordering::Release;
+/// Ordering of the load that observes a frame header word. Acquire: pairs with [`PUBLISH`].
+pub(crate) const OBSERVE: Ordering = Ordering::Acquire;
+/// Ordering of the store of the consumer's index after it has read a frame.
+/// Release: pairs with [`RECLAIM`] in `Producer::refresh_head`, so the consumer's reads of a
+/// frame happen before the producer overwrites that space.
+pub(crate) const RELEASE_SPACE: Ordering = Ordering::Release;
+/// Ordering of the producer's load of the consumer's index. Acquire: pairs with
+/// [`RELEASE_SPACE`].
+pub(crate) const RECLAIM: Ordering = Ordering::Acquire;
+
+/// The protocol's SeqCst fence, for the services that announce and wake sleepers on the same
+/// cells as `wait` (see the handshake in `wait.rs`).
+#[inline]
+pub(crate) fn full_fence() {
+    crate::sync::fence(Ordering::SeqCst);
+}

@@ -1,0 +1,328 @@
+//! The writing end: room for frames, grants written in place, publishing.
+
+use crate::sync::Ordering;
+
+use crate::error::{Error, Result};
+use crate::layout::{WaitCell, MODE_SPIN};
+use crate::wait;
+
+use super::*;
+
+/// The writing end of a ring.
+pub struct Producer {
+    pub(super) ptrs: RingPtrs,
+    pub(super) mask: u64,
+    /// Our index: bytes published so far. Never reread from shared memory.
+    pub(super) tail: u64,
+    /// Last value of the consumer's index we read.
+    pub(super) cached_head: u64,
+    /// Index from which the next rewind to the start of the region may be tried.
+    pub(super) next_rewind: u64,
+    pub(super) max_len: usize,
+    pub(super) _owned: Option<std::sync::Arc<Owned>>,
+}
+
+// SAFETY: the producer only holds pointers into memory that outlives it (kept alive by `_owned`
+// or, in a channel, by the `Arc` of the mapping that the half holding this end owns); all
+// cross-thread access goes through atomics.
+unsafe impl Send for Producer {}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("capacity", &self.ptrs.capacity)
+            .field("tail", &self.tail)
+            .field("cached_head", &self.cached_head)
+            .finish()
+    }
+}
+
+impl Producer {
+    /// # Safety
+    /// `ptrs` must describe a live, initialised ring that outlives the producer, and at most one
+    /// producer may exist for it at a time.
+    pub(crate) unsafe fn new(ptrs: RingPtrs, owned: Option<std::sync::Arc<Owned>>) -> Result<Self> {
+        let capacity = ptrs.capacity;
+        // Acquire: pairs with the Release stores of our predecessor (a fresh ring is all zero).
+        let tail = ptrs.header().tail.load(Ordering::Acquire);
+        let head = ptrs.header().head.load(RECLAIM);
+        if tail % FRAME_ALIGN as u64 != 0
+            || head % FRAME_ALIGN as u64 != 0
+            || head > tail
+            || tail - head > capacity as u64
+        {
+            return Err(Error::corrupt(format!(
+                "ring indices out of range: head {head}, tail {tail}"
+            )));
+        }
+        Ok(Producer {
+            ptrs,
+            mask: capacity as u64 - 1,
+            tail,
+            cached_head: head,
+            next_rewind: if capacity >= 4 * REWIND_AT as usize {
+                (tail & !(capacity as u64 - 1)) + REWIND_AT
+            } else {
+                u64::MAX
+            },
+            max_len: max_payload(capacity),
+            _owned: owned,
+        })
+    }
+
+    /// Bytes in the ring region.
+    pub fn capacity(&self) -> usize {
+        self.ptrs.capacity
+    }
+
+    /// Largest payload a single frame can carry.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// Rereads the consumer's index. Fails if it moved backwards or past us.
+    #[inline(never)]
+    pub(super) fn refresh_head(&mut self) -> Result<()> {
+        let head = self.ptrs.header().head.load(RECLAIM);
+        if head < self.cached_head || head > self.tail || head % FRAME_ALIGN as u64 != 0 {
+            return Err(Error::corrupt(format!(
+                "consumer index {head} outside [{}, {}]",
+                self.cached_head, self.tail
+            )));
+        }
+        self.cached_head = head;
+        Ok(())
+    }
+
+    /// Where a frame of `len` bytes would start (after a PAD if it does not fit before the end
+    /// of the region), if there is room for it and the next header word right now. Rereads the
+    /// consumer's index only when the cached one says there is no room.
+    /// `Ok(None)`: no room now; `Err`: the consumer's index is corrupt.
+    #[inline]
+    pub(crate) fn room_for(&mut self, len: usize) -> Result<Option<u64>> {
+        let fs = frame_size(len) as u64;
+        let cap = self.mask + 1;
+        let pos = self.tail & self.mask;
+        let mut start = if pos + fs <= cap {
+            self.tail
+        } else {
+            self.tail + (cap - pos)
+        };
+        if self.tail >= self.next_rewind && start == self.tail {
+            start = self.maybe_rewind(pos, fs)?;
+        }
+        let need_end = start + fs + FRAME_HEADER as u64;
+        if need_end - self.cached_head > cap {
+            self.refresh_head()?;
+            if need_end - self.cached_head > cap {
+                return Ok(None);
+            }
+        }
+        Ok(Some(start))
+    }
+
+    /// Once per lap, past [`REWIND_AT`] bytes into it: if the consumer has read everything, start
+    /// the next frame at the beginning of the region (after a PAD) instead of further on. A
+    /// ring much larger than the caches then still works in the same few hundred kilobytes
+    /// while it is lightly used, and those lines stay warm in both cores' caches.
+    #[cold]
+    pub(super) fn maybe_rewind(&mut self, pos: u64, fs: u64) -> Result<u64> {
+        let cap = self.mask + 1;
+        if pos < fs + FRAME_HEADER as u64 {
+            // The frame would not fit before our position; look again at a later one.
+            return Ok(self.tail);
+        }
+        let lap_end = self.tail + (cap - pos);
+        self.next_rewind = lap_end + REWIND_AT;
+        self.refresh_head()?;
+        Ok(if self.cached_head == self.tail {
+            lap_end
+        } else {
+            self.tail
+        })
+    }
+
+    /// True when a frame of `len` bytes fits right now.
+    #[inline]
+    pub(crate) fn has_room(&mut self, len: usize) -> Result<bool> {
+        Ok(self.room_for(len)?.is_some())
+    }
+
+    /// Hands out the grant for a frame at `start`, as found by `room_for` with the same `len`
+    /// (which must be at most `max_len`), writing the PAD first if the frame starts a new lap.
+    #[inline]
+    pub(crate) fn grant_at(&mut self, start: u64, len: usize, kind: u8) -> WriteGrant<'_> {
+        if start != self.tail {
+            self.pad_to(start);
+        }
+        let pos = (start & self.mask) as usize;
+        // `room_for` placed the whole frame, header included, between `pos` and the end of the
+        // region, so the payload starts inside it.
+        let payload = self.ptrs.bytes(pos + FRAME_HEADER);
+        WriteGrant {
+            producer: self,
+            payload,
+            len,
+            kind,
+        }
+    }
+
+    /// The frame does not fit before the end: zero the first word of the region (our invariant
+    /// moves there), then publish a PAD at our position.
+    #[cold]
+    pub(super) fn pad_to(&mut self, start: u64) {
+        self.ptrs.word(0).store(0, Ordering::Relaxed);
+        let pos = (self.tail & self.mask) as usize;
+        // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; orders the zero above
+        // before the PAD, so a consumer that follows the PAD finds 0 or a newer frame.
+        self.ptrs
+            .word(pos)
+            .store(encode(self.tail, kind::PAD, 0), PUBLISH);
+        self.tail = start;
+        // Release: informational copy of our index, read by `Producer::new` of a successor.
+        self.ptrs.header().tail.store(start, Ordering::Release);
+    }
+
+    /// Reserves room for a frame of `len` bytes and hands out the payload to write in place.
+    ///
+    /// Returns [`Error::Full`] when there is no room now and [`Error::TooLarge`] when `len` can
+    /// never fit. Commit the grant with [`WriteGrant::commit`]; dropping it writes nothing.
+    #[inline]
+    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
+        self.try_reserve_kind(len, kind::DATA)
+    }
+
+    #[inline]
+    pub(crate) fn try_reserve_kind(&mut self, len: usize, kind: u8) -> Result<WriteGrant<'_>> {
+        if len > self.max_len {
+            return Err(Error::TooLarge {
+                len,
+                max: self.max_len,
+            });
+        }
+        match self.room_for(len)? {
+            Some(start) => Ok(self.grant_at(start, len, kind)),
+            None => Err(Error::Full),
+        }
+    }
+
+    /// Copies `data` into one frame. [`Error::Full`] when there is no room now.
+    #[inline]
+    pub fn try_send(&mut self, data: &[u8]) -> Result<()> {
+        let mut grant = self.try_reserve(data.len())?;
+        grant.copy_from_slice(data);
+        grant.commit(data.len());
+        Ok(())
+    }
+
+    #[inline]
+    pub(super) fn publish(&mut self, used: usize, kind: u8) {
+        let fs = frame_size(used) as u64;
+        let pos = (self.tail & self.mask) as usize;
+        let next = self.tail + fs;
+        // Keep the invariant: the word at our next position is zero before anyone can get there.
+        self.ptrs
+            .word((next & self.mask) as usize)
+            .store(0, Ordering::Relaxed);
+        // PUBLISH (Release): pairs with OBSERVE in Consumer::try_read; the payload and the zero
+        // above become visible with this word.
+        self.ptrs
+            .word(pos)
+            .store(encode(self.tail, kind, used as u32), PUBLISH);
+        self.tail = next;
+        // Release: informational copy of our index (see `try_reserve_kind`).
+        self.ptrs.header().tail.store(next, Ordering::Release);
+        self.notify_consumer();
+        self.zero_ahead(next, fs);
+    }
+
+    /// Zeroes the header word where the frame after next would need its zero if it has the same
+    /// size as this one (a ping-pong, a stream of equal records). The store that keeps the
+    /// invariant at the next commit then hits a cache line this core already owns, instead of
+    /// waiting for it on the publishing path. Any word in free space past our position may hold
+    /// zero, so a wrong guess costs nothing but the store; words the consumer has not released
+    /// are never touched.
+    #[inline]
+    pub(super) fn zero_ahead(&self, next: u64, fs: u64) {
+        let ahead = next + fs;
+        let cap = self.mask + 1;
+        let same_lap = (next & self.mask) + fs < cap;
+        if same_lap && ahead + FRAME_HEADER as u64 - self.cached_head <= cap {
+            self.ptrs
+                .word((ahead & self.mask) as usize)
+                .store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Wakes the consumer if it may be asleep.
+    #[inline]
+    pub(super) fn notify_consumer(&self) {
+        if self.ptrs.peer_mode() != MODE_SPIN {
+            wait::wake_if_sleeping(&self.ptrs.header().data_wait);
+        }
+    }
+
+    /// The wait cell the producer sleeps on when the ring is full.
+    pub(crate) fn space_cell(&self) -> &WaitCell {
+        &self.ptrs.header().space_wait
+    }
+
+    /// The wait cell the consumer sleeps on (used to wake it on close).
+    pub(crate) fn data_cell(&self) -> &WaitCell {
+        &self.ptrs.header().data_wait
+    }
+}
+
+/// Room for one frame, written in place. Derefs to the payload bytes.
+///
+/// Call [`commit`](WriteGrant::commit) to publish; dropping the grant publishes nothing.
+#[must_use = "a grant that is dropped without commit() sends nothing"]
+pub struct WriteGrant<'a> {
+    producer: &'a mut Producer,
+    /// Start of the payload in the region.
+    payload: *mut u8,
+    len: usize,
+    kind: u8,
+}
+
+impl WriteGrant<'_> {
+    /// Publishes the first `used` bytes of the grant as one frame. `used` is clamped to the
+    /// granted length.
+    #[inline]
+    pub fn commit(self, used: usize) {
+        let used = used.min(self.len);
+        self.producer.publish(used, self.kind);
+    }
+
+    /// Length of the grant.
+    #[inline]
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl std::ops::Deref for WriteGrant<'_> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the payload bytes [pos + 8, pos + 8 + len) are inside the region (see
+        // `grant_at`) and belong to the producer alone until the frame is published: the
+        // consumer stops at the zero header word at `pos`.
+        unsafe { std::slice::from_raw_parts(self.payload, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for WriteGrant<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // Under loom: the consumer must be done with these bytes (RELEASE_SPACE / RECLAIM).
+        #[cfg(loom)]
+        self.producer
+            .ptrs
+            .loom_region()
+            .track_write(self.payload, self.len);
+        // SAFETY: as in `deref`; we hold the only `&mut Producer`, so no other slice exists.
+        unsafe { std::slice::from_raw_parts_mut(self.payload, self.len) }
+    }
+}

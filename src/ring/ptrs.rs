@@ -1,0 +1,76 @@
+//! Where a ring's memory lives: the pointers both ends hold.
+
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use std::ptr::NonNull;
+
+use crate::layout::RingHeader;
+
+/// Where a ring's memory lives. Both ends hold one; the memory must outlive both.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RingPtrs {
+    pub header: NonNull<RingHeader>,
+    pub region: NonNull<u8>,
+    pub capacity: usize,
+    /// The wait mode the *other* end announced (`MODE_*`), read to decide whether it needs a
+    /// wake-up call.
+    pub peer_mode: NonNull<AtomicU32>,
+}
+
+impl RingPtrs {
+    #[inline]
+    pub(super) fn header(&self) -> &RingHeader {
+        // SAFETY: `RingPtrs` is only built (by `Owned::new` or the channel) over a live,
+        // initialised `RingHeader` that outlives every end holding these pointers; all fields
+        // are atomics, so shared references to them are sound even while the peer writes.
+        unsafe { self.header.as_ref() }
+    }
+
+    #[inline]
+    pub(super) fn peer_mode(&self) -> u32 {
+        // SAFETY: same allocation rules as `header`; the cell is an atomic.
+        // Relaxed: the mode is written once before the peer marks itself present and never
+        // changes; a stale MODE_UNKNOWN only makes us take the (safe) wake path.
+        unsafe { self.peer_mode.as_ref() }.load(Ordering::Relaxed)
+    }
+
+    /// The header word at `offset`, which must be 8-aligned and below the capacity.
+    #[cfg(not(loom))]
+    #[inline]
+    pub(super) fn word(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset % 8 == 0 && offset < self.capacity);
+        // SAFETY: the region is `capacity` bytes, 8-aligned (page- or 64-aligned in practice),
+        // and `offset` is an 8-aligned offset below `capacity` (every caller masks an index with
+        // `capacity - 1` and indices only move in multiples of 8), so the 8 bytes are inside the
+        // region and aligned for an `AtomicU64`. Header words are only ever accessed atomically.
+        unsafe { &*(self.region.as_ptr().add(offset) as *const AtomicU64) }
+    }
+
+    /// The payload byte at `offset` (at most the capacity).
+    #[cfg(not(loom))]
+    #[inline]
+    pub(super) fn bytes(&self, offset: usize) -> *mut u8 {
+        debug_assert!(offset <= self.capacity);
+        // SAFETY: `offset` is inside the region (or one past its end), which is one allocation.
+        unsafe { self.region.as_ptr().add(offset) }
+    }
+
+    /// Under loom: the header word at `offset`, from the model's table.
+    #[cfg(loom)]
+    pub(super) fn word(&self, offset: usize) -> &AtomicU64 {
+        self.loom_region().word(offset)
+    }
+
+    /// Under loom: the payload byte at `offset`, in the model's byte buffer.
+    #[cfg(loom)]
+    pub(super) fn bytes(&self, offset: usize) -> *mut u8 {
+        self.loom_region().bytes(offset)
+    }
+
+    /// Under loom the region pointer of a heap ring points at a `LoomRegion`.
+    #[cfg(loom)]
+    pub(super) fn loom_region(&self) -> &crate::sync::LoomRegion {
+        // SAFETY: under loom only `ring::new` makes rings, and it points `region` at the
+        // `LoomRegion` its storage keeps alive for as long as the ends.
+        unsafe { self.region.cast::<crate::sync::LoomRegion>().as_ref() }
+    }
+}

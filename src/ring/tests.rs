@@ -1,0 +1,339 @@
+//! The ring's unit and property tests, on heap memory.
+
+use super::*;
+use crate::error::Error;
+use crate::sync::Ordering;
+use proptest::prelude::*;
+use std::collections::VecDeque;
+
+fn pattern(seed: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (seed * 31 + i * 7) as u8).collect()
+}
+
+/// A ring whose positions have been advanced by `offset` bytes (a multiple of 8).
+fn ring_at(capacity: usize, offset: usize) -> (Producer, Consumer) {
+    let (mut tx, mut rx) = new(capacity).unwrap();
+    for _ in 0..offset / FRAME_ALIGN {
+        tx.try_send(&[]).unwrap();
+        drop(rx.try_read().unwrap());
+    }
+    (tx, rx)
+}
+
+#[test]
+fn fill_and_drain_in_order() {
+    let (mut tx, mut rx) = new(4096).unwrap();
+    for round in 0..5 {
+        let mut sent = 0;
+        loop {
+            match tx.try_send(&pattern(round * 1000 + sent, 100)) {
+                Ok(()) => sent += 1,
+                Err(Error::Full) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        // 4096 bytes, 128-byte frames, 8 bytes kept for the next header word.
+        assert_eq!(sent, 4096 / frame_size(100) - 1, "frames that fit");
+        for i in 0..sent {
+            let frame = rx.try_read().unwrap();
+            assert_eq!(&*frame, &pattern(round * 1000 + i, 100)[..]);
+        }
+        assert!(matches!(rx.try_read(), Err(Error::Empty)));
+    }
+}
+
+#[test]
+fn every_length_at_every_wrap_offset() {
+    for capacity in [256usize, 512] {
+        let max = max_payload(capacity);
+        for offset in (0..capacity).step_by(FRAME_ALIGN) {
+            for len in 0..=max {
+                let (mut tx, mut rx) = ring_at(capacity, offset);
+                let data = pattern(offset + len, len);
+                tx.try_send(&data).unwrap();
+                // A second frame right behind it, so the next-position bookkeeping is used.
+                tx.try_send(b"next").unwrap();
+                assert_eq!(
+                    &*rx.try_read().unwrap(),
+                    &data[..],
+                    "offset {offset} len {len}"
+                );
+                assert_eq!(&*rx.try_read().unwrap(), b"next");
+                assert!(matches!(rx.try_read(), Err(Error::Empty)));
+            }
+        }
+    }
+}
+
+#[test]
+fn full_is_not_never_fits() {
+    let (mut tx, mut rx) = new(1024).unwrap();
+    let max = tx.max_len();
+    assert_eq!(max, 1024 / 2 - 72);
+    assert!(matches!(
+        tx.try_reserve(max + 1),
+        Err(Error::TooLarge { len, max: m }) if len == max + 1 && m == max
+    ));
+    tx.try_send(&vec![1; max]).unwrap();
+    tx.try_send(&vec![2; max]).unwrap();
+    assert!(matches!(tx.try_reserve(max), Err(Error::Full)));
+    assert!(matches!(tx.try_reserve(200), Err(Error::Full)));
+    // Never-fits stays never-fits when full, too.
+    assert!(matches!(
+        tx.try_reserve(max + 1),
+        Err(Error::TooLarge { .. })
+    ));
+    assert_eq!(&*rx.try_read().unwrap(), &vec![1; max][..]);
+    assert_eq!(&*rx.try_read().unwrap(), &vec![2; max][..]);
+    // After a full drain a maximal frame always fits, wherever the ring stands.
+    tx.try_send(&vec![3; max]).unwrap();
+    assert_eq!(&*rx.try_read().unwrap(), &vec![3; max][..]);
+}
+
+fn fill(tx: &mut Producer, len: usize) {
+    loop {
+        match tx.try_send(&vec![0; len]) {
+            Ok(()) => {}
+            Err(Error::Full) => return,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn dropping_a_grant_aborts_it() {
+    let (mut tx, mut rx) = new(256).unwrap();
+    {
+        let mut grant = tx.try_reserve(40).unwrap();
+        grant.fill(0xAB);
+    }
+    assert!(matches!(rx.try_read(), Err(Error::Empty)));
+    let mut grant = tx.try_reserve(40).unwrap();
+    grant[..3].copy_from_slice(b"abc");
+    grant.commit(3);
+    assert_eq!(&*rx.try_read().unwrap(), b"abc");
+    // Aborting a grant that needed a wrap leaves a consistent ring too.
+    let (mut tx, mut rx) = new(1024).unwrap();
+    for _ in 0..20 {
+        drop(tx.try_reserve(300).unwrap());
+        tx.try_send(&[9; 100]).unwrap();
+        assert_eq!(&*rx.try_read().unwrap(), &[9; 100]);
+    }
+}
+
+#[test]
+fn a_lightly_used_large_ring_rewinds_and_a_busy_one_does_not() {
+    let capacity = 1 << 20;
+    // Empty at every send: the producer comes back to the start of the region each lap.
+    let (mut tx, mut rx) = new(capacity).unwrap();
+    let mut furthest = 0;
+    for i in 0..20_000 {
+        let data = pattern(i, 1000);
+        tx.try_send(&data).unwrap();
+        furthest = furthest.max(tx.tail & tx.mask);
+        assert_eq!(&*rx.try_read().unwrap(), &data[..]);
+    }
+    assert!(
+        tx.tail > 16 * capacity as u64,
+        "the traffic went around many laps"
+    );
+    assert!(
+        furthest < REWIND_AT + 2 * frame_size(1000) as u64,
+        "furthest position {furthest}"
+    );
+    // Eight frames in flight: never empty when the producer looks, so it uses the whole ring.
+    let (mut tx, mut rx) = new(capacity).unwrap();
+    let mut furthest = 0;
+    for i in 0..20_000 {
+        tx.try_send(&pattern(i, 1000)).unwrap();
+        furthest = furthest.max(tx.tail & tx.mask);
+        if i >= 8 {
+            assert_eq!(&*rx.try_read().unwrap(), &pattern(i - 8, 1000)[..]);
+        }
+    }
+    assert!(
+        furthest > capacity as u64 / 2,
+        "furthest position {furthest}"
+    );
+}
+
+#[test]
+fn commit_clamps_to_the_grant() {
+    let (mut tx, mut rx) = new(256).unwrap();
+    let grant = tx.try_reserve(4).unwrap();
+    grant.commit(1000);
+    assert_eq!(rx.try_read().unwrap().len(), 4);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Send(usize),
+    Read,
+    Reserve(usize, usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0usize..200).prop_map(Op::Send),
+        Just(Op::Read),
+        (0usize..200, 0usize..250).prop_map(|(l, u)| Op::Reserve(l, u)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 8 } else { 256 }))]
+    #[test]
+    fn matches_a_vecdeque_model(ops in proptest::collection::vec(op(), 1..400)) {
+        let (mut tx, mut rx) = new(512).unwrap();
+        let mut model: VecDeque<Vec<u8>> = VecDeque::new();
+        let mut seed = 0usize;
+        for op in ops {
+            match op {
+                Op::Send(len) | Op::Reserve(len, _) if len > tx.max_len() => {
+                    let too_large = matches!(tx.try_reserve(len), Err(Error::TooLarge { .. }));
+                    prop_assert!(too_large);
+                }
+                Op::Send(len) => {
+                    seed += 1;
+                    let data = pattern(seed, len);
+                    match tx.try_send(&data) {
+                        Ok(()) => model.push_back(data),
+                        Err(Error::Full) => prop_assert!(!model.is_empty(), "full while empty"),
+                        Err(e) => prop_assert!(false, "unexpected {e}"),
+                    }
+                }
+                Op::Reserve(len, used) => {
+                    seed += 1;
+                    match tx.try_reserve(len) {
+                        Ok(mut grant) => {
+                            let data = pattern(seed, len);
+                            grant.copy_from_slice(&data);
+                            let used = used.min(len);
+                            grant.commit(used);
+                            model.push_back(data[..used].to_vec());
+                        }
+                        Err(Error::Full) => prop_assert!(!model.is_empty(), "full while empty"),
+                        Err(e) => prop_assert!(false, "unexpected {e}"),
+                    }
+                }
+                Op::Read => match rx.try_read() {
+                    Ok(frame) => {
+                        let expected = model.pop_front();
+                        prop_assert_eq!(Some(&frame[..]), expected.as_deref());
+                    }
+                    Err(Error::Empty) => prop_assert!(model.is_empty()),
+                    Err(e) => prop_assert!(false, "unexpected {e}"),
+                },
+            }
+        }
+        while let Some(expected) = model.pop_front() {
+            let frame = rx.try_read().unwrap();
+            prop_assert_eq!(&frame[..], &expected[..]);
+        }
+        prop_assert!(matches!(rx.try_read(), Err(Error::Empty)));
+    }
+}
+
+fn corrupt_head_word(rx: &Consumer, word: u64) {
+    rx.ptrs
+        .word((rx.head & rx.mask) as usize)
+        .store(word, Ordering::Relaxed);
+}
+
+#[test]
+fn hostile_frame_headers_are_corrupt_errors() {
+    type Forge = Box<dyn Fn(u64) -> u64>;
+    let cases: Vec<(&str, Forge)> = vec![
+        ("wrong tag", Box::new(|idx| encode(idx + 64, kind::DATA, 4))),
+        ("unknown kind", Box::new(|idx| encode(idx, 7, 4))),
+        ("kind zero", Box::new(|idx| encode(idx, 0, 4))),
+        (
+            "length past max",
+            Box::new(|idx| encode(idx, kind::DATA, 1000)),
+        ),
+        (
+            "length u32::MAX",
+            Box::new(|idx| encode(idx, kind::DATA, u32::MAX)),
+        ),
+    ];
+    for (what, word) in cases {
+        for offset in [0usize, 64, 128, 192] {
+            let (_tx, mut rx) = ring_at(256, offset);
+            corrupt_head_word(&rx, word(rx.head));
+            for _ in 0..3 {
+                assert!(
+                    matches!(rx.try_read(), Err(Error::Corrupt(_))),
+                    "{what} at {offset} accepted"
+                );
+            }
+        }
+    }
+    // A frame that fits by length but would run past the end of the region.
+    let (_tx, mut rx) = ring_at(1024, 960);
+    corrupt_head_word(&rx, encode(rx.head, kind::DATA, 200));
+    assert!(matches!(rx.try_read(), Err(Error::Corrupt(_))));
+    // A PAD at offset 0 would skip a whole lap.
+    let (_tx, mut rx) = ring_at(256, 0);
+    corrupt_head_word(&rx, encode(rx.head, kind::PAD, 0));
+    assert!(matches!(rx.try_read(), Err(Error::Corrupt(_))));
+}
+
+#[test]
+fn hostile_consumer_index_is_a_corrupt_error() {
+    // Jumps past the producer.
+    let (mut tx, rx) = new(256).unwrap();
+    fill(&mut tx, 40);
+    rx.ptrs.header().head.store(10_048, Ordering::Relaxed);
+    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt(_))));
+    // Moves backwards.
+    let (mut tx, mut rx) = new(256).unwrap();
+    for _ in 0..3 {
+        tx.try_send(&[0; 40]).unwrap();
+        drop(rx.try_read().unwrap());
+    }
+    fill(&mut tx, 40);
+    rx.ptrs.header().head.store(64, Ordering::Relaxed);
+    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt(_))));
+    // Misaligned.
+    let (mut tx, rx) = new(256).unwrap();
+    fill(&mut tx, 40);
+    rx.ptrs.header().head.store(8, Ordering::Relaxed);
+    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt(_))));
+}
+
+#[test]
+fn threads_move_a_million_frames() {
+    let n: u32 = if cfg!(miri) { 200 } else { 1_000_000 };
+    let (mut tx, mut rx) = new(4096).unwrap();
+    let t = std::thread::spawn(move || {
+        for i in 0..n {
+            let len = (i % 61) as usize;
+            loop {
+                match tx.try_reserve(len + 4) {
+                    Ok(mut g) => {
+                        g[..4].copy_from_slice(&i.to_le_bytes());
+                        g[4..].fill(i as u8);
+                        g.commit(len + 4);
+                        break;
+                    }
+                    Err(Error::Full) => std::thread::yield_now(),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+    });
+    let mut i = 0u32;
+    while i < n {
+        match rx.try_read() {
+            Ok(frame) => {
+                assert_eq!(frame.len(), (i % 61) as usize + 4);
+                assert_eq!(u32::from_le_bytes(frame[..4].try_into().unwrap()), i);
+                assert!(frame[4..].iter().all(|&b| b == i as u8));
+                i += 1;
+            }
+            Err(Error::Empty) => std::thread::yield_now(),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    t.join().unwrap();
+}
