@@ -206,7 +206,6 @@ mod channel;
 mod endpoint;
 mod error;
 mod fallback;
-mod futex;
 mod layout;
 mod listener;
 mod lock;

@@ -38,12 +38,12 @@ use crossbeam_utils::CachePadded;
 
 use crate::channel::{mode_of, Channel, Config};
 use crate::error::{Error, Result};
-use crate::futex;
 use crate::layout::{
     check_capacity, SegmentHeader, HEADER_SIZE, PEER_CLOSED, PEER_PRESENT, READY, RINGS_OFFSET,
 };
 use crate::lock;
 use crate::mapping::{self, Mapping, MAX_NAME_LEN};
+use crate::platform::futex;
 use crate::process::ProcessId;
 use crate::wait::WaitStrategy;
 

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use crate::channel::Channel;
 use crate::error::Result;
-use crate::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::listener::{Connection, Listener};
+use crate::platform::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::ring::full_fence;
 use crate::wait::WaitStrategy;
 

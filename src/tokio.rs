@@ -49,9 +49,9 @@ use std::time::Duration;
 
 use crate::channel::{Channel, Config};
 use crate::error::{Error, Result};
-use crate::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::layout::WaitCell;
 use crate::listener::{Connection, Listener};
+use crate::platform::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::ring::full_fence;
 use crate::selector::LIVENESS_PERIOD;
 use crate::wait::WaitStrategy;

@@ -4,6 +4,8 @@
 //! Elsewhere (and under loom) `Block` sleeps in short timed slices, and a dead peer is noticed
 //! by the periodic look at its process that those slices allow (see `crate::wait`).
 
+pub(crate) mod futex;
+
 #[cfg(all(target_os = "linux", not(loom)))]
 mod linux;
 #[cfg(all(target_os = "linux", not(loom)))]

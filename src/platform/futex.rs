@@ -6,7 +6,8 @@
 //!   [`WAITV_MAX`] words). Where it is missing (an older kernel, another platform) the call
 //!   reports it and the caller polls in short slices instead.
 //!
-//! Elsewhere than Linux, [`wait`] polls the word in 50 us slices and [`wake`] does nothing.
+//! [`wait`] and [`wake`] are the platform's single-word calls (elsewhere than Linux, [`wait`]
+//! polls the word in short slices and [`wake`] does nothing).
 
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
@@ -129,37 +130,20 @@ pub(crate) fn wait_any(_waiters: &[Waiter], _timeout: Option<Duration>) -> WaitA
 }
 
 /// Sleeps while `word` holds `expected`, for at most `timeout`.
-#[cfg(target_os = "linux")]
+#[cfg(not(loom))]
 pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64 / 2) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `word` is a valid, aligned 4-byte atomic for the duration of the call; FUTEX_WAIT
-    // without the private flag keys the wait on the physical page, so it works across
-    // processes mapping the same object. The kernel only reads `word` and `ts`.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            &ts as *const libc::timespec,
-        );
-    }
+    super::futex_wait(word, expected, Some(timeout));
 }
 
 /// Wakes every thread sleeping on `word` (in any process).
-#[cfg(target_os = "linux")]
+#[cfg(not(loom))]
 pub(crate) fn wake(word: &AtomicU32) {
-    // SAFETY: as in `wait`; FUTEX_WAKE only uses the address as a key.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
-    }
+    super::futex_wake(word);
 }
 
-/// Polls the word in short slices: there is no futex to sleep on.
-#[cfg(not(target_os = "linux"))]
+/// Under loom the platform's calls take loom's atomics, and the services (which keep the
+/// standard ones) are not model-checked: poll the word in short slices.
+#[cfg(loom)]
 pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     use std::sync::atomic::Ordering;
     let until = std::time::Instant::now() + timeout;
@@ -169,6 +153,6 @@ pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     }
 }
 
-/// Nothing to do: sleepers poll.
-#[cfg(not(target_os = "linux"))]
+/// Under loom: nothing to do, sleepers poll.
+#[cfg(loom)]
 pub(crate) fn wake(_word: &AtomicU32) {}
