@@ -39,7 +39,7 @@ fn main() -> Result<(), Error> {
             let reply = match conn.try_recv() {
                 Ok(request) => format!("got {:?}", String::from_utf8_lossy(&request)),
                 Err(Error::Empty) => continue,
-                Err(Error::Disconnected | Error::PeerGone { .. }) => {
+                Err(Error::Disconnected { .. } | Error::PeerGone { .. }) => {
                     gone.push(i);
                     continue;
                 }

@@ -120,11 +120,16 @@ pub enum Error {
     #[error("timed out")]
     Timeout,
     /// The peer closed the channel; everything it sent has been received.
-    #[error("peer closed the channel")]
-    Disconnected,
+    #[error("the peer closed channel {channel:?}")]
+    Disconnected {
+        /// The channel's name.
+        channel: String,
+    },
     /// The peer process exited or was killed without closing the channel.
-    #[error("peer process {pid} is gone")]
+    #[error("the peer of channel {channel:?} (process {pid}) is gone")]
     PeerGone {
+        /// The channel's name.
+        channel: String,
         /// Process id the peer recorded in the mapping (in its own PID namespace; information
         /// only, the peer's death is judged by its endpoint lock).
         pid: u32,
@@ -150,7 +155,27 @@ impl Error {
 
     /// True when the peer is no longer there: closed cleanly or died.
     pub fn is_disconnect(&self) -> bool {
-        matches!(self, Error::Disconnected | Error::PeerGone { .. })
+        matches!(self, Error::Disconnected { .. } | Error::PeerGone { .. })
+    }
+
+    /// [`Error::Disconnected`] for the channel `channel`.
+    pub(crate) fn disconnected(channel: &str) -> Error {
+        Error::Disconnected {
+            channel: channel.to_owned(),
+        }
+    }
+
+    /// Names the channel in a [`Error::Disconnected`] or [`Error::PeerGone`] made where the
+    /// name was not at hand (left empty there).
+    pub(crate) fn in_channel(self, name: &str) -> Error {
+        match self {
+            Error::Disconnected { channel } if channel.is_empty() => Error::disconnected(name),
+            Error::PeerGone { channel, pid } if channel.is_empty() => Error::PeerGone {
+                channel: name.to_owned(),
+                pid,
+            },
+            e => e,
+        }
     }
 
     pub(crate) fn corrupt(what: impl Into<String>) -> Error {

@@ -146,7 +146,7 @@ enum Ended {
 
 fn ipc_error(e: IpcError) -> Error {
     match e {
-        IpcError::Disconnected => Error::Disconnected,
+        IpcError::Disconnected => Error::disconnected(""),
         IpcError::Io(e) => io_error(e),
         IpcError::SerializationError(e) => Error::Corrupt(format!("ipc-channel message: {e}")),
     }
@@ -157,7 +157,7 @@ fn io_error(e: io::Error) -> Error {
         io::ErrorKind::BrokenPipe
         | io::ErrorKind::ConnectionReset
         | io::ErrorKind::ConnectionAborted
-        | io::ErrorKind::NotConnected => Error::Disconnected,
+        | io::ErrorKind::NotConnected => Error::disconnected(""),
         _ => Error::Io(e),
     }
 }
@@ -185,7 +185,7 @@ impl IpcDuplex {
                         .map(|(_bootstrap, halves)| halves)
                         .map_err(|e| match e {
                             // Our own drop woke us up, or the connector died half-way.
-                            IpcError::Disconnected => Error::Disconnected,
+                            IpcError::Disconnected => Error::disconnected(""),
                             e => ipc_error(e),
                         });
                 // The creator may be gone (dropped while pending): nobody to tell.
@@ -310,7 +310,7 @@ impl IpcDuplex {
     fn peer_ended(&mut self) -> Error {
         if self.ended.is_none() {
             let State::Connected { bye_rx, .. } = &self.state else {
-                return Error::Disconnected;
+                return Error::disconnected(&self.name);
             };
             // The goodbye was sent before the peer's data channels closed, so it is there
             // already if it was sent at all; the short wait only covers the two sockets being
@@ -321,16 +321,19 @@ impl IpcDuplex {
             });
         }
         match (self.ended, self.peer_pid) {
-            (Some(Ended::Gone), Some(pid)) => Error::PeerGone { pid },
-            _ => Error::Disconnected,
+            (Some(Ended::Gone), Some(pid)) => Error::PeerGone {
+                channel: self.name.clone(),
+                pid,
+            },
+            _ => Error::disconnected(&self.name),
         }
     }
 
     /// Maps a receive or send failure, telling a clean close from a death.
     fn disconnect_error(&mut self, e: Error) -> Error {
         match e {
-            Error::Disconnected => self.peer_ended(),
-            e => e,
+            Error::Disconnected { .. } => self.peer_ended(),
+            e => e.in_channel(&self.name),
         }
     }
 
@@ -339,13 +342,13 @@ impl IpcDuplex {
     pub fn wait_connected(&mut self, timeout: Option<Duration>) -> Result<()> {
         let result = match &self.state {
             State::Connected { .. } => return Ok(()),
-            State::Broken => return Err(Error::Disconnected),
+            State::Broken => return Err(Error::disconnected(&self.name)),
             State::Pending { accepted, .. } => match timeout {
-                None => accepted.recv().map_err(|_| Error::Disconnected),
+                None => accepted.recv().map_err(|_| Error::disconnected("")),
                 Some(t) => match accepted.recv_timeout(t) {
                     Ok(r) => Ok(r),
                     Err(mpsc::RecvTimeoutError::Timeout) => return Err(Error::Timeout),
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Disconnected),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::disconnected("")),
                 },
             },
         };
@@ -363,7 +366,7 @@ impl IpcDuplex {
             }
             Err(e) => {
                 self.state = State::Broken;
-                Err(e)
+                Err(e.in_channel(&self.name))
             }
         }
     }
@@ -372,7 +375,7 @@ impl IpcDuplex {
         self.wait_connected(None)?;
         match &self.state {
             State::Connected { tx, rx, .. } => Ok((tx, rx)),
-            _ => Err(Error::Disconnected),
+            _ => Err(Error::disconnected(&self.name)),
         }
     }
 
@@ -515,7 +518,7 @@ mod tests {
         drop(b);
         assert!(matches!(
             a.recv_timeout(Duration::from_secs(5)),
-            Err(Error::Disconnected)
+            Err(Error::Disconnected { .. })
         ));
         Ok(())
     }

@@ -564,7 +564,7 @@ fn connection_name(listener: &str, pid: u32, seq: u64) -> String {
 fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) -> Result<Channel> {
     let (state, server) = shared.server();
     if state != PEER_PRESENT {
-        return Err(Error::Disconnected);
+        return Err(Error::disconnected(&shared.name));
     }
     // Relaxed: published with `ready`, which `Shared::open` read with Acquire.
     let capacity = shared.header().capacity.load(Ordering::Relaxed);
@@ -643,19 +643,22 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
             return Ok(channel);
         }
         if channel.peer_closed() {
-            return Err(Error::Disconnected);
+            return Err(Error::disconnected(channel.name()));
         }
         let (state, _) = shared.server();
         if state == PEER_CLOSED {
             give_up(slot, pending);
-            return Err(Error::Disconnected);
+            return Err(Error::disconnected(&shared.name));
         }
         if !lock::alive(
             shared.map.file().as_raw_fd(),
             lock::End::Creator,
             server.pid,
         )? {
-            return Err(Error::PeerGone { pid: server.pid });
+            return Err(Error::PeerGone {
+                channel: shared.name.clone(),
+                pid: server.pid,
+            });
         }
         let mut nap = CLIENT_CHECK;
         if let Some(d) = deadline {

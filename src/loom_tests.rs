@@ -39,7 +39,7 @@ impl wait::Peer for Stand {
     fn check(&mut self, _process: bool) -> Result<()> {
         // Acquire: pairs with the Release store of the closing side.
         if self.closed.load(Ordering::Acquire) != 0 {
-            Err(Error::Disconnected)
+            Err(Error::Disconnected { .. })
         } else {
             Ok(())
         }
@@ -165,7 +165,7 @@ fn loom_block_sleeper_is_woken_by_a_close() {
         let cell = unsafe { &*cell };
         let mut stand = stand;
         let r = waiter.wait_until(cell, None, || rx.has_data(), &mut stand);
-        assert!(matches!(r, Err(Error::Disconnected)), "{r:?}");
+        assert!(matches!(r, Err(Error::Disconnected { .. })), "{r:?}");
         closer.join().unwrap();
     });
 }

@@ -164,6 +164,8 @@ pub(crate) trait Peer {
     fn check(&mut self, process: bool) -> Result<()>;
     /// The peer's pid and process start time (clock ticks since boot), once it is connected.
     fn process(&mut self) -> Option<(u32, u64)>;
+    /// The channel's name, for errors.
+    fn channel(&self) -> &str;
 }
 
 /// Whether the death watcher covers this waiter's peer.
@@ -486,7 +488,10 @@ impl Waiter {
                     // Let the peer's own look confirm it (and remember it, so later calls
                     // report it too); the closed state, if it closed first, says more.
                     peer.check(true)?;
-                    return Err(Error::PeerGone { pid: *pid });
+                    return Err(Error::PeerGone {
+                        channel: peer.channel().to_owned(),
+                        pid: *pid,
+                    });
                 }
                 true
             }
@@ -575,6 +580,9 @@ mod tests {
         }
         fn process(&mut self) -> Option<(u32, u64)> {
             None
+        }
+        fn channel(&self) -> &str {
+            "anonymous"
         }
     }
 

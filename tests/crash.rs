@@ -30,7 +30,7 @@ fn kill_and_detect(ch: &mut Channel, child: &mut ChildGuard) -> Duration {
         let left = WATCHDOG.saturating_sub(killed.elapsed());
         match ch.recv_timeout(left) {
             Ok(_) => drained += 1,
-            Err(Error::PeerGone { pid: gone }) => {
+            Err(Error::PeerGone { pid: gone, .. }) => {
                 assert_eq!(gone, pid, "PeerGone names another process");
                 let took = killed.elapsed();
                 // The child is a zombie until here: detection must not need it reaped.
@@ -168,7 +168,7 @@ fn peer_killed_while_we_wait_for_room() {
         killer.join().expect("killer thread");
         let killed = killed_rx.recv().expect("kill time");
         match outcome {
-            Err(Error::PeerGone { pid: gone }) => {
+            Err(Error::PeerGone { pid: gone, .. }) => {
                 assert_eq!(gone, pid);
                 eprintln!(
                     "crash: peer killed while we wait for room, wait={wait}: PeerGone after {:.2} ms",

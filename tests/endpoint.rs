@@ -98,9 +98,16 @@ fn round_trip(ep: &mut Endpoint) {
 fn expect_peer_gone(ep: &mut Endpoint, child: &mut ChildGuard) {
     let pid = child.pid();
     let backend = ep.backend();
+    let name = ep.name().to_owned();
     child.kill();
     match ep.recv_timeout(WATCHDOG) {
-        Err(Error::PeerGone { pid: gone }) => assert_eq!(gone, pid),
+        Err(Error::PeerGone { pid: gone, channel }) => {
+            assert_eq!(gone, pid);
+            assert_eq!(
+                channel, name,
+                "{backend} backend: PeerGone names the channel"
+            );
+        }
         Err(e) => panic!("{backend} backend: expected PeerGone, got {e:?}"),
         Ok(msg) => panic!("{backend} backend: unexpected message {:?}", &*msg),
     }
@@ -109,7 +116,7 @@ fn expect_peer_gone(ep: &mut Endpoint, child: &mut ChildGuard) {
     // A send fails too once the socket is gone; shared memory only looks at the peer when it
     // has to wait for room, so there the send may still land in the ring.
     match ep.send(b"anyone?") {
-        Err(Error::PeerGone { pid: gone }) => assert_eq!(gone, pid),
+        Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
         Ok(()) if backend == Backend::Shm => {}
         other => panic!("{backend} backend: a send to a dead peer gave {other:?}"),
     }
@@ -151,10 +158,15 @@ fn clean_close(backend: Backend) {
     let mut child = spawn_child("once", backend, &name);
     round_trip(&mut ep);
     assert!(child.reap().success());
-    assert!(matches!(
-        ep.recv_timeout(WATCHDOG),
-        Err(Error::Disconnected)
-    ));
+    match ep.recv_timeout(WATCHDOG) {
+        Err(Error::Disconnected { channel }) => {
+            assert_eq!(channel, name, "{backend:?}: Disconnected names the channel")
+        }
+        other => panic!(
+            "{backend:?}: expected Disconnected, got {:?}",
+            other.map(|m| m.len())
+        ),
+    }
     assert!(!ep.is_peer_connected());
 }
 

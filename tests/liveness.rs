@@ -308,7 +308,7 @@ fn a_live_connector_is_alive_whatever_pid_it_recorded() {
         peer.kill();
         let killed = Instant::now();
         match ch.recv_timeout(WATCHDOG) {
-            Err(Error::PeerGone { pid }) => assert_eq!(pid, bogus),
+            Err(Error::PeerGone { pid, .. }) => assert_eq!(pid, bogus),
             other => panic!("expected PeerGone, got {other:?}"),
         }
         eprintln!(
@@ -351,7 +351,7 @@ fn a_live_creator_is_alive_whatever_pid_it_recorded() {
 
         peer.kill();
         match ch.recv_timeout(WATCHDOG) {
-            Err(Error::PeerGone { pid }) => assert_eq!(pid, bogus),
+            Err(Error::PeerGone { pid, .. }) => assert_eq!(pid, bogus),
             other => panic!("expected PeerGone, got {other:?}"),
         }
         peer.reap();
@@ -412,7 +412,7 @@ fn a_peer_in_another_pid_namespace_is_alive_until_it_dies() {
 
     peer.kill();
     match ch.recv_timeout(WATCHDOG) {
-        Err(Error::PeerGone { pid }) => assert_eq!(pid, 1),
+        Err(Error::PeerGone { pid, .. }) => assert_eq!(pid, 1),
         other => panic!("expected PeerGone, got {other:?}"),
     }
     peer.reap();

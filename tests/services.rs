@@ -333,7 +333,7 @@ fn a_killed_server_is_noticed_by_every_client_and_its_name_reclaimed() {
     for t in threads {
         let (result, _ch) = t.join().unwrap();
         match result {
-            Err(Error::PeerGone { pid: gone }) => assert_eq!(gone, pid),
+            Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
             other => panic!("client got {other:?} instead of PeerGone within 1 s"),
         }
     }
@@ -503,7 +503,7 @@ fn a_client_waiting_to_be_accepted_notices_a_dead_server() {
         let _ = tx.send(waiting.join().unwrap());
     });
     match rx.recv_timeout(WATCHDOG).expect("connect did not return") {
-        Err(Error::PeerGone { pid: gone }) => assert_eq!(gone, pid),
+        Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
         other => panic!("expected PeerGone, got {other:?}"),
     }
     // The client's own channel went away with its error.

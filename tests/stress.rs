@@ -203,7 +203,7 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
             encode(&mut msg, CONTROL | PASS, &[]);
             built = None;
             match ch.send(&msg) {
-                Ok(()) | Err(Error::Disconnected) => {}
+                Ok(()) | Err(Error::Disconnected { .. }) => {}
                 Err(e) => return Err(format!("send token: {e}")),
             }
             holding = false;
@@ -217,7 +217,7 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
                     progressed = true;
                 }
                 Err(Error::Empty) => break,
-                Err(Error::Disconnected) if expect >= n => break,
+                Err(Error::Disconnected { .. }) if expect >= n => break,
                 Err(e) => return Err(format!("try_recv after {expect}: {e} ({counts})")),
             }
         }
@@ -238,7 +238,7 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
                     last_progress = Instant::now();
                 }
                 Err(Error::Timeout) => {}
-                Err(Error::Disconnected) if expect >= n => {}
+                Err(Error::Disconnected { .. }) if expect >= n => {}
                 Err(e) => return Err(format!("recv after {expect}: {e} ({counts})")),
             }
         }

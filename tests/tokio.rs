@@ -157,7 +157,7 @@ fn a_full_ring_makes_send_wait_and_a_dead_peer_ends_recv() {
     reader.join().unwrap();
     let (bye, end) = result.unwrap();
     assert_eq!(bye, b"bye");
-    assert!(matches!(end, Err(Error::Disconnected)), "{end:?}");
+    assert!(matches!(end, Err(Error::Disconnected { .. })), "{end:?}");
 }
 
 #[test]

@@ -109,7 +109,7 @@ fn killed_while_blocked(wait: WaitStrategy) -> Duration {
     killer.join().unwrap();
     let killed = killed_rx.recv().unwrap();
     match result {
-        Err(Error::PeerGone { pid: gone }) => assert_eq!(gone, pid),
+        Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
         Err(Error::Timeout) => panic!("wait={wait}: peer death not noticed within 1 s"),
         Err(e) => panic!("wait={wait}: expected PeerGone, got {e}"),
         Ok(_) => panic!("wait={wait}: a message from a killed echo"),

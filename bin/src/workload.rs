@@ -236,7 +236,7 @@ pub fn size_label(bytes: usize) -> String {
 pub fn is_peer_gone(e: &shmlink::Error) -> bool {
     matches!(
         e,
-        shmlink::Error::Disconnected | shmlink::Error::PeerGone { .. }
+        shmlink::Error::Disconnected { .. } | shmlink::Error::PeerGone { .. }
     )
 }
 

@@ -61,7 +61,7 @@ fn check(got: Result<shmlink::ReadGuard<'_>, Error>, decode: bool) {
             Error::Empty
             | Error::Timeout
             | Error::Corrupt(_)
-            | Error::Disconnected
+            | Error::Disconnected { .. }
             | Error::PeerGone { .. },
         ) => {}
         Err(e) => panic!("unexpected error {e}"),

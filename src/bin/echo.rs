@@ -78,12 +78,12 @@ fn echo(ch: &mut Channel) -> Result<u64, Error> {
     loop {
         match ch.recv_into(&mut buf) {
             Ok(_) => {}
-            Err(Error::Disconnected) => return Ok(echoed),
+            Err(Error::Disconnected { .. }) => return Ok(echoed),
             Err(e) => return Err(e),
         }
         match ch.send(&buf) {
             Ok(()) => echoed += 1,
-            Err(Error::Disconnected) => return Ok(echoed),
+            Err(Error::Disconnected { .. }) => return Ok(echoed),
             Err(e) => return Err(e),
         }
     }
@@ -97,7 +97,7 @@ fn stream(ch: &mut Channel) -> Result<u64, Error> {
         frame.resize(8 + (seq % 256) as usize, seq as u8);
         match ch.send(&frame) {
             Ok(()) => {}
-            Err(Error::Disconnected | Error::PeerGone { .. }) => return Ok(seq),
+            Err(Error::Disconnected { .. } | Error::PeerGone { .. }) => return Ok(seq),
             Err(e) => return Err(e),
         }
     }

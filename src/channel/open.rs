@@ -251,7 +251,12 @@ impl Channel {
             Role::Creator => lock::End::Connector,
             Role::Connector => lock::End::Creator,
         };
-        let peer = PeerWatch::new(peer, map.file().as_raw_fd(), peer_end);
+        let peer = PeerWatch::new(
+            peer,
+            map.file().as_raw_fd(),
+            peer_end,
+            Arc::from(name.as_str()),
+        );
         let shared = Arc::new(Shared {
             me,
             out_data: NonNull::from(tx.data_cell()),

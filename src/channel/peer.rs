@@ -3,6 +3,7 @@
 use std::os::unix::io::RawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
@@ -26,15 +27,23 @@ pub(super) struct PeerWatch {
     /// What the peer recorded about itself, read once it is present. Information only.
     pub(super) id: Option<ProcessId>,
     pub(super) last_check: Option<Instant>,
+    /// The channel's name, for errors.
+    name: Arc<str>,
     /// Set once the peer was found gone: the verdict never changes back, even if a process that
     /// inspects the segment takes the dead peer's lock for a moment.
     gone: bool,
 }
 
 impl PeerWatch {
-    pub(super) fn new(info: NonNull<PeerInfo>, fd: RawFd, end: lock::End) -> PeerWatch {
+    pub(super) fn new(
+        info: NonNull<PeerInfo>,
+        fd: RawFd,
+        end: lock::End,
+        name: Arc<str>,
+    ) -> PeerWatch {
         PeerWatch {
             info,
+            name,
             fd,
             end,
             id: None,
@@ -58,8 +67,14 @@ impl PeerWatch {
 
     fn gone(&self) -> Error {
         Error::PeerGone {
+            channel: self.name.to_string(),
             pid: self.id.map_or(0, |id| id.pid),
         }
+    }
+
+    /// [`Error::Disconnected`] for this channel.
+    pub(super) fn disconnected(&self) -> Error {
+        Error::disconnected(&self.name)
     }
 
     /// Err(Disconnected) once the peer closed, Err(PeerGone) once it no longer holds its end's
@@ -89,14 +104,14 @@ impl PeerWatch {
                 // before our query saw it free (both run under the file's lock context
                 // spinlock), so a state still not CLOSED now means the peer died.
                 match self.state() {
-                    PEER_CLOSED => Err(Error::Disconnected),
+                    PEER_CLOSED => Err(self.disconnected()),
                     _ => {
                         self.gone = true;
                         Err(self.gone())
                     }
                 }
             }
-            PEER_CLOSED => Err(Error::Disconnected),
+            PEER_CLOSED => Err(self.disconnected()),
             other => Err(Error::corrupt(format!("peer state {other:#x} is unknown"))),
         }
     }
@@ -116,13 +131,17 @@ impl PeerWatch {
 }
 
 impl crate::wait::Peer for PeerWatch {
+    fn channel(&self) -> &str {
+        &self.name
+    }
+
     fn check(&mut self, process: bool) -> Result<()> {
         if process {
             PeerWatch::check(self)
         } else if self.gone {
             Err(self.gone())
         } else if self.state() == PEER_CLOSED {
-            Err(Error::Disconnected)
+            Err(self.disconnected())
         } else {
             Ok(())
         }

@@ -231,7 +231,7 @@ impl RecvHalf {
             self.wait
                 .wait_until(rx.data_cell(), deadline, || rx.has_data(), &mut self.peer);
         match result {
-            Err(e @ (Error::Disconnected | Error::PeerGone { .. })) => {
+            Err(e @ (Error::Disconnected { .. } | Error::PeerGone { .. })) => {
                 // Frames published before the close are visible now (Acquire in `state`).
                 if rx.has_data() {
                     Ok(())

@@ -46,7 +46,7 @@ impl SendHalf {
     fn send_allowed(&self, len: usize) -> Result<()> {
         let state = self.peer.state();
         if state == PEER_CLOSED {
-            return Err(Error::Disconnected);
+            return Err(self.peer.disconnected());
         }
         let max = if state == PEER_PRESENT {
             self.max_message.min(self.peer_limit())

@@ -148,10 +148,10 @@ fn close_is_seen_after_the_last_frame() {
     }
     assert!(matches!(
         b.recv_timeout(Duration::from_secs(10)),
-        Err(Error::Disconnected)
+        Err(Error::Disconnected { .. })
     ));
-    assert!(matches!(b.try_recv(), Err(Error::Disconnected)));
-    assert!(matches!(b.send(b"x"), Err(Error::Disconnected)));
+    assert!(matches!(b.try_recv(), Err(Error::Disconnected { .. })));
+    assert!(matches!(b.send(b"x"), Err(Error::Disconnected { .. })));
 }
 
 #[test]
@@ -435,7 +435,7 @@ fn swapping_halves_between_channels_is_harmless() {
     assert_eq!(a.split().0.name(), name_c);
     drop(a);
     // Both of c's halves are gone now: its peer sees the close, and its name is free.
-    assert!(matches!(peer_c.try_recv(), Err(Error::Disconnected)));
+    assert!(matches!(peer_c.try_recv(), Err(Error::Disconnected { .. })));
     assert!(!shm_path(&name_a).exists());
     assert!(!shm_path(&name_c).exists());
 }
@@ -478,7 +478,7 @@ fn owned_halves_work_from_threads_and_close_when_both_are_gone() {
     // The last half closes it, and the creator's name goes with it.
     drop(rx);
     assert!(!b.is_peer_connected());
-    assert!(matches!(b.try_recv(), Err(Error::Disconnected)));
+    assert!(matches!(b.try_recv(), Err(Error::Disconnected { .. })));
     assert!(!shm_path(&name).exists());
 }
 
@@ -492,7 +492,10 @@ fn a_sleeping_peer_is_woken_when_the_last_half_drops() {
     std::thread::sleep(Duration::from_millis(50));
     drop(rx);
     drop(tx);
-    assert!(matches!(waiter.join().unwrap(), Err(Error::Disconnected)));
+    assert!(matches!(
+        waiter.join().unwrap(),
+        Err(Error::Disconnected { .. })
+    ));
 }
 
 #[test]

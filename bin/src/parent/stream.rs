@@ -151,7 +151,7 @@ fn ring_phase(capacity: usize, size: usize, n: u64) -> anyhow::Result<Duration> 
                     Err(Error::Empty) => {
                         // Relaxed: a plain stop flag; it orders no other data.
                         if abort.load(Ordering::Relaxed) {
-                            return Err(Error::Disconnected);
+                            return Err(transport::closed());
                         }
                         spin.turn();
                     }

@@ -198,7 +198,7 @@ impl Listener for FifoListener {
         })?;
         drop(paths);
         io::Write::write_all(&mut writer, HELLO).map_err(|e| match e.kind() {
-            io::ErrorKind::BrokenPipe => Error::Disconnected,
+            io::ErrorKind::BrokenPipe => super::closed(),
             _ => Error::Io(e),
         })?;
         grow_pipe(reader.as_raw_fd(), opts.ring_size);

@@ -94,7 +94,7 @@ impl Floor {
         while self.shared().lines[1 - self.me].ack.load(Ordering::Acquire) != sent {
             spin.turn(|| {
                 if self.peer_closed() {
-                    Err(Error::Disconnected)
+                    Err(super::closed())
                 } else {
                     Ok(())
                 }
@@ -203,7 +203,7 @@ impl Transport for Floor {
             }
             let turned = spin.turn(|| {
                 if self.peer_closed() {
-                    Err(Error::Disconnected)
+                    Err(super::closed())
                 } else {
                     Ok(())
                 }

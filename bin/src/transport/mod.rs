@@ -360,6 +360,7 @@ impl Peer {
     /// The error for a gone peer.
     pub fn gone_error(&self) -> Error {
         Error::PeerGone {
+            channel: PEER.to_owned(),
             pid: self.pid().unwrap_or(0),
         }
     }
@@ -466,6 +467,16 @@ pub trait Visitor {
     type Output;
     /// Runs with `T` as the transport type.
     fn visit<T: Transport>(self) -> Self::Output;
+}
+
+/// What the harness's errors call the other side of a transport.
+const PEER: &str = "harness peer";
+
+/// The error for a peer that closed its end of a transport.
+pub fn closed() -> Error {
+    Error::Disconnected {
+        channel: PEER.to_owned(),
+    }
 }
 
 /// Prefix of the mappings the comparison transports create. Not `shmlink-`: those names belong to

@@ -225,7 +225,7 @@ impl PosixMq {
     /// Receives one queue message into `self.chunk`; returns its length.
     fn recv_chunk(&mut self, deadline: Option<Instant>) -> Result<usize> {
         if self.closed {
-            return Err(Error::Disconnected);
+            return Err(super::closed());
         }
         loop {
             let timeout = deadline_in(SLICE);
@@ -245,7 +245,7 @@ impl PosixMq {
                 let n = n as usize;
                 if n == 0 {
                     self.closed = true;
-                    return Err(Error::Disconnected);
+                    return Err(super::closed());
                 }
                 return Ok(n);
             }

@@ -120,7 +120,7 @@ impl RawSync {
                 return Ok(());
             }
             let gone = if self.peer_closed() {
-                Some(Error::Disconnected)
+                Some(super::closed())
             } else if self.peer.is_gone() {
                 Some(self.peer.gone_error())
             } else {

@@ -113,7 +113,7 @@ impl<R: Read, W: Write> Framed<R, W> {
 fn write_all<W: Write>(writer: &mut W, bytes: &[u8]) -> Result<()> {
     match writer.write_all(bytes).and_then(|()| writer.flush()) {
         Ok(()) => Ok(()),
-        Err(e) if is_disconnect(&e) => Err(Error::Disconnected),
+        Err(e) if is_disconnect(&e) => Err(super::closed()),
         Err(e) => Err(Error::Io(e)),
     }
 }
@@ -123,7 +123,7 @@ fn write_all<W: Write>(writer: &mut W, bytes: &[u8]) -> Result<()> {
 fn read_exact<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<()> {
     match reader.read_exact(buf) {
         Ok(()) => Ok(()),
-        Err(e) if is_disconnect(&e) => Err(Error::Disconnected),
+        Err(e) if is_disconnect(&e) => Err(super::closed()),
         Err(e) => Err(Error::Io(e)),
     }
 }
@@ -187,7 +187,7 @@ mod tests {
         assert_eq!(f.recv_with(|b| Ok(b.len())).ok(), Some(0));
         assert!(matches!(
             f.recv_with(|b| Ok(b.len())),
-            Err(Error::Disconnected)
+            Err(Error::Disconnected { .. })
         ));
 
         let bogus = [0xff, 0xff, 0xff, 0x7f, 1, 2, 3];
