@@ -33,6 +33,28 @@ use serde::{Deserialize, Serialize};
 
 use shmlink::{Error, WaitStrategy};
 
+/// The message methods of a [`Transport`] whose messages travel as length-prefixed frames over
+/// a byte stream kept in `self.framed` (see `stream.rs`).
+macro_rules! framed_methods {
+    () => {
+        fn max_message(&self) -> usize {
+            self.framed.max_message()
+        }
+
+        fn send(&mut self, msg: &[u8]) -> Result<()> {
+            self.framed.send(msg)
+        }
+
+        fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+            self.framed.send_json(value)
+        }
+
+        fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
+            self.framed.recv_with(read)
+        }
+    };
+}
+
 pub mod fifo;
 pub mod floor;
 pub mod ipc_channel;

@@ -77,21 +77,7 @@ impl Transport for Uds {
         Uds::from_stream(stream, opts, None)
     }
 
-    fn max_message(&self) -> usize {
-        self.framed.max_message()
-    }
-
-    fn send(&mut self, msg: &[u8]) -> Result<()> {
-        self.framed.send(msg)
-    }
-
-    fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.framed.send_json(value)
-    }
-
-    fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
-        self.framed.recv_with(read)
-    }
+    framed_methods!();
 }
 
 impl Uds {
