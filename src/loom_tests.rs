@@ -39,7 +39,7 @@ impl wait::Peer for Stand {
     fn check(&mut self, _process: bool) -> Result<()> {
         // Acquire: pairs with the Release store of the closing side.
         if self.closed.load(Ordering::Acquire) != 0 {
-            Err(Error::Disconnected { .. })
+            Err(Error::disconnected("loom"))
         } else {
             Ok(())
         }
@@ -47,6 +47,10 @@ impl wait::Peer for Stand {
 
     fn process(&mut self) -> Option<(u32, u64)> {
         None
+    }
+
+    fn channel(&self) -> &str {
+        "loom"
     }
 }
 
