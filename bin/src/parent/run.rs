@@ -34,6 +34,38 @@ pub(crate) struct Plan {
     pub(crate) child_id: String,
 }
 
+impl Plan {
+    /// The plan of a run: the child binary found if a row needs one, the base of the run's
+    /// names (`--name`, or `h<pid>`) checked, fresh ids for the two sides.
+    pub(crate) fn new(
+        rows: Vec<Row>,
+        sizes: Vec<usize>,
+        opts: Options,
+        needs_child: bool,
+        args: RunArgs,
+    ) -> anyhow::Result<Plan> {
+        let plan = Plan {
+            rows,
+            sizes,
+            opts,
+            child_path: if needs_child {
+                child_path(args.child.as_deref())?
+            } else {
+                PathBuf::new()
+            },
+            base: args
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("h{}", std::process::id())),
+            parent_id: common::random_id(),
+            child_id: common::random_id(),
+            args,
+        };
+        shmlink::testing::validate_fallback_name(&plan.base).map_err(|e| anyhow!("--name: {e}"))?;
+        Ok(plan)
+    }
+}
+
 /// What one round of one row produced.
 pub(crate) struct RoundOutcome {
     pub(crate) round: RoundResult,
@@ -42,7 +74,7 @@ pub(crate) struct RoundOutcome {
     pub(crate) backend: Option<String>,
 }
 
-pub(crate) fn child_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+fn child_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(path) = explicit {
         return Ok(path.to_owned());
     }
@@ -206,24 +238,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         connect_timeout: Duration::from_secs(if args.no_spawn { 300 } else { 10 }),
     };
     let needs_child = !args.no_spawn && rows.iter().any(|r| matches!(r, Row::Ipc(_) | Row::Shm(_)));
-    let plan = Plan {
-        rows,
-        sizes,
-        opts,
-        child_path: if needs_child {
-            child_path(args.child.as_deref())?
-        } else {
-            PathBuf::new()
-        },
-        base: args
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("h{}", std::process::id())),
-        parent_id: common::random_id(),
-        child_id: common::random_id(),
-        args,
-    };
-    shmlink::testing::validate_fallback_name(&plan.base).map_err(|e| anyhow!("--name: {e}"))?;
+    let plan = Plan::new(rows, sizes, opts, needs_child, args)?;
     let machine = machine();
     let raw_size =
         (!plan.args.sweep && plan.args.message == MessageKind::Raw).then_some(plan.args.size);

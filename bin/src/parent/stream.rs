@@ -6,7 +6,6 @@
 
 use std::hint::black_box;
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -19,7 +18,7 @@ use super::cli::{sweep_ring, RunArgs};
 use super::connect::connect;
 use super::report::{machine, median, profile, Latency, Report, RoundResult, TransportResult};
 use super::rows::{parse_stream_rows, Row};
-use super::run::{child_path, Plan};
+use super::run::Plan;
 use super::table::print_stream;
 use crate::streaming::{self, Stream, Verdict, MIN_SIZE};
 use crate::transport::posixmq::MqLimits;
@@ -286,24 +285,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let needs_child = rows.iter().any(|r| matches!(r, Row::Ipc(_)));
     let mq = rows.contains(&Row::Ipc(Kind::PosixMq)).then(MqLimits::read);
-    let plan = Plan {
-        rows,
-        sizes,
-        opts,
-        child_path: if needs_child {
-            child_path(args.child.as_deref())?
-        } else {
-            PathBuf::new()
-        },
-        base: args
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("h{}", std::process::id())),
-        parent_id: common::random_id(),
-        child_id: common::random_id(),
-        args,
-    };
-    shmlink::testing::validate_fallback_name(&plan.base).map_err(|e| anyhow!("--name: {e}"))?;
+    let plan = Plan::new(rows, sizes, opts, needs_child, args)?;
     let machine = machine();
     if !plan.args.json {
         println!(

@@ -3,17 +3,11 @@
 //! channels as they are, so there is no second serialisation; each received message is one heap
 //! buffer (the channel allocates it).
 
-use std::time::{Duration, Instant};
-
 use serde::Serialize;
 
+use super::shm::{await_hello, connect_endpoint, HELLO};
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
 use shmlink::{Backend, Config, Endpoint, Error};
-
-/// What the child sends first, so that the parent knows it connected.
-const HELLO: &[u8] = b"shmlink-hello";
-/// How long one wait of the handshake lasts before the peer is checked.
-const SLICE: Duration = Duration::from_millis(50);
 
 /// One end of the ipc-channel transport.
 pub struct IpcChannel {
@@ -44,16 +38,7 @@ impl Transport for IpcChannel {
     }
 
     fn connect(address: &str, opts: &Options, peer: Peer) -> Result<IpcChannel> {
-        let deadline = Instant::now() + opts.connect_timeout;
-        let mut endpoint = loop {
-            match Endpoint::connect_timeout(address, opts.wait, SLICE) {
-                Ok(e) => break e,
-                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
-                    peer.check()?
-                }
-                Err(e) => return Err(e),
-            }
-        };
+        let mut endpoint = connect_endpoint(address, opts, &peer)?;
         if endpoint.backend() != Backend::IpcChannel {
             return Err(Error::InvalidConfig(format!(
                 "{address} is a {} channel, not ipc-channel",
@@ -91,20 +76,7 @@ impl Listener for IpcChannelListener {
     }
 
     fn accept(mut self, _stdio: ChildStdio, peer: Peer) -> Result<IpcChannel> {
-        let deadline = Instant::now() + self.opts.connect_timeout;
-        loop {
-            match self.endpoint.recv_timeout(SLICE) {
-                Ok(msg) if &msg[..] == HELLO => break,
-                Ok(_) => return Err(Error::Corrupt("unexpected handshake message".to_owned())),
-                Err(Error::Timeout) => {
-                    peer.check()?;
-                    if Instant::now() >= deadline {
-                        return Err(Error::Timeout);
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        await_hello(&mut self.endpoint, &self.opts, &peer)?;
         let max = self.endpoint.max_message();
         Ok(IpcChannel {
             endpoint: self.endpoint,

@@ -13,7 +13,7 @@ use super::{ChildStdio, JsonMessage, Kind, Listener, Options, Peer, Result, Tran
 use shmlink::{Backend, Config, Endpoint, Error};
 
 /// What the child sends first, so that the parent knows it connected.
-const HELLO: &[u8] = b"shmlink-hello";
+pub(super) const HELLO: &[u8] = b"shmlink-hello";
 /// How long one wait of the handshake lasts before the peer is checked.
 const SLICE: Duration = Duration::from_millis(50);
 
@@ -58,16 +58,7 @@ impl Transport for Shm {
     }
 
     fn connect(address: &str, opts: &Options, peer: Peer) -> Result<Shm> {
-        let deadline = Instant::now() + opts.connect_timeout;
-        let mut endpoint = loop {
-            match Endpoint::connect_timeout(address, opts.wait, SLICE) {
-                Ok(e) => break e,
-                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
-                    peer.check()?
-                }
-                Err(e) => return Err(e),
-            }
-        };
+        let mut endpoint = connect_endpoint(address, opts, &peer)?;
         endpoint.send(HELLO)?;
         let max = endpoint.max_message();
         Ok(Shm { endpoint, max })
@@ -145,24 +136,45 @@ impl Listener for ShmListener {
     }
 
     fn accept(mut self, _stdio: ChildStdio, peer: Peer) -> Result<Shm> {
-        let deadline = Instant::now() + self.opts.connect_timeout;
-        loop {
-            match self.endpoint.recv_timeout(SLICE) {
-                Ok(msg) if &msg[..] == HELLO => break,
-                Ok(_) => return Err(Error::Corrupt("unexpected handshake message".to_owned())),
-                Err(Error::Timeout) => {
-                    peer.check()?;
-                    if Instant::now() >= deadline {
-                        return Err(Error::Timeout);
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        await_hello(&mut self.endpoint, &self.opts, &peer)?;
         let max = self.endpoint.max_message();
         Ok(Shm {
             endpoint: self.endpoint,
             max,
         })
+    }
+}
+
+/// Connects to the endpoint at `address`, retrying while it is not there yet (until the peer
+/// dies or the connect timeout passes). The caller then says [`HELLO`].
+pub(super) fn connect_endpoint(address: &str, opts: &Options, peer: &Peer) -> Result<Endpoint> {
+    let deadline = Instant::now() + opts.connect_timeout;
+    loop {
+        match Endpoint::connect_timeout(address, opts.wait, SLICE) {
+            Ok(e) => return Ok(e),
+            Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
+                peer.check()?
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Waits on the listening side for the connector's [`HELLO`] (until the peer dies or the
+/// connect timeout passes).
+pub(super) fn await_hello(endpoint: &mut Endpoint, opts: &Options, peer: &Peer) -> Result<()> {
+    let deadline = Instant::now() + opts.connect_timeout;
+    loop {
+        match endpoint.recv_timeout(SLICE) {
+            Ok(msg) if &msg[..] == HELLO => return Ok(()),
+            Ok(_) => return Err(Error::Corrupt("unexpected handshake message".to_owned())),
+            Err(Error::Timeout) => {
+                peer.check()?;
+                if Instant::now() >= deadline {
+                    return Err(Error::Timeout);
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
