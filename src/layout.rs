@@ -218,7 +218,29 @@ pub fn check_capacity(capacity: usize) -> Result<()> {
     Ok(())
 }
 
+impl PeerInfo {
+    /// Records the process holding this end and how it waits. Relaxed stores: published by the
+    /// Release store that follows them (of `state`, or of the header's `ready`).
+    pub(crate) fn record(&self, me: crate::process::ProcessId, wait_mode: u32) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.pid.store(me.pid, Relaxed);
+        self.start_time.store(me.start_time, Relaxed);
+        self.wait_mode.store(wait_mode, Relaxed);
+    }
+}
+
 impl SegmentHeader {
+    /// Writes the fixed fields a creator fills in before `ready`. Relaxed stores: published by
+    /// the creator's Release store of `ready`, which openers read with Acquire first.
+    pub(crate) fn write_fixed(&self, magic: u64, version: u32, capacity: usize, total: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.magic.store(magic, Relaxed);
+        self.version.store(version, Relaxed);
+        self.header_size.store(HEADER_SIZE as u32, Relaxed);
+        self.capacity.store(capacity as u64, Relaxed);
+        self.total_size.store(total as u64, Relaxed);
+    }
+
     /// Writes the layout parameters of this build (the fields `validate` compares).
     pub fn write_layout(&self) {
         use std::sync::atomic::Ordering::Relaxed;

@@ -353,23 +353,12 @@ impl Listener {
         let me = ProcessId::current();
         // Relaxed stores: published by the Release store of `ready` below, which clients read
         // with Acquire before anything else.
-        hdr.magic.store(LISTENER_MAGIC, Ordering::Relaxed);
-        hdr.version.store(LISTENER_VERSION, Ordering::Relaxed);
-        hdr.header_size.store(HEADER_SIZE as u32, Ordering::Relaxed);
-        hdr.capacity
-            .store(config.capacity as u64, Ordering::Relaxed);
-        hdr.total_size.store(size as u64, Ordering::Relaxed);
+        hdr.write_fixed(LISTENER_MAGIC, LISTENER_VERSION, config.capacity, size);
         shared
             .control()
             .slots
             .store(max_clients as u32, Ordering::Relaxed);
-        hdr.creator.pid.store(me.pid, Ordering::Relaxed);
-        hdr.creator
-            .start_time
-            .store(me.start_time, Ordering::Relaxed);
-        hdr.creator
-            .wait_mode
-            .store(mode_of(config.wait), Ordering::Relaxed);
+        hdr.creator.record(me, mode_of(config.wait));
         hdr.creator.state.store(PEER_PRESENT, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `ready` in `Shared::open`.
         hdr.ready.store(READY, Ordering::Release);

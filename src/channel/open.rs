@@ -52,19 +52,15 @@ impl Channel {
         let me = ProcessId::current();
         // Relaxed stores: all published by the Release store of `ready` below, which openers
         // read with Acquire before anything else.
-        hdr.magic.store(MAGIC, Ordering::Relaxed);
-        hdr.version.store(LAYOUT_VERSION, Ordering::Relaxed);
-        hdr.header_size.store(HEADER_SIZE as u32, Ordering::Relaxed);
-        hdr.capacity
-            .store(config.capacity as u64, Ordering::Relaxed);
-        hdr.total_size
-            .store(segment_size(config.capacity) as u64, Ordering::Relaxed);
+        hdr.write_fixed(
+            MAGIC,
+            LAYOUT_VERSION,
+            config.capacity,
+            segment_size(config.capacity),
+        );
         hdr.write_layout();
         let info = &hdr.creator;
-        info.pid.store(me.pid, Ordering::Relaxed);
-        info.start_time.store(me.start_time, Ordering::Relaxed);
-        info.wait_mode
-            .store(mode_of(config.wait), Ordering::Relaxed);
+        info.record(me, mode_of(config.wait));
         info.max_message
             .store(DEFAULT_MAX_MESSAGE as u64, Ordering::Relaxed);
         info.state.store(PEER_PRESENT, Ordering::Relaxed);
@@ -179,9 +175,7 @@ impl Channel {
             return Err(Error::AlreadyConnected(name));
         }
         crate::testing::stop_point(crate::testing::StopPoint::ConnectClaimed);
-        info.pid.store(me.pid, Ordering::Relaxed);
-        info.start_time.store(me.start_time, Ordering::Relaxed);
-        info.wait_mode.store(mode_of(wait), Ordering::Relaxed);
+        info.record(me, mode_of(wait));
         info.max_message
             .store(DEFAULT_MAX_MESSAGE as u64, Ordering::Relaxed);
         // Release: pairs with the Acquire load in `PeerWatch::state` on the creator's side.
