@@ -39,7 +39,7 @@ use crate::error::{Error, Result};
 /// `b"SHMLINK\0"` read as a little-endian `u64`.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMLINK\0");
 /// Bumped whenever the layout or the frame protocol changes.
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 /// Bytes before the first ring region; a page, so regions start page-aligned.
 pub const HEADER_SIZE: usize = 4096;
 /// Offset of the two ring headers inside the segment header page.
@@ -340,8 +340,11 @@ pub(crate) mod kind {
     pub const FRAG_MORE: u8 = 4;
     /// The last fragment.
     pub const FRAG_LAST: u8 = 5;
+    /// Drop the fragments received so far: the sender gave up on the message part-way (a send
+    /// that timed out). Empty.
+    pub const FRAG_ABORT: u8 = 6;
     /// The highest valid kind.
-    pub const MAX: u8 = 5;
+    pub const MAX: u8 = 6;
 }
 
 pub(crate) const TAG_SHIFT: u32 = 35;

@@ -64,6 +64,8 @@
 //! and reassembled. Each side publishes its `max_message` in the mapping
 //! ([`Channel::set_max_message`]); a message longer than the receiver's limit fails *at the
 //! sender* with [`Error::TooLarge`], before anything is written, and the channel keeps working.
+//! A fragmented send that times out part-way ([`Channel::send_timeout`]) is withdrawn: the
+//! receiver drops the fragments it got and never sees the message.
 //!
 //! A received message is a [`ReadGuard`]: it borrows the frame in place and releases it when
 //! dropped. Because it borrows the channel, a reply that uses the request's bytes needs the

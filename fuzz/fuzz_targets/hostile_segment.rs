@@ -70,7 +70,7 @@ fn check(got: Result<shmlink::ReadGuard<'_>, Error>, decode: bool) {
 
 /// Feeds `ops` into ring 1 as frames, one after another, receiving in between.
 ///
-/// Each op is a control byte (bits 0..3 kind, 0 and 6..7 invalid; bit 3 wrong tag; bit 4
+/// Each op is a control byte (bits 0..3 kind, 0 and 7 invalid; bit 3 wrong tag; bit 4
 /// receive after it; bit 5 with `recv_timeout(0)`; bit 6 decode as JSON; bit 7 rewrite the
 /// frame's first payload word after publishing it), two length bytes, a fill byte, and for a
 /// first fragment eight more bytes: the announced total.

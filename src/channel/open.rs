@@ -266,6 +266,7 @@ impl Channel {
                 json_hint: 256,
                 max_message: DEFAULT_MAX_MESSAGE,
                 scratch: Vec::new(),
+                cut: false,
                 shared: shared.clone(),
             },
             receiver: RecvHalf {
@@ -274,7 +275,7 @@ impl Channel {
                 wait: Waiter::new(wait),
                 max_message: DEFAULT_MAX_MESSAGE,
                 assembly: Vec::new(),
-                assembling: None,
+                assembling: super::recv::Assembling::Idle,
                 shared,
             },
             wait,

@@ -20,10 +20,23 @@ pub struct RecvHalf {
     pub(super) max_message: usize,
     /// Reassembly buffer for fragmented messages, kept between messages.
     pub(super) assembly: Vec<u8>,
-    /// Total length of the fragmented message being reassembled, if one is under way.
-    pub(super) assembling: Option<usize>,
+    /// Where the receiver is in a fragmented message.
+    pub(super) assembling: Assembling,
     // Declared last: the mapping `rx` and `peer` point into, kept alive by this half.
     pub(super) shared: Arc<Shared>,
+}
+
+/// Where a receiver is in a fragmented message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Assembling {
+    /// Between messages.
+    Idle,
+    /// Collecting a message of this many bytes.
+    Collecting(usize),
+    /// Dropping the rest of a message that was refused part-way (it failed to reassemble, and
+    /// the error was returned once): its remaining fragments are skipped, up to and including
+    /// its last, so the messages after it still come through.
+    Discarding,
 }
 
 impl RecvHalf {
@@ -103,10 +116,19 @@ impl RecvHalf {
         let mut budget = self.rx.capacity() as u64;
         loop {
             match self.rx.next_frame() {
-                Ok(frame) if frame.kind() == kind::DATA && self.assembling.is_none() => {
+                Ok(frame) if frame.kind() == kind::DATA && self.assembling == Assembling::Idle => {
                     return Ok(self.rx.guard(frame))
                 }
                 Ok(frame) => {
+                    if self.assembling == Assembling::Discarding
+                        && matches!(frame.kind(), kind::DATA | kind::FRAG_FIRST)
+                    {
+                        // The refused message is over: its sender went on to the next one.
+                        self.assembling = Assembling::Idle;
+                        if frame.kind() == kind::DATA {
+                            return Ok(self.rx.guard(frame));
+                        }
+                    }
                     let size = frame.size();
                     if self.absorb_fragment(frame)? {
                         return Ok(ReadGuard::assembled(&self.assembly));
@@ -139,12 +161,15 @@ impl RecvHalf {
     /// Copies a fragment into the reassembly buffer; true once the message is complete.
     ///
     /// The shared payload is read once: the length prefix into a local, the rest into the
-    /// buffer; only lengths the ring already validated and those copies are judged.
+    /// buffer; only lengths the ring already validated and those copies are judged. A message
+    /// that fails (an allocation that fails, a fragment out of sequence) is reported once; its
+    /// remaining fragments are then skipped (see [`Assembling::Discarding`]).
     #[inline(never)]
     fn absorb_fragment(&mut self, frame: Frame) -> Result<bool> {
+        use Assembling::{Collecting, Discarding, Idle};
         let guard = self.rx.guard(frame);
         let result = match (self.assembling, guard.kind()) {
-            (None, kind::FRAG_FIRST) => match guard.get(..8) {
+            (Idle, kind::FRAG_FIRST) => match guard.get(..8) {
                 Some(prefix) => {
                     let mut total = [0u8; 8];
                     total.copy_from_slice(prefix);
@@ -156,7 +181,7 @@ impl RecvHalf {
                             // the peer's word, the bytes are real.
                             self.assembly.clear();
                             append(&mut self.assembly, body, t).map(|()| {
-                                self.assembling = Some(t);
+                                self.assembling = Collecting(t);
                                 false
                             })
                         }
@@ -171,11 +196,11 @@ impl RecvHalf {
                     "first fragment shorter than its length prefix",
                 )),
             },
-            (Some(_), kind::FRAG_MORE | kind::FRAG_LAST) if guard.is_empty() => {
+            (Collecting(_), kind::FRAG_MORE | kind::FRAG_LAST) if guard.is_empty() => {
                 // The sender never makes one; a stream of them would be work without progress.
                 Err(Error::corrupt("empty fragment"))
             }
-            (Some(total), k @ (kind::FRAG_MORE | kind::FRAG_LAST)) => {
+            (Collecting(total), k @ (kind::FRAG_MORE | kind::FRAG_LAST)) => {
                 if self.assembly.len() + guard.len() > total {
                     Err(Error::Corrupt(format!(
                         "fragments exceed the announced {total} bytes"
@@ -185,7 +210,7 @@ impl RecvHalf {
                         if k == kind::FRAG_MORE {
                             Ok(false)
                         } else if self.assembly.len() == total {
-                            self.assembling = None;
+                            self.assembling = Idle;
                             Ok(true)
                         } else {
                             Err(Error::Corrupt(format!(
@@ -196,13 +221,26 @@ impl RecvHalf {
                     })
                 }
             }
+            // The sender gave up on the message: it never happened.
+            (Collecting(_), kind::FRAG_ABORT) => {
+                self.assembly.clear();
+                self.assembling = Idle;
+                Ok(false)
+            }
+            (Discarding, kind::FRAG_MORE) => Ok(false),
+            (Discarding, kind::FRAG_LAST | kind::FRAG_ABORT) => {
+                self.assembling = Idle;
+                Ok(false)
+            }
             (state, k) => Err(Error::Corrupt(format!(
                 "frame kind {k} out of sequence (reassembling: {})",
-                state.is_some()
+                state != Idle
             ))),
         };
         drop(guard);
-        result.inspect_err(|_| self.assembling = None)
+        // Fragments of a message that failed may keep coming; the ones a well-behaved sender
+        // sends next (a whole message, or the first fragment of one) end the discarding.
+        result.inspect_err(|_| self.assembling = Discarding)
     }
 
     /// Receives one message (of any size) and copies it into `buf`, replacing its contents.

@@ -25,6 +25,9 @@ pub struct SendHalf {
     pub(super) max_message: usize,
     /// Serialisation buffer for JSON values too large for one frame.
     pub(super) scratch: Vec<u8>,
+    /// A fragmented message was cut short (a send timed out after its first fragment went
+    /// out): the next frame must tell the receiver to drop what it has of it.
+    pub(super) cut: bool,
     // Declared last: the mapping `tx` and `peer` point into, kept alive by this half.
     pub(super) shared: Arc<Shared>,
 }
@@ -94,7 +97,29 @@ impl SendHalf {
     /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`] if not).
     pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
         self.send_allowed(len)?;
+        if self.cut {
+            self.end_cut_message(None)?;
+        }
         self.tx.try_reserve(len)
+    }
+
+    /// Sends the frame that tells the receiver to drop the fragments it has of a message cut
+    /// short. `wait`: `None` to fail with [`Error::Full`] if there is no room now, else the
+    /// deadline to wait for room until.
+    #[cold]
+    fn end_cut_message(&mut self, wait: Option<Option<Instant>>) -> Result<()> {
+        let start = loop {
+            match self.tx.room_for(0)? {
+                Some(start) => break start,
+                None => match wait {
+                    Some(deadline) => self.wait_room(0, deadline)?,
+                    None => return Err(Error::Full),
+                },
+            }
+        };
+        self.tx.grant_at(start, 0, kind::FRAG_ABORT).commit(0);
+        self.cut = false;
+        Ok(())
     }
 
     #[inline]
@@ -105,6 +130,9 @@ impl SendHalf {
         deadline: Option<Instant>,
     ) -> Result<WriteGrant<'_>> {
         self.send_allowed(len)?;
+        if self.cut {
+            self.end_cut_message(Some(deadline))?;
+        }
         if len > self.tx.max_len() {
             return Err(Error::TooLarge {
                 len,
@@ -154,11 +182,15 @@ impl SendHalf {
     #[inline]
     pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
         self.send_allowed(bytes.len())?;
+        if self.cut {
+            self.end_cut_message(None)?;
+        }
         self.tx.try_send(bytes)
     }
 
     /// Like [`send`](Channel::send), giving up with [`Error::Timeout`] after `timeout`. A
-    /// fragmented message that times out part-way leaves the channel unusable for sending.
+    /// fragmented message that times out part-way is withdrawn: the receiver drops the part it
+    /// got (it never sees the message), and the next send goes through as usual.
     pub fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<()> {
         self.send_deadline(bytes, Some(Instant::now() + timeout))
     }
@@ -192,7 +224,13 @@ impl SendHalf {
             } else {
                 kind::FRAG_MORE
             };
-            let mut grant = self.reserve_kind(n, kind, deadline)?;
+            let mut grant = match self.reserve_kind(n, kind, deadline) {
+                Ok(grant) => grant,
+                Err(e) => {
+                    self.cut = true;
+                    return Err(e);
+                }
+            };
             grant.copy_from_slice(&bytes[sent..sent + n]);
             grant.commit(n);
             sent += n;

@@ -580,3 +580,52 @@ fn any_published_limit_is_taken_as_it_is() {
     a.send(b"y").unwrap();
     assert_eq!(&*b.recv().unwrap(), b"y");
 }
+
+#[test]
+fn a_fragmented_send_that_times_out_is_withdrawn_and_the_channel_goes_on() {
+    let name = unique("cut");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    // Several rings' worth: nobody reads, so the send stops part-way and times out.
+    let long: Vec<u8> = (0..20_000).map(|i| i as u8).collect();
+    assert!(matches!(
+        a.send_timeout(&long, Duration::from_millis(50)),
+        Err(Error::Timeout)
+    ));
+    // Until the receiver makes room, not even the withdrawal fits.
+    assert!(matches!(a.try_send(b"next"), Err(Error::Full)));
+    let sender = std::thread::spawn(move || {
+        a.send(b"after").unwrap();
+        a.send(&long).unwrap();
+        a
+    });
+    // The receiver drops what it had of the withdrawn message and gets the next ones whole.
+    assert_eq!(&*b.recv().unwrap(), b"after");
+    let mut buf = Vec::new();
+    assert_eq!(b.recv_into(&mut buf).unwrap(), 20_000);
+    assert!(buf.iter().enumerate().all(|(i, &x)| x == i as u8));
+    let _a = sender.join().unwrap();
+    assert!(matches!(b.try_recv(), Err(Error::Empty)));
+}
+
+#[test]
+fn after_a_message_that_fails_to_reassemble_the_next_ones_come_through() {
+    let name = unique("refused");
+    let cfg = Config {
+        capacity: 1 << 17,
+        wait: WaitStrategy::Block,
+    };
+    let mut a = Channel::create(&name, &cfg).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    // Two fragments, both in the ring before the receiver lowers its limit.
+    let len = a.max_frame() + 20_000;
+    a.send(&vec![5; len]).unwrap();
+    b.split().1.set_max_message(len - 1);
+    assert!(matches!(b.recv(), Err(Error::Corrupt(_))));
+    // The rest of the refused message is skipped, not reported again.
+    a.send(b"next").unwrap();
+    assert_eq!(&*b.recv().unwrap(), b"next");
+    b.split().1.set_max_message(DEFAULT_MAX_MESSAGE);
+    a.send(&vec![6; len]).unwrap();
+    assert_eq!(b.recv().unwrap().len(), len);
+}
