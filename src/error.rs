@@ -136,8 +136,13 @@ pub enum Error {
     },
     /// The shared memory holds a value this side will not interpret (a length past the region,
     /// an index out of range, an unknown frame kind...). The channel should be dropped.
-    #[error("corrupt shared memory: {0}")]
-    Corrupt(String),
+    #[error("channel {channel:?} holds corrupt data: {what}")]
+    Corrupt {
+        /// The channel's name (empty for a [`ring`](crate::ring) between threads).
+        channel: String,
+        /// What was wrong.
+        what: String,
+    },
     /// The value could not be encoded or decoded as JSON.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
@@ -165,10 +170,14 @@ impl Error {
         }
     }
 
-    /// Names the channel in a [`Error::Disconnected`] or [`Error::PeerGone`] made where the
-    /// name was not at hand (left empty there).
+    /// Names the channel in a [`Error::Disconnected`], [`Error::PeerGone`] or
+    /// [`Error::Corrupt`] made where the name was not at hand (left empty there).
     pub(crate) fn in_channel(self, name: &str) -> Error {
         match self {
+            Error::Corrupt { channel, what } if channel.is_empty() => Error::Corrupt {
+                channel: name.to_owned(),
+                what,
+            },
             Error::Disconnected { channel } if channel.is_empty() => Error::disconnected(name),
             Error::PeerGone { channel, pid } if channel.is_empty() => Error::PeerGone {
                 channel: name.to_owned(),
@@ -178,8 +187,12 @@ impl Error {
         }
     }
 
-    pub(crate) fn corrupt(what: impl Into<String>) -> Error {
-        Error::Corrupt(what.into())
+    /// [`Error::Corrupt`] in the channel `channel`.
+    pub(crate) fn corrupt(channel: &str, what: impl Into<String>) -> Error {
+        Error::Corrupt {
+            channel: channel.to_owned(),
+            what: what.into(),
+        }
     }
 }
 

@@ -148,7 +148,7 @@ fn ipc_error(e: IpcError) -> Error {
     match e {
         IpcError::Disconnected => Error::disconnected(""),
         IpcError::Io(e) => io_error(e),
-        IpcError::SerializationError(e) => Error::Corrupt(format!("ipc-channel message: {e}")),
+        IpcError::SerializationError(e) => Error::corrupt("", format!("ipc-channel message: {e}")),
     }
 }
 

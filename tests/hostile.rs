@@ -195,7 +195,7 @@ fn drain(ch: &mut Channel, name: &str, ring: usize) {
                 FRAMES.fetch_add(1, Ordering::Relaxed);
             }
             // Corrupt may repeat; other typed errors end the stream.
-            Err(Error::Corrupt(_)) => {}
+            Err(Error::Corrupt { .. }) => {}
             Err(_) => break,
         }
     }
@@ -301,7 +301,7 @@ proptest! {
                         | Error::NotReady(_)
                         | Error::LayoutMismatch { .. }
                         | Error::AlreadyConnected(_)
-                        | Error::Corrupt(_)
+                        | Error::Corrupt { .. }
                 ),
                 "unexpected error {e}"
             ),

@@ -101,7 +101,9 @@ fn eight_client_tasks_against_a_server_process() {
                         ch.send(msg.as_bytes()).await?;
                         let reply = ch.recv().await?;
                         if reply != msg.as_bytes() {
-                            return Err(Error::Corrupt(format!("task {id}: wrong reply {i}")));
+                            return Err(Error::Io(std::io::Error::other(format!(
+                                "task {id}: wrong reply {i}"
+                            ))));
                         }
                     }
                     Ok::<u32, Error>(id)

@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use common::{check_stamp, stamp, Ping, PingMsg};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use shmlink::Error;
 use shmlink_harness::transport::{
     ipc_channel::IpcChannel, shm::Shm, ChildStdio, Listener, Options, Peer, Transport,
 };
@@ -145,7 +144,9 @@ fn json<T: Transport>(c: &mut Criterion, id: &str) {
                     .t()
                     .recv_json::<PingMsg, _>(|pong| {
                         if pong.sender_id != child_id || pong.receiver_id != parent_id {
-                            return Err(Error::Corrupt(format!("unexpected pong {pong:?}")));
+                            return Err(shmlink_harness::garbled(format!(
+                                "unexpected pong {pong:?}"
+                            )));
                         }
                         Ok(pong.sent_at_ms)
                     })

@@ -144,7 +144,7 @@ impl Verdict {
     /// Parses a verdict.
     pub fn decode(bytes: &[u8]) -> Result<Verdict, Error> {
         if bytes.len() != VERDICT_LEN {
-            return Err(Error::Corrupt(format!(
+            return Err(crate::garbled(format!(
                 "verdict of {} bytes, {VERDICT_LEN} expected",
                 bytes.len()
             )));
@@ -164,19 +164,19 @@ impl Verdict {
     /// `Ok` when this is the verdict on `count` messages of `stream`, whole and in order.
     pub fn check(&self, stream: &Stream, count: u64) -> Result<(), Error> {
         if let Some(bad) = self.first_bad {
-            return Err(Error::Corrupt(format!(
+            return Err(crate::garbled(format!(
                 "message {bad} of {count} arrived with a wrong length or sequence number"
             )));
         }
         if self.count != count {
-            return Err(Error::Corrupt(format!(
+            return Err(crate::garbled(format!(
                 "the receiver confirmed {} messages, {count} were sent",
                 self.count
             )));
         }
         let expected = stream.expected(count);
         if self.digest != expected {
-            return Err(Error::Corrupt(format!(
+            return Err(crate::garbled(format!(
                 "digest of the {count} messages is {:#x}, {expected:#x} expected",
                 self.digest
             )));
@@ -196,7 +196,7 @@ pub fn start_message(count: u64, size: usize) -> [u8; START_LEN] {
 /// Parses a start message into (count, size).
 pub fn parse_start(bytes: &[u8]) -> Result<(u64, usize), Error> {
     if bytes.len() != START_LEN {
-        return Err(Error::Corrupt(format!(
+        return Err(crate::garbled(format!(
             "stream start of {} bytes, {START_LEN} expected",
             bytes.len()
         )));
@@ -206,7 +206,7 @@ pub fn parse_start(bytes: &[u8]) -> Result<(u64, usize), Error> {
     count.copy_from_slice(&bytes[..8]);
     size.copy_from_slice(&bytes[8..]);
     let size = usize::try_from(u64::from_le_bytes(size))
-        .map_err(|_| Error::Corrupt("stream size out of range".to_owned()))?;
+        .map_err(|_| crate::garbled("stream size out of range".to_owned()))?;
     Ok((u64::from_le_bytes(count), size))
 }
 

@@ -46,7 +46,7 @@ pub fn json_round_trip<T: Transport>(
             || pong.receiver_id != parent_id
             || pong.sent_at_ms != sent_at_ms
         {
-            return Err(Error::Corrupt(format!("unexpected pong {pong:?}")));
+            return Err(crate::garbled(format!("unexpected pong {pong:?}")));
         }
         Ok(())
     })

@@ -60,7 +60,7 @@ fn check(got: Result<shmlink::ReadGuard<'_>, Error>, decode: bool) {
         Err(
             Error::Empty
             | Error::Timeout
-            | Error::Corrupt(_)
+            | Error::Corrupt { .. }
             | Error::Disconnected { .. }
             | Error::PeerGone { .. },
         ) => {}
@@ -195,7 +195,7 @@ fuzz_target!(|data: &[u8]| {
             for _ in 0..64 {
                 match creator.try_recv() {
                     Ok(frame) => assert!(frame.len() <= MAX_MESSAGE),
-                    Err(shmlink::Error::Corrupt(_)) => {}
+                    Err(shmlink::Error::Corrupt { .. }) => {}
                     Err(_) => break,
                 }
             }
@@ -217,7 +217,7 @@ fuzz_target!(|data: &[u8]| {
                 for _ in 0..64 {
                     match ch.try_recv() {
                         Ok(frame) => assert!(frame.len() <= MAX_MESSAGE),
-                        Err(shmlink::Error::Corrupt(_)) => {}
+                        Err(shmlink::Error::Corrupt { .. }) => {}
                         Err(_) => break,
                     }
                 }

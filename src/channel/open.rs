@@ -151,9 +151,10 @@ impl Channel {
             // connection (its rings may still hold that connection's frames).
             PEER_PRESENT | PEER_CLOSED => return Err(Error::AlreadyConnected(name)),
             other => {
-                return Err(Error::corrupt(format!(
-                    "connector state {other:#x} is unknown in {name}"
-                )))
+                return Err(Error::corrupt(
+                    &name,
+                    format!("connector state {other:#x} is unknown"),
+                ))
             }
         }
         // The claim is the connector's lock: held by another open of the object means another
@@ -222,11 +223,12 @@ impl Channel {
             Role::Creator => (ring(0), ring(1)),
             Role::Connector => (ring(1), ring(0)),
         };
+        let label: Arc<str> = Arc::from(name.as_str());
         // SAFETY: the rings live in `map`, which moves into the `Shared` that both halves hold
         // alongside these ends (or is dropped right here, together with them, on failure); the
         // role split gives each ring exactly one producer and one consumer per channel.
-        let built = unsafe { Producer::new(tx_ring, None) }
-            .and_then(|tx| Ok((tx, unsafe { Consumer::new(rx_ring, None) }?)));
+        let built = unsafe { Producer::new(tx_ring, None, label.clone()) }
+            .and_then(|tx| Ok((tx, unsafe { Consumer::new(rx_ring, None, label.clone()) }?)));
         let (tx, rx) = match built {
             Ok(ends) => ends,
             Err(e) => {
@@ -245,12 +247,7 @@ impl Channel {
             Role::Creator => lock::End::Connector,
             Role::Connector => lock::End::Creator,
         };
-        let peer = PeerWatch::new(
-            peer,
-            map.file().as_raw_fd(),
-            peer_end,
-            Arc::from(name.as_str()),
-        );
+        let peer = PeerWatch::new(peer, map.file().as_raw_fd(), peer_end, label);
         let shared = Arc::new(Shared {
             me,
             out_data: NonNull::from(tx.data_cell()),

@@ -112,7 +112,10 @@ impl PeerWatch {
                 }
             }
             PEER_CLOSED => Err(self.disconnected()),
-            other => Err(Error::corrupt(format!("peer state {other:#x} is unknown"))),
+            other => Err(Error::corrupt(
+                &self.name,
+                format!("peer state {other:#x} is unknown"),
+            )),
         }
     }
 

@@ -185,26 +185,31 @@ impl RecvHalf {
                                 false
                             })
                         }
-                        _ => Err(Error::Corrupt(format!(
-                            "fragmented message of {total} bytes starting with {} (limit {})",
-                            body.len(),
-                            self.max_message
-                        ))),
+                        _ => Err(Error::corrupt(
+                            self.shared.name.as_str(),
+                            format!(
+                                "fragmented message of {total} bytes starting with {} (limit {})",
+                                body.len(),
+                                self.max_message
+                            ),
+                        )),
                     }
                 }
                 None => Err(Error::corrupt(
+                    self.shared.name.as_str(),
                     "first fragment shorter than its length prefix",
                 )),
             },
             (Collecting(_), kind::FRAG_MORE | kind::FRAG_LAST) if guard.is_empty() => {
                 // The sender never makes one; a stream of them would be work without progress.
-                Err(Error::corrupt("empty fragment"))
+                Err(Error::corrupt(self.shared.name.as_str(), "empty fragment"))
             }
             (Collecting(total), k @ (kind::FRAG_MORE | kind::FRAG_LAST)) => {
                 if self.assembly.len() + guard.len() > total {
-                    Err(Error::Corrupt(format!(
-                        "fragments exceed the announced {total} bytes"
-                    )))
+                    Err(Error::corrupt(
+                        self.shared.name.as_str(),
+                        format!("fragments exceed the announced {total} bytes"),
+                    ))
                 } else {
                     append(&mut self.assembly, &guard, total).and_then(|()| {
                         if k == kind::FRAG_MORE {
@@ -213,10 +218,13 @@ impl RecvHalf {
                             self.assembling = Idle;
                             Ok(true)
                         } else {
-                            Err(Error::Corrupt(format!(
-                                "message ended at {} of the announced {total} bytes",
-                                self.assembly.len()
-                            )))
+                            Err(Error::corrupt(
+                                self.shared.name.as_str(),
+                                format!(
+                                    "message ended at {} of the announced {total} bytes",
+                                    self.assembly.len()
+                                ),
+                            ))
                         }
                     })
                 }
@@ -232,10 +240,13 @@ impl RecvHalf {
                 self.assembling = Idle;
                 Ok(false)
             }
-            (state, k) => Err(Error::Corrupt(format!(
-                "frame kind {k} out of sequence (reassembling: {})",
-                state != Idle
-            ))),
+            (state, k) => Err(Error::corrupt(
+                self.shared.name.as_str(),
+                format!(
+                    "frame kind {k} out of sequence (reassembling: {})",
+                    state != Idle
+                ),
+            )),
         };
         drop(guard);
         // Fragments of a message that failed may keep coming; the ones a well-behaved sender

@@ -20,6 +20,8 @@ pub struct Consumer {
     /// back when it drops, so decoding allocates only when a frame is larger than any before.
     pub(super) spare: Cell<Vec<u8>>,
     pub(super) _owned: Option<std::sync::Arc<Owned>>,
+    /// The channel's name, for errors (empty for a ring between threads).
+    pub(super) channel: std::sync::Arc<str>,
 }
 
 // SAFETY: as for `Producer`; `spare` is plain owned memory.
@@ -37,7 +39,11 @@ impl std::fmt::Debug for Consumer {
 impl Consumer {
     /// # Safety
     /// As for [`Producer::new`], with at most one consumer at a time.
-    pub(crate) unsafe fn new(ptrs: RingPtrs, owned: Option<std::sync::Arc<Owned>>) -> Result<Self> {
+    pub(crate) unsafe fn new(
+        ptrs: RingPtrs,
+        owned: Option<std::sync::Arc<Owned>>,
+        channel: std::sync::Arc<str>,
+    ) -> Result<Self> {
         // Acquire: pairs with the Release store of our predecessor's index.
         let head = ptrs.header().head.load(Ordering::Acquire);
         // Acquire: pairs with the producer's Release store of its informational index.
@@ -47,9 +53,10 @@ impl Consumer {
             || head > tail
             || tail - head > ptrs.capacity as u64
         {
-            return Err(Error::corrupt(format!(
-                "ring indices out of range: head {head}, tail {tail}"
-            )));
+            return Err(Error::corrupt(
+                &channel,
+                format!("ring indices out of range: head {head}, tail {tail}"),
+            ));
         }
         Ok(Consumer {
             mask: ptrs.capacity as u64 - 1,
@@ -58,6 +65,7 @@ impl Consumer {
             head,
             spare: Cell::new(Vec::new()),
             _owned: owned,
+            channel,
         })
     }
 
@@ -113,16 +121,20 @@ impl Consumer {
             }
             let (tag, kind, len) = decode(word);
             if tag != tag_of(self.head) {
-                return Err(Error::corrupt(format!(
+                return Err(Error::corrupt(
+                    &self.channel,
+                    format!(
                     "frame header {word:#018x} at offset {pos} carries a tag for another position"
-                )));
+                ),
+                ));
             }
             match kind {
                 kind::PAD => {
                     if pos == 0 || skipped {
-                        return Err(Error::corrupt(format!(
-                            "padding marker at offset {pos} does not end a lap"
-                        )));
+                        return Err(Error::corrupt(
+                            &self.channel,
+                            format!("padding marker at offset {pos} does not end a lap"),
+                        ));
                     }
                     skipped = true;
                     self.head += cap - pos as u64;
@@ -132,9 +144,10 @@ impl Consumer {
                     let len = len as usize;
                     let size = frame_size(len) as u64;
                     if len > self.max_len || pos as u64 + size > cap {
-                        return Err(Error::corrupt(format!(
-                            "frame of {len} bytes at offset {pos} runs past the region"
-                        )));
+                        return Err(Error::corrupt(
+                            &self.channel,
+                            format!("frame of {len} bytes at offset {pos} runs past the region"),
+                        ));
                     }
                     return Ok(Frame {
                         offset: pos + FRAME_HEADER,
@@ -144,9 +157,10 @@ impl Consumer {
                     });
                 }
                 _ => {
-                    return Err(Error::corrupt(format!(
-                        "unknown frame kind {kind} at offset {pos}"
-                    )))
+                    return Err(Error::corrupt(
+                        &self.channel,
+                        format!("unknown frame kind {kind} at offset {pos}"),
+                    ))
                 }
             }
         }

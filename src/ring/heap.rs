@@ -116,12 +116,12 @@ pub fn new(capacity: usize) -> Result<(Producer, Consumer)> {
         peer_mode: mode_c,
     };
     // SAFETY: the memory is kept alive by the `Arc` each end holds.
-    let producer = unsafe { Producer::new(base, Some(owned.clone())) }?;
+    let producer = unsafe { Producer::new(base, Some(owned.clone()), std::sync::Arc::from("")) }?;
     let consumer_ptrs = RingPtrs {
         peer_mode: mode_p,
         ..base
     };
     // SAFETY: as above.
-    let consumer = unsafe { Consumer::new(consumer_ptrs, Some(owned)) }?;
+    let consumer = unsafe { Consumer::new(consumer_ptrs, Some(owned), std::sync::Arc::from("")) }?;
     Ok((producer, consumer))
 }

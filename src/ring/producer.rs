@@ -20,6 +20,8 @@ pub struct Producer {
     pub(super) next_rewind: u64,
     pub(super) max_len: usize,
     pub(super) _owned: Option<std::sync::Arc<Owned>>,
+    /// The channel's name, for errors (empty for a ring between threads).
+    pub(super) channel: std::sync::Arc<str>,
 }
 
 // SAFETY: the producer only holds pointers into memory that outlives it (kept alive by `_owned`
@@ -41,7 +43,11 @@ impl Producer {
     /// # Safety
     /// `ptrs` must describe a live, initialised ring that outlives the producer, and at most one
     /// producer may exist for it at a time.
-    pub(crate) unsafe fn new(ptrs: RingPtrs, owned: Option<std::sync::Arc<Owned>>) -> Result<Self> {
+    pub(crate) unsafe fn new(
+        ptrs: RingPtrs,
+        owned: Option<std::sync::Arc<Owned>>,
+        channel: std::sync::Arc<str>,
+    ) -> Result<Self> {
         let capacity = ptrs.capacity;
         // Acquire: pairs with the Release stores of our predecessor (a fresh ring is all zero).
         let tail = ptrs.header().tail.load(Ordering::Acquire);
@@ -51,9 +57,10 @@ impl Producer {
             || head > tail
             || tail - head > capacity as u64
         {
-            return Err(Error::corrupt(format!(
-                "ring indices out of range: head {head}, tail {tail}"
-            )));
+            return Err(Error::corrupt(
+                &channel,
+                format!("ring indices out of range: head {head}, tail {tail}"),
+            ));
         }
         Ok(Producer {
             ptrs,
@@ -67,6 +74,7 @@ impl Producer {
             },
             max_len: max_payload(capacity),
             _owned: owned,
+            channel,
         })
     }
 
@@ -85,10 +93,13 @@ impl Producer {
     pub(super) fn refresh_head(&mut self) -> Result<()> {
         let head = self.ptrs.header().head.load(RECLAIM);
         if head < self.cached_head || head > self.tail || head % FRAME_ALIGN as u64 != 0 {
-            return Err(Error::corrupt(format!(
-                "consumer index {head} outside [{}, {}]",
-                self.cached_head, self.tail
-            )));
+            return Err(Error::corrupt(
+                &self.channel,
+                format!(
+                    "consumer index {head} outside [{}, {}]",
+                    self.cached_head, self.tail
+                ),
+            ));
         }
         self.cached_head = head;
         Ok(())

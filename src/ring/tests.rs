@@ -262,7 +262,7 @@ fn hostile_frame_headers_are_corrupt_errors() {
             corrupt_head_word(&rx, word(rx.head));
             for _ in 0..3 {
                 assert!(
-                    matches!(rx.try_read(), Err(Error::Corrupt(_))),
+                    matches!(rx.try_read(), Err(Error::Corrupt { .. })),
                     "{what} at {offset} accepted"
                 );
             }
@@ -271,11 +271,11 @@ fn hostile_frame_headers_are_corrupt_errors() {
     // A frame that fits by length but would run past the end of the region.
     let (_tx, mut rx) = ring_at(1024, 960);
     corrupt_head_word(&rx, encode(rx.head, kind::DATA, 200));
-    assert!(matches!(rx.try_read(), Err(Error::Corrupt(_))));
+    assert!(matches!(rx.try_read(), Err(Error::Corrupt { .. })));
     // A PAD at offset 0 would skip a whole lap.
     let (_tx, mut rx) = ring_at(256, 0);
     corrupt_head_word(&rx, encode(rx.head, kind::PAD, 0));
-    assert!(matches!(rx.try_read(), Err(Error::Corrupt(_))));
+    assert!(matches!(rx.try_read(), Err(Error::Corrupt { .. })));
 }
 
 #[test]
@@ -284,7 +284,7 @@ fn hostile_consumer_index_is_a_corrupt_error() {
     let (mut tx, rx) = new(256).unwrap();
     fill(&mut tx, 40);
     rx.ptrs.header().head.store(10_048, Ordering::Relaxed);
-    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt(_))));
+    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt { .. })));
     // Moves backwards.
     let (mut tx, mut rx) = new(256).unwrap();
     for _ in 0..3 {
@@ -293,12 +293,12 @@ fn hostile_consumer_index_is_a_corrupt_error() {
     }
     fill(&mut tx, 40);
     rx.ptrs.header().head.store(64, Ordering::Relaxed);
-    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt(_))));
+    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt { .. })));
     // Misaligned.
     let (mut tx, rx) = new(256).unwrap();
     fill(&mut tx, 40);
     rx.ptrs.header().head.store(8, Ordering::Relaxed);
-    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt(_))));
+    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt { .. })));
 }
 
 #[test]

@@ -171,7 +171,9 @@ fn ping_pong<T: Transport>(t: &mut T, args: &Args) -> Result<(), Error> {
         Workload::Json => loop {
             let sent_at_ms = t.recv_json::<PingMsg, _>(|ping| {
                 if ping.sender_id != args.parent_id || ping.receiver_id != args.child_id {
-                    return Err(Error::Corrupt(format!("unexpected ping {ping:?}")));
+                    return Err(shmlink_harness::garbled(format!(
+                        "unexpected ping {ping:?}"
+                    )));
                 }
                 Ok(ping.sent_at_ms)
             })?;
@@ -185,7 +187,9 @@ fn ping_pong<T: Transport>(t: &mut T, args: &Args) -> Result<(), Error> {
         Workload::ReferenceJson => loop {
             let ping: OwnedPing = t.recv_with(|bytes| Ok(serde_json::from_slice(bytes)?))?;
             if ping.sender_id != args.parent_id || ping.receiver_id != args.child_id {
-                return Err(Error::Corrupt(format!("unexpected ping {ping:?}")));
+                return Err(shmlink_harness::garbled(format!(
+                    "unexpected ping {ping:?}"
+                )));
             }
             let pong = OwnedPing {
                 sender_id: args.child_id.clone(),

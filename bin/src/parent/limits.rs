@@ -53,7 +53,7 @@ impl<'a> SerdeWork<'a> {
         let frame = black_box(&self.ping_buf[..n]);
         let got: Ping<'_> = serde_json::from_slice(frame)?;
         if got.sender_id != self.parent_id || got.receiver_id != self.child_id {
-            return Err(Error::Corrupt(format!("unexpected ping {got:?}")));
+            return Err(crate::garbled(format!("unexpected ping {got:?}")));
         }
         let pong = Ping {
             sender_id: self.child_id,
@@ -68,7 +68,7 @@ impl<'a> SerdeWork<'a> {
             || back.receiver_id != self.parent_id
             || back.sent_at_ms != sent_at_ms
         {
-            return Err(Error::Corrupt(format!("unexpected pong {back:?}")));
+            return Err(crate::garbled(format!("unexpected pong {back:?}")));
         }
         Ok(())
     }

@@ -46,7 +46,7 @@ impl<'a> Pinger<'a> {
                     || pong.receiver_id != self.parent_id
                     || pong.sent_at_ms != ping.sent_at_ms
                 {
-                    return Err(Error::Corrupt(format!("unexpected pong {pong:?}")));
+                    return Err(crate::garbled(format!("unexpected pong {pong:?}")));
                 }
                 Ok(())
             }
@@ -56,7 +56,7 @@ impl<'a> Pinger<'a> {
                 t.send(&self.raw)?;
                 let len = self.raw.len();
                 if !t.recv_with(|b| Ok(check_stamp(b, len, seq)))? {
-                    return Err(Error::Corrupt(format!("echo of message {seq} damaged")));
+                    return Err(crate::garbled(format!("echo of message {seq} damaged")));
                 }
                 Ok(())
             }

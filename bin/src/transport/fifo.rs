@@ -150,7 +150,7 @@ impl Transport for Fifo {
             Ok((got == HELLO.len()).then_some(()))
         })?;
         if &hello != HELLO {
-            return Err(Error::Corrupt("unexpected fifo handshake".to_owned()));
+            return Err(crate::garbled("unexpected fifo handshake".to_owned()));
         }
         set_blocking(reader.as_raw_fd())?;
         grow_pipe(reader.as_raw_fd(), opts.ring_size);

@@ -196,7 +196,7 @@ impl Transport for Floor {
                 break;
             }
             if seq != self.received {
-                return Err(Error::Corrupt(format!(
+                return Err(crate::garbled(format!(
                     "sequence {seq} where {} or {expected} was expected",
                     self.received
                 )));
@@ -219,7 +219,7 @@ impl Transport for Floor {
         // Relaxed: ordered after the Acquire load of `seq` above.
         let len = line.len.load(Ordering::Relaxed) as usize;
         if len > MAX_MESSAGE {
-            return Err(Error::Corrupt(format!("floor message of {len} bytes")));
+            return Err(crate::garbled(format!("floor message of {len} bytes")));
         }
         let mut buf = [0u8; MAX_MESSAGE];
         for (word, chunk) in line

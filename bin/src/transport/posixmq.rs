@@ -270,7 +270,7 @@ impl PosixMq {
     ) -> Result<R> {
         let n = self.recv_chunk(deadline)?;
         if n < HEADER {
-            return Err(Error::Corrupt(format!(
+            return Err(crate::garbled(format!(
                 "queue message of {n} bytes where a message starts"
             )));
         }
@@ -278,7 +278,7 @@ impl PosixMq {
         header.copy_from_slice(&self.chunk[..HEADER]);
         let len = u32::from_le_bytes(header) as usize;
         if len > self.max {
-            return Err(Error::Corrupt(format!(
+            return Err(crate::garbled(format!(
                 "message of {len} bytes announced, the maximum is {}",
                 self.max
             )));
@@ -288,7 +288,7 @@ impl PosixMq {
             return read(&self.chunk[HEADER..n]);
         }
         if first > len {
-            return Err(Error::Corrupt(format!(
+            return Err(crate::garbled(format!(
                 "first fragment of {first} bytes for a message of {len}"
             )));
         }
@@ -305,7 +305,7 @@ impl PosixMq {
             };
             if assembled.len() + n > len {
                 self.assembled = assembled;
-                return Err(Error::Corrupt(format!(
+                return Err(crate::garbled(format!(
                     "fragments run past the announced {len} bytes"
                 )));
             }
@@ -493,7 +493,7 @@ impl Listener for PosixMqListener {
         let deadline = Instant::now() + opts.connect_timeout;
         let hello = t.recv_message(Some(deadline), |b| Ok(b == HELLO))?;
         if !hello {
-            return Err(Error::Corrupt("unexpected handshake message".to_owned()));
+            return Err(crate::garbled("unexpected handshake message".to_owned()));
         }
         // Both ends are open: the names are no longer needed.
         for name in &mut names {

@@ -170,7 +170,7 @@ impl RawSync {
         }
         let (second, first) = (boxes.pop(), boxes.pop());
         let (Some(d0), Some(d1)) = (first, second) else {
-            return Err(Error::Corrupt("mailboxes missing".to_owned()));
+            return Err(crate::garbled("mailboxes missing".to_owned()));
         };
         // Direction 0 carries creator -> connector.
         Ok(if me == 0 { (d0, d1) } else { (d1, d0) })
@@ -292,7 +292,7 @@ impl Transport for RawSync {
         let len = self.len_word(&self.inbox).load(Ordering::Relaxed);
         let len = usize::try_from(len).unwrap_or(usize::MAX);
         if len > self.slot {
-            return Err(Error::Corrupt(format!(
+            return Err(crate::garbled(format!(
                 "mailbox message of {len} bytes in a {} byte slot",
                 self.slot
             )));

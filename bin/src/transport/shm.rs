@@ -167,7 +167,7 @@ pub(super) fn await_hello(endpoint: &mut Endpoint, opts: &Options, peer: &Peer) 
     loop {
         match endpoint.recv_timeout(SLICE) {
             Ok(msg) if &msg[..] == HELLO => return Ok(()),
-            Ok(_) => return Err(Error::Corrupt("unexpected handshake message".to_owned())),
+            Ok(_) => return Err(crate::garbled("unexpected handshake message".to_owned())),
             Err(Error::Timeout) => {
                 peer.check()?;
                 if Instant::now() >= deadline {

@@ -88,7 +88,7 @@ impl<R: Read, W: Write> Framed<R, W> {
         read_exact(&mut self.reader, &mut header)?;
         let len = u32::from_le_bytes(header) as usize;
         if len > self.max {
-            return Err(Error::Corrupt(format!(
+            return Err(crate::garbled(format!(
                 "frame of {len} bytes announced, the maximum is {}",
                 self.max
             )));
@@ -194,7 +194,7 @@ mod tests {
         let mut f = Framed::new(&bogus[..], io::sink(), 1024);
         assert!(matches!(
             f.recv_with(|b| Ok(b.len())),
-            Err(Error::Corrupt(_))
+            Err(Error::Corrupt { .. })
         ));
     }
 }
