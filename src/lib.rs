@@ -206,6 +206,7 @@ mod channel;
 mod endpoint;
 mod error;
 mod fallback;
+mod ipc_listener;
 mod layout;
 mod listener;
 mod lock;
@@ -221,7 +222,7 @@ pub mod tokio;
 mod wait;
 
 pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
-pub use endpoint::{Backend, Endpoint, Received};
+pub use endpoint::{Backend, Endpoint, EndpointListener, Received};
 pub use error::{Error, Result};
 pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS, MAX_CLIENTS};
 pub use ring::{ReadGuard, WriteGrant};
