@@ -72,7 +72,7 @@ enum Reply {
 }
 
 /// Where the lock file of listener `name` lives (beside its rendezvous file).
-fn lock_path(name: &str) -> PathBuf {
+pub fn lock_path(name: &str) -> PathBuf {
     fallback::rendezvous_path(name).with_extension("ipc.lock")
 }
 
