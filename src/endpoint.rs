@@ -199,7 +199,11 @@ impl Endpoint {
         }
     }
 
-    fn connect_until(name: &str, wait: WaitStrategy, deadline: Option<Instant>) -> Result<Endpoint> {
+    fn connect_until(
+        name: &str,
+        wait: WaitStrategy,
+        deadline: Option<Instant>,
+    ) -> Result<Endpoint> {
         let ipc = |duplex| Endpoint {
             inner: Inner::Ipc(duplex),
             _lease: None,
@@ -468,7 +472,9 @@ impl EndpointListener {
         max_clients: usize,
     ) -> Result<EndpointListener> {
         let inner = match backend {
-            Backend::Shm => ListenerInner::Shm(Listener::bind_with_limit(name, config, max_clients)?),
+            Backend::Shm => {
+                ListenerInner::Shm(Listener::bind_with_limit(name, config, max_clients)?)
+            }
             Backend::IpcChannel => ListenerInner::Ipc(IpcListener::bind(name, max_clients)?),
         };
         Ok(EndpointListener { inner })

@@ -247,10 +247,7 @@ impl IpcDuplex {
         }
         let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
         let path = rendezvous_path(name);
-        publish(
-            &path,
-            &format!("{}\n{server_name}", std::process::id()),
-        )?;
+        publish(&path, &format!("{}\n{server_name}", std::process::id()))?;
         let rendezvous = Rendezvous(path);
         let (done, accepted) = mpsc::channel();
         std::thread::Builder::new()

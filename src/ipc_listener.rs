@@ -57,7 +57,10 @@ const STOP_WAIT: Duration = Duration::from_secs(2);
 #[derive(Serialize, Deserialize)]
 enum Hello {
     /// A client: the creator's halves of its connection, and where to answer.
-    Client { halves: Halves, reply: IpcSender<Reply> },
+    Client {
+        halves: Halves,
+        reply: IpcSender<Reply>,
+    },
     /// Sent by the listener's drop to wake its accept thread; ignored unless it is stopping.
     Wake,
 }
@@ -116,7 +119,9 @@ struct Control {
 
 fn locked(control: &Mutex<Control>) -> MutexGuard<'_, Control> {
     // Nothing in the guarded section can leave the state half-updated: ignore poisoning.
-    control.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    control
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A listener on the fallback backend.
@@ -166,6 +171,34 @@ fn take_lock(name: &str) -> Result<Option<File>> {
     }
 }
 
+/// With the lock of `name` taken: if its rendezvous file still names the one-shot server of a
+/// listener that died, removes that server's socket and the directory ipc-channel made for it
+/// (nobody else removes them). Only a socket of this user, alone in a `.tmp*` directory of the
+/// temporary directory, is touched.
+fn remove_dead_server(name: &str) {
+    let Ok(Published::Listener { server, .. }) = fallback::read_rendezvous(name) else {
+        return;
+    };
+    let socket = std::path::Path::new(&server);
+    let Some(dir) = socket.parent() else {
+        return;
+    };
+    let made_by_ipc_channel = socket.file_name() == Some("socket".as_ref())
+        && dir.parent() == Some(std::env::temp_dir().as_path())
+        && dir
+            .file_name()
+            .and_then(|d| d.to_str())
+            .is_some_and(|d| d.starts_with(".tmp"));
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let ours = std::fs::symlink_metadata(socket)
+        .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) && m.uid() == me);
+    if made_by_ipc_channel && ours && std::fs::remove_file(socket).is_ok() {
+        // Fails, harmlessly, if anything else is in it.
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 impl IpcListener {
     /// Makes the listener `name`, admitting at most `max_clients` live connections.
     pub(crate) fn bind(name: &str, max_clients: usize) -> Result<IpcListener> {
@@ -176,6 +209,7 @@ impl IpcListener {
             )));
         }
         let lock_file = take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.to_owned()))?;
+        remove_dead_server(name);
         let control = Arc::new(Mutex::new(Control::default()));
         let (queue, incoming) = mpsc::channel();
         let worker = Worker {
@@ -230,13 +264,11 @@ impl IpcListener {
         let incoming = self.incoming();
         let next = match deadline {
             None => incoming.recv().map_err(|_| self.ended())?,
-            Some(d) => {
-                match incoming.recv_timeout(d.saturating_duration_since(Instant::now())) {
-                    Ok(next) => next,
-                    Err(mpsc::RecvTimeoutError::Timeout) => return Err(Error::Timeout),
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return Err(self.ended()),
-                }
-            }
+            Some(d) => match incoming.recv_timeout(d.saturating_duration_since(Instant::now())) {
+                Ok(next) => next,
+                Err(mpsc::RecvTimeoutError::Timeout) => return Err(Error::Timeout),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(self.ended()),
+            },
         };
         next.map_err(|e| e.in_channel(&self.name))
     }

@@ -102,8 +102,8 @@ fn child() {
                 "shm" => Backend::Shm,
                 _ => Backend::IpcChannel,
             };
-            let listener = EndpointListener::bind_with(name, &Config::default(), backend, 16)
-                .expect("bind");
+            let listener =
+                EndpointListener::bind_with(name, &Config::default(), backend, 16).expect("bind");
             println!("ready");
             serve(listener, Arc::new(AtomicBool::new(false)));
             0
@@ -133,7 +133,10 @@ fn client(name: &str, id: &str, count: u64) -> i32 {
         match ep.recv_timeout(WATCHDOG) {
             Ok(reply) if *reply == *msg.as_bytes() => {}
             Ok(reply) => {
-                eprintln!("client {id}: reply {i} is {:?}", String::from_utf8_lossy(&reply));
+                eprintln!(
+                    "client {id}: reply {i} is {:?}",
+                    String::from_utf8_lossy(&reply)
+                );
                 return 4;
             }
             Err(e) => {
@@ -150,7 +153,10 @@ fn client(name: &str, id: &str, count: u64) -> i32 {
         Err(Error::PeerGone { channel, .. }) if channel.starts_with(name) => GONE,
         Err(Error::Disconnected { .. }) => CLOSED,
         other => {
-            eprintln!("client {id}: waiting for the server's end: {:?}", other.map(|m| m.len()));
+            eprintln!(
+                "client {id}: waiting for the server's end: {:?}",
+                other.map(|m| m.len())
+            );
             6
         }
     };
@@ -191,9 +197,8 @@ fn serve(listener: EndpointListener, stop: Arc<AtomicBool>) -> Vec<Error> {
 /// the server accepts it, so the two run on two threads).
 fn connect_and_accept(listener: &EndpointListener) -> (Endpoint, Endpoint) {
     let name = listener.name().to_owned();
-    let client = std::thread::spawn(move || {
-        Endpoint::connect_timeout(&name, WaitStrategy::Block, WATCHDOG)
-    });
+    let client =
+        std::thread::spawn(move || Endpoint::connect_timeout(&name, WaitStrategy::Block, WATCHDOG));
     let accepted = listener.accept_timeout(WATCHDOG).expect("accept");
     let client = client.join().expect("client thread").expect("connect");
     assert_eq!(client.backend(), listener.backend());
@@ -278,7 +283,10 @@ fn past_the_limit_is_too_many_clients(backend: Backend) {
         Err(Error::TooManyClients { name: n, limit }) => {
             assert_eq!((n.as_str(), limit), (name.as_str(), 2));
         }
-        other => panic!("a third client must be refused, got {:?}", other.map(|e| e.backend())),
+        other => panic!(
+            "a third client must be refused, got {:?}",
+            other.map(|e| e.backend())
+        ),
     }
     // Dropping a connection frees its place; its client sees a clean close.
     let mut first = accepted.remove(0);
@@ -289,7 +297,11 @@ fn past_the_limit_is_too_many_clients(backend: Backend) {
         .position(|h| h.pid() == pid)
         .expect("the accepted client is one of the holders");
     let mut freed = holders.remove(at);
-    assert_eq!(freed.reap().code(), Some(CLOSED), "holder saw a clean close");
+    assert_eq!(
+        freed.reap().code(),
+        Some(CLOSED),
+        "holder saw a clean close"
+    );
     // A freed place admits a new client.
     let (mut third, mut ep) = connect_and_accept(&listener);
     third.send(b"third").unwrap();
@@ -334,8 +346,22 @@ fn a_killed_server_is_peer_gone_for_every_client(backend: Backend) {
             c.pid()
         );
     }
+    // The one-shot server the dead fallback listener waited on (the last line of its
+    // rendezvous file), which the new listener removes.
+    let dead_server = std::fs::read_to_string(shmlink::testing::rendezvous_path(&name))
+        .ok()
+        .and_then(|text| text.lines().last().map(std::path::PathBuf::from));
+    assert_eq!(dead_server.is_some(), backend == Backend::IpcChannel);
     // The dead server's name is reclaimed by a new one.
     let listener = bind(&name, backend, 4);
+    if let Some(socket) = dead_server {
+        assert!(!socket.exists(), "{} left", socket.display());
+        assert!(
+            !socket.parent().unwrap().exists(),
+            "{} left",
+            socket.display()
+        );
+    }
     let (mut client, mut ep) = connect_and_accept(&listener);
     client.send(b"again").unwrap();
     assert_eq!(&*ep.recv_timeout(WATCHDOG).unwrap(), b"again");
@@ -373,14 +399,22 @@ fn a_killed_client_is_peer_gone_and_frees_its_place(backend: Backend) {
     doomed.reap();
     match ep.recv_timeout(WATCHDOG) {
         Err(Error::PeerGone { channel, .. }) => assert!(channel.starts_with(&name), "{channel}"),
-        other => panic!("a killed client is PeerGone, got {:?}", other.map(|m| m.len())),
+        other => panic!(
+            "a killed client is PeerGone, got {:?}",
+            other.map(|m| m.len())
+        ),
     }
     drop(ep);
     // Its place (the only one) is free again.
     let mut next = spawn_role("client", &[&name, "1", "100"]);
-    let ep = listener.accept_timeout(WATCHDOG).expect("accept the next client");
+    let ep = listener
+        .accept_timeout(WATCHDOG)
+        .expect("accept the next client");
     let end = echo(ep);
-    assert!(next.reap().success(), "the next client exchanged its messages");
+    assert!(
+        next.reap().success(),
+        "the next client exchanged its messages"
+    );
     assert!(matches!(end, Error::Disconnected { .. }), "{end}");
     drop(listener);
     assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
