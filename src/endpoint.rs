@@ -426,6 +426,12 @@ pub struct EndpointListener {
     inner: ListenerInner,
 }
 
+// Shared between threads like a `Listener`: `accept` takes `&self`.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<EndpointListener>();
+};
+
 #[derive(Debug)]
 enum ListenerInner {
     Shm(Listener),

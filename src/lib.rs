@@ -131,7 +131,8 @@
 //! `ipc-channel` fallback where it cannot (or when `SHMLINK_FORCE_FALLBACK=1` or the
 //! `force-fallback` feature asks for it); [`Endpoint::create_with`] chooses explicitly. The
 //! connecting side finds whichever its creator used. Both report a killed peer as
-//! [`Error::PeerGone`]. The services above are shared-memory only.
+//! [`Error::PeerGone`]. An [`EndpointListener`] is the listener on either backend (the client
+//! side is [`Endpoint::connect`]); the selector and the async API are shared-memory only.
 //!
 //! Mappings whose creator died can be listed and removed with [`segments`] (or the
 //! `shmlink-clean` program). [`ring::new`] runs the same ring on the heap, between threads.
