@@ -253,15 +253,22 @@ impl IpcDuplex {
         std::thread::Builder::new()
             .name(format!("shmlink-accept-{name}"))
             .spawn(move || {
-                let result =
-                    server
-                        .accept()
-                        .map(|(_bootstrap, halves)| halves)
-                        .map_err(|e| match e {
-                            // Our own drop woke us up, or the connector died half-way.
-                            IpcError::Disconnected => Error::disconnected(""),
-                            e => ipc_error(e),
-                        });
+                // ipc-channel panics on some malformed messages (a channel index out of range):
+                // that is a corrupt bootstrap, not the end of the process.
+                let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    server.accept()
+                })) {
+                    Ok(accepted) => {
+                        accepted
+                            .map(|(_bootstrap, halves)| halves)
+                            .map_err(|e| match e {
+                                // Our own drop woke us up, or the connector died half-way.
+                                IpcError::Disconnected => Error::disconnected(""),
+                                e => ipc_error(e),
+                            })
+                    }
+                    Err(_) => Err(Error::corrupt("malformed bootstrap message")),
+                };
                 // The creator may be gone (dropped while pending): nobody to tell.
                 let _ = done.send(result);
             })?;

@@ -219,12 +219,23 @@ impl IpcListener {
             control: Arc::clone(&control),
             queue,
         };
+        // The first server is published before `bind` returns, so a client that connects
+        // right after finds it.
+        let first = match worker.next_server() {
+            Ok(Some(first)) => first,
+            // Not stopping: only the listener's drop sets that.
+            other => {
+                let _ = std::fs::remove_file(lock_path(name));
+                return Err(other.err().map_or_else(|| Error::disconnected(name), |e| e));
+            }
+        };
         let thread = std::thread::Builder::new()
             .name(format!("shmlink-listen-{name}"))
-            .spawn(move || worker.run());
+            .spawn(move || worker.run(first));
         let thread = match thread {
             Ok(thread) => thread,
             Err(e) => {
+                let _ = std::fs::remove_file(fallback::rendezvous_path(name));
                 let _ = std::fs::remove_file(lock_path(name));
                 return Err(Error::Io(e));
             }
@@ -327,62 +338,80 @@ impl Worker {
         locked(&self.control).stopping
     }
 
-    fn run(self) {
-        let path = fallback::rendezvous_path(&self.name);
-        loop {
-            let (server, server_name) = match IpcOneShotServer::<Hello>::new() {
-                Ok(made) => made,
-                Err(e) => {
-                    let _ = self.queue.send(Err(Error::Io(e)));
-                    return;
-                }
-            };
-            {
-                // Published under the lock that the drop sets `stopping` under: once the drop
-                // has set it, nothing is published any more.
-                let mut control = locked(&self.control);
-                if control.stopping {
-                    return;
-                }
-                let contents = format!(
-                    "{}\n{}\n{server_name}",
-                    fallback::LISTENER_TAG,
-                    std::process::id()
-                );
-                if let Err(e) = fallback::publish(&path, &contents) {
-                    let _ = self.queue.send(Err(Error::Io(e)));
-                    return;
-                }
-                control.current = Some(server_name);
-            }
-            // A connector that died half-way or sent something else is an error here: wait for
-            // the next one.
-            let hello = server.accept().map(|(_bootstrap, hello)| hello);
-            if self.stopping() {
-                return;
-            }
-            let Ok(Hello::Client { halves, reply }) = hello else {
-                continue;
-            };
-            // Acquire: pairs with the Release decrement of a dropped lease. Only this thread
-            // adds, so the count cannot grow between the check and the add.
-            if self.live.load(Ordering::Acquire) >= self.max_clients {
-                let limit = self.max_clients as u64;
-                let _ = reply.send(Reply::Refused { limit });
-                continue;
-            }
-            // Relaxed: the count publishes nothing; the lease's decrement is the Release.
-            self.live.fetch_add(1, Ordering::Relaxed);
-            let lease = Lease(Arc::clone(&self.live));
-            if reply.send(Reply::Accepted).is_err() {
-                // The client gave up: its place goes with the lease.
-                continue;
-            }
-            let duplex = IpcDuplex::from_halves(&self.name, halves);
-            if self.queue.send(Ok((duplex, lease))).is_err() {
-                return;
-            }
+    /// Reports `e` to `accept` and takes the listener's server out of the rendezvous file, so
+    /// that clients stop looking for it.
+    fn fail(&self, e: Error) {
+        let control = locked(&self.control);
+        if !control.stopping {
+            let _ = std::fs::remove_file(fallback::rendezvous_path(&self.name));
         }
+        let _ = self.queue.send(Err(e));
+    }
+
+    /// Makes the next one-shot server and publishes it; `Ok(None)` once the listener stops.
+    fn next_server(&self) -> Result<Option<IpcOneShotServer<Hello>>> {
+        let (server, server_name) = IpcOneShotServer::<Hello>::new()?;
+        // Published under the lock that the drop sets `stopping` under: once the drop has set
+        // it, nothing is published any more.
+        let mut control = locked(&self.control);
+        if control.stopping {
+            return Ok(None);
+        }
+        let contents = format!(
+            "{}\n{}\n{server_name}",
+            fallback::LISTENER_TAG,
+            std::process::id()
+        );
+        fallback::publish(&fallback::rendezvous_path(&self.name), &contents)?;
+        control.current = Some(server_name);
+        Ok(Some(server))
+    }
+
+    /// Serves `first` (already published), then each next server, until the listener stops.
+    fn run(self, first: IpcOneShotServer<Hello>) {
+        let mut server = first;
+        while self.serve(server) {
+            server = match self.next_server() {
+                Ok(Some(next)) => next,
+                Ok(None) => return,
+                Err(e) => {
+                    self.fail(e);
+                    return;
+                }
+            };
+        }
+    }
+
+    /// Takes one hello from `server` and answers it; false once the listener stops.
+    fn serve(&self, server: IpcOneShotServer<Hello>) -> bool {
+        // A connector that died half-way or sent something else is an error here: wait for
+        // the next one. ipc-channel panics on some malformed messages (a channel index out of
+        // range): that too is only a bad hello, not the end of the listener.
+        let hello = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.accept()))
+            .map_err(drop)
+            .and_then(|accepted| accepted.map(|(_bootstrap, hello)| hello).map_err(drop));
+        if self.stopping() {
+            return false;
+        }
+        let Ok(Hello::Client { halves, reply }) = hello else {
+            return true;
+        };
+        // Acquire: pairs with the Release decrement of a dropped lease. Only this thread adds,
+        // so the count cannot grow between the check and the add.
+        if self.live.load(Ordering::Acquire) >= self.max_clients {
+            let limit = self.max_clients as u64;
+            let _ = reply.send(Reply::Refused { limit });
+            return true;
+        }
+        // Relaxed: the count publishes nothing; the lease's decrement is the Release.
+        self.live.fetch_add(1, Ordering::Relaxed);
+        let lease = Lease(Arc::clone(&self.live));
+        if reply.send(Reply::Accepted).is_err() {
+            // The client gave up: its place goes with the lease.
+            return true;
+        }
+        let duplex = IpcDuplex::from_halves(&self.name, halves);
+        self.queue.send(Ok((duplex, lease))).is_ok()
     }
 }
 
@@ -457,5 +486,99 @@ fn attempt(
                 pid,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: Duration = Duration::from_secs(10);
+
+    fn deadline() -> Option<Instant> {
+        Some(Instant::now() + LIMIT)
+    }
+
+    #[test]
+    fn clients_racing_for_one_server_all_get_in() -> Result<()> {
+        let name = format!("ipc-listener-race-{}", std::process::id());
+        let listener = IpcListener::bind(&name, 8)?;
+        let clients: Vec<_> = (0..8u8)
+            .map(|i| {
+                let name = name.clone();
+                std::thread::spawn(move || -> Result<u8> {
+                    let mut duplex = connect(&name, deadline())?;
+                    duplex.send(&[i])?;
+                    let reply = duplex.recv_timeout(LIMIT)?.to_vec();
+                    Ok(reply[0])
+                })
+            })
+            .collect();
+        let mut accepted = Vec::new();
+        for _ in 0..8 {
+            let (mut duplex, lease) = listener.accept(deadline())?;
+            let msg = duplex.recv_timeout(LIMIT)?.to_vec();
+            duplex.send(&msg)?;
+            accepted.push((duplex, lease));
+        }
+        let mut ids: Vec<u8> = clients
+            .into_iter()
+            .map(|c| c.join().expect("client thread"))
+            .collect::<Result<_>>()?;
+        ids.sort_unstable();
+        assert_eq!(ids, (0..8).collect::<Vec<u8>>());
+        // The ninth is refused while the eight are held.
+        assert!(matches!(
+            connect(&name, deadline()),
+            Err(Error::TooManyClients { limit: 8, .. })
+        ));
+        assert!(matches!(listener.try_accept(), Err(Error::Empty)));
+        Ok(())
+    }
+
+    #[test]
+    fn a_live_name_is_not_bound_twice_and_a_closed_one_leaves_nothing() -> Result<()> {
+        let name = format!("ipc-listener-twice-{}", std::process::id());
+        let listener = IpcListener::bind(&name, 1)?;
+        assert!(matches!(IpcListener::bind(&name, 1), Err(Error::AlreadyExists(n)) if n == name));
+        assert!(matches!(IpcDuplex::create(&name), Err(Error::AlreadyExists(n)) if n == name));
+        assert!(alive(&name)?);
+        drop(listener);
+        assert!(!fallback::rendezvous_path(&name).exists());
+        assert!(!lock_path(&name).exists());
+        assert!(!alive(&name)?);
+        assert!(matches!(
+            connect(&name, deadline()),
+            Err(Error::NotFound(_))
+        ));
+        drop(IpcListener::bind(&name, 1)?);
+        Ok(())
+    }
+
+    #[test]
+    fn garbage_hellos_do_not_stop_the_listener() -> Result<()> {
+        let name = format!("ipc-listener-garbage-{}", std::process::id());
+        let listener = IpcListener::bind(&name, 4)?;
+        for _ in 0..3 {
+            let Ok(Published::Listener { server, .. }) = fallback::read_rendezvous(&name) else {
+                panic!("listener not published");
+            };
+            if let Ok(sender) = IpcSender::<(u64, String)>::connect(server.clone()) {
+                let _ = sender.send((u64::MAX, "not a hello".to_owned()));
+            }
+            // Wait until the thread has moved on to its next server.
+            let start = Instant::now();
+            while start.elapsed() < LIMIT
+                && matches!(fallback::read_rendezvous(&name),
+                    Ok(Published::Listener { server: now, .. }) if now == server)
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let mut client = connect(&name, deadline())?;
+        let (mut server, _lease) = listener.accept(deadline())?;
+        client.send(b"still here")?;
+        assert_eq!(server.recv_timeout(LIMIT)?, b"still here");
+        Ok(())
     }
 }
