@@ -226,7 +226,7 @@ impl IpcListener {
             // Not stopping: only the listener's drop sets that.
             other => {
                 let _ = std::fs::remove_file(lock_path(name));
-                return Err(other.err().map_or_else(|| Error::disconnected(name), |e| e));
+                return Err(other.err().unwrap_or_else(|| Error::disconnected(name)));
             }
         };
         let thread = std::thread::Builder::new()
