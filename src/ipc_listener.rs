@@ -26,13 +26,14 @@
 //! either sees the flag or is already waiting on the server the wake reaches), then removes the
 //! rendezvous file and the lock file while still holding the lock.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -108,6 +109,87 @@ impl Drop for Lease {
 /// What the accept thread hands to [`IpcListener::accept`].
 pub(crate) type Accepted = (IpcDuplex, Lease);
 
+/// Connections the accept thread hands to `accept`: a deque under a mutex that is only held
+/// for a moment, so that every `accept_timeout` of several threads keeps its deadline.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    items: VecDeque<Result<Accepted>>,
+    /// The accept thread ended: nothing more comes.
+    ended: bool,
+    /// The listener was dropped: nobody takes anything any more.
+    closed: bool,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        // Pushes and pops leave the state whole even if a panic unwinds: ignore poisoning.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues `item`; false (and `item` dropped) once the listener is gone.
+    fn push(&self, item: Result<Accepted>) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        state.items.push_back(item);
+        self.ready.notify_one();
+        true
+    }
+
+    /// Marks the end of the accept thread.
+    fn end(&self) {
+        self.lock().ended = true;
+        self.ready.notify_all();
+    }
+
+    /// Marks the listener gone and returns what was never accepted (for the caller to drop
+    /// outside the lock).
+    fn close(&self) -> VecDeque<Result<Accepted>> {
+        let mut state = self.lock();
+        state.closed = true;
+        std::mem::take(&mut state.items)
+    }
+
+    /// The next item; `Ok(None)` when the thread ended and nothing is left, `Err(Timeout)` past
+    /// `deadline`, `Err(Empty)` if `deadline` is now and nothing waits.
+    fn pop(&self, deadline: Option<Instant>) -> Result<Option<Result<Accepted>>> {
+        let mut state = self.lock();
+        loop {
+            if let Some(item) = state.items.pop_front() {
+                return Ok(Some(item));
+            }
+            if state.ended {
+                return Ok(None);
+            }
+            state = match deadline {
+                None => self
+                    .ready
+                    .wait(state)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(Error::Timeout);
+                    }
+                    self.ready
+                        .wait_timeout(state, d - now)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+}
+
 /// Shared by the listener and its accept thread.
 #[derive(Default)]
 struct Control {
@@ -128,7 +210,7 @@ fn locked(control: &Mutex<Control>) -> MutexGuard<'_, Control> {
 pub(crate) struct IpcListener {
     name: String,
     max_clients: usize,
-    incoming: Mutex<mpsc::Receiver<Result<Accepted>>>,
+    queue: Arc<Queue>,
     control: Arc<Mutex<Control>>,
     thread: Option<JoinHandle<()>>,
     /// Holds the listener's lock (released when this closes, after the files are removed).
@@ -211,13 +293,13 @@ impl IpcListener {
         let lock_file = take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.to_owned()))?;
         remove_dead_server(name);
         let control = Arc::new(Mutex::new(Control::default()));
-        let (queue, incoming) = mpsc::channel();
+        let queue = Arc::new(Queue::default());
         let worker = Worker {
             name: name.to_owned(),
             max_clients,
             live: Arc::new(AtomicUsize::new(0)),
             control: Arc::clone(&control),
-            queue,
+            queue: Arc::clone(&queue),
         };
         // The first server is published before `bind` returns, so a client that connects
         // right after finds it.
@@ -243,7 +325,7 @@ impl IpcListener {
         Ok(IpcListener {
             name: name.to_owned(),
             max_clients,
-            incoming: Mutex::new(incoming),
+            queue,
             control,
             thread: Some(thread),
             _lock_file: lock_file,
@@ -258,13 +340,6 @@ impl IpcListener {
         self.max_clients
     }
 
-    fn incoming(&self) -> MutexGuard<'_, mpsc::Receiver<Result<Accepted>>> {
-        // A receiver is never left half-updated by a panic: ignore poisoning.
-        self.incoming
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// The accept thread ended (after an error it reported once).
     fn ended(&self) -> Error {
         Error::disconnected(&self.name)
@@ -272,24 +347,17 @@ impl IpcListener {
 
     /// Waits for the next connection; at most until `deadline`.
     pub(crate) fn accept(&self, deadline: Option<Instant>) -> Result<Accepted> {
-        let incoming = self.incoming();
-        let next = match deadline {
-            None => incoming.recv().map_err(|_| self.ended())?,
-            Some(d) => match incoming.recv_timeout(d.saturating_duration_since(Instant::now())) {
-                Ok(next) => next,
-                Err(mpsc::RecvTimeoutError::Timeout) => return Err(Error::Timeout),
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(self.ended()),
-            },
-        };
-        next.map_err(|e| e.in_channel(&self.name))
+        match self.queue.pop(deadline)? {
+            Some(next) => next.map_err(|e| e.in_channel(&self.name)),
+            None => Err(self.ended()),
+        }
     }
 
     /// A connection that is waiting now, else [`Error::Empty`].
     pub(crate) fn try_accept(&self) -> Result<Accepted> {
-        match self.incoming().try_recv() {
-            Ok(next) => next.map_err(|e| e.in_channel(&self.name)),
-            Err(mpsc::TryRecvError::Empty) => Err(Error::Empty),
-            Err(mpsc::TryRecvError::Disconnected) => Err(self.ended()),
+        match self.accept(Some(Instant::now())) {
+            Err(Error::Timeout) => Err(Error::Empty),
+            other => other,
         }
     }
 }
@@ -317,6 +385,8 @@ impl Drop for IpcListener {
                 let _ = thread.join();
             }
         }
+        // Connections never accepted: dropped here, so their clients see a clean close.
+        drop(self.queue.close());
         // Both removed while the lock is held: a new listener cannot have taken the name.
         let _ = std::fs::remove_file(fallback::rendezvous_path(&self.name));
         let _ = std::fs::remove_file(lock_path(&self.name));
@@ -330,7 +400,14 @@ struct Worker {
     /// Live connections (leases handed out and not dropped).
     live: Arc<AtomicUsize>,
     control: Arc<Mutex<Control>>,
-    queue: mpsc::Sender<Result<Accepted>>,
+    queue: Arc<Queue>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // However the thread ends (a panic included), `accept` stops waiting for it.
+        self.queue.end();
+    }
 }
 
 impl Worker {
@@ -345,7 +422,7 @@ impl Worker {
         if !control.stopping {
             let _ = std::fs::remove_file(fallback::rendezvous_path(&self.name));
         }
-        let _ = self.queue.send(Err(e));
+        self.queue.push(Err(e));
     }
 
     /// Makes the next one-shot server and publishes it; `Ok(None)` once the listener stops.
@@ -411,7 +488,7 @@ impl Worker {
             return true;
         }
         let duplex = IpcDuplex::from_halves(&self.name, halves);
-        self.queue.send(Ok((duplex, lease))).is_ok()
+        self.queue.push(Ok((duplex, lease)))
     }
 }
 
@@ -533,6 +610,27 @@ mod tests {
             Err(Error::TooManyClients { limit: 8, .. })
         ));
         assert!(matches!(listener.try_accept(), Err(Error::Empty)));
+        Ok(())
+    }
+
+    #[test]
+    fn concurrent_accepts_each_keep_their_deadline() -> Result<()> {
+        let name = format!("ipc-listener-accepts-{}", std::process::id());
+        let listener = Arc::new(IpcListener::bind(&name, 2)?);
+        let long = {
+            let listener = Arc::clone(&listener);
+            std::thread::spawn(move || listener.accept(deadline()).map(|(duplex, _)| duplex))
+        };
+        // Whichever of the two waits first, the short one ends at its deadline.
+        assert!(matches!(
+            listener.accept(Some(Instant::now() + Duration::from_millis(50))),
+            Err(Error::Timeout)
+        ));
+        assert!(!long.is_finished(), "the long accept is still waiting");
+        let mut client = connect(&name, deadline())?;
+        let mut server = long.join().expect("accept thread")?;
+        client.send(b"late")?;
+        assert_eq!(server.recv_timeout(LIMIT)?, b"late");
         Ok(())
     }
 
