@@ -51,8 +51,14 @@ impl Drop for Cleanup {
 /// Runs this binary again in `role`, its arguments going through the environment so the test
 /// harness only runs `child`.
 fn spawn_role(role: &str, args: &[&str]) -> ChildGuard {
+    spawn_role_with(role, args, &[])
+}
+
+/// [`spawn_role`] with extra environment variables.
+fn spawn_role_with(role: &str, args: &[&str], env: &[(&str, &str)]) -> ChildGuard {
     let child = Command::new(std::env::current_exe().expect("current_exe"))
         .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
         .env(ROLE, format!("{role} {}", args.join(" ")))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -97,6 +103,13 @@ fn child() {
     let args: Vec<&str> = spec.split_whitespace().collect();
     let code = match args.as_slice() {
         ["client", name, id, count] => client(name, id, count.parse().expect("count")),
+        ["auto-server", name] => {
+            // `bind` chooses the backend (the environment may force the fallback).
+            let listener = EndpointListener::bind(name, &Config::default()).expect("bind");
+            println!("ready {}", listener.backend());
+            serve(listener, Arc::new(AtomicBool::new(false)));
+            0
+        }
         ["server", backend, name] => {
             let backend = match *backend {
                 "shm" => Backend::Shm,
@@ -428,4 +441,28 @@ fn a_killed_client_is_peer_gone_and_frees_its_place_shm() {
 #[test]
 fn a_killed_client_is_peer_gone_and_frees_its_place_fallback() {
     a_killed_client_is_peer_gone_and_frees_its_place(Backend::IpcChannel);
+}
+
+#[test]
+fn a_forced_fallback_server_is_found_by_a_plain_client() {
+    let _serial = serial();
+    let _dog = Watchdog::arm(4 * WATCHDOG, "forced fallback");
+    let name = unique("epforced");
+    let _cleanup = Cleanup(name.clone());
+    let mut server = spawn_role_with("auto-server", &[&name], &[("SHMLINK_FORCE_FALLBACK", "1")]);
+    wait_for_line(&mut server, "ready ipc-channel");
+    // This process is not forced: `connect` finds the fallback listener by its name.
+    for round in 0..2 {
+        let mut client = Endpoint::connect_timeout(&name, WaitStrategy::Block, WATCHDOG)
+            .expect("connect to the forced server");
+        assert_eq!(client.backend(), Backend::IpcChannel);
+        let msg = format!("round {round}");
+        client.send(msg.as_bytes()).unwrap();
+        assert_eq!(&*client.recv_timeout(WATCHDOG).unwrap(), msg.as_bytes());
+    }
+    server.kill();
+    server.reap();
+    // A new listener reclaims the name (and what the killed one left); closing it leaves nothing.
+    drop(bind(&name, Backend::IpcChannel, 1));
+    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
 }
