@@ -17,6 +17,9 @@
 //! peer recorded at the handshake (the creator's is in the rendezvous file, the connector's
 //! comes with its halves). Received messages are owned buffers (the channel allocates them);
 //! the duplex keeps the last one and lends it out.
+//!
+//! A listener ([`crate::ipc_listener`]) uses the same rendezvous file, marked as a listener's
+//! (`listener\n<pid>\n<server>`); [`IpcDuplex::connect_until`] connects to either.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -238,7 +241,7 @@ pub(crate) fn connector_side() -> Result<(Halves, ConnectorState)> {
 }
 
 impl IpcDuplex {
-    /// Creates the channel `name` and publishes it for [`IpcDuplex::connect`]. Returns at once;
+    /// Creates the channel `name` and publishes it for [`IpcDuplex::connect_until`]. Returns at once;
     /// the connection completes in the background.
     pub fn create(name: &str) -> Result<IpcDuplex> {
         validate_name(name)?;
@@ -294,8 +297,9 @@ impl IpcDuplex {
         IpcDuplex::connect_until(name, None)
     }
 
-    /// [`IpcDuplex::connect`]; a wait for a listener to accept ends at `deadline` (with
-    /// [`Error::Timeout`]).
+    /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
+    /// (see [`crate::ipc_listener`]), waiting until that listener has answered: at most until
+    /// `deadline` ([`Error::Timeout`]). `Err(NotFound)` when nothing is published (yet).
     pub(crate) fn connect_until(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex> {
         validate_name(name)?;
         let (creator_pid, server_name) = match read_rendezvous(name)? {
