@@ -9,7 +9,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::fallback::{self, IpcDuplex};
-use crate::{Channel, Config, Error, ReadGuard, WaitStrategy};
+use crate::ipc_listener::{self, IpcListener};
+use crate::listener::{SlotLease, DEFAULT_MAX_CLIENTS};
+use crate::{Channel, Config, Connection, Error, Listener, ReadGuard, WaitStrategy};
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -66,6 +68,16 @@ impl fmt::Display for Backend {
 /// and use [`Channel::split`].
 pub struct Endpoint {
     inner: Inner,
+    /// For a connection a listener accepted: its place among the listener's clients, given
+    /// back when the endpoint drops (after `inner`, which is declared first).
+    _lease: Option<Lease>,
+}
+
+/// A listener's hold on one of its client places; held only to be dropped.
+#[allow(dead_code)]
+enum Lease {
+    Shm(SlotLease),
+    Ipc(ipc_listener::Lease),
 }
 
 // The shared-memory variant is the hot path: it stays inline rather than behind a box.
@@ -155,40 +167,27 @@ impl Endpoint {
             Backend::Shm => Inner::Shm(Channel::create(name, config)?),
             Backend::IpcChannel => Inner::Ipc(IpcDuplex::create(name)?),
         };
-        Ok(Endpoint { inner })
+        Ok(Endpoint {
+            inner,
+            _lease: None,
+        })
     }
 
-    /// Connects to the channel `name` on whichever backend its creator used.
-    /// `Err(NotFound)` or `Err(NotReady)` when it is not there (yet).
+    /// Connects to the channel `name` on whichever backend its creator used, or, when `name`
+    /// is an [`EndpointListener`], as a new client of it (waiting until it is accepted, as
+    /// [`Listener::connect`] does). `Err(NotFound)` or `Err(NotReady)` when it is not there
+    /// (yet), [`Error::TooManyClients`] when the listener admits no more clients.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Endpoint> {
-        let ipc = |duplex| Endpoint {
-            inner: Inner::Ipc(duplex),
-        };
-        if fallback::forced() {
-            if let Ok(duplex) = IpcDuplex::connect(name) {
-                return Ok(ipc(duplex));
-            }
-        }
-        match Channel::connect(name, wait) {
-            Ok(channel) => Ok(Endpoint::from(channel)),
-            Err(e @ (Error::NotFound(_) | Error::NotReady(_) | Error::Io(_))) => {
-                match IpcDuplex::connect(name) {
-                    Ok(duplex) => Ok(ipc(duplex)),
-                    Err(Error::NotFound(_)) => Err(e),
-                    Err(other) => Err(other),
-                }
-            }
-            Err(e) => Err(e),
-        }
+        Endpoint::connect_until(name, wait, None)
     }
 
     /// [`Endpoint::connect`], retried while the channel is not there yet, for at most
     /// `timeout`; then the last error, which names the channel ([`Error::NotFound`] or
-    /// [`Error::NotReady`]).
+    /// [`Error::NotReady`]). A wait for a listener to accept ends with [`Error::Timeout`].
     pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Endpoint> {
         let deadline = Instant::now() + timeout;
         loop {
-            match Endpoint::connect(name, wait) {
+            match Endpoint::connect_until(name, wait, Some(deadline)) {
                 Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
                     std::thread::sleep(
                         Duration::from_millis(1)
@@ -197,6 +196,48 @@ impl Endpoint {
                 }
                 other => return other,
             }
+        }
+    }
+
+    fn connect_until(
+        name: &str,
+        wait: WaitStrategy,
+        deadline: Option<Instant>,
+    ) -> Result<Endpoint> {
+        let ipc = |duplex| Endpoint {
+            inner: Inner::Ipc(duplex),
+            _lease: None,
+        };
+        if fallback::forced() {
+            match IpcDuplex::connect_until(name, deadline) {
+                Ok(duplex) => return Ok(ipc(duplex)),
+                // Not published there: look for shared memory.
+                Err(Error::NotFound(_) | Error::NotReady(_) | Error::Io(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match Channel::connect(name, wait) {
+            Ok(channel) => Ok(Endpoint::from(channel)),
+            // Not a channel: a listener's mapping (anything else is refused by it again).
+            Err(Error::BadMagic(_)) => {
+                let channel = match deadline {
+                    None => Listener::connect(name, wait)?,
+                    Some(d) => Listener::connect_timeout(
+                        name,
+                        wait,
+                        d.saturating_duration_since(Instant::now()),
+                    )?,
+                };
+                Ok(Endpoint::from(channel))
+            }
+            Err(e @ (Error::NotFound(_) | Error::NotReady(_) | Error::Io(_))) => {
+                match IpcDuplex::connect_until(name, deadline) {
+                    Ok(duplex) => Ok(ipc(duplex)),
+                    Err(Error::NotFound(_)) => Err(e),
+                    Err(other) => Err(other),
+                }
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -324,6 +365,190 @@ impl From<Channel> for Endpoint {
     fn from(channel: Channel) -> Endpoint {
         Endpoint {
             inner: Inner::Shm(channel),
+            _lease: None,
         }
+    }
+}
+
+impl From<Connection> for Endpoint {
+    /// An endpoint on a connection a shared-memory [`Listener`] accepted; its client's place
+    /// is given back when the endpoint drops.
+    fn from(connection: Connection) -> Endpoint {
+        let (channel, lease) = connection.into_parts();
+        Endpoint {
+            inner: Inner::Shm(channel),
+            _lease: Some(Lease::Shm(lease)),
+        }
+    }
+}
+
+/// One server, many clients, on either backend: each client that connects with
+/// [`Endpoint::connect`] to the listener's name gets its own duplex connection, which
+/// [`accept`](EndpointListener::accept) hands to the server as an [`Endpoint`].
+///
+/// On shared memory this is a [`Listener`] (each accepted endpoint wraps a [`Connection`]).
+/// On the fallback an accept thread publishes the listener in its rendezvous file, answers
+/// each client that connects, and queues its connection for `accept`. Both behave alike:
+///
+/// * at most [`max_clients`](EndpointListener::max_clients) connections live at once: past
+///   that, [`Endpoint::connect`] fails with [`Error::TooManyClients`]; dropping an accepted
+///   endpoint frees its place;
+/// * a client that closes gives [`Error::Disconnected`] on the server's endpoint, one that
+///   dies gives [`Error::PeerGone`]; a server that dies gives [`Error::PeerGone`] to every
+///   client;
+/// * a live listener's name cannot be bound again ([`Error::AlreadyExists`]); the name of one
+///   whose process died is reclaimed by the next bind. Dropping the listener removes its name.
+///
+/// ```
+/// # let name = format!("doc-endpoint-listener-{}", std::process::id());
+/// use shmlink::{Backend, Config, Endpoint, EndpointListener, WaitStrategy};
+/// // Chosen explicitly here, so that the example runs the same everywhere.
+/// let listener = EndpointListener::bind_with(&name, &Config::default(), Backend::IpcChannel, 2)?;
+/// let server = std::thread::spawn(move || -> shmlink::Result<()> {
+///     for _ in 0..2 {
+///         let mut client = listener.accept()?;
+///         let request = client.recv()?.to_vec();
+///         client.send(&request)?;
+///     }
+///     Ok(())
+/// });
+/// for word in ["one", "two"] {
+///     let mut client = Endpoint::connect_timeout(&name, WaitStrategy::Block, std::time::Duration::from_secs(5))?;
+///     assert_eq!(client.backend(), Backend::IpcChannel);
+///     client.send(word.as_bytes())?;
+///     assert_eq!(&*client.recv()?, word.as_bytes());
+/// }
+/// server.join().expect("server thread")?;
+/// # Ok::<(), shmlink::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct EndpointListener {
+    inner: ListenerInner,
+}
+
+// Shared between threads like a `Listener`: `accept` takes `&self`.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<EndpointListener>();
+};
+
+#[derive(Debug)]
+enum ListenerInner {
+    Shm(Listener),
+    Ipc(IpcListener),
+}
+
+impl EndpointListener {
+    /// Makes the listener `name` with room for [`DEFAULT_MAX_CLIENTS`] concurrent clients: a
+    /// shared-memory [`Listener`] (connections with rings of `config.capacity` bytes, the
+    /// server's ends waiting with `config.wait`), or the fallback when no mapping can be made
+    /// or the fallback is forced, as for [`Endpoint::create`].
+    pub fn bind(name: &str, config: &Config) -> Result<EndpointListener> {
+        EndpointListener::bind_with_limit(name, config, DEFAULT_MAX_CLIENTS)
+    }
+
+    /// Like [`bind`](EndpointListener::bind), admitting at most `max_clients` (1 to
+    /// [`MAX_CLIENTS`](crate::MAX_CLIENTS)) clients at once.
+    pub fn bind_with_limit(
+        name: &str,
+        config: &Config,
+        max_clients: usize,
+    ) -> Result<EndpointListener> {
+        if fallback::forced() {
+            return EndpointListener::bind_with(name, config, Backend::IpcChannel, max_clients);
+        }
+        match Listener::bind_with_limit(name, config, max_clients) {
+            Ok(listener) => Ok(EndpointListener {
+                inner: ListenerInner::Shm(listener),
+            }),
+            Err(e) if mapping_unavailable(&e) => {
+                EndpointListener::bind_with(name, config, Backend::IpcChannel, max_clients)
+                    .map_err(|_| e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes the listener `name` on the given backend, admitting at most `max_clients`
+    /// clients at once, whatever the environment says. The fallback ignores `config`.
+    pub fn bind_with(
+        name: &str,
+        config: &Config,
+        backend: Backend,
+        max_clients: usize,
+    ) -> Result<EndpointListener> {
+        let inner = match backend {
+            Backend::Shm => {
+                ListenerInner::Shm(Listener::bind_with_limit(name, config, max_clients)?)
+            }
+            Backend::IpcChannel => ListenerInner::Ipc(IpcListener::bind(name, max_clients)?),
+        };
+        Ok(EndpointListener { inner })
+    }
+
+    /// The listener's name.
+    pub fn name(&self) -> &str {
+        match &self.inner {
+            ListenerInner::Shm(l) => l.name(),
+            ListenerInner::Ipc(l) => l.name(),
+        }
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> Backend {
+        match &self.inner {
+            ListenerInner::Shm(_) => Backend::Shm,
+            ListenerInner::Ipc(_) => Backend::IpcChannel,
+        }
+    }
+
+    /// Most clients admitted at once.
+    pub fn max_clients(&self) -> usize {
+        match &self.inner {
+            ListenerInner::Shm(l) => l.max_clients(),
+            ListenerInner::Ipc(l) => l.max_clients(),
+        }
+    }
+
+    /// The shared-memory [`Listener`] underneath, when that is the backend (to wait on it
+    /// with a [`Selector`](crate::Selector)).
+    pub fn as_listener(&self) -> Option<&Listener> {
+        match &self.inner {
+            ListenerInner::Shm(l) => Some(l),
+            ListenerInner::Ipc(_) => None,
+        }
+    }
+
+    /// Waits for the next client.
+    pub fn accept(&self) -> Result<Endpoint> {
+        match &self.inner {
+            ListenerInner::Shm(l) => l.accept().map(Endpoint::from),
+            ListenerInner::Ipc(l) => l.accept(None).map(accepted),
+        }
+    }
+
+    /// Like [`accept`](EndpointListener::accept), giving up with [`Error::Timeout`] after
+    /// `timeout`.
+    pub fn accept_timeout(&self, timeout: Duration) -> Result<Endpoint> {
+        match &self.inner {
+            ListenerInner::Shm(l) => l.accept_timeout(timeout).map(Endpoint::from),
+            ListenerInner::Ipc(l) => l.accept(Some(Instant::now() + timeout)).map(accepted),
+        }
+    }
+
+    /// A client that is waiting now, else [`Error::Empty`].
+    pub fn try_accept(&self) -> Result<Endpoint> {
+        match &self.inner {
+            ListenerInner::Shm(l) => l.try_accept().map(Endpoint::from),
+            ListenerInner::Ipc(l) => l.try_accept().map(accepted),
+        }
+    }
+}
+
+/// The endpoint of a connection the fallback listener accepted.
+fn accepted((duplex, lease): ipc_listener::Accepted) -> Endpoint {
+    Endpoint {
+        inner: Inner::Ipc(duplex),
+        _lease: Some(Lease::Ipc(lease)),
     }
 }

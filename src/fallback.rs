@@ -17,9 +17,13 @@
 //! peer recorded at the handshake (the creator's is in the rendezvous file, the connector's
 //! comes with its halves). Received messages are owned buffers (the channel allocates them);
 //! the duplex keeps the last one and lends it out.
+//!
+//! A listener ([`crate::ipc_listener`]) uses the same rendezvous file, marked as a listener's
+//! (`listener\n<pid>\n<server>`); [`IpcDuplex::connect_until`] connects to either.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -39,7 +43,7 @@ pub const MAX_MESSAGE: usize = 256 << 20;
 
 /// What the connector sends the creator: the creator's data sender and receiver, its goodbye
 /// sender and receiver, and the connector's pid.
-type Halves = (
+pub(crate) type Halves = (
     IpcBytesSender,
     IpcBytesReceiver,
     IpcSender<u8>,
@@ -162,32 +166,112 @@ fn io_error(e: io::Error) -> Error {
     }
 }
 
+/// What a rendezvous file publishes.
+pub(crate) enum Published {
+    /// A channel made by [`IpcDuplex::create`]: its creator's pid and one-shot server.
+    Channel { pid: u32, server: String },
+    /// A listener ([`crate::ipc_listener`]): its pid and current one-shot server.
+    Listener { pid: u32, server: String },
+}
+
+/// First line of a listener's rendezvous file.
+pub(crate) const LISTENER_TAG: &str = "listener";
+
+/// Reads the rendezvous file of `name`: `<pid>\n<server>` for a channel,
+/// `listener\n<pid>\n<server>` for a listener. `Err(NotFound)` without a file,
+/// `Err(NotReady)` for one that does not parse.
+pub(crate) fn read_rendezvous(name: &str) -> Result<Published> {
+    let contents = match std::fs::read_to_string(rendezvous_path(name)) {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(Error::NotFound(name.to_owned()))
+        }
+        Err(e) => return Err(Error::Io(e)),
+    };
+    let split = |text: &str| {
+        text.split_once('\n')
+            .and_then(|(pid, server)| Some((pid.parse::<u32>().ok()?, server.to_owned())))
+            .filter(|(_, server)| !server.is_empty() && !server.contains('\n'))
+    };
+    let published = match contents.split_once('\n') {
+        Some((LISTENER_TAG, rest)) => {
+            split(rest).map(|(pid, server)| Published::Listener { pid, server })
+        }
+        _ => split(&contents).map(|(pid, server)| Published::Channel { pid, server }),
+    };
+    published.ok_or_else(|| Error::NotReady(name.to_owned()))
+}
+
+/// Replaces the file at `path` with `contents` in one step (written aside, then renamed), so a
+/// reader sees the old contents or the new, never a mix.
+pub(crate) fn publish(path: &Path, contents: &str) -> io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    // Relaxed: only makes the temporary name unique within this process.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("ipc.tmp-{}-{n}", std::process::id()));
+    std::fs::write(&tmp, contents)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// A connector's end before it is handed out: see [`connector_side`].
+pub(crate) struct ConnectorState(State);
+
+/// The channels of one connection: the halves for the creator, and the connector's own end.
+pub(crate) fn connector_side() -> Result<(Halves, ConnectorState)> {
+    let (to_connector, from_creator) = ipc::bytes_channel()?;
+    let (to_creator, from_connector) = ipc::bytes_channel()?;
+    let (bye_to_connector, bye_from_creator) = ipc::channel::<u8>()?;
+    let (bye_to_creator, bye_from_connector) = ipc::channel::<u8>()?;
+    let halves = (
+        to_connector,
+        from_connector,
+        bye_to_connector,
+        bye_from_connector,
+        std::process::id(),
+    );
+    let state = State::Connected {
+        tx: to_creator,
+        rx: from_creator,
+        bye_tx: bye_to_creator,
+        bye_rx: bye_from_creator,
+    };
+    Ok((halves, ConnectorState(state)))
+}
+
 impl IpcDuplex {
-    /// Creates the channel `name` and publishes it for [`IpcDuplex::connect`]. Returns at once;
+    /// Creates the channel `name` and publishes it for [`IpcDuplex::connect_until`]. Returns at once;
     /// the connection completes in the background.
     pub fn create(name: &str) -> Result<IpcDuplex> {
         validate_name(name)?;
+        if crate::ipc_listener::alive(name)? {
+            return Err(Error::AlreadyExists(name.to_owned()));
+        }
         let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
         let path = rendezvous_path(name);
-        let tmp = path.with_extension(format!("ipc.tmp-{}", std::process::id()));
-        std::fs::write(&tmp, format!("{}\n{server_name}", std::process::id()))?;
-        std::fs::rename(&tmp, &path).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })?;
+        publish(&path, &format!("{}\n{server_name}", std::process::id()))?;
         let rendezvous = Rendezvous(path);
         let (done, accepted) = mpsc::channel();
         std::thread::Builder::new()
             .name(format!("shmlink-accept-{name}"))
             .spawn(move || {
-                let result =
-                    server
-                        .accept()
-                        .map(|(_bootstrap, halves)| halves)
-                        .map_err(|e| match e {
-                            // Our own drop woke us up, or the connector died half-way.
-                            IpcError::Disconnected => Error::disconnected(""),
-                            e => ipc_error(e),
-                        });
+                // ipc-channel panics on some malformed messages (a channel index out of range):
+                // that is a corrupt bootstrap, not the end of the process.
+                let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    server.accept()
+                })) {
+                    Ok(accepted) => {
+                        accepted
+                            .map(|(_bootstrap, halves)| halves)
+                            .map_err(|e| match e {
+                                // Our own drop woke us up, or the connector died half-way.
+                                IpcError::Disconnected => Error::disconnected(""),
+                                e => ipc_error(e),
+                            })
+                    }
+                    Err(_) => Err(Error::corrupt("malformed bootstrap message")),
+                };
                 // The creator may be gone (dropped while pending): nobody to tell.
                 let _ = done.send(result);
             })?;
@@ -205,52 +289,64 @@ impl IpcDuplex {
         })
     }
 
-    /// Connects to the channel `name` made by [`IpcDuplex::create`]. `Err(NotFound)` when no
-    /// creator has published it (yet).
+    /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
+    /// (see [`crate::ipc_listener`]), waiting until that listener has accepted.
+    /// `Err(NotFound)` when no creator has published it (yet).
+    #[cfg(test)]
     pub fn connect(name: &str) -> Result<IpcDuplex> {
+        IpcDuplex::connect_until(name, None)
+    }
+
+    /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
+    /// (see [`crate::ipc_listener`]), waiting until that listener has answered: at most until
+    /// `deadline` ([`Error::Timeout`]). `Err(NotFound)` when nothing is published (yet).
+    pub(crate) fn connect_until(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex> {
         validate_name(name)?;
-        let path = rendezvous_path(name);
-        let contents = match std::fs::read_to_string(&path) {
-            Ok(s) => s,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(Error::NotFound(name.to_owned()))
+        let (creator_pid, server_name) = match read_rendezvous(name)? {
+            Published::Channel { pid, server } => (pid, server),
+            Published::Listener { .. } => {
+                return crate::ipc_listener::connect(name, deadline);
             }
-            Err(e) => return Err(Error::Io(e)),
         };
-        // "<creator pid>\n<server name>"; a file being replaced may be read half-written.
-        let (creator_pid, server_name) = contents
-            .split_once('\n')
-            .and_then(|(pid, server)| Some((pid.parse::<u32>().ok()?, server.to_owned())))
-            .ok_or_else(|| Error::NotReady(name.to_owned()))?;
         // A stale file (its creator died or already accepted) has no server behind it.
         let bootstrap = IpcSender::<Halves>::connect(server_name)
             .map_err(|_| Error::NotFound(name.to_owned()))?;
-        let (to_connector, from_creator) = ipc::bytes_channel()?;
-        let (to_creator, from_connector) = ipc::bytes_channel()?;
-        let (bye_to_connector, bye_from_creator) = ipc::channel::<u8>()?;
-        let (bye_to_creator, bye_from_connector) = ipc::channel::<u8>()?;
-        bootstrap
-            .send((
-                to_connector,
-                from_connector,
-                bye_to_connector,
-                bye_from_connector,
-                std::process::id(),
-            ))
-            .map_err(ipc_error)?;
-        Ok(IpcDuplex {
+        let (halves, state) = connector_side()?;
+        bootstrap.send(halves).map_err(ipc_error)?;
+        Ok(IpcDuplex::with_state(name, state.0, creator_pid))
+    }
+
+    /// An end in `state`, connected to the process `peer_pid`.
+    fn with_state(name: &str, state: State, peer_pid: u32) -> IpcDuplex {
+        IpcDuplex {
             name: name.to_owned(),
-            state: State::Connected {
-                tx: to_creator,
-                rx: from_creator,
-                bye_tx: bye_to_creator,
-                bye_rx: bye_from_creator,
-            },
-            peer_pid: Some(creator_pid),
+            state,
+            peer_pid: Some(peer_pid),
             ended: None,
             inbox: Vec::new(),
             out: Vec::new(),
-        })
+        }
+    }
+
+    /// The creator's end made from the halves a connector sent (a listener's connection).
+    pub(crate) fn from_halves(name: &str, halves: Halves) -> IpcDuplex {
+        let (tx, rx, bye_tx, bye_rx, pid) = halves;
+        IpcDuplex::with_state(
+            name,
+            State::Connected {
+                tx,
+                rx,
+                bye_tx,
+                bye_rx,
+            },
+            pid,
+        )
+    }
+
+    /// The connector's end of a connection whose creator is the process `peer_pid` and got
+    /// the other halves.
+    pub(crate) fn connector(name: &str, state: ConnectorState, peer_pid: u32) -> IpcDuplex {
+        IpcDuplex::with_state(name, state.0, peer_pid)
     }
 
     /// [`IpcDuplex::connect`], retried until the channel appears or `timeout` passes.

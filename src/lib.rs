@@ -133,7 +133,8 @@
 //! `ipc-channel` fallback where it cannot (or when `SHMLINK_FORCE_FALLBACK=1` or the
 //! `force-fallback` feature asks for it); [`Endpoint::create_with`] chooses explicitly. The
 //! connecting side finds whichever its creator used. Both report a killed peer as
-//! [`Error::PeerGone`]. The services above are shared-memory only.
+//! [`Error::PeerGone`]. An [`EndpointListener`] is the listener on either backend (the client
+//! side is [`Endpoint::connect`]); the selector and the async API are shared-memory only.
 //!
 //! Mappings whose creator died can be listed and removed with [`segments`] (or the
 //! `shmlink-clean` program). [`ring::new`] runs the same ring on the heap, between threads.
@@ -208,6 +209,7 @@ mod channel;
 mod endpoint;
 mod error;
 mod fallback;
+mod ipc_listener;
 mod layout;
 mod listener;
 mod lock;
@@ -223,7 +225,7 @@ pub mod tokio;
 mod wait;
 
 pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
-pub use endpoint::{Backend, Endpoint, Received};
+pub use endpoint::{Backend, Endpoint, EndpointListener, Received};
 pub use error::{Error, Result};
 pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS, MAX_CLIENTS};
 pub use ring::{ReadGuard, WriteGrant};

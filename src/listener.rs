@@ -694,7 +694,7 @@ impl Drop for Listener {
 }
 
 /// Holds a slot while the server holds the connection.
-struct SlotLease {
+pub(crate) struct SlotLease {
     /// The listener; once it is gone there is no slot to free.
     shared: Weak<Shared>,
     index: usize,
@@ -735,6 +735,11 @@ impl Connection {
     /// The client's channel.
     pub fn channel(&mut self) -> &mut Channel {
         &mut self.channel
+    }
+
+    /// The channel and the lease on its slot (to be dropped after the channel).
+    pub(crate) fn into_parts(self) -> (Channel, SlotLease) {
+        (self.channel, self._lease)
     }
 }
 

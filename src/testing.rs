@@ -62,3 +62,6 @@ pub fn take_creator_lock(file: &std::fs::File) -> crate::Result<()> {
 }
 
 pub use crate::layout::{CONNECTOR_LOCK, CREATOR_LOCK};
+
+/// Where the fallback listener `name` keeps its lock file (beside its rendezvous file).
+pub use crate::ipc_listener::lock_path as fallback_listener_lock_path;

@@ -1,0 +1,468 @@
+//! One server, many clients through [`EndpointListener`], on both backends, across real
+//! processes: clients in waves, the client limit, a killed server, a killed client.
+//!
+//! Client and server processes are this test binary run again with `SHMLINK_EPSVC_ROLE` set
+//! (see `child`).
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use shmlink::{Backend, Config, Endpoint, EndpointListener, Error, WaitStrategy};
+use support::{leftovers, serial, unique, ChildGuard, NameGuard, Watchdog, WATCHDOG};
+
+const ROLE: &str = "SHMLINK_EPSVC_ROLE";
+
+/// Exit codes of a holding client (see `client`).
+const GONE: i32 = 10;
+const CLOSED: i32 = 11;
+
+fn backend_arg(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Shm => "shm",
+        Backend::IpcChannel => "ipc",
+    }
+}
+
+/// Removes whatever a listener `name` may leave on either backend when dropped, even when the
+/// test fails: its mapping and its connections' (shm), its rendezvous and lock files (fallback).
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        drop(NameGuard(self.0.clone()));
+        let _ = std::fs::remove_file(shmlink::testing::rendezvous_path(&self.0));
+        let _ = std::fs::remove_file(shmlink::testing::fallback_listener_lock_path(&self.0));
+        let prefix = format!("shmlink-{}.", self.0);
+        if let Ok(dir) = std::fs::read_dir("/dev/shm") {
+            for entry in dir.flatten() {
+                let file = entry.file_name().to_string_lossy().into_owned();
+                if let Some(rest) = file.strip_prefix(&prefix) {
+                    let _ = shmlink::testing::unlink(&format!("{}.{rest}", self.0));
+                }
+            }
+        }
+    }
+}
+
+/// Runs this binary again in `role`, its arguments going through the environment so the test
+/// harness only runs `child`.
+fn spawn_role(role: &str, args: &[&str]) -> ChildGuard {
+    spawn_role_with(role, args, &[])
+}
+
+/// [`spawn_role`] with extra environment variables.
+fn spawn_role_with(role: &str, args: &[&str], env: &[(&str, &str)]) -> ChildGuard {
+    let child = Command::new(std::env::current_exe().expect("current_exe"))
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .env(ROLE, format!("{role} {}", args.join(" ")))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("re-exec the test binary");
+    ChildGuard::from(child)
+}
+
+/// Waits until a re-executed process printed `word` (after the test harness's own lines).
+fn wait_for_line(child: &mut ChildGuard, word: &'static str) {
+    use std::io::BufRead;
+    let stdout = child.child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = std::io::BufReader::new(stdout);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line.trim_end().ends_with(word) => {
+                    let _ = tx.send(reader.into_inner());
+                    return;
+                }
+                Ok(_) => {}
+            }
+        }
+    });
+    let stdout = rx
+        .recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("process {} did not print {word:?}", child.pid()));
+    child.child.stdout = Some(stdout);
+}
+
+/// The entry point of the re-executed processes; a no-op in a normal test run.
+#[test]
+fn child() {
+    let Ok(spec) = std::env::var(ROLE) else {
+        return;
+    };
+    let args: Vec<&str> = spec.split_whitespace().collect();
+    let code = match args.as_slice() {
+        ["client", name, id, count] => client(name, id, count.parse().expect("count")),
+        ["auto-server", name] => {
+            // `bind` chooses the backend (the environment may force the fallback).
+            let listener = EndpointListener::bind(name, &Config::default()).expect("bind");
+            println!("ready {}", listener.backend());
+            serve(listener, Arc::new(AtomicBool::new(false)));
+            0
+        }
+        ["server", backend, name] => {
+            let backend = match *backend {
+                "shm" => Backend::Shm,
+                _ => Backend::IpcChannel,
+            };
+            let listener =
+                EndpointListener::bind_with(name, &Config::default(), backend, 16).expect("bind");
+            println!("ready");
+            serve(listener, Arc::new(AtomicBool::new(false)));
+            0
+        }
+        other => panic!("unknown role {other:?}"),
+    };
+    std::process::exit(code);
+}
+
+/// A client: exchanges `count` checked messages and exits 0 if every reply was right. With
+/// `count == 0` it exchanges one, prints `connected`, and waits for the server to go: exits
+/// with `GONE` on `PeerGone`, `CLOSED` on `Disconnected`.
+fn client(name: &str, id: &str, count: u64) -> i32 {
+    let mut ep = match Endpoint::connect_timeout(name, WaitStrategy::Block, WATCHDOG) {
+        Ok(ep) => ep,
+        Err(e) => {
+            eprintln!("client {id}: connect: {e}");
+            return 2;
+        }
+    };
+    for i in 0..count.max(1) {
+        let msg = format!("client {id} message {i} {}", "x".repeat((i % 97) as usize));
+        if let Err(e) = ep.send(msg.as_bytes()) {
+            eprintln!("client {id}: send {i}: {e}");
+            return 3;
+        }
+        match ep.recv_timeout(WATCHDOG) {
+            Ok(reply) if *reply == *msg.as_bytes() => {}
+            Ok(reply) => {
+                eprintln!(
+                    "client {id}: reply {i} is {:?}",
+                    String::from_utf8_lossy(&reply)
+                );
+                return 4;
+            }
+            Err(e) => {
+                eprintln!("client {id}: recv {i}: {e}");
+                return 5;
+            }
+        }
+    }
+    if count > 0 {
+        return 0;
+    }
+    println!("connected");
+    let code = match ep.recv() {
+        Err(Error::PeerGone { channel, .. }) if channel.starts_with(name) => GONE,
+        Err(Error::Disconnected { .. }) => CLOSED,
+        other => {
+            eprintln!(
+                "client {id}: waiting for the server's end: {:?}",
+                other.map(|m| m.len())
+            );
+            6
+        }
+    };
+    code
+}
+
+/// Echoes every message of one client until it goes; returns how it went.
+fn echo(mut ep: Endpoint) -> Error {
+    loop {
+        let msg = match ep.recv() {
+            Ok(msg) => msg.to_vec(),
+            Err(e) => return e,
+        };
+        if let Err(e) = ep.send(&msg) {
+            return e;
+        }
+    }
+}
+
+/// Accepts and echoes (a thread per client) until `stop`; returns how each client went.
+fn serve(listener: EndpointListener, stop: Arc<AtomicBool>) -> Vec<Error> {
+    let mut handlers = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept_timeout(Duration::from_millis(50)) {
+            Ok(ep) => handlers.push(std::thread::spawn(move || echo(ep))),
+            Err(Error::Timeout) => {}
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+    drop(listener);
+    handlers
+        .into_iter()
+        .map(|h| h.join().expect("handler"))
+        .collect()
+}
+
+/// Connects a client in this process and accepts it (on shared memory a client waits until
+/// the server accepts it, so the two run on two threads).
+fn connect_and_accept(listener: &EndpointListener) -> (Endpoint, Endpoint) {
+    let name = listener.name().to_owned();
+    let client =
+        std::thread::spawn(move || Endpoint::connect_timeout(&name, WaitStrategy::Block, WATCHDOG));
+    let accepted = listener.accept_timeout(WATCHDOG).expect("accept");
+    let client = client.join().expect("client thread").expect("connect");
+    assert_eq!(client.backend(), listener.backend());
+    (client, accepted)
+}
+
+fn bind(name: &str, backend: Backend, limit: usize) -> EndpointListener {
+    let listener = EndpointListener::bind_with(name, &Config::default(), backend, limit)
+        .unwrap_or_else(|e| panic!("bind {name} on {backend}: {e}"));
+    assert_eq!(listener.backend(), backend);
+    assert_eq!(listener.name(), name);
+    assert_eq!(listener.max_clients(), limit);
+    listener
+}
+
+fn clients_in_waves_lose_nothing_and_leave_nothing(backend: Backend) {
+    let _serial = serial();
+    let _dog = Watchdog::arm(6 * WATCHDOG, "clients in waves");
+    let name = unique(&format!("epwave-{}", backend_arg(backend)));
+    let _cleanup = Cleanup(name.clone());
+    const CLIENTS: usize = 4;
+    let listener = bind(&name, backend, CLIENTS);
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || serve(listener, stop))
+    };
+    for wave in 0..2 {
+        let mut clients: Vec<ChildGuard> = (0..CLIENTS)
+            .map(|i| {
+                let id = (wave * CLIENTS + i).to_string();
+                spawn_role("client", &[&name, &id, "500"])
+            })
+            .collect();
+        for c in &mut clients {
+            let status = c.reap_within(4 * WATCHDOG);
+            assert!(status.success(), "client {} failed: {status}", c.pid());
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let ends = server.join().expect("server");
+    assert_eq!(ends.len(), 2 * CLIENTS, "every client was accepted once");
+    for e in ends {
+        assert!(
+            matches!(&e, Error::Disconnected { channel } if channel.starts_with(&name)),
+            "a client that closed is a clean close naming the channel, got {e}"
+        );
+    }
+    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
+}
+
+#[test]
+fn clients_in_waves_lose_nothing_and_leave_nothing_shm() {
+    clients_in_waves_lose_nothing_and_leave_nothing(Backend::Shm);
+}
+
+#[test]
+fn clients_in_waves_lose_nothing_and_leave_nothing_fallback() {
+    clients_in_waves_lose_nothing_and_leave_nothing(Backend::IpcChannel);
+}
+
+fn past_the_limit_is_too_many_clients(backend: Backend) {
+    let _serial = serial();
+    let _dog = Watchdog::arm(4 * WATCHDOG, "client limit");
+    let name = unique(&format!("eplimit-{}", backend_arg(backend)));
+    let _cleanup = Cleanup(name.clone());
+    let listener = bind(&name, backend, 2);
+    let mut holders: Vec<ChildGuard> = (0..2)
+        .map(|i| spawn_role("client", &[&name, &i.to_string(), "0"]))
+        .collect();
+    let mut accepted = Vec::new();
+    for _ in 0..2 {
+        let mut ep = listener.accept_timeout(WATCHDOG).expect("accept a holder");
+        let msg = ep.recv_timeout(WATCHDOG).expect("first message").to_vec();
+        ep.send(&msg).expect("echo");
+        accepted.push(ep);
+    }
+    for h in &mut holders {
+        wait_for_line(h, "connected");
+    }
+    match Endpoint::connect_timeout(&name, WaitStrategy::Block, WATCHDOG) {
+        Err(Error::TooManyClients { name: n, limit }) => {
+            assert_eq!((n.as_str(), limit), (name.as_str(), 2));
+        }
+        other => panic!(
+            "a third client must be refused, got {:?}",
+            other.map(|e| e.backend())
+        ),
+    }
+    // Dropping a connection frees its place; its client sees a clean close.
+    let mut first = accepted.remove(0);
+    let pid = first.peer_pid().expect("the client's pid");
+    drop(first);
+    let at = holders
+        .iter()
+        .position(|h| h.pid() == pid)
+        .expect("the accepted client is one of the holders");
+    let mut freed = holders.remove(at);
+    assert_eq!(
+        freed.reap().code(),
+        Some(CLOSED),
+        "holder saw a clean close"
+    );
+    // A freed place admits a new client.
+    let (mut third, mut ep) = connect_and_accept(&listener);
+    third.send(b"third").unwrap();
+    assert_eq!(&*ep.recv_timeout(WATCHDOG).unwrap(), b"third");
+    drop((ep, third, accepted, listener));
+    for mut h in holders {
+        assert_eq!(h.reap().code(), Some(CLOSED));
+    }
+    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
+}
+
+#[test]
+fn past_the_limit_is_too_many_clients_shm() {
+    past_the_limit_is_too_many_clients(Backend::Shm);
+}
+
+#[test]
+fn past_the_limit_is_too_many_clients_fallback() {
+    past_the_limit_is_too_many_clients(Backend::IpcChannel);
+}
+
+fn a_killed_server_is_peer_gone_for_every_client(backend: Backend) {
+    let _serial = serial();
+    let _dog = Watchdog::arm(4 * WATCHDOG, "killed server");
+    let name = unique(&format!("epkill-{}", backend_arg(backend)));
+    let _cleanup = Cleanup(name.clone());
+    let mut server = spawn_role("server", &[backend_arg(backend), &name]);
+    wait_for_line(&mut server, "ready");
+    let mut clients: Vec<ChildGuard> = (0..3)
+        .map(|i| spawn_role("client", &[&name, &i.to_string(), "0"]))
+        .collect();
+    for c in &mut clients {
+        wait_for_line(c, "connected");
+    }
+    server.kill();
+    server.reap();
+    for c in &mut clients {
+        assert_eq!(
+            c.reap_within(WATCHDOG).code(),
+            Some(GONE),
+            "client {} must see PeerGone naming the channel",
+            c.pid()
+        );
+    }
+    // The one-shot server the dead fallback listener waited on (the last line of its
+    // rendezvous file), which the new listener removes.
+    let dead_server = std::fs::read_to_string(shmlink::testing::rendezvous_path(&name))
+        .ok()
+        .and_then(|text| text.lines().last().map(std::path::PathBuf::from));
+    assert_eq!(dead_server.is_some(), backend == Backend::IpcChannel);
+    // The dead server's name is reclaimed by a new one.
+    let listener = bind(&name, backend, 4);
+    if let Some(socket) = dead_server {
+        assert!(!socket.exists(), "{} left", socket.display());
+        assert!(
+            !socket.parent().unwrap().exists(),
+            "{} left",
+            socket.display()
+        );
+    }
+    let (mut client, mut ep) = connect_and_accept(&listener);
+    client.send(b"again").unwrap();
+    assert_eq!(&*ep.recv_timeout(WATCHDOG).unwrap(), b"again");
+    // A live listener's name is not bound twice.
+    match EndpointListener::bind_with(&name, &Config::default(), backend, 4) {
+        Err(Error::AlreadyExists(n)) => assert_eq!(n, name),
+        other => panic!("second bind of a live name: {other:?}"),
+    }
+    drop((ep, client, listener));
+    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
+}
+
+#[test]
+fn a_killed_server_is_peer_gone_for_every_client_shm() {
+    a_killed_server_is_peer_gone_for_every_client(Backend::Shm);
+}
+
+#[test]
+fn a_killed_server_is_peer_gone_for_every_client_fallback() {
+    a_killed_server_is_peer_gone_for_every_client(Backend::IpcChannel);
+}
+
+fn a_killed_client_is_peer_gone_and_frees_its_place(backend: Backend) {
+    let _serial = serial();
+    let _dog = Watchdog::arm(4 * WATCHDOG, "killed client");
+    let name = unique(&format!("epcli-{}", backend_arg(backend)));
+    let _cleanup = Cleanup(name.clone());
+    let listener = bind(&name, backend, 1);
+    let mut doomed = spawn_role("client", &[&name, "0", "0"]);
+    let mut ep = listener.accept_timeout(WATCHDOG).expect("accept");
+    let msg = ep.recv_timeout(WATCHDOG).expect("first message").to_vec();
+    ep.send(&msg).unwrap();
+    wait_for_line(&mut doomed, "connected");
+    doomed.kill();
+    doomed.reap();
+    match ep.recv_timeout(WATCHDOG) {
+        Err(Error::PeerGone { channel, .. }) => assert!(channel.starts_with(&name), "{channel}"),
+        other => panic!(
+            "a killed client is PeerGone, got {:?}",
+            other.map(|m| m.len())
+        ),
+    }
+    drop(ep);
+    // Its place (the only one) is free again.
+    let mut next = spawn_role("client", &[&name, "1", "100"]);
+    let ep = listener
+        .accept_timeout(WATCHDOG)
+        .expect("accept the next client");
+    let end = echo(ep);
+    assert!(
+        next.reap().success(),
+        "the next client exchanged its messages"
+    );
+    assert!(matches!(end, Error::Disconnected { .. }), "{end}");
+    drop(listener);
+    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
+}
+
+#[test]
+fn a_killed_client_is_peer_gone_and_frees_its_place_shm() {
+    a_killed_client_is_peer_gone_and_frees_its_place(Backend::Shm);
+}
+
+#[test]
+fn a_killed_client_is_peer_gone_and_frees_its_place_fallback() {
+    a_killed_client_is_peer_gone_and_frees_its_place(Backend::IpcChannel);
+}
+
+#[test]
+fn a_forced_fallback_server_is_found_by_a_plain_client() {
+    let _serial = serial();
+    let _dog = Watchdog::arm(4 * WATCHDOG, "forced fallback");
+    let name = unique("epforced");
+    let _cleanup = Cleanup(name.clone());
+    let mut server = spawn_role_with("auto-server", &[&name], &[("SHMLINK_FORCE_FALLBACK", "1")]);
+    wait_for_line(&mut server, "ready ipc-channel");
+    // This process is not forced: `connect` finds the fallback listener by its name.
+    for round in 0..2 {
+        let mut client = Endpoint::connect_timeout(&name, WaitStrategy::Block, WATCHDOG)
+            .expect("connect to the forced server");
+        assert_eq!(client.backend(), Backend::IpcChannel);
+        let msg = format!("round {round}");
+        client.send(msg.as_bytes()).unwrap();
+        assert_eq!(&*client.recv_timeout(WATCHDOG).unwrap(), msg.as_bytes());
+    }
+    server.kill();
+    server.reap();
+    // A new listener reclaims the name (and what the killed one left); closing it leaves nothing.
+    drop(bind(&name, Backend::IpcChannel, 1));
+    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
+}
