@@ -253,6 +253,7 @@ impl IpcDuplex {
         publish(&path, &format!("{}\n{server_name}", std::process::id()))?;
         let rendezvous = Rendezvous(path);
         let (done, accepted) = mpsc::channel();
+        let channel = name.to_owned();
         std::thread::Builder::new()
             .name(format!("shmlink-accept-{name}"))
             .spawn(move || {
@@ -270,7 +271,7 @@ impl IpcDuplex {
                                 e => ipc_error(e),
                             })
                     }
-                    Err(_) => Err(Error::corrupt("malformed bootstrap message")),
+                    Err(_) => Err(Error::corrupt(&channel, "malformed bootstrap message")),
                 };
                 // The creator may be gone (dropped while pending): nobody to tell.
                 let _ = done.send(result);
