@@ -89,7 +89,10 @@ pub enum Error {
     /// Another endpoint already holds the connecting end of the named channel (or held it and
     /// closed or died: a channel serves one connection; a [`Listener`](crate::Listener) gives
     /// each client its own channel).
-    #[error("another endpoint is already connected to channel {0:?}")]
+    #[error(
+        "channel {0:?} already has its connector: a channel serves one connection, even once that \
+         peer has gone; a Listener serves one client after another"
+    )]
     AlreadyConnected(String),
     /// A listener already holds connections with as many clients as it admits.
     #[error("listener {name:?} is at its limit of {limit} concurrent clients")]

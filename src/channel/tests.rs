@@ -111,11 +111,16 @@ fn connect_errors_are_typed() {
         Channel::create(&name, &small(WaitStrategy::Spin)),
         Err(Error::AlreadyExists(_))
     ));
-    let _b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+    let b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Spin),
         Err(Error::AlreadyConnected(n)) if n == name
     ));
+    // Also once the connector has gone; the error says what serves clients in turn.
+    drop(b);
+    let err = Channel::connect(&name, WaitStrategy::Spin).unwrap_err();
+    assert!(matches!(&err, Error::AlreadyConnected(n) if *n == name));
+    assert!(err.to_string().contains("Listener"), "{err}");
     for bad in ["", "../x", "a\0b"] {
         assert!(matches!(
             Channel::create(bad, &Config::default()),
