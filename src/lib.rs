@@ -225,7 +225,7 @@ pub use endpoint::{Backend, Endpoint, Received};
 pub use error::{Error, Result};
 pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS, MAX_CLIENTS};
 pub use ring::{ReadGuard, WriteGrant};
-pub use selector::{Selector, LIVENESS_PERIOD};
+pub use selector::Selector;
 pub use wait::WaitStrategy;
 
 #[doc(hidden)]

@@ -92,10 +92,6 @@ fn eight_client_tasks_against_a_server_process() {
                 let name = n.clone();
                 tokio::spawn(async move {
                     let mut ch = connect(&name).await?;
-                    // Half the tasks poll their ring briefly before sleeping.
-                    if id % 2 == 1 {
-                        ch.set_spin(Duration::from_micros(20));
-                    }
                     for i in 0..1000u32 {
                         let msg = format!("task {id} message {i}");
                         ch.send(msg.as_bytes()).await?;
@@ -158,6 +154,44 @@ fn a_full_ring_makes_send_wait_and_a_dead_peer_ends_recv() {
     let (bye, end) = result.unwrap();
     assert_eq!(bye, b"bye");
     assert!(matches!(end, Err(Error::Disconnected { .. })), "{end:?}");
+}
+
+#[test]
+fn an_async_recv_whose_peer_process_is_killed_says_peer_gone() {
+    let name = unique("tokiokill");
+    let _guard = NameGuard(name.clone());
+    let mut ch = Channel::create(&name, &Config::default()).unwrap();
+    let mut peer = support::echo(&[name.as_str(), "block"]);
+    ch.send(b"hello").unwrap();
+    assert_eq!(&*ch.recv_timeout(WATCHDOG).unwrap(), b"hello");
+    let (waiting_tx, waiting) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let result = runtime().block_on(async move {
+            let mut ch = AsyncChannel::new(ch)?;
+            ch.send(b"ping").await?;
+            let reply = ch.recv().await?;
+            waiting_tx.send(reply).unwrap();
+            // Nothing more comes: only the peer's death can end this receive.
+            ch.recv().await
+        });
+        let _ = tx.send(result);
+    });
+    let reply = waiting.recv_timeout(WATCHDOG).expect("no echo");
+    assert_eq!(reply, b"ping");
+    // Let the task fall asleep (nothing to poll for), then kill the peer.
+    std::thread::sleep(Duration::from_millis(20));
+    let pid = peer.pid();
+    peer.kill();
+    // The watchdog: a second.
+    let result = rx
+        .recv_timeout(Duration::from_secs(1))
+        .expect("the receive did not end within 1 s of the peer's death");
+    peer.reap();
+    match result {
+        Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+        other => panic!("expected PeerGone, got {other:?}"),
+    }
 }
 
 #[test]
