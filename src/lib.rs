@@ -186,6 +186,7 @@
 //! timed wake-ups: on Linux a watcher thread holds a pidfd for each peer process and wakes the
 //! sleepers of a peer that dies. Where that is not possible (no pidfds, or a peer whose pid
 //! names another process in our PID namespace) it sleeps in 10 ms slices and asks after each.
+//! A [`Selector`] and the async API (feature `tokio`) follow the same rule.
 //!
 //! ## Safety against the peer
 //!

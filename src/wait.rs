@@ -10,8 +10,10 @@
 //!   recent spins found data; when its peer is mostly asleep, descheduled or waiting for the
 //!   core we would spin on, it sleeps at once
 //!   (with a short probe spin now and then to notice when spinning pays again). Right after it
-//!   woke its peer it sleeps at once too: the peer cannot answer before it has run. It sleeps
-//!   in the kernel on a futex word inside the mapping (Linux) until the peer wakes it.
+//!   woke its peer (which cannot answer before it has run) it sleeps at once, or polls politely
+//!   for a while, whichever has lately been quicker. It sleeps in the kernel on a futex word
+//!   inside the mapping (Linux) until the peer wakes it. This policy (`Policy`) also drives
+//!   the async waits of `crate::tokio`, which sleep through a reactor thread instead.
 //!
 //! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
 //! process that dies is noticed by the process's death watcher (one thread holding a pidfd per

@@ -516,6 +516,45 @@ fn a_selector_reports_a_channel_whose_peer_process_was_killed() {
 }
 
 #[test]
+fn a_selector_notices_a_peer_that_connects_and_dies_while_it_waits() {
+    let name = unique("sellate");
+    let _guard = NameGuard(name.clone());
+    let mut channels = vec![Channel::create(&name, &Config::default()).unwrap()];
+    let (tx, rx) = std::sync::mpsc::channel();
+    let selector = std::thread::spawn(move || {
+        // Nobody to watch yet: the selector looks now and then, and registers the peer once it
+        // has connected (connecting wakes nobody).
+        let ready = Selector::new()
+            .wait(&mut channels, Some(WATCHDOG))
+            .unwrap()
+            .to_vec();
+        let received = channels[0].try_recv().map(|m| m.to_vec());
+        tx.send((ready, received)).unwrap();
+    });
+    let mut peer = support::echo(&[name.as_str(), "block"]);
+    let connected = Instant::now() + WATCHDOG;
+    while shmlink::segments::inspect(&name).unwrap().connector.state != "present" {
+        assert!(Instant::now() < connected, "the echo did not connect");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Give the selector time to register the new peer with the death watcher (a few of its
+    // looks), then kill the peer.
+    std::thread::sleep(Duration::from_millis(100));
+    let pid = peer.pid();
+    peer.kill();
+    let (ready, received) = rx
+        .recv_timeout(Duration::from_secs(1))
+        .expect("the selector did not report the dead peer within 1 s");
+    peer.reap();
+    selector.join().unwrap();
+    assert_eq!(ready, vec![0]);
+    match received {
+        Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+        other => panic!("expected PeerGone, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_chatty_channel_does_not_starve_the_others() {
     let base = unique("fair");
     let mut guards = Vec::new();
