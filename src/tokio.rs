@@ -172,11 +172,12 @@ impl Reactor {
                 let mut state = self.lock();
                 for slot in state.entries.iter_mut() {
                     let fire = match slot {
-                        // SAFETY: see `Entry::word`: we hold the lock. Acquire: pairs with the
-                        // Release increment of the waker (or of the death watcher).
                         Some(e) => {
-                            (tick && e.timed)
-                                || unsafe { &*e.word }.load(Ordering::Acquire) != e.seen
+                            // SAFETY: see `Entry::word`: we hold the lock.
+                            let word = unsafe { &*e.word };
+                            // Acquire: pairs with the Release increment of the waker (or of
+                            // the death watcher).
+                            (tick && e.timed) || word.load(Ordering::Acquire) != e.seen
                         }
                         None => false,
                     };
