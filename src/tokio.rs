@@ -39,7 +39,10 @@
 //! wake-up call changes the word; the reactor sees it and wakes the task's `Waker`. Sends that
 //! find the ring full wait on the ring's space cell the same way, and accepts on the listener's
 //! doorbell. A wake-up through the reactor costs two thread hand-offs (peer, reactor, runtime
-//! thread), which is what the polls save when the peer answers quickly.
+//! thread), which is what the polls save when the peer answers quickly. Those hand-offs also
+//! let the scheduler put two runtime threads that talk to each other on one core; polling
+//! cannot pay there, the policy stops, and each message then costs a sleep and a wake-up
+//! (several times a synchronous round trip) until the scheduler moves them apart.
 //!
 //! A peer process that dies without closing is noticed as by a `Block` receive: before it
 //! sleeps, the task registers the peer with the process's death watcher (a thread holding a
@@ -312,8 +315,10 @@ impl Want {
 struct Wait {
     plan: Plan,
     started: Instant,
-    /// Whether it went to the reactor.
+    /// Whether it went to sleep (past its poll).
     slept: bool,
+    /// Whether it handed its word to the reactor.
+    armed: bool,
 }
 
 /// What a waiting future does after [`Side::wait`].
@@ -347,7 +352,7 @@ impl Side {
     fn done(&mut self, wait: &mut Option<Wait>) {
         if let Some(w) = wait.take() {
             self.policy.learn(w.plan, w.slept, w.started.elapsed());
-            if w.slept {
+            if w.armed {
                 // Woken by something else than the reactor (a `select!` sibling): our entry
                 // may still be there.
                 self.reg.disarm();
@@ -357,7 +362,7 @@ impl Side {
 
     /// The operation ended with an error: nothing to learn.
     fn failed(&mut self, wait: &mut Option<Wait>) {
-        if wait.take().is_some_and(|w| w.slept) {
+        if wait.take().is_some_and(|w| w.armed) {
             self.reg.disarm();
         }
     }
@@ -375,6 +380,7 @@ impl Side {
             plan: self.policy.plan(),
             started: Instant::now(),
             slept: false,
+            armed: false,
         });
         if !w.slept {
             let (budget, polite) = w.plan.poll();
@@ -422,16 +428,19 @@ impl Side {
                 };
             }
         }
-        self.reg
-            .arm(&want.cell(ch).futex, seen, !watched, cx.waker());
         // F1: pairs with F2 in the peer's `wake_if_sleeping` (see `crate::wait`): either we
-        // see its frame (or room) now, or it sees our sleeper and changes the word the reactor
-        // watches.
+        // see its frame (or room) now, or it sees our sleeper and changes the word from `seen`.
         full_fence();
         if want.ready(ch) {
-            self.reg.disarm();
+            // The peer answered meanwhile: no need to bother the reactor.
+            self.sleeper.withdraw_from(want.cell(ch));
             return Step::Again;
         }
+        // Armed after the look: a change of the word since `seen` stays in the word, and the
+        // reactor's wait (which compares it with `seen`) returns at once for it.
+        self.reg
+            .arm(&want.cell(ch).futex, seen, !watched, cx.waker());
+        w.armed = true;
         Step::Pending
     }
 }
