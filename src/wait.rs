@@ -682,6 +682,18 @@ mod tests {
     }
 
     #[test]
+    fn a_task_polls_after_waking_its_peer_whenever_that_beats_a_sleep() {
+        // Quick post-wake sleeps (a busy machine): a thread keeps sleeping at once, a task,
+        // whose every sleep costs two hand-offs through the reactor, polls.
+        for (mut p, polls) in [(Policy::default(), false), (Policy::for_tasks(), true)] {
+            for _ in 0..16 {
+                p.learn(Plan::SleepAfterWake, true, Duration::from_micros(3));
+            }
+            assert_eq!(p.post_wake_polls(), polls, "{p:?}");
+        }
+    }
+
+    #[test]
     fn block_stops_spinning_when_spins_miss_and_probes_until_they_hit_again() {
         let mut p = Policy::default();
         assert_eq!(
