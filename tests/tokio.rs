@@ -194,6 +194,77 @@ fn an_async_recv_whose_peer_process_is_killed_says_peer_gone() {
     }
 }
 
+const IDLE: &str = "SHMLINK_TOKIO_IDLE";
+
+/// Voluntary context switches of this process's reactor thread so far.
+fn reactor_switches() -> u64 {
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
+        let dir = task.expect("task entry").path();
+        if std::fs::read_to_string(dir.join("comm")).is_ok_and(|c| c.trim() == "shmlink-reactor") {
+            return std::fs::read_to_string(dir.join("status"))
+                .expect("status")
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("voluntary_ctxt_switches");
+        }
+    }
+    panic!("no reactor thread");
+}
+
+/// The re-executed process of `an_idle_async_recv_makes_no_timed_wake_ups`: a task waits for
+/// two seconds on a channel whose peer (this process) stays alive and silent; prints how often
+/// the reactor woke meanwhile. A no-op in a normal test run.
+#[test]
+fn idle_child() {
+    let Ok(name) = std::env::var(IDLE) else {
+        return;
+    };
+    let _guard = NameGuard(name.clone());
+    let mut peer = Channel::create(&name, &Config::default()).unwrap();
+    let ch = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let task = std::thread::spawn(move || {
+        runtime().block_on(async move { AsyncChannel::new(ch)?.recv().await })
+    });
+    // Let the task give up polling and sleep through the reactor (nothing to poll for).
+    std::thread::sleep(Duration::from_millis(200));
+    let before = reactor_switches();
+    std::thread::sleep(Duration::from_secs(2));
+    let switches = reactor_switches() - before;
+    peer.send(b"wake up").unwrap();
+    assert_eq!(task.join().unwrap().unwrap(), b"wake up");
+    println!("reactor switches {switches}");
+}
+
+#[test]
+fn an_idle_async_recv_makes_no_timed_wake_ups() {
+    let name = unique("tokioidle");
+    let _guard = NameGuard(name.clone());
+    // In a process of its own: the other tests' tasks would wake the reactor.
+    let mut child = ChildGuard::from(
+        Command::new(std::env::current_exe().expect("current_exe"))
+            .args(["--exact", "idle_child", "--nocapture", "--test-threads=1"])
+            .env(IDLE, &name)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("re-exec the test binary"),
+    );
+    assert!(child.reap().success(), "the idle child failed");
+    let out = child.read_all();
+    let switches: u64 = out
+        .lines()
+        .find_map(|l| l.split("reactor switches ").nth(1))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in {out:?}"));
+    // The peer is covered by the death watcher: nothing but the message may wake the reactor.
+    assert!(
+        switches <= 3,
+        "the reactor woke {switches} times in 2 s of idling"
+    );
+}
+
 #[test]
 fn a_spinning_channel_is_refused() {
     let name = unique("tokiospin");
