@@ -189,6 +189,7 @@
 //! timed wake-ups: on Linux a watcher thread holds a pidfd for each peer process and wakes the
 //! sleepers of a peer that dies. Where that is not possible (no pidfds, or a peer whose pid
 //! names another process in our PID namespace) it sleeps in 10 ms slices and asks after each.
+//! A [`Selector`] and the async API (feature `tokio`) follow the same rule.
 //!
 //! ## Safety against the peer
 //!
@@ -229,7 +230,7 @@ pub use endpoint::{Backend, Endpoint, EndpointListener, Received};
 pub use error::{Error, Result};
 pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS, MAX_CLIENTS};
 pub use ring::{ReadGuard, WriteGrant};
-pub use selector::{Selector, LIVENESS_PERIOD};
+pub use selector::Selector;
 pub use wait::WaitStrategy;
 
 #[doc(hidden)]

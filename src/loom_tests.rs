@@ -49,8 +49,11 @@ impl wait::Peer for Stand {
         None
     }
 
-    fn channel(&self) -> &str {
-        "loom"
+    fn died(&mut self, pid: u32) -> Error {
+        Error::PeerGone {
+            channel: "loom".into(),
+            pid,
+        }
     }
 }
 

@@ -6,14 +6,21 @@
 //! at every ring once more before it sleeps. A sender that publishes after that look sees the
 //! announcement and wakes the word, so no wake-up is lost and the sender pays nothing new.
 //!
+//! A peer process that dies without closing is noticed the way a channel's own `Block` wait
+//! notices it: the selector registers each channel's peer with the process's death watcher on
+//! the very word it sleeps on (the registration of the channel's receiving half, shared with
+//! its own receives), and the watcher records the death and wakes that word. So an idle
+//! selector makes no timed wake-ups at all.
+//!
 //! Limits and degraded paths, all documented on [`Selector`]:
+//! * a peer the watcher cannot cover (no pidfds, a peer in another pid namespace, a channel
+//!   whose peer has not connected yet) is looked at every 10 ms, so the selector sleeps in
+//!   slices of that length while there is one;
 //! * at most 128 words per kernel wait: with more channels the selector sleeps on the first 128
 //!   (in rotating order) and looks at all of them at least every millisecond;
 //! * channels whose receiving end waits with `Spin` or `SpinYield` are never woken by their
 //!   peer, and without `futex_waitv` (older kernels, other platforms) nothing is: in both cases
-//!   the selector looks every millisecond instead of sleeping;
-//! * a peer that dies without closing wakes nobody: every [`LIVENESS_PERIOD`] a sleeping
-//!   selector looks whether the peers' processes still run.
+//!   the selector looks every millisecond instead of sleeping.
 
 use std::borrow::BorrowMut;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -24,11 +31,8 @@ use crate::error::Result;
 use crate::listener::{Connection, Listener};
 use crate::platform::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::ring::full_fence;
-use crate::wait::WaitStrategy;
+use crate::wait::{WaitStrategy, UNWATCHED_SLICE};
 
-/// How often a sleeping [`Selector`] looks whether the peers' processes still run: the only
-/// timed wake-up of a selector whose channels are all idle.
-pub const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
 /// Longest a selector polls before it sleeps, as a channel's `Block` wait does.
 const SPIN_MAX: Duration = Duration::from_micros(50);
 /// Shortest poll: where polling stopped paying off (replies come later than the poll lasts,
@@ -67,10 +71,15 @@ const POLL_SLICE: Duration = Duration::from_millis(1);
 /// ```
 ///
 /// The receiving ends should wait with [`WaitStrategy::Block`] (the default): their peers only
-/// make wake-up calls for ends that announced they may sleep. Ends with another strategy, more
-/// than 128 channels, or a platform without `futex_waitv` make the selector look every
-/// millisecond instead of sleeping until woken. A peer that dies without closing is noticed
-/// within [`LIVENESS_PERIOD`].
+/// make wake-up calls for ends that announced they may sleep. Then an idle selector sleeps
+/// until a message, a close or a death wakes it, with no timed wake-ups: on Linux the
+/// process's death watcher (a thread holding a pidfd per peer) wakes it when a peer process
+/// dies, so the dead peer's channel is ready at once and its next receive reports
+/// [`Error::PeerGone`](crate::Error::PeerGone). A peer the watcher cannot cover (no pidfds,
+/// a peer in another pid namespace, one that has not connected yet) is looked at every 10 ms
+/// instead, as a `Block` receive does. Ends with another strategy, more than 128 channels, or
+/// a platform without `futex_waitv` make the selector look every millisecond instead of
+/// sleeping until woken.
 #[derive(Debug, Default)]
 pub struct Selector {
     start: usize,
@@ -78,6 +87,9 @@ pub struct Selector {
     waiters: Vec<Waiter>,
     /// Channels whose sleeper count we raised, to lower again.
     announced: Vec<usize>,
+    /// Whether the last scan found a channel whose peer the death watcher does not cover.
+    unwatched: bool,
+    /// When the peers the death watcher does not cover were last looked at.
     last_check: Option<Instant>,
     /// How long the next wait polls before it sleeps (see `SPIN_MIN`); zero until first used.
     spin: Duration,
@@ -180,14 +192,27 @@ impl Selector {
         self.start = if n == 0 { 0 } else { (self.start + 1) % n };
     }
 
-    /// Fills `ready` with the channels that have data or whose peer closed.
+    /// Fills `ready` with the channels that have data, whose peer closed, or whose peer the
+    /// death watcher saw die; registers new peers with the watcher and notes whether some
+    /// cannot be (`unwatched`).
+    ///
+    /// Before a sleep, call it after reading the futex words: the watcher records a death
+    /// before it bumps the word, so a death this scan misses changes a word we then wait on.
     fn scan(&mut self, set: &mut dyn Set) {
         self.ready.clear();
+        self.unwatched = false;
         let n = set.len();
         for k in 0..n {
             let i = (self.start + k) % n;
             let ch = set.channel(i);
-            if ch.has_data() || ch.peer_closed() {
+            let gone = match ch.watch_recv_peer() {
+                Ok(watched) => {
+                    self.unwatched |= !watched;
+                    false
+                }
+                Err(_) => true,
+            };
+            if gone || ch.has_data() || ch.peer_closed() {
                 self.ready.push(i);
             }
         }
@@ -202,22 +227,32 @@ impl Selector {
         })
     }
 
-    /// Looks at every peer's process; the ones gone are ready.
+    /// Looks at the process of every peer the death watcher does not cover; the ones gone are
+    /// ready.
     fn check_peers(&mut self, set: &mut dyn Set) {
         self.last_check = Some(Instant::now());
         let n = set.len();
         for k in 0..n {
             let i = (self.start + k) % n;
-            if set.channel(i).check_peer().is_err() && !self.ready.contains(&i) {
+            let ch = set.channel(i);
+            let gone = match ch.watch_recv_peer() {
+                Ok(true) => false,
+                Ok(false) => ch.check_peer().is_err(),
+                Err(_) => true,
+            };
+            if gone && !self.ready.contains(&i) {
                 self.ready.push(i);
             }
         }
     }
 
-    /// True once a liveness period passed since the last look at the peers.
-    fn check_due(&self) -> bool {
-        self.last_check
-            .is_none_or(|t| t.elapsed() >= LIVENESS_PERIOD)
+    /// When the peers the death watcher does not cover are to be looked at next, if there are
+    /// any.
+    fn next_check(&self) -> Option<Instant> {
+        self.unwatched.then(|| {
+            self.last_check
+                .map_or_else(Instant::now, |t| t + UNWATCHED_SLICE)
+        })
     }
 
     fn run(&mut self, set: &mut dyn Set, deadline: Option<Instant>) -> Result<()> {
@@ -228,9 +263,9 @@ impl Selector {
         }
         self.rotate(set.len());
         self.scan(set);
-        // Busy channels keep the selector from sleeping: look at the peers here too, so a dead
-        // one is reported within a liveness period however much the others talk.
-        if self.check_due() {
+        // Busy channels keep the selector from sleeping: look at the unwatched peers here too,
+        // so a dead one is reported in time however much the others talk.
+        if self.next_check().is_some_and(|t| Instant::now() >= t) {
             self.check_peers(set);
         }
         if !self.ready.is_empty() {
@@ -260,12 +295,11 @@ impl Selector {
         if !self.ready.is_empty() {
             return Ok(());
         }
-        let mut next_check = self.last_check.unwrap_or_else(Instant::now) + LIVENESS_PERIOD;
         loop {
             let now = Instant::now();
-            if now >= next_check {
+            let next_check = self.next_check();
+            if next_check.is_some_and(|t| now >= t) {
                 self.check_peers(set);
-                next_check = now + LIVENESS_PERIOD;
                 if !self.ready.is_empty() {
                     return Ok(());
                 }
@@ -283,17 +317,19 @@ impl Selector {
                     }
                 }
             }
-            let mut nap = next_check.saturating_duration_since(now);
-            if let Some(d) = deadline {
-                if now >= d {
-                    self.ready.clear();
-                    return Ok(());
-                }
-                nap = nap.min(d - now);
+            if deadline.is_some_and(|d| now >= d) {
+                self.ready.clear();
+                return Ok(());
             }
+            // No timeout unless there is a deadline or a peer nobody watches for us.
+            let nap = [deadline, self.next_check().map(|t| t.max(now))]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(|t| t.saturating_duration_since(now));
             let polled = self.sleep(set, bell_seen, nap);
             if polled {
-                std::thread::sleep(nap.min(POLL_SLICE));
+                std::thread::sleep(nap.map_or(POLL_SLICE, |n| n.min(POLL_SLICE)));
             }
             self.scan(set);
             if !self.ready.is_empty() {
@@ -303,10 +339,10 @@ impl Selector {
     }
 
     /// Announces a sleeper on every channel (the first 128), looks once more, and sleeps until a
-    /// word is woken or `nap` passes (a millisecond at most when not every channel can wake
-    /// us). True when the kernel cannot wait on many words and the caller must sleep a short
-    /// slice itself.
-    fn sleep(&mut self, set: &mut dyn Set, bell_seen: Option<u32>, nap: Duration) -> bool {
+    /// word is woken or `nap` passes (`None`: no timeout; a millisecond at most when not every
+    /// channel can wake us). True when the kernel cannot wait on many words and the caller must
+    /// sleep a short slice itself.
+    fn sleep(&mut self, set: &mut dyn Set, bell_seen: Option<u32>, nap: Option<Duration>) -> bool {
         let n = set.len();
         self.waiters.clear();
         self.announced.clear();
@@ -325,7 +361,9 @@ impl Selector {
                 continue;
             }
             let cell = ch.data_cell();
-            // Acquire: pairs with the Release increment in the peer's wake-up call.
+            // Acquire: pairs with the Release increment in the peer's wake-up call and in the
+            // death watcher (which records the death before it), so the scan below sees a
+            // death that changed the word before this load.
             let seen = cell.futex.load(Ordering::Acquire);
             // Relaxed RMW, ordered by the fence below (F1 of the channel's handshake).
             cell.sleepers.fetch_add(1, Ordering::Relaxed);
@@ -333,13 +371,18 @@ impl Selector {
             self.announced.push(i);
         }
         // F1: pairs with F2 in the peer's `wake_if_sleeping`: either we see its frame below, or
-        // it sees our sleeper and changes the futex word we are about to wait on.
+        // it sees our sleeper and changes the futex word we are about to wait on. A death or a
+        // close recorded after the loads above changes the word too.
         full_fence();
         self.scan(set);
         let mut polled = false;
         if self.ready.is_empty() {
-            let timeout = if partial { nap.min(POLL_SLICE) } else { nap };
-            if futex::wait_any(&self.waiters, Some(timeout)) == WaitAny::Unsupported {
+            let timeout = if partial {
+                Some(nap.map_or(POLL_SLICE, |n| n.min(POLL_SLICE)))
+            } else {
+                nap
+            };
+            if futex::wait_any(&self.waiters, timeout) == WaitAny::Unsupported {
                 polled = true;
             }
         }

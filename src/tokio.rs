@@ -20,32 +20,50 @@
 //!
 //! # How it waits
 //!
-//! One reactor thread per process (started on first use) sleeps with `futex_waitv` on the futex
-//! words of every channel a task is waiting on, plus a control word that new waits ring. A task
-//! that finds its ring empty announces a sleeper on the channel's data cell exactly as a `Block`
-//! receive does (read the word, announce, fence, look again), hands the word and the value it
-//! read to the reactor, and returns `Pending`. The peer's existing wake-up call changes the
-//! word; the reactor sees it and wakes the task's `Waker`. Sends that find the ring full wait on
-//! the ring's space cell the same way, and accepts on the listener's doorbell.
+//! A receive that finds its ring empty (or a send that finds no room) waits as a synchronous
+//! [`WaitStrategy::Block`] receive does, with the same adaptive policy: it polls the ring for up
+//! to 20 us, but only while at least a quarter of its recent polls found a message (bar a
+//! short probe now and then), and right after it woke its peer it polls or sleeps at once,
+//! whichever has lately been quicker. Between batches of polls (a few microseconds each) it
+//! yields to the runtime, so the other tasks of the thread run meanwhile and a peer task on the
+//! same thread can answer. So on a runtime thread, a task whose peer answers within
+//! microseconds gets about the round trip of a synchronous `Block` channel; a task whose polls
+//! stop finding messages (a slow peer, or many busy tasks on the thread) soon stops polling and
+//! costs the thread nothing while it waits.
 //!
-//! A peer that dies without closing wakes nobody: every
-//! [`LIVENESS_PERIOD`] the reactor wakes every waiting task, which
-//! looks at its peer and reports [`Error::PeerGone`]. With more than 127
-//! waiting tasks, or without `futex_waitv` (older kernels, other platforms), the reactor looks
-//! every millisecond instead of sleeping until woken.
+//! To sleep, a task goes to the reactor: one thread per process (started on first use) that
+//! sleeps with `futex_waitv` on the futex words of every channel a task is waiting on, plus a
+//! control word that new waits ring. The task announces a sleeper on the channel's data cell
+//! exactly as a `Block` receive does (read the word, announce, fence, look again), hands the
+//! word and the value it read to the reactor, and returns `Pending`. The peer's existing
+//! wake-up call changes the word; the reactor sees it and wakes the task's `Waker`. Sends that
+//! find the ring full wait on the ring's space cell the same way, and accepts on the listener's
+//! doorbell. A wake-up through the reactor costs two thread hand-offs (peer, reactor, runtime
+//! thread), which is what the polls save when the peer answers quickly. Those hand-offs also
+//! let the scheduler put two runtime threads that talk to each other on one core; polling
+//! cannot pay there, the policy stops, and each message then costs a sleep and a wake-up
+//! (several times a synchronous round trip) until the scheduler moves them apart.
+//!
+//! A peer process that dies without closing is noticed as by a `Block` receive: before it
+//! sleeps, the task registers the peer with the process's death watcher (a thread holding a
+//! pidfd per peer, on Linux) on the word it sleeps on; the watcher records the death and
+//! changes the word, and the woken task reports [`Error::PeerGone`]. So idle tasks cost no timed
+//! wake-ups. Only a task whose peer the watcher cannot cover (no pidfds, a peer in another pid
+//! namespace) is woken every 10 ms to look at it. With more than 127 waiting tasks, or without
+//! `futex_waitv` (older kernels, other platforms), the reactor looks every millisecond instead
+//! of sleeping until woken.
 //!
 //! The futures only need a `Waker`; the `tokio` runtime is used for [`connect`], whose wait for
 //! the server runs on tokio's blocking pool. Channels for tasks wait with
 //! [`WaitStrategy::Block`]: the peer only makes wake-up calls for ends that announced they may
-//! sleep. For the lowest latency at the price of a core, poll a `Spin` channel's `try_recv`
-//! instead.
+//! sleep.
 
 use std::borrow::BorrowMut;
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::task::{Poll, Waker};
-use std::time::Duration;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use crate::channel::{Channel, Config};
 use crate::error::{Error, Result};
@@ -53,13 +71,10 @@ use crate::layout::WaitCell;
 use crate::listener::{Connection, Listener};
 use crate::platform::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::ring::full_fence;
-use crate::selector::LIVENESS_PERIOD;
-use crate::wait::WaitStrategy;
+use crate::wait::{Plan, Policy, WaitStrategy, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
 
 /// The sleep slice when not every waiting word fits one kernel wait.
 const POLL_SLICE: Duration = Duration::from_millis(1);
-/// The smallest poll budget of a channel with [`AsyncChannel::set_spin`].
-const SPIN_MIN: Duration = Duration::from_micros(4);
 
 /// One task waiting on one word.
 struct Entry {
@@ -68,6 +83,9 @@ struct Entry {
     word: *const AtomicU32,
     /// The value the task read before it looked at its ring one last time.
     seen: u32,
+    /// The death watcher does not cover the task's peer: wake it every [`UNWATCHED_SLICE`]
+    /// anyway, so that it looks at the peer.
+    timed: bool,
     waker: Waker,
 }
 
@@ -113,7 +131,8 @@ impl Reactor {
     fn run(&self) {
         let mut waiters = Vec::with_capacity(WAITV_MAX);
         let mut woken = Vec::new();
-        let mut last_tick = std::time::Instant::now();
+        // When the timed entries were last woken.
+        let mut last_tick = Instant::now();
         loop {
             // Acquire: pairs with the Release increment in `arm`; the entry added before it is
             // in the table we read next.
@@ -121,37 +140,48 @@ impl Reactor {
             waiters.clear();
             waiters.push(Waiter::new(&self.control, control));
             let mut overflow = false;
+            let mut timed = false;
             {
                 let state = self.lock();
                 for entry in state.entries.iter().flatten() {
+                    timed |= entry.timed;
                     if waiters.len() == WAITV_MAX {
                         overflow = true;
-                        break;
+                        continue;
                     }
                     // SAFETY: see `Entry::word`: we hold the lock.
                     waiters.push(Waiter::new(unsafe { &*entry.word }, entry.seen));
                 }
             }
-            let tick_in = LIVENESS_PERIOD.saturating_sub(last_tick.elapsed());
+            if !timed {
+                // The first timed entry gets a whole slice.
+                last_tick = Instant::now();
+            }
+            // No timeout while every waiting task's peer is watched and every word fits.
+            let tick_in = timed.then(|| UNWATCHED_SLICE.saturating_sub(last_tick.elapsed()));
             let timeout = if overflow {
-                tick_in.min(POLL_SLICE)
+                Some(tick_in.map_or(POLL_SLICE, |t| t.min(POLL_SLICE)))
             } else {
                 tick_in
             };
-            if futex::wait_any(&waiters, Some(timeout)) == WaitAny::Unsupported {
-                std::thread::sleep(timeout.min(POLL_SLICE));
+            if futex::wait_any(&waiters, timeout) == WaitAny::Unsupported {
+                std::thread::sleep(timeout.map_or(POLL_SLICE, |t| t.min(POLL_SLICE)));
             }
-            let tick = last_tick.elapsed() >= LIVENESS_PERIOD;
+            let tick = timed && last_tick.elapsed() >= UNWATCHED_SLICE;
             if tick {
-                last_tick = std::time::Instant::now();
+                last_tick = Instant::now();
             }
             {
                 let mut state = self.lock();
                 for slot in state.entries.iter_mut() {
                     let fire = match slot {
-                        // SAFETY: see `Entry::word`: we hold the lock. Acquire: pairs with the
-                        // Release increment of the waker.
-                        Some(e) => tick || unsafe { &*e.word }.load(Ordering::Acquire) != e.seen,
+                        Some(e) => {
+                            // SAFETY: see `Entry::word`: we hold the lock.
+                            let word = unsafe { &*e.word };
+                            // Acquire: pairs with the Release increment of the waker (or of
+                            // the death watcher).
+                            (tick && e.timed) || word.load(Ordering::Acquire) != e.seen
+                        }
                         None => false,
                     };
                     if fire {
@@ -187,16 +217,17 @@ impl Registration {
         Registration { id }
     }
 
-    /// Asks the reactor to wake `waker` once `word` no longer holds `seen` (or at the next
-    /// liveness tick). The caller keeps the memory of `word` mapped until it calls `disarm` or
-    /// drops the registration.
-    fn arm(&self, word: &AtomicU32, seen: u32, waker: &Waker) {
+    /// Asks the reactor to wake `waker` once `word` no longer holds `seen` (and, if `timed`,
+    /// at the next tick of [`UNWATCHED_SLICE`]). The caller keeps the memory of `word` mapped
+    /// until it calls `disarm` or drops the registration.
+    fn arm(&self, word: &AtomicU32, seen: u32, timed: bool, waker: &Waker) {
         let reactor = Reactor::get();
         {
             let mut state = reactor.lock();
             state.entries[self.id] = Some(Entry {
                 word,
                 seen,
+                timed,
                 waker: waker.clone(),
             });
         }
@@ -227,7 +258,8 @@ impl Announced {
     /// Reads `cell`'s futex word and announces a sleeper on it; returns the value read.
     fn announce(&mut self, cell: &WaitCell) -> u32 {
         self.withdraw_from(cell);
-        // Acquire: pairs with the Release increment in the peer's wake-up call.
+        // Acquire: pairs with the Release increment in the peer's wake-up call (and in the
+        // death watcher, which records a death before it).
         let seen = cell.futex.load(Ordering::Acquire);
         // Relaxed RMW, ordered by the fence the caller makes next (F1 of the handshake).
         cell.sleepers.fetch_add(1, Ordering::Relaxed);
@@ -243,17 +275,184 @@ impl Announced {
     }
 }
 
+/// What a task waits for: a frame to receive, or room for a frame of this many bytes.
+#[derive(Clone, Copy)]
+enum Want {
+    Data,
+    Room(usize),
+}
+
+impl Want {
+    /// The cell the peer wakes when this want may be met.
+    fn cell(self, ch: &Channel) -> &WaitCell {
+        match self {
+            Want::Data => ch.data_cell(),
+            Want::Room(_) => ch.space_cell(),
+        }
+    }
+
+    /// True when the operation should be tried again: what we want is there, or the peer
+    /// closed (the operation then reports it).
+    fn ready(self, ch: &mut Channel) -> bool {
+        let there = match self {
+            Want::Data => ch.has_data(),
+            Want::Room(len) => ch.has_room(len),
+        };
+        there || ch.peer_closed()
+    }
+
+    /// Registers the peer with the death watcher on [`cell`](Want::cell)'s word (see
+    /// `Channel::watch_recv_peer`).
+    fn watch(self, ch: &mut Channel) -> Result<bool> {
+        match self {
+            Want::Data => ch.watch_recv_peer(),
+            Want::Room(_) => ch.watch_send_peer(),
+        }
+    }
+}
+
+/// A wait under way, kept across the polls of one receive or send.
+struct Wait {
+    plan: Plan,
+    started: Instant,
+    /// Whether it went to sleep (past its poll).
+    slept: bool,
+    /// Whether it handed its word to the reactor.
+    armed: bool,
+}
+
+/// What a waiting future does after [`Side::wait`].
+enum Step {
+    /// Try the operation again.
+    Again,
+    /// Return `Pending`: the reactor, or the task itself, wakes the waker.
+    Pending,
+    /// Fail with this error.
+    Fail(Error),
+}
+
+/// One direction of an [`AsyncChannel`] (receiving, or sending into a full ring): what its
+/// waits learnt, its place in the reactor, and its sleeper on the channel's cell.
+struct Side {
+    policy: Policy,
+    reg: Registration,
+    sleeper: Announced,
+}
+
+impl Side {
+    fn new() -> Side {
+        Side {
+            policy: Policy::for_tasks(),
+            reg: Registration::new(),
+            sleeper: Announced::default(),
+        }
+    }
+
+    /// The operation succeeded: folds the wait, if there was one, into the policy.
+    fn done(&mut self, wait: &mut Option<Wait>) {
+        if let Some(w) = wait.take() {
+            self.policy.learn(w.plan, w.slept, w.started.elapsed());
+            if w.armed {
+                // Woken by something else than the reactor (a `select!` sibling): our entry
+                // may still be there.
+                self.reg.disarm();
+            }
+        }
+    }
+
+    /// The operation ended with an error: nothing to learn.
+    fn failed(&mut self, wait: &mut Option<Wait>) {
+        if wait.take().is_some_and(|w| w.armed) {
+            self.reg.disarm();
+        }
+    }
+
+    /// Called when the operation found nothing to do: polls as the policy plans (yielding to
+    /// the runtime between batches), then hands the cell's word to the reactor.
+    fn wait(
+        &mut self,
+        cx: &mut Context<'_>,
+        wait: &mut Option<Wait>,
+        ch: &mut Channel,
+        want: Want,
+    ) -> Step {
+        let w = wait.get_or_insert_with(|| Wait {
+            plan: self.policy.plan(),
+            started: Instant::now(),
+            slept: false,
+            armed: false,
+        });
+        if !w.slept {
+            let (budget, polite) = w.plan.poll();
+            if w.started.elapsed() < budget {
+                for _ in 0..SPINS_PER_CLOCK_READ {
+                    if want.ready(ch) {
+                        return Step::Again;
+                    }
+                    std::hint::spin_loop();
+                }
+                if w.started.elapsed() < budget {
+                    if polite {
+                        // Right after waking the peer, which may need this core to answer.
+                        std::thread::yield_now();
+                    }
+                    // Let the thread's other tasks run (a peer task among them may be the one
+                    // to answer), and poll again when the runtime comes back to us.
+                    cx.waker().wake_by_ref();
+                    return Step::Pending;
+                }
+            }
+            w.slept = true;
+        }
+        let seen = self.sleeper.announce(want.cell(ch));
+        // After reading the word: a death recorded later changes it (see `Waiter::watch`).
+        let watched = match want.watch(ch) {
+            Ok(watched) => watched,
+            Err(e) => {
+                self.sleeper.withdraw_from(want.cell(ch));
+                return if want.ready(ch) {
+                    Step::Again
+                } else {
+                    Step::Fail(e)
+                };
+            }
+        };
+        if !watched {
+            // Woken every slice by the reactor: look at the peer's process each time.
+            if let Err(e) = ch.check_peer() {
+                self.sleeper.withdraw_from(want.cell(ch));
+                return if want.ready(ch) {
+                    Step::Again
+                } else {
+                    Step::Fail(e)
+                };
+            }
+        }
+        // F1: pairs with F2 in the peer's `wake_if_sleeping` (see `crate::wait`): either we
+        // see its frame (or room) now, or it sees our sleeper and changes the word from `seen`.
+        full_fence();
+        if want.ready(ch) {
+            // The peer answered meanwhile: no need to bother the reactor.
+            self.sleeper.withdraw_from(want.cell(ch));
+            return Step::Again;
+        }
+        // Armed after the look: a change of the word since `seen` stays in the word, and the
+        // reactor's wait (which compares it with `seen`) returns at once for it.
+        self.reg
+            .arm(&want.cell(ch).futex, seen, !watched, cx.waker());
+        w.armed = true;
+        Step::Pending
+    }
+}
+
 /// A [`Channel`] (or a [`Connection`]) with async `send` and `recv`.
+///
+/// Waits as a synchronous [`WaitStrategy::Block`] channel does (see the [module
+/// docs](crate::tokio#how-it-waits)): a short poll while polls pay, yielding to the runtime
+/// between batches, then a sleep through the reactor.
 pub struct AsyncChannel<C: BorrowMut<Channel> = Channel> {
-    recv_reg: Registration,
-    send_reg: Registration,
-    recv_sleeper: Announced,
-    send_sleeper: Announced,
-    /// Longest poll of the ring before a receive goes to the reactor (zero: never poll).
-    spin_max: Duration,
-    /// The current poll budget: halved when a poll finds nothing, doubled when it finds a
-    /// message, between `SPIN_MIN` and `spin_max`.
-    spin: Duration,
+    recv_side: Side,
+    send_side: Side,
     // Last: the registrations are disarmed (in `drop`) before the channel's memory goes.
     channel: C,
 }
@@ -279,46 +478,10 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
             )));
         }
         Ok(AsyncChannel {
-            recv_reg: Registration::new(),
-            send_reg: Registration::new(),
-            recv_sleeper: Announced::default(),
-            send_sleeper: Announced::default(),
-            spin_max: Duration::ZERO,
-            spin: Duration::ZERO,
+            recv_side: Side::new(),
+            send_side: Side::new(),
             channel,
         })
-    }
-
-    /// Lets a receive that finds the ring empty poll it for up to `max` before it sleeps, as a
-    /// synchronous `Block` receive does (zero, the default: sleep at once). Polling blocks the
-    /// runtime thread meanwhile, so it pays where replies come within microseconds and a task
-    /// per core is acceptable; where polling stops finding messages, the budget halves on each
-    /// miss (down to a few microseconds) and doubles again on each hit.
-    pub fn set_spin(&mut self, max: Duration) {
-        self.spin_max = max;
-        self.spin = max;
-    }
-
-    /// Polls the ring for the current budget; true once a frame (or a close) is there.
-    fn poll_ring(&mut self) -> bool {
-        if self.spin_max.is_zero() {
-            return false;
-        }
-        let ch: &Channel = self.channel.borrow();
-        let until = std::time::Instant::now() + self.spin;
-        loop {
-            for _ in 0..32 {
-                if ch.has_data() || ch.peer_closed() {
-                    self.spin = (self.spin * 2).min(self.spin_max);
-                    return true;
-                }
-                std::hint::spin_loop();
-            }
-            if std::time::Instant::now() >= until {
-                self.spin = (self.spin / 2).max(SPIN_MIN.min(self.spin_max));
-                return false;
-            }
-        }
     }
 
     /// The channel, for its synchronous methods.
@@ -339,31 +502,31 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
 
     /// Receives the next message into `buf` (replacing its contents); returns its length.
     pub async fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize> {
+        let mut wait = None;
         poll_fn(|cx| loop {
             let ch: &mut Channel = self.channel.borrow_mut();
-            self.recv_sleeper.withdraw_from(ch.data_cell());
+            self.recv_side.sleeper.withdraw_from(ch.data_cell());
             match ch.try_recv() {
                 Ok(msg) => {
                     buf.clear();
                     buf.extend_from_slice(&msg);
+                    self.recv_side.done(&mut wait);
                     return Poll::Ready(Ok(buf.len()));
                 }
                 Err(Error::Empty) => {}
-                Err(e) => return Poll::Ready(Err(e)),
+                Err(e) => {
+                    self.recv_side.failed(&mut wait);
+                    return Poll::Ready(Err(e));
+                }
             }
-            if self.poll_ring() {
-                continue;
+            match self.recv_side.wait(cx, &mut wait, ch, Want::Data) {
+                Step::Again => {}
+                Step::Pending => return Poll::Pending,
+                Step::Fail(e) => {
+                    self.recv_side.failed(&mut wait);
+                    return Poll::Ready(Err(e));
+                }
             }
-            let ch: &mut Channel = self.channel.borrow_mut();
-            let seen = self.recv_sleeper.announce(ch.data_cell());
-            self.recv_reg.arm(&ch.data_cell().futex, seen, cx.waker());
-            // F1: pairs with F2 in the peer's `wake_if_sleeping` (see `wait`): either we see
-            // its frame now, or it sees our sleeper and changes the word the reactor watches.
-            full_fence();
-            if !ch.has_data() && !ch.peer_closed() {
-                return Poll::Pending;
-            }
-            self.recv_reg.disarm();
         })
         .await
     }
@@ -371,37 +534,42 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
     /// Sends one message of at most [`max_frame`](Channel::max_frame) bytes
     /// ([`Error::TooLarge`] past it), waiting for room. Errors as [`Channel::send`].
     pub async fn send(&mut self, bytes: &[u8]) -> Result<()> {
+        let mut wait = None;
         poll_fn(|cx| loop {
             let ch: &mut Channel = self.channel.borrow_mut();
-            self.send_sleeper.withdraw_from(ch.space_cell());
+            self.send_side.sleeper.withdraw_from(ch.space_cell());
             match ch.try_send(bytes) {
-                Ok(()) => return Poll::Ready(Ok(())),
-                // A peer that died never makes room: look at it before waiting.
-                Err(Error::Full) => {
-                    if let Err(e) = ch.check_peer() {
-                        return Poll::Ready(Err(e));
-                    }
+                Ok(()) => {
+                    self.send_side.done(&mut wait);
+                    return Poll::Ready(Ok(()));
                 }
-                Err(e) => return Poll::Ready(Err(e)),
+                Err(Error::Full) => {}
+                Err(e) => {
+                    self.send_side.failed(&mut wait);
+                    return Poll::Ready(Err(e));
+                }
             }
-            let seen = self.send_sleeper.announce(ch.space_cell());
-            self.send_reg.arm(&ch.space_cell().futex, seen, cx.waker());
-            // F1: as in `recv_into`, with the peer's F2 after it releases space.
-            full_fence();
-            if !ch.has_room(bytes.len()) && !ch.peer_closed() {
-                return Poll::Pending;
+            match self
+                .send_side
+                .wait(cx, &mut wait, ch, Want::Room(bytes.len()))
+            {
+                Step::Again => {}
+                Step::Pending => return Poll::Pending,
+                Step::Fail(e) => {
+                    self.send_side.failed(&mut wait);
+                    return Poll::Ready(Err(e));
+                }
             }
-            self.send_reg.disarm();
         })
         .await
     }
 
     fn withdraw(&mut self) {
         let ch: &Channel = self.channel.borrow();
-        self.recv_sleeper.withdraw_from(ch.data_cell());
-        self.send_sleeper.withdraw_from(ch.space_cell());
-        self.recv_reg.disarm();
-        self.send_reg.disarm();
+        self.recv_side.sleeper.withdraw_from(ch.data_cell());
+        self.send_side.sleeper.withdraw_from(ch.space_cell());
+        self.recv_side.reg.disarm();
+        self.send_side.reg.disarm();
     }
 }
 
@@ -453,7 +621,7 @@ impl AsyncListener {
             // A client that published after `seen` changed the word: the reactor wakes us.
             self.reg
                 .get_or_insert_with(Registration::new)
-                .arm(bell, seen, cx.waker());
+                .arm(bell, seen, false, cx.waker());
             Poll::Pending
         })
         .await?;

@@ -10,8 +10,10 @@
 //!   recent spins found data; when its peer is mostly asleep, descheduled or waiting for the
 //!   core we would spin on, it sleeps at once
 //!   (with a short probe spin now and then to notice when spinning pays again). Right after it
-//!   woke its peer it sleeps at once too: the peer cannot answer before it has run. It sleeps
-//!   in the kernel on a futex word inside the mapping (Linux) until the peer wakes it.
+//!   woke its peer (which cannot answer before it has run) it sleeps at once, or polls politely
+//!   for a while, whichever has lately been quicker. It sleeps in the kernel on a futex word
+//!   inside the mapping (Linux) until the peer wakes it. This policy (`Policy`) also drives
+//!   the async waits of `crate::tokio`, which sleep through a reactor thread instead.
 //!
 //! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
 //! process that dies is noticed by the process's death watcher (one thread holding a pidfd per
@@ -123,9 +125,9 @@ impl FromStr for WaitStrategy {
 /// looks in `PeerWatch::check_throttled`.
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(5);
 /// How long a `Block` sleeper without a death watcher sleeps before it looks at the peer.
-const UNWATCHED_SLICE: Duration = Duration::from_millis(10);
+pub(crate) const UNWATCHED_SLICE: Duration = Duration::from_millis(10);
 /// Polls between two looks at the clock while spinning.
-const SPINS_PER_CLOCK_READ: u32 = 128;
+pub(crate) const SPINS_PER_CLOCK_READ: u32 = 128;
 /// How long `Block` spins before it sleeps, when it spins.
 const BLOCK_SPIN: Duration = Duration::from_micros(20);
 /// Fixed-point one for the share of recent spins that found data.
@@ -164,8 +166,9 @@ pub(crate) trait Peer {
     fn check(&mut self, process: bool) -> Result<()>;
     /// The peer's pid and process start time (clock ticks since boot), once it is connected.
     fn process(&mut self) -> Option<(u32, u64)>;
-    /// The channel's name, for errors.
-    fn channel(&self) -> &str;
+    /// Records that the death watcher saw the peer's process exit, so that later looks report
+    /// it too, and returns the error that says so.
+    fn died(&mut self, pid: u32) -> Error;
 }
 
 /// Whether the death watcher covers this waiter's peer.
@@ -178,13 +181,11 @@ enum Watch {
     Unavailable,
 }
 
-/// The waiting state of one half of a channel: its strategy, what it learnt from its recent
-/// waits, and its registration with the death watcher.
-///
-/// Must be dropped before the mapping holding the wait cells it slept on is unmapped (its
-/// registration points at a futex word in there).
-pub(crate) struct Waiter {
-    strategy: WaitStrategy,
+/// What one endpoint learnt from its recent waits, and the plan for its next one: the policy of
+/// [`WaitStrategy::Block`], shared by the synchronous waits ([`Waiter`]) and the async ones
+/// (`crate::tokio`), which differ only in how they sleep.
+#[derive(Clone, Debug)]
+pub(crate) struct Policy {
     /// Moving average (weight 1/8) of the share of recent spins that found data, out of
     /// [`ONE`].
     hit_share: u32,
@@ -195,79 +196,92 @@ pub(crate) struct Waiter {
     slow_wakes: u32,
     /// Waits right after waking the peer, for the occasional try of the slower way.
     post_wakes: u32,
-    watch: Watch,
+    /// A sleep right after waking the peer that lasts longer than this (and no longer than
+    /// [`POST_WAKE_SPIN`]) would have been saved by polling: [`SLOW_WAKE`] for a thread, zero
+    /// for a task (see [`Policy::for_tasks`]).
+    slow_wake: Duration,
 }
 
-impl std::fmt::Debug for Waiter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Waiter")
-            .field("strategy", &self.strategy)
-            .field("hit_share", &self.hit_share)
-            .field("watched", &matches!(self.watch, Watch::Watched(..)))
-            .finish()
+/// How one `Block` wait goes, as [`Policy::plan`] chose it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Poll for this long (zero: not at all), then sleep until woken.
+    Spin(Duration),
+    /// Right after waking the peer, when polling has lately been quicker than sleeping: poll
+    /// for at most [`POST_WAKE_SPIN`], letting others run between batches, then sleep.
+    PollAfterWake,
+    /// Right after waking the peer: sleep at once (and time the sleep).
+    SleepAfterWake,
+}
+
+impl Plan {
+    /// How long to poll before sleeping, and whether to let others run between batches.
+    pub(crate) fn poll(self) -> (Duration, bool) {
+        match self {
+            Plan::Spin(budget) => (budget, false),
+            Plan::PollAfterWake => (POST_WAKE_SPIN, true),
+            Plan::SleepAfterWake => (Duration::ZERO, false),
+        }
     }
 }
 
-#[cfg(not(loom))]
-thread_local! {
-    /// Set when this thread's last publish woke a sleeping peer: the peer needs a core (maybe
-    /// ours) and a wake-up before it can answer, so our next wait sleeps at once.
-    static WOKE_PEER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Takes the "just woke the peer" mark of this thread.
-#[inline]
-fn take_woke_peer() -> bool {
-    #[cfg(not(loom))]
-    {
-        WOKE_PEER.with(|w| w.replace(false))
-    }
-    #[cfg(loom)]
-    {
-        false
-    }
-}
-
-impl Waiter {
-    /// A waiter that has not waited yet.
-    pub(crate) fn new(strategy: WaitStrategy) -> Waiter {
-        Waiter {
-            strategy,
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
             hit_share: ONE,
             since_spin: 0,
             slow_wakes: 0,
             post_wakes: 0,
-            watch: Watch::Pending,
+            slow_wake: SLOW_WAKE,
+        }
+    }
+}
+
+impl Policy {
+    /// The policy of an async task. A task sleeps through the reactor, so its wake-up costs
+    /// two hand-offs between threads (peer, reactor, runtime thread) however idle the cores
+    /// are: any sleep right after waking the peer that a poll of [`POST_WAKE_SPIN`] would have
+    /// saved counts against sleeping (a task's poll yields to the runtime between batches, so
+    /// the thread's other tasks still run).
+    pub(crate) fn for_tasks() -> Policy {
+        Policy {
+            slow_wake: Duration::ZERO,
+            ..Policy::default()
         }
     }
 
-    /// Waits until `ready()` returns true.
-    ///
-    /// When the peer closed or died, `ready()` is tried once more (so data sent just before is
-    /// still delivered) and the error is returned. `cell` is where `Block` sleeps. Returns
-    /// [`Error::Timeout`] past `deadline`.
-    #[inline]
-    pub(crate) fn wait_until(
-        &mut self,
-        cell: &WaitCell,
-        deadline: Option<Instant>,
-        mut ready: impl FnMut() -> bool,
-        peer: &mut impl Peer,
-    ) -> Result<()> {
-        if ready() {
-            return Ok(());
+    /// How the next wait goes. Right after this thread woke the peer, the peer answers only
+    /// once it has been woken and got a core, perhaps the one we would spin on: poll or sleep,
+    /// whichever has lately been quicker (see `post_wake_polls`). Otherwise spin for the learnt
+    /// budget (see `spin_budget`).
+    pub(crate) fn plan(&mut self) -> Plan {
+        if take_woke_peer() {
+            if self.post_wake_polls() {
+                Plan::PollAfterWake
+            } else {
+                Plan::SleepAfterWake
+            }
+        } else {
+            Plan::Spin(self.spin_budget())
         }
-        let started = Instant::now();
-        match self.strategy {
-            WaitStrategy::Block => self.wait_block(cell, started, deadline, &mut ready, peer),
-            _ => self.wait_spin(started, deadline, &mut ready, peer),
+    }
+
+    /// Folds the end of a wait that went by `plan` into what the policy knows: data came
+    /// while it polled (`slept` false) or only after it went to sleep, `took` after the wait
+    /// began. Call it only for waits that ended with data: one that ends in a timeout or an
+    /// error says nothing about whether polling pays.
+    pub(crate) fn learn(&mut self, plan: Plan, slept: bool, took: Duration) {
+        match plan {
+            Plan::Spin(budget) if !budget.is_zero() => self.learn_spin(!slept),
+            Plan::SleepAfterWake => self.learn_post_wake(took),
+            _ => {}
         }
     }
 
     /// Folds the outcome of a spin into the moving average: it found data (`hit`), or it ran
     /// out and data came only after the waiter went to sleep.
     #[inline]
-    fn learn(&mut self, hit: bool) {
+    fn learn_spin(&mut self, hit: bool) {
         self.since_spin = 0;
         self.hit_share = self.hit_share - self.hit_share / 8 + if hit { ONE / 8 } else { 0 };
     }
@@ -306,12 +320,121 @@ impl Waiter {
         self.slow_wakes > ONE / 2 && self.post_wakes % POST_WAKE_EXPLORE != 0
     }
 
-    /// Folds how long a sleep right after waking the peer took into [`Waiter::slow_wakes`]. Only
+    /// Folds how long a sleep right after waking the peer took into [`Policy::slow_wakes`]. Only
     /// a sleep that a poll of [`POST_WAKE_SPIN`] would have saved counts as slow: a longer one
     /// waited for the peer to have something to say (a paced exchange), not for a core.
     fn learn_post_wake(&mut self, took: Duration) {
-        let slow = took > SLOW_WAKE && took <= POST_WAKE_SPIN;
+        let slow = took > self.slow_wake && took <= POST_WAKE_SPIN;
         self.slow_wakes = self.slow_wakes - self.slow_wakes / 8 + if slow { ONE / 8 } else { 0 };
+    }
+}
+
+/// The waiting state of one half of a channel: its strategy, what it learnt from its recent
+/// waits, and its registration with the death watcher.
+///
+/// Must be dropped before the mapping holding the wait cells it slept on is unmapped (its
+/// registration points at a futex word in there).
+pub(crate) struct Waiter {
+    strategy: WaitStrategy,
+    policy: Policy,
+    watch: Watch,
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiter")
+            .field("strategy", &self.strategy)
+            .field("policy", &self.policy)
+            .field("watched", &matches!(self.watch, Watch::Watched(..)))
+            .finish()
+    }
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// Set when this thread's last publish woke a sleeping peer: the peer needs a core (maybe
+    /// ours) and a wake-up before it can answer, so our next wait does not spin (see
+    /// `Policy::plan`).
+    static WOKE_PEER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Takes the "just woke the peer" mark of this thread.
+#[inline]
+fn take_woke_peer() -> bool {
+    #[cfg(not(loom))]
+    {
+        WOKE_PEER.with(|w| w.replace(false))
+    }
+    #[cfg(loom)]
+    {
+        false
+    }
+}
+
+impl Waiter {
+    /// A waiter that has not waited yet.
+    pub(crate) fn new(strategy: WaitStrategy) -> Waiter {
+        Waiter {
+            strategy,
+            policy: Policy::default(),
+            watch: Watch::Pending,
+        }
+    }
+
+    /// Waits until `ready()` returns true.
+    ///
+    /// When the peer closed or died, `ready()` is tried once more (so data sent just before is
+    /// still delivered) and the error is returned. `cell` is where `Block` sleeps. Returns
+    /// [`Error::Timeout`] past `deadline`.
+    #[inline]
+    pub(crate) fn wait_until(
+        &mut self,
+        cell: &WaitCell,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> bool,
+        peer: &mut impl Peer,
+    ) -> Result<()> {
+        if ready() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        match self.strategy {
+            WaitStrategy::Block => self.wait_block(cell, started, deadline, &mut ready, peer),
+            _ => self.wait_spin(started, deadline, &mut ready, peer),
+        }
+    }
+
+    /// Makes sure the death watcher covers the peer, on `cell`'s futex word: `Ok(true)` while
+    /// it does, `Ok(false)` when it cannot (the peer has not connected yet, no pidfds, a peer in
+    /// another pid namespace), `Err` once the peer closed or its process is gone.
+    ///
+    /// Read `cell`'s futex word (Acquire) before calling this: the watcher records a death
+    /// before it bumps the word, so a sleeper that read the word first and then found no death
+    /// here is woken by the bump (see the module docs).
+    pub(crate) fn watch(&mut self, cell: &WaitCell, peer: &mut impl Peer) -> Result<bool> {
+        if let Watch::Pending = self.watch {
+            if let Some((pid, start_time)) = peer.process() {
+                self.watch = match DeathWatch::register(pid, start_time, &cell.futex) {
+                    Some(w) => Watch::Watched(w, pid),
+                    None => Watch::Unavailable,
+                };
+                // Whatever the watcher will say, the process may be gone already.
+                peer.check(true)?;
+            }
+        }
+        match &self.watch {
+            Watch::Watched(w, pid) => {
+                if w.peer_died() {
+                    // Let the peer's own look speak first: the closed state, if it closed
+                    // before it exited, says more.
+                    let pid = *pid;
+                    peer.check(true)?;
+                    return Err(peer.died(pid));
+                }
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// `Spin` and `SpinYield`: poll, looking at the peer every [`CHECK_INTERVAL`].
@@ -355,8 +478,8 @@ impl Waiter {
         }
     }
 
-    /// `Block`: spin for the learnt budget (right after waking the peer: poll or not, as
-    /// `post_wake_polls` judges), then sleep until woken.
+    /// `Block`: poll as the policy plans (yielding between batches right after waking the
+    /// peer), then sleep until woken, and teach the policy how it went.
     fn wait_block(
         &mut self,
         cell: &WaitCell,
@@ -365,53 +488,14 @@ impl Waiter {
         ready: &mut impl FnMut() -> bool,
         peer: &mut impl Peer,
     ) -> Result<()> {
-        if take_woke_peer() {
-            // Right after waking the peer, it answers only once it has been woken and got a
-            // core, perhaps the one we would spin on: poll or sleep, whichever has lately been
-            // quicker (see `post_wake_polls`).
-            let polled = self.post_wake_polls();
-            if polled {
-                return self.poll_then_sleep(
-                    cell,
-                    started,
-                    deadline,
-                    POST_WAKE_SPIN,
-                    true,
-                    ready,
-                    peer,
-                );
-            }
-            let woken = self.sleep_until(cell, deadline, ready, peer)?;
-            if woken {
-                self.learn_post_wake(started.elapsed());
-            }
-            return Ok(());
-        }
-        let budget = self.spin_budget();
-        self.poll_then_sleep(cell, started, deadline, budget, false, ready, peer)
-    }
-
-    /// Polls for `budget` (yielding between batches if `polite`), then sleeps until woken.
-    /// Outside a post-wake wait (`polite` false), teaches `learn` whether the poll paid.
-    #[allow(clippy::too_many_arguments)]
-    fn poll_then_sleep(
-        &mut self,
-        cell: &WaitCell,
-        started: Instant,
-        deadline: Option<Instant>,
-        budget: Duration,
-        polite: bool,
-        ready: &mut impl FnMut() -> bool,
-        peer: &mut impl Peer,
-    ) -> Result<()> {
+        let plan = self.policy.plan();
+        let (budget, polite) = plan.poll();
         if !budget.is_zero() {
             let until = started + budget;
             loop {
                 for _ in 0..SPINS_PER_CLOCK_READ {
                     if ready() {
-                        if !polite {
-                            self.learn(true);
-                        }
+                        self.policy.learn(plan, false, started.elapsed());
                         return Ok(());
                     }
                     std::hint::spin_loop();
@@ -425,11 +509,8 @@ impl Waiter {
                 }
             }
         }
-        // A spin that ran out counts as a miss only if data then came: a wait that ends in a
-        // timeout or an error says nothing about whether spinning pays.
-        let missed = !budget.is_zero() && !polite;
-        if self.sleep_until(cell, deadline, ready, peer)? && missed {
-            self.learn(false);
+        if self.sleep_until(cell, deadline, ready, peer)? {
+            self.policy.learn(plan, true, started.elapsed());
         }
         Ok(())
     }
@@ -472,31 +553,7 @@ impl Waiter {
         peer: &mut impl Peer,
         deadline: Option<Instant>,
     ) -> Result<Option<(Option<Duration>, bool)>> {
-        if let Watch::Pending = self.watch {
-            if let Some((pid, start_time)) = peer.process() {
-                self.watch = match DeathWatch::register(pid, start_time, &cell.futex) {
-                    Some(w) => Watch::Watched(w, pid),
-                    None => Watch::Unavailable,
-                };
-                // Whatever the watcher will say, the process may be gone already.
-                peer.check(true)?;
-            }
-        }
-        let watched = match &self.watch {
-            Watch::Watched(w, pid) => {
-                if w.peer_died() {
-                    // Let the peer's own look confirm it (and remember it, so later calls
-                    // report it too); the closed state, if it closed first, says more.
-                    peer.check(true)?;
-                    return Err(Error::PeerGone {
-                        channel: peer.channel().to_owned(),
-                        pid: *pid,
-                    });
-                }
-                true
-            }
-            _ => false,
-        };
+        let watched = self.watch(cell, peer)?;
         peer.check(false)?;
         let now = Instant::now();
         let left = match deadline {
@@ -581,40 +638,43 @@ mod tests {
         fn process(&mut self) -> Option<(u32, u64)> {
             None
         }
-        fn channel(&self) -> &str {
-            "anonymous"
+        fn died(&mut self, pid: u32) -> Error {
+            Error::PeerGone {
+                channel: "anonymous".into(),
+                pid,
+            }
         }
     }
 
     #[test]
     fn after_waking_its_peer_block_polls_only_while_sleeps_wait_for_an_idle_core() {
-        let mut w = Waiter::new(WaitStrategy::Block);
-        let polls = |w: &mut Waiter| {
+        let mut p = Policy::default();
+        let polls = |p: &mut Policy| {
             (0..POST_WAKE_EXPLORE)
-                .filter(|_| w.post_wake_polls())
+                .filter(|_| p.post_wake_polls())
                 .count()
         };
-        assert_eq!(polls(&mut w), 0, "a new waiter sleeps at once after a wake");
+        assert_eq!(polls(&mut p), 0, "a new policy sleeps at once after a wake");
         // Sleeps that a short poll would have saved: the peer's core was waking from idle.
         for _ in 0..16 {
-            w.learn_post_wake(Duration::from_micros(60));
+            p.learn(Plan::SleepAfterWake, true, Duration::from_micros(60));
         }
         assert_eq!(
-            polls(&mut w),
+            polls(&mut p),
             POST_WAKE_EXPLORE as usize - 1,
             "polls, but still sleeps once in a while to notice a busy machine"
         );
         // Quick wake-ups (a busy machine) or long gaps (a paced peer): sleep at once again.
         for took in [Duration::from_micros(3), Duration::from_millis(1)] {
-            let mut w = Waiter::new(WaitStrategy::Block);
+            let mut p = Policy::default();
             for _ in 0..16 {
-                w.learn_post_wake(Duration::from_micros(60));
+                p.learn(Plan::SleepAfterWake, true, Duration::from_micros(60));
             }
             for _ in 0..16 {
-                w.learn_post_wake(took);
+                p.learn(Plan::SleepAfterWake, true, took);
             }
             assert_eq!(
-                polls(&mut w),
+                polls(&mut p),
                 0,
                 "sleeps of {took:?} do not call for polling"
             );
@@ -622,23 +682,41 @@ mod tests {
     }
 
     #[test]
+    fn a_task_polls_after_waking_its_peer_whenever_that_beats_a_sleep() {
+        // Quick post-wake sleeps (a busy machine): a thread keeps sleeping at once, a task,
+        // whose every sleep costs two hand-offs through the reactor, polls.
+        for (mut p, polls) in [(Policy::default(), false), (Policy::for_tasks(), true)] {
+            for _ in 0..16 {
+                p.learn(Plan::SleepAfterWake, true, Duration::from_micros(3));
+            }
+            assert_eq!(p.post_wake_polls(), polls, "{p:?}");
+        }
+    }
+
+    #[test]
     fn block_stops_spinning_when_spins_miss_and_probes_until_they_hit_again() {
-        let mut w = Waiter::new(WaitStrategy::Block);
-        assert!(!w.spin_budget().is_zero(), "a new waiter spins a little");
+        let mut p = Policy::default();
+        assert_eq!(
+            p.plan(),
+            Plan::Spin(BLOCK_SPIN),
+            "a new policy spins a little"
+        );
         for _ in 0..16 {
-            w.learn(false);
+            p.learn(Plan::Spin(BLOCK_SPIN), true, BLOCK_SPIN * 2);
         }
         let mut spins = 0;
         for _ in 0..PROBE_EVERY {
-            if !w.spin_budget().is_zero() {
+            if p.plan() != Plan::Spin(Duration::ZERO) {
                 spins += 1;
             }
         }
         assert_eq!(spins, 1, "only the probe spins once spins miss");
+        // A wait that did not spin teaches nothing.
+        p.learn(Plan::Spin(Duration::ZERO), false, Duration::ZERO);
         for _ in 0..16 {
-            w.learn(true);
+            p.learn(Plan::Spin(BLOCK_SPIN), false, Duration::from_micros(1));
         }
-        assert_eq!(w.spin_budget(), BLOCK_SPIN, "spins hit again: spin");
+        assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "spins hit again: spin");
     }
 
     #[test]

@@ -92,10 +92,6 @@ fn eight_client_tasks_against_a_server_process() {
                 let name = n.clone();
                 tokio::spawn(async move {
                     let mut ch = connect(&name).await?;
-                    // Half the tasks poll their ring briefly before sleeping.
-                    if id % 2 == 1 {
-                        ch.set_spin(Duration::from_micros(20));
-                    }
                     for i in 0..1000u32 {
                         let msg = format!("task {id} message {i}");
                         ch.send(msg.as_bytes()).await?;
@@ -160,6 +156,115 @@ fn a_full_ring_makes_send_wait_and_a_dead_peer_ends_recv() {
     let (bye, end) = result.unwrap();
     assert_eq!(bye, b"bye");
     assert!(matches!(end, Err(Error::Disconnected { .. })), "{end:?}");
+}
+
+#[test]
+fn an_async_recv_whose_peer_process_is_killed_says_peer_gone() {
+    let name = unique("tokiokill");
+    let _guard = NameGuard(name.clone());
+    let mut ch = Channel::create(&name, &Config::default()).unwrap();
+    let mut peer = support::echo(&[name.as_str(), "block"]);
+    ch.send(b"hello").unwrap();
+    assert_eq!(&*ch.recv_timeout(WATCHDOG).unwrap(), b"hello");
+    let (waiting_tx, waiting) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let result = runtime().block_on(async move {
+            let mut ch = AsyncChannel::new(ch)?;
+            ch.send(b"ping").await?;
+            let reply = ch.recv().await?;
+            waiting_tx.send(reply).unwrap();
+            // Nothing more comes: only the peer's death can end this receive.
+            ch.recv().await
+        });
+        let _ = tx.send(result);
+    });
+    let reply = waiting.recv_timeout(WATCHDOG).expect("no echo");
+    assert_eq!(reply, b"ping");
+    // Let the task fall asleep (nothing to poll for), then kill the peer.
+    std::thread::sleep(Duration::from_millis(20));
+    let pid = peer.pid();
+    peer.kill();
+    // The watchdog: a second.
+    let result = rx
+        .recv_timeout(Duration::from_secs(1))
+        .expect("the receive did not end within 1 s of the peer's death");
+    peer.reap();
+    match result {
+        Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+        other => panic!("expected PeerGone, got {other:?}"),
+    }
+}
+
+const IDLE: &str = "SHMLINK_TOKIO_IDLE";
+
+/// Voluntary context switches of this process's reactor thread so far.
+fn reactor_switches() -> u64 {
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
+        let dir = task.expect("task entry").path();
+        if std::fs::read_to_string(dir.join("comm")).is_ok_and(|c| c.trim() == "shmlink-reactor") {
+            return std::fs::read_to_string(dir.join("status"))
+                .expect("status")
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("voluntary_ctxt_switches");
+        }
+    }
+    panic!("no reactor thread");
+}
+
+/// The re-executed process of `an_idle_async_recv_makes_no_timed_wake_ups`: a task waits for
+/// two seconds on a channel whose peer (this process) stays alive and silent; prints how often
+/// the reactor woke meanwhile. A no-op in a normal test run.
+#[test]
+fn idle_child() {
+    let Ok(name) = std::env::var(IDLE) else {
+        return;
+    };
+    let _guard = NameGuard(name.clone());
+    let mut peer = Channel::create(&name, &Config::default()).unwrap();
+    let ch = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let task = std::thread::spawn(move || {
+        runtime().block_on(async move { AsyncChannel::new(ch)?.recv().await })
+    });
+    // Let the task give up polling and sleep through the reactor (nothing to poll for).
+    std::thread::sleep(Duration::from_millis(200));
+    let before = reactor_switches();
+    std::thread::sleep(Duration::from_secs(2));
+    let switches = reactor_switches() - before;
+    peer.send(b"wake up").unwrap();
+    assert_eq!(task.join().unwrap().unwrap(), b"wake up");
+    println!("reactor switches {switches}");
+}
+
+#[test]
+fn an_idle_async_recv_makes_no_timed_wake_ups() {
+    let name = unique("tokioidle");
+    let _guard = NameGuard(name.clone());
+    // In a process of its own: the other tests' tasks would wake the reactor.
+    let mut child = ChildGuard::from(
+        Command::new(std::env::current_exe().expect("current_exe"))
+            .args(["--exact", "idle_child", "--nocapture", "--test-threads=1"])
+            .env(IDLE, &name)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("re-exec the test binary"),
+    );
+    assert!(child.reap().success(), "the idle child failed");
+    let out = child.read_all();
+    let switches: u64 = out
+        .lines()
+        .find_map(|l| l.split("reactor switches ").nth(1))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count in {out:?}"));
+    // The peer is covered by the death watcher: nothing but the message may wake the reactor.
+    assert!(
+        switches <= 3,
+        "the reactor woke {switches} times in 2 s of idling"
+    );
 }
 
 #[test]

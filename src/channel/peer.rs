@@ -134,10 +134,6 @@ impl PeerWatch {
 }
 
 impl crate::wait::Peer for PeerWatch {
-    fn channel(&self) -> &str {
-        &self.name
-    }
-
     fn check(&mut self, process: bool) -> Result<()> {
         if process {
             PeerWatch::check(self)
@@ -147,6 +143,16 @@ impl crate::wait::Peer for PeerWatch {
             Err(self.disconnected())
         } else {
             Ok(())
+        }
+    }
+
+    fn died(&mut self, pid: u32) -> Error {
+        // The watcher trusts a pidfd only for the process that recorded this pid and start
+        // time, so its report is about the peer itself.
+        self.gone = true;
+        Error::PeerGone {
+            channel: self.name.to_string(),
+            pid,
         }
     }
 

@@ -35,6 +35,26 @@ impl Channel {
         self.receiver.peer.state() == PEER_CLOSED
     }
 
+    /// Makes sure the process's death watcher covers the peer on the futex word of
+    /// [`data_cell`](Channel::data_cell), where a receive sleeps: `Ok(true)` while it does (the
+    /// peer's death bumps and wakes that word), `Ok(false)` when it cannot (the peer has not
+    /// connected yet, no pidfds, a peer in another pid namespace: look at the peer now and
+    /// then instead), `Err` once the peer closed or its process is gone (remembered, so the
+    /// next receive reports it too, after any frames still in the ring). Read the word before
+    /// calling this (see `Waiter::watch`).
+    pub(crate) fn watch_recv_peer(&mut self) -> Result<bool> {
+        let r = &mut self.receiver;
+        r.wait.watch(r.rx.data_cell(), &mut r.peer)
+    }
+
+    /// Like [`watch_recv_peer`](Channel::watch_recv_peer), on the futex word of
+    /// [`space_cell`](Channel::space_cell), where a send waiting for room sleeps.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn watch_send_peer(&mut self) -> Result<bool> {
+        let s = &mut self.sender;
+        s.wait.watch(s.tx.space_cell(), &mut s.peer)
+    }
+
     /// Looks at the peer now: `Err(Disconnected)` once it closed, `Err(PeerGone)` once its
     /// process is gone.
     pub(crate) fn check_peer(&mut self) -> Result<()> {

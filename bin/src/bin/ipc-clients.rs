@@ -11,8 +11,6 @@
 //! * `threads`: a `Listener`, and one server thread per connection;
 //! * `async`: an `AsyncListener` and a task per connection on a current-thread tokio runtime,
 //!   the clients async too (a current-thread runtime each);
-//! * `async-spin`: the same, every receive polling up to 50 us before it sleeps
-//!   (`AsyncChannel::set_spin`), as a synchronous `Block` receive does;
 //! * `uds`: Unix stream sockets, one server thread with a `poll(2)` loop over all of them.
 //!
 //! Every client is a process (this binary run again with `--child`). It connects, waits for a
@@ -39,11 +37,11 @@ struct Args {
     /// Client counts to run, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
     clients: Vec<usize>,
-    /// Rows to run, comma-separated: plain, selector, threads, async, async-spin, uds.
+    /// Rows to run, comma-separated: plain, selector, threads, async, uds.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "plain,selector,threads,async,async-spin,uds"
+        default_value = "plain,selector,threads,async,uds"
     )]
     modes: Vec<String>,
     /// Timed round trips per client.
@@ -180,31 +178,15 @@ fn run_child(spec: &[String], wait: WaitStrategy) -> Result<ClientResult> {
             s.read_exact(&mut go)?;
             client_loop(&mut s, msgs, warmup, size)
         }
-        "async" | "async-spin" => tokio::runtime::Builder::new_current_thread()
+        "async" => tokio::runtime::Builder::new_current_thread()
             .build()?
-            .block_on(async_client(name, msgs, warmup, size, async_spin(mode))),
+            .block_on(async_client(name, msgs, warmup, size)),
         other => bail!("unknown mode {other}"),
     }
 }
 
-/// The receive poll of the async rows: none for `async`, up to 50 us for `async-spin`.
-fn async_spin(mode: &str) -> Duration {
-    if mode == "async-spin" {
-        Duration::from_micros(50)
-    } else {
-        Duration::ZERO
-    }
-}
-
-async fn async_client(
-    name: &str,
-    msgs: u64,
-    warmup: u64,
-    size: usize,
-    spin: Duration,
-) -> Result<ClientResult> {
+async fn async_client(name: &str, msgs: u64, warmup: u64, size: usize) -> Result<ClientResult> {
     let mut ch = shmlink::tokio::connect(name).await?;
-    ch.set_spin(spin);
     let mut reply = Vec::with_capacity(size);
     ch.recv_into(&mut reply).await?;
     for i in 0..warmup {
@@ -385,17 +367,10 @@ fn serve_uds(mut streams: Vec<UnixStream>, size: usize) -> Result<()> {
     Ok(())
 }
 
-async fn serve_async(
-    mut listener: AsyncListener,
-    n: usize,
-    size: usize,
-    spin: Duration,
-) -> Result<()> {
+async fn serve_async(mut listener: AsyncListener, n: usize, size: usize) -> Result<()> {
     let mut conns: Vec<AsyncChannel<Connection>> = Vec::new();
     for _ in 0..n {
-        let mut c = listener.accept().await?;
-        c.set_spin(spin);
-        conns.push(c);
+        conns.push(listener.accept().await?);
     }
     let mut tasks = Vec::new();
     for mut c in conns {
@@ -484,12 +459,12 @@ fn round(args: &Args, mode: &str, n: usize, seq: usize) -> Result<Option<Vec<Cli
             })?;
             collect(children)?
         }
-        "async" | "async-spin" => {
+        "async" => {
             let listener = AsyncListener::bind(&name, &server_cfg)?;
             let children = spawn_clients(args, mode, &name, n)?;
             tokio::runtime::Builder::new_current_thread()
                 .build()?
-                .block_on(serve_async(listener, n, args.size, async_spin(mode)))?;
+                .block_on(serve_async(listener, n, args.size))?;
             collect(children)?
         }
         "uds" => {
