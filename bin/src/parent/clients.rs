@@ -61,15 +61,44 @@ fn parse_client_rows(list: &str) -> anyhow::Result<Vec<ClientRow>> {
 }
 
 /// The client children of one round, all in one process group; killed and reaped on drop
-/// unless [`collect`](Clients::collect) reaped them.
-struct Clients(Vec<ChildGuard>);
+/// unless [`collect`](Clients::collect) reaped them. Then the names of the channels that
+/// clients made and died with are removed (a server's connection leaves a live client's name
+/// to the client).
+struct Clients {
+    children: Vec<ChildGuard>,
+    /// The round's listener or channel name: the clients' channels are `<name>.<pid>.<n>`.
+    name: String,
+}
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        CHILD_PID.store(0, std::sync::atomic::Ordering::SeqCst);
+        // Killed (if still running) and reaped, all of them, before any name is judged.
+        self.children.clear();
+        let prefix = format!("{}.", self.name);
+        if let Ok(segments) = shmlink::segments::list() {
+            for seg in segments.iter().filter(|s| s.name.starts_with(&prefix)) {
+                let _ = shmlink::segments::reclaim(&seg.name);
+            }
+        }
+    }
+}
 
 impl Clients {
     /// Spawns one `ipc-child --client ROW` per address.
-    fn spawn(plan: &ClientsPlan, row: ClientRow, addresses: &[String]) -> anyhow::Result<Clients> {
+    fn spawn(
+        plan: &ClientsPlan,
+        row: ClientRow,
+        round: u32,
+        name: &str,
+        addresses: &[String],
+    ) -> anyhow::Result<Clients> {
         let args = &plan.args;
         let ns = |d: Duration| format!("{}ns", d.as_nanos());
-        let mut clients = Clients(Vec::with_capacity(addresses.len()));
+        let mut clients = Clients {
+            children: Vec::with_capacity(addresses.len()),
+            name: name.to_owned(),
+        };
         let mut group = None;
         for address in addresses {
             let mut command = Command::new(&plan.child_path);
@@ -89,8 +118,19 @@ impl Clients {
             }
             let (child, pgid) = ChildGuard::spawn_in_group(command, group)?;
             group = Some(pgid);
-            clients.0.push(child);
+            clients.children.push(child);
         }
+        let pids: Vec<String> = clients
+            .children
+            .iter()
+            .map(|c| c.pid().to_string())
+            .collect();
+        eprintln!(
+            "[info] {} x{} round {round}: client pids {}",
+            row.name(),
+            addresses.len(),
+            pids.join(" ")
+        );
         Ok(clients)
     }
 
@@ -98,8 +138,8 @@ impl Clients {
     fn collect(mut self) -> anyhow::Result<Vec<ClientResult>> {
         // Cleared before any child is reaped: a signal must not kill a reused process group.
         CHILD_PID.store(0, std::sync::atomic::Ordering::SeqCst);
-        let mut results = Vec::with_capacity(self.0.len());
-        for guard in &mut self.0 {
+        let mut results = Vec::with_capacity(self.children.len());
+        for guard in &mut self.children {
             let mut text = String::new();
             if let Some(mut stdout) = guard.child.stdout.take() {
                 stdout.read_to_string(&mut text)?;
@@ -156,19 +196,25 @@ fn accept_uds(listener: &UnixListener, n: usize) -> anyhow::Result<Vec<UnixStrea
     Ok(streams)
 }
 
+/// A client that closed its end: the normal end of its part of a round. A client that died
+/// (`PeerGone`) fails the round.
+fn closed(e: &Error) -> bool {
+    matches!(e, Error::Disconnected { .. })
+}
+
 /// Echoes on one channel until its peer leaves (the first message within [`CONNECT_LIMIT`]).
 fn echo_channel(ch: &mut Channel) -> anyhow::Result<()> {
     let mut buf = Vec::new();
     match ch.recv_timeout(CONNECT_LIMIT) {
         Ok(m) => buf.extend_from_slice(&m),
-        Err(e) if e.is_disconnect() => return Ok(()),
+        Err(e) if closed(&e) => return Ok(()),
         Err(e) => return Err(e.into()),
     }
     ch.send(&buf)?;
     loop {
         match ch.recv_into(&mut buf) {
             Ok(_) => ch.send(&buf)?,
-            Err(e) if e.is_disconnect() => return Ok(()),
+            Err(e) if closed(&e) => return Ok(()),
             Err(e) => return Err(e.into()),
         }
     }
@@ -192,7 +238,7 @@ fn serve_selector(mut conns: Vec<Connection>, size: usize) -> anyhow::Result<()>
                     buf.extend_from_slice(&m);
                 }
                 Err(Error::Empty) => continue,
-                Err(e) if e.is_disconnect() => {
+                Err(e) if closed(&e) => {
                     gone.push(i);
                     continue;
                 }
@@ -242,7 +288,7 @@ fn serve_async(conns: Vec<Connection>, size: usize, spin: Duration) -> anyhow::R
                     loop {
                         match c.recv_into(&mut buf).await {
                             Ok(_) => c.send(&buf).await?,
-                            Err(e) if e.is_disconnect() => return Ok::<(), Error>(()),
+                            Err(e) if closed(&e) => return Ok::<(), Error>(()),
                             Err(e) => return Err(e),
                         }
                     }
@@ -396,7 +442,7 @@ fn clients_round(
             }
             let mut ch = Channel::create(&name, &config(plan.wait))?;
             ch.send(&go_message(size))?;
-            let clients = Clients::spawn(plan, row, &names(&name))?;
+            let clients = Clients::spawn(plan, row, round, &name, &names(&name))?;
             echo_channel(&mut ch)?;
             clients.collect()
         }
@@ -409,7 +455,7 @@ fn clients_round(
                 WaitStrategy::Block
             };
             let listener = Listener::bind_with_limit(&name, &config(wait), n)?;
-            let clients = Clients::spawn(plan, row, &names(&name))?;
+            let clients = Clients::spawn(plan, row, round, &name, &names(&name))?;
             let conns = accept_all(&listener, n)?;
             if row == ClientRow::Selector {
                 serve_selector(conns, size)?;
@@ -420,7 +466,7 @@ fn clients_round(
         }
         ClientRow::Async | ClientRow::AsyncSpin => {
             let listener = Listener::bind_with_limit(&name, &config(WaitStrategy::Block), n)?;
-            let clients = Clients::spawn(plan, row, &names(&name))?;
+            let clients = Clients::spawn(plan, row, round, &name, &names(&name))?;
             let conns = accept_all(&listener, n)?;
             serve_async(conns, size, row.async_spin())?;
             clients.collect()
@@ -431,7 +477,8 @@ fn clients_round(
             let listener =
                 UnixListener::bind(&path).with_context(|| format!("binding {path:?}"))?;
             let file = SocketFile(path);
-            let clients = Clients::spawn(plan, row, &names(&file.0.to_string_lossy()))?;
+            let clients =
+                Clients::spawn(plan, row, round, &name, &names(&file.0.to_string_lossy()))?;
             let streams = accept_uds(&listener, n)?;
             drop(file);
             if row == ClientRow::UdsPoll {
@@ -449,7 +496,7 @@ fn clients_round(
                 servers.push(server);
                 addresses.push(address);
             }
-            let clients = Clients::spawn(plan, row, &addresses)?;
+            let clients = Clients::spawn(plan, row, round, &name, &addresses)?;
             serve_ipc(accept_ipc(servers)?, size)?;
             clients.collect()
         }
