@@ -329,10 +329,11 @@ impl Meter {
 
 fn run_sync(ch: &mut impl RoundTrip, spec: &ClientSpec) -> anyhow::Result<ClientResult> {
     let mut m = Meter::new(spec)?;
+    let mut msg = m.msg.clone();
     let mut seq = 0u64;
     let warm_until = Instant::now() + spec.warmup;
     while Instant::now() < warm_until {
-        let msg = m.next(seq).to_vec();
+        stamp(&mut msg, seq);
         ch.round_trip(&msg, &mut m.reply)?;
         m.check(seq)?;
         seq += 1;
@@ -340,7 +341,6 @@ fn run_sync(ch: &mut impl RoundTrip, spec: &ClientSpec) -> anyhow::Result<Client
     let start_ns = monotonic_ns();
     let start = Instant::now();
     let mut done = 0u64;
-    let mut msg = m.msg.clone();
     while !m.finished(done, start) {
         if !spec.pace.is_zero() {
             std::thread::sleep(spec.pace);
