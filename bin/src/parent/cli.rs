@@ -60,7 +60,8 @@ pub(crate) struct RunArgs {
     /// Rows to run: a comma list of shm, ipc-channel, raw-sync, pipe, fifo, socketpair, posixmq,
     /// uds, tcp, and the limit rows floor and serde (JSON messages only), or `all`. With
     /// `--sweep`, `all` is every transport but floor, and the memcpy limit row is always added;
-    /// with `--stream`, likewise, and the ring limit row too.
+    /// with `--stream`, likewise, and the ring limit row too. With `--clients`, the clients rows:
+    /// plain, selector, threads, async, async-spin, uds-poll, uds-threads, ipc-channel.
     #[arg(long, short, default_value = "all")]
     pub(crate) transport: String,
     /// Length of one measured round (e.g. 200ms, 5s); with `--stream`, what the default
@@ -93,8 +94,11 @@ pub(crate) struct RunArgs {
     /// (e.g. 1,4,16): aggregate round trips per second and per-client p99 of checked raw
     /// `--size` messages, per row of `--transport` (plain, selector, threads, async, async-spin,
     /// uds-poll, uds-threads, ipc-channel, or `all`).
-    #[arg(long, value_delimiter = ',', num_args = 1..,
-          conflicts_with_all = ["sweep", "stream", "message", "sizes", "no_spawn"])]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        conflicts_with_all = ["sweep", "stream", "message", "sizes", "no_spawn"]
+    )]
     pub(crate) clients: Vec<usize>,
     /// Messages per row of `--stream` [default: as many as fill `--duration` at the rate the
     /// warmup measured, fixed after the first round]; with `--clients`, timed round trips per
