@@ -109,6 +109,11 @@ stream *ARGS: build
     {{bin_dir}}/ipc-parent --stream --sizes {{stream_sizes}} {{count_flag}} --transport {{transports}} --rounds {{rounds}} --save results/stream-{{build_mode}}.json {{ARGS}}
     {{bin_dir}}/ipc-parent chart results/stream-{{build_mode}}.json --output docs/stream-chart.svg
 
+# N client processes against one server, for every N of the list: shm selector, thread per client, async beside uds (poll loop, threads) and ipc-channel; saves results/clients-<mode>.json
+clients n="1,4,16" *ARGS: build
+    mkdir -p results
+    {{bin_dir}}/ipc-parent --clients {{n}} --duration {{duration}} --rounds {{rounds}} --save results/clients-{{build_mode}}.json {{ARGS}}
+
 # Run every transport into results/<mode>.json and draw it as an SVG bar chart
 chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": build
     mkdir -p results "$(dirname {{output}})"

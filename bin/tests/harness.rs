@@ -1,6 +1,6 @@
 //! End-to-end tests of the `ipc-parent` binary: the JSON document of a run over every
-//! transport, the forced fallback, a child killed mid-run, Ctrl-C, and the chart / compare
-//! subcommands. No timing is asserted.
+//! transport, the forced fallback, a child killed mid-run, Ctrl-C, `--clients` (its rows, a
+//! client killed, Ctrl-C), and the chart / compare subcommands. No timing is asserted.
 
 #[path = "../../tests/support/common.rs"]
 mod common;
@@ -412,6 +412,228 @@ fn forced_fallback_runs_shm_over_ipc_channel() {
     assert!(result["rounds"][0]["round_trips"]
         .as_u64()
         .is_some_and(|n| n > 0));
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Every row of `--clients`, by the name the report gives it.
+const CLIENT_ROWS: [&str; 7] = [
+    "shm plain",
+    "shm selector",
+    "shm threads",
+    "shm async",
+    "uds poll",
+    "uds threads",
+    "ipc-channel select",
+];
+
+#[test]
+fn clients_run_reports_every_row_at_every_count() {
+    let _serial = serial();
+    let name = unique("clients");
+    let args = [
+        "--clients",
+        "1,2",
+        "--count",
+        "200",
+        "--warmup",
+        "10ms",
+        "--rounds",
+        "2",
+        "--json",
+        "--name",
+        &name,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "ipc-parent --clients failed:\n{stderr}");
+    let doc = parse(&stdout, &stderr);
+    assert_eq!(doc["clients"], serde_json::json!([1, 2]), "{doc}");
+    assert_eq!(doc["message"], "raw");
+    assert_eq!(doc["wait"], "block");
+    let results = doc["results"].as_array().expect("results");
+    for n in [1u64, 2] {
+        for row in CLIENT_ROWS {
+            let found = results
+                .iter()
+                .find(|r| r["transport"] == row && r["clients"] == n);
+            if row == "shm plain" && n != 1 {
+                assert!(found.is_none(), "the plain row takes one client: {doc}");
+                continue;
+            }
+            let Some(r) = found else {
+                panic!("no {row} x{n} result:\n{doc}")
+            };
+            let rounds = r["rounds"].as_array().expect("rounds");
+            assert_eq!(rounds.len(), 2, "{r}");
+            for round in rounds {
+                // Every client made exactly --count timed round trips, all checked.
+                assert_eq!(round["round_trips"], 200 * n, "{row} x{n}: {round}");
+                assert!(round["rt_per_s"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+                assert!(round["p99_worst_client_ns"].as_u64().is_some_and(|x| x > 0));
+            }
+            assert!(r["median_rt_per_s"].as_f64().is_some_and(|x| x > 0.0));
+            let p99 = &r["p99_worst_client_ns"];
+            assert!(p99["median"].as_u64().is_some_and(|x| x > 0), "{r}");
+            assert!(p99["best"].as_u64() <= p99["median"].as_u64(), "{r}");
+            assert!(r["p99_median_client_ns"]["median"].as_u64() <= p99["median"].as_u64());
+        }
+    }
+    let ratios = doc["ratios"].as_array().expect("ratios");
+    for what in [
+        "shm selector / shm plain, rt/s",
+        "shm selector / uds poll, rt/s",
+    ] {
+        assert!(
+            ratios
+                .iter()
+                .any(|r| r["what"] == what && r["median"].as_f64().is_some_and(|x| x > 0.0)),
+            "no ratio {what}: {ratios:?}"
+        );
+    }
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn clients_table_lists_the_rows_and_the_ratios() {
+    let _serial = serial();
+    let name = unique("clitable");
+    let args = [
+        "--clients",
+        "1",
+        "--transport",
+        "plain,selector,uds-poll",
+        "--count",
+        "100",
+        "--warmup",
+        "0s",
+        "--name",
+        &name,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "ipc-parent --clients failed:\n{stderr}");
+    for row in ["shm plain", "shm selector", "uds poll"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("1  ") && l.contains(row))
+            .unwrap_or_else(|| panic!("no table line for {row}:\n{stdout}"));
+        // clients, row, round trips: 100 round trips of the one client.
+        assert!(line.contains(" 100 "), "{line}");
+    }
+    assert!(
+        !stdout.contains("shm threads"),
+        "rows not asked for ran:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("shm selector / shm plain"),
+        "ratio missing:\n{stdout}"
+    );
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn clients_options_are_checked() {
+    for args in [
+        &["--clients", "0"][..],
+        &["--clients", "1", "--size", "4"],
+        &["--clients", "1", "--wait", "spin,block"],
+        &["--clients", "1", "--transport", "shm"],
+        &["--clients", "1", "--sweep"],
+        &["--clients", "1", "--stream"],
+        &["--clients", "1", "--count", "0"],
+    ] {
+        let (ok, _, stderr) = run_parent(args, &[]);
+        assert!(!ok, "{args:?} must be refused");
+        assert!(!stderr.is_empty(), "{args:?}: an explanation expected");
+    }
+}
+
+/// Starts a long `--clients 3` selector run, waits for its clients, then kills one of them
+/// (SIGKILL) or interrupts the parent (SIGINT); returns the parent's (success, stderr, client
+/// pids).
+fn interrupt_clients_run(name: &str, kill_parent: bool) -> (bool, String, Vec<u32>) {
+    let mut command = Command::new(PARENT);
+    command
+        .args([
+            "--clients",
+            "3",
+            "--transport",
+            "selector",
+            "--duration",
+            "60s",
+            "--warmup",
+            "10ms",
+            "--name",
+            name,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut parent = ChildGuard::spawn(command);
+    let _watchdog = Watchdog::arm(LIMIT, "interrupted clients run");
+    let Some(stderr) = parent.child.stderr.take() else {
+        panic!("no stderr")
+    };
+    let mut lines = BufReader::new(stderr).lines();
+    let mut log = String::new();
+    let mut pids = Vec::new();
+    for line in lines.by_ref() {
+        let Ok(line) = line else { break };
+        log.push_str(&line);
+        log.push('\n');
+        if let Some(rest) = line.split("client pids ").nth(1) {
+            pids = rest
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect();
+            break;
+        }
+    }
+    assert_eq!(pids.len(), 3, "no clients started:\n{log}");
+    // Let the round trips get going.
+    std::thread::sleep(Duration::from_millis(500));
+    let (target, signal) = if kill_parent {
+        (parent.pid(), libc::SIGINT)
+    } else {
+        (pids[0], libc::SIGKILL)
+    };
+    // SAFETY: kill on a process this test started (the parent, or one of its live clients).
+    unsafe {
+        libc::kill(target as i32, signal);
+    }
+    let status = parent.wait_for(Duration::from_secs(30));
+    for line in lines.map_while(Result::ok) {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    (status.success(), log, pids)
+}
+
+#[test]
+fn killing_a_client_fails_the_clients_run_cleanly() {
+    let _serial = serial();
+    let name = unique("killclient");
+    let (ok, log, pids) = interrupt_clients_run(&name, false);
+    assert!(!ok, "the run must fail when a client dies:\n{log}");
+    assert!(log.contains("Error"), "a clear error expected:\n{log}");
+    for pid in pids {
+        assert!(!process_exists(pid), "client {pid} not reaped");
+    }
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn ctrl_c_reaps_every_client_and_unlinks_everything() {
+    let _serial = serial();
+    let name = unique("clisigint");
+    let (ok, log, pids) = interrupt_clients_run(&name, true);
+    assert!(!ok, "an interrupted run is not a success:\n{log}");
+    assert!(log.contains("interrupted"), "{log}");
+    for pid in pids {
+        assert!(!process_exists(pid), "client {pid} not reaped");
+    }
     let left = leftovers(&name);
     assert!(left.is_empty(), "left behind: {left:?}");
 }

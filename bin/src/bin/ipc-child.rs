@@ -1,8 +1,12 @@
 //! `ipc-child`: the far end of the ping-pong. The parent spawns it with the transport and the
 //! address to connect to; it answers until the parent closes the transport or goes away.
 //!
-//! It never writes to standard output (that may be the `pipe` transport); diagnostics go to
-//! standard error. It exits on its own when the parent dies: `PR_SET_PDEATHSIG` on Linux, and
+//! With `--client ROW` it is one client of an `ipc-parent --clients` run instead (see
+//! `shmlink_harness::clients`): it connects to the parent's server for that row, makes checked
+//! round trips and prints its result line on standard output.
+//!
+//! Otherwise it never writes to standard output (that may be the `pipe` transport); diagnostics
+//! go to standard error. It exits on its own when the parent dies: `PR_SET_PDEATHSIG` on Linux, and
 //! every wait of every transport checks the parent's liveness.
 
 use shmlink_harness::workload as common;
@@ -14,6 +18,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use common::{check_stamp, is_peer_gone, MessageKind, OwnedPing, Ping, PingMsg, Workload};
 use shmlink::{Error, WaitStrategy};
+use shmlink_harness::clients::{run_client, ClientRow, ClientSpec};
 use shmlink_harness::streaming;
 use shmlink_harness::transport::{self, Kind, Options, Peer, Transport, Visitor};
 
@@ -22,8 +27,8 @@ use shmlink_harness::transport::{self, Kind, Options, Peer, Transport, Visitor};
 #[command(name = "ipc-child", version)]
 struct Args {
     /// Transport to connect with.
-    #[arg(long)]
-    transport: Kind,
+    #[arg(long, required_unless_present = "client")]
+    transport: Option<Kind>,
     /// What the parent's listener reported: mapping name, socket path, TCP address, ...
     #[arg(long)]
     address: String,
@@ -58,6 +63,25 @@ struct Args {
     /// Message count for `burst` and `close-after`.
     #[arg(long, default_value_t = 100)]
     count: u64,
+    /// Be one client of an `ipc-parent --clients` run, over this row (`--address`: the row's
+    /// server), instead of the far end of a transport.
+    #[arg(long, conflicts_with_all = ["transport", "mode"])]
+    client: Option<ClientRow>,
+    /// Bytes per message of a client.
+    #[arg(long, default_value = "64", value_parser = common::parse_size, requires = "client")]
+    size: usize,
+    /// A client's untimed round trips: for this long.
+    #[arg(long, default_value = "250ms", value_parser = common::parse_duration, requires = "client")]
+    warmup: Duration,
+    /// A client's timed round trips: for this long ...
+    #[arg(long, default_value = "2s", value_parser = common::parse_duration, requires = "client")]
+    duration: Duration,
+    /// ... or exactly this many.
+    #[arg(long, requires = "client")]
+    timed_count: Option<u64>,
+    /// A client's pause before each round trip.
+    #[arg(long, default_value = "0s", value_parser = common::parse_duration, requires = "client")]
+    pace: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -100,6 +124,24 @@ fn run() -> anyhow::Result<()> {
         }
         peer
     };
+    if let Some(row) = args.client {
+        let spec = ClientSpec {
+            row,
+            address: args.address.clone(),
+            wait: args.wait,
+            size: args.size,
+            warmup: args.warmup,
+            duration: args.duration,
+            count: args.timed_count,
+            pace: args.pace,
+        };
+        let result = run_client(&spec).with_context(|| format!("{} client", row.name()))?;
+        println!("{}", result.line());
+        return Ok(());
+    }
+    let Some(kind) = args.transport else {
+        bail!("--transport is required");
+    };
     let opts = Options {
         wait: args.wait,
         ring_size: args.ring_size,
@@ -108,7 +150,7 @@ fn run() -> anyhow::Result<()> {
         ..Options::default()
     };
     transport::dispatch(
-        args.transport,
+        kind,
         Serve {
             args: &args,
             opts: &opts,

@@ -10,7 +10,8 @@ use anyhow::{bail, Context};
 // data, and the strongest order keeps "store pid, then check INTERRUPTED" (spawn) against
 // "set INTERRUPTED, then load pid" (handler) from missing each other.
 
-/// The child of the round in progress (0: none).
+/// The child of the round in progress (0: none); negative: the process group of a round's
+/// clients (`-pgid`, as kill(2) takes it).
 pub(crate) static CHILD_PID: AtomicI32 = AtomicI32::new(0);
 pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -18,9 +19,10 @@ extern "C" fn on_signal(_signal: libc::c_int) {
     // Only async-signal-safe work: atomics and kill(2).
     INTERRUPTED.store(true, Ordering::SeqCst);
     let pid = CHILD_PID.load(Ordering::SeqCst);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe; `pid` is our own child, not yet reaped (the main
-        // thread clears CHILD_PID before it reaps).
+    if pid != 0 {
+        // SAFETY: kill is async-signal-safe; `pid` is our own child, not yet reaped, or (when
+        // negative) the process group of our client children, none of them reaped yet (the
+        // main thread clears CHILD_PID before it reaps).
         unsafe {
             libc::kill(pid, libc::SIGKILL);
         }
@@ -69,6 +71,28 @@ impl ChildGuard {
             bail!("interrupted");
         }
         Ok(guard)
+    }
+
+    /// Spawns one of a round's client children in the process group `group` (the first one
+    /// spawned starts it: pass `None`, and the group's id is returned), so that a signal kills
+    /// all of them.
+    pub(crate) fn spawn_in_group(
+        mut command: Command,
+        group: Option<u32>,
+    ) -> anyhow::Result<(ChildGuard, u32)> {
+        use std::os::unix::process::CommandExt;
+        let pgid = group.unwrap_or(0);
+        command.process_group(i32::try_from(pgid).context("process group id")?);
+        let child = command
+            .spawn()
+            .with_context(|| format!("spawning {command:?}"))?;
+        let pgid = group.unwrap_or(child.id());
+        CHILD_PID.store(-i32::try_from(pgid).unwrap_or(0), Ordering::SeqCst);
+        let guard = ChildGuard { child };
+        if interrupted() {
+            bail!("interrupted");
+        }
+        Ok((guard, pgid))
     }
 
     pub(crate) fn pid(&self) -> u32 {

@@ -60,7 +60,8 @@ pub(crate) struct RunArgs {
     /// Rows to run: a comma list of shm, ipc-channel, raw-sync, pipe, fifo, socketpair, posixmq,
     /// uds, tcp, and the limit rows floor and serde (JSON messages only), or `all`. With
     /// `--sweep`, `all` is every transport but floor, and the memcpy limit row is always added;
-    /// with `--stream`, likewise, and the ring limit row too.
+    /// with `--stream`, likewise, and the ring limit row too. With `--clients`, the clients rows:
+    /// plain, selector, threads, async, uds-poll, uds-threads, ipc-channel.
     #[arg(long, short, default_value = "all")]
     pub(crate) transport: String,
     /// Length of one measured round (e.g. 200ms, 5s); with `--stream`, what the default
@@ -89,18 +90,30 @@ pub(crate) struct RunArgs {
     /// beside the ring between two threads and memcpy.
     #[arg(long, group = "mode", conflicts_with_all = ["message", "size", "no_spawn"])]
     pub(crate) stream: bool,
+    /// N client processes against one server in this process, for every N of this comma list
+    /// (e.g. 1,4,16): aggregate round trips per second and per-client p99 of checked raw
+    /// `--size` messages, per row of `--transport` (plain, selector, threads, async,
+    /// uds-poll, uds-threads, ipc-channel, or `all`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        conflicts_with_all = ["sweep", "stream", "message", "sizes", "no_spawn"]
+    )]
+    pub(crate) clients: Vec<usize>,
     /// Messages per row of `--stream` [default: as many as fill `--duration` at the rate the
-    /// warmup measured, fixed after the first round].
-    #[arg(long, requires = "stream")]
+    /// warmup measured, fixed after the first round]; with `--clients`, timed round trips per
+    /// client instead of `--duration`.
+    #[arg(long)]
     pub(crate) count: Option<u64>,
     /// Message sizes of `--sweep` or `--stream`, a comma list [default: 1KiB,64KiB,1MiB,16MiB
     /// for --sweep; 8,64,128,256,512,1KiB,2KiB,4KiB,64KiB for --stream].
     #[arg(long, requires = "mode")]
     pub(crate) sizes: Option<String>,
     /// How the shm transport waits: spin, yield or block, a comma list, or `all` (one shm row
-    /// per strategy).
-    #[arg(long, default_value = "spin", value_parser = parse_waits)]
-    pub(crate) wait: Waits,
+    /// per strategy); with `--clients`, one strategy, for the shm clients and the servers with a
+    /// thread per client [default: spin; block with --clients].
+    #[arg(long, value_parser = parse_waits)]
+    pub(crate) wait: Option<Waits>,
     /// A pause between two round trips (e.g. 1ms), so that the waiting side really sleeps and
     /// the wake-up path is what is measured. The latency columns count only the round trips.
     #[arg(long, default_value = "0s", value_parser = common::parse_duration)]
@@ -140,6 +153,13 @@ impl RunArgs {
     pub(crate) fn duration(&self) -> Duration {
         self.duration
             .unwrap_or(Duration::from_secs(if self.stream { 1 } else { 2 }))
+    }
+
+    /// The wait strategies of `--wait` (spin unless given).
+    pub(crate) fn waits(&self) -> Waits {
+        self.wait
+            .clone()
+            .unwrap_or_else(|| Waits(vec![WaitStrategy::Spin]))
     }
 
     /// The message sizes of a sweep or a stream.

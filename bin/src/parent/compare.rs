@@ -27,7 +27,7 @@ pub(crate) fn compare(debug: &Path, release: &Path) -> anyhow::Result<()> {
     let unit = if stream { "msg/s" } else { "rt/s" };
     writeln!(
         out,
-        "{:<16} {:>8} {:>16} {:>16} {:>15} {:>14} {:>14}",
+        "{:<22} {:>8} {:>16} {:>16} {:>15} {:>14} {:>14}",
         "transport",
         "size",
         format!("debug best {unit}"),
@@ -40,11 +40,11 @@ pub(crate) fn compare(debug: &Path, release: &Path) -> anyhow::Result<()> {
         let d = debug
             .results
             .iter()
-            .find(|d| d.transport == r.transport && d.size == r.size);
+            .find(|d| d.transport == r.transport && d.size == r.size && d.clients == r.clients);
         let ratio = d.filter(|d| rate(d) > 0.0).map(|d| rate(r) / rate(d));
         writeln!(
             out,
-            "{:<16} {:>8} {:>16} {:>17.1} {:>15} {:>14} {:>14}",
+            "{:<22} {:>8} {:>16} {:>17.1} {:>15} {:>14} {:>14}",
             row_label(r),
             r.size.map_or("-".to_owned(), size_label),
             d.map_or("-".to_owned(), |d| format!("{:.1}", rate(d))),

@@ -43,6 +43,8 @@ pub(crate) fn measure(
             rt_per_s,
             messages: None,
             msgs_per_s: None,
+            p99_median_client_ns: None,
+            p99_worst_client_ns: None,
         },
         histogram,
     ))

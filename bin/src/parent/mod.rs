@@ -12,6 +12,11 @@
 //! one checked by the child, in messages/s and MB/s, against the same ring between two threads
 //! and a `memcpy` row.
 //!
+//! `--clients 1,4,16` measures services: N client processes (`ipc-child --client ROW`) against
+//! one server in this process, per row (shm selector, a thread per client, async, uds with a
+//! poll loop or threads, ipc-channel with a receiver set), in aggregate round trips per second
+//! and per-client p99.
+//!
 //! Subcommands: `chart` draws an SVG bar chart of a `--json` result (grouped by size for a
 //! sweep); `compare` puts a debug and a release result side by side with the release / debug
 //! ratio.
@@ -19,6 +24,7 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | `cli` | the command line |
+//! | `clients` | `--clients`: N client processes against one server, per row |
 //! | `child` | the running child and Ctrl-C |
 //! | `report` | the JSON document's schema, the machine, derived figures |
 //! | `rows` | the rows of a table and `--transport` parsing |
@@ -35,6 +41,7 @@
 mod chart;
 mod child;
 mod cli;
+mod clients;
 mod compare;
 mod connect;
 mod limits;

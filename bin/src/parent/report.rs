@@ -25,6 +25,32 @@ pub(crate) struct RoundResult {
     /// Messages per second of a stream round.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) msgs_per_s: Option<f64>,
+    /// A clients round: the median of the clients' p99 latencies, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) p99_median_client_ns: Option<u64>,
+    /// A clients round: the worst client's p99 latency, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) p99_worst_client_ns: Option<u64>,
+}
+
+/// A figure over the rounds of a row: the median round's and the best round's.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(crate) struct MedianBest {
+    pub(crate) median: u64,
+    pub(crate) best: u64,
+}
+
+/// A ratio between two rows of a clients run, the median of the per-round ratios (every round
+/// runs both rows, one after the other).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ClientsRatio {
+    pub(crate) clients: usize,
+    /// What is divided by what, e.g. "shm selector / shm plain rt/s".
+    pub(crate) what: String,
+    pub(crate) median: f64,
+    /// The target for the ratio, when there is one (e.g. ">= 0.9").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) target: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -78,6 +104,20 @@ pub(crate) struct TransportResult {
     /// Best messages per second as a fraction of the ring row's at the same size (streams).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ring_ratio: Option<f64>,
+    /// Client processes of a clients row. Its rounds count the round trips of all clients
+    /// together over the span from the first client's start to the last one's end; its
+    /// `latency_ns` gives the median over all clients of all rounds of each client's p50, p99
+    /// and p99.9, and the slowest round trip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) clients: Option<usize>,
+    /// A clients row: the median of the clients' p99s, median and best (lowest) over the
+    /// rounds, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) p99_median_client_ns: Option<MedianBest>,
+    /// A clients row: the worst client's p99, median and best (lowest) over the rounds, in
+    /// nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) p99_worst_client_ns: Option<MedianBest>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -113,6 +153,15 @@ pub(crate) struct Report {
     /// `--load`: busy background processes during the run.
     #[serde(default)]
     pub(crate) load: usize,
+    /// `--clients`: the client counts of a clients run (one result per row and count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) clients: Option<Vec<usize>>,
+    /// `--wait` of a clients run: how the shm clients wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) wait: Option<String>,
+    /// The ratios a clients run prints under its table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ratios: Option<Vec<ClientsRatio>>,
     pub(crate) results: Vec<TransportResult>,
 }
 
@@ -190,6 +239,8 @@ pub(crate) fn mb_per_s(rt_per_s: f64, size: usize) -> f64 {
 pub(crate) fn row_label(r: &TransportResult) -> String {
     if r.limit {
         format!("{} [limit]", r.transport)
+    } else if let Some(n) = r.clients {
+        format!("{} x{n}", r.transport)
     } else {
         r.transport.clone()
     }

@@ -74,7 +74,7 @@ pub(crate) struct RoundOutcome {
     pub(crate) backend: Option<String>,
 }
 
-fn child_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub(crate) fn child_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(path) = explicit {
         return Ok(path.to_owned());
     }
@@ -145,7 +145,7 @@ pub(crate) fn run_round(
             // its own (several shm rows share a round).
             let with_wait;
             let plan = match wait {
-                Some(wait) if wait != plan.opts.wait || plan.args.wait.0.len() > 1 => {
+                Some(wait) if wait != plan.opts.wait || plan.args.waits().0.len() > 1 => {
                     let mut p = plan.clone();
                     p.opts.wait = wait;
                     p.base = format!("{}-{wait}", plan.base);
@@ -197,11 +197,17 @@ pub(crate) fn run_round(
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
     // Stopped (on drop) when the run ends, however it ends.
     let _load = Load::start(args.load)?;
+    if !args.clients.is_empty() {
+        return super::clients::run(args);
+    }
+    if args.count.is_some() && !args.stream {
+        bail!("--count needs --stream or --clients");
+    }
     if args.stream {
         return super::stream::run(args);
     }
     install_signal_handlers()?;
-    let rows = parse_rows(&args.transport, args.sweep, args.message, &args.wait.0)?;
+    let rows = parse_rows(&args.transport, args.sweep, args.message, &args.waits().0)?;
     if args.no_spawn && rows.iter().any(|&r| r != Row::Ipc(Kind::Tcp)) {
         bail!("--no-spawn needs --transport tcp (a peer started by hand reaches only TCP)");
     }
@@ -230,7 +236,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         DEFAULT_RING
     });
     let opts = Options {
-        wait: args.wait.first(),
+        wait: args.waits().first(),
         ring_size,
         max_message: largest.max(Options::default().max_message),
         tcp_addr: args.tcp_addr.clone(),
@@ -382,6 +388,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
                 msgs_per_s: None,
                 median_msgs_per_s: None,
                 ring_ratio: None,
+                clients: None,
+                p99_median_client_ns: None,
+                p99_worst_client_ns: None,
             }
         })
         .collect();
@@ -404,6 +413,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         warmup_s: plan.args.warmup.as_secs_f64(),
         pace_s: plan.args.pace.as_secs_f64(),
         load: plan.args.load,
+        clients: None,
+        wait: None,
+        ratios: None,
         posixmq: plan
             .rows
             .contains(&Row::Ipc(Kind::PosixMq))

@@ -71,6 +71,8 @@ fn measure_stream(
         } else {
             0.0
         }),
+        p99_median_client_ns: None,
+        p99_worst_client_ns: None,
     })
 }
 
@@ -277,7 +279,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     let opts = Options {
-        wait: args.wait.first(),
+        wait: args.waits().first(),
         ring_size,
         max_message: largest.max(Options::default().max_message),
         tcp_addr: args.tcp_addr.clone(),
@@ -395,6 +397,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
                 msgs_per_s: Some(best),
                 median_msgs_per_s: Some(median_rate),
                 ring_ratio: best_at(Row::Ring, size).map(|r| best / r),
+                clients: None,
+                p99_median_client_ns: None,
+                p99_worst_client_ns: None,
             }
         })
         .collect();
@@ -411,6 +416,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         warmup_s: plan.args.warmup.as_secs_f64(),
         pace_s: 0.0,
         load: plan.args.load,
+        clients: None,
+        wait: None,
+        ratios: None,
         posixmq: mq,
         results,
     };

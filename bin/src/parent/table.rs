@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::report::{row_label, Report, TransportResult};
+use super::report::{row_label, MedianBest, Report, TransportResult};
 use crate::workload::size_label;
 
 pub(crate) fn print_table(out: &mut impl Write, report: &Report) -> anyhow::Result<()> {
@@ -237,6 +237,71 @@ pub(crate) fn print_stream(out: &mut impl Write, report: &Report) -> anyhow::Res
     )?;
     if let Some(mq) = &report.posixmq {
         writeln!(out, "{}", super::stream::mq_line(mq))?;
+    }
+    Ok(())
+}
+
+/// The clients table: one line per client count and row, then the ratios of the targets.
+pub(crate) fn print_clients(out: &mut impl Write, report: &Report) -> anyhow::Result<()> {
+    let rounds = report.results.first().map_or(0, |r| r.rounds.len());
+    writeln!(out)?;
+    writeln!(
+        out,
+        "N clients against one server: round trips per second of all clients together (median \
+         and best of {rounds} round(s)); client p99: the median of the clients' p99s and the \
+         worst client's p99, each the median (and the best) over the rounds, in us"
+    )?;
+    writeln!(
+        out,
+        "{:>7}  {:<18} {:>11} {:>13} {:>13} {:>17} {:>16}",
+        "clients",
+        "row",
+        "round trips",
+        "median rt/s",
+        "best rt/s",
+        "p99 median (best)",
+        "p99 worst (best)",
+    )?;
+    let us = |x: Option<MedianBest>| {
+        x.map_or("-".to_owned(), |x| {
+            format!("{:.1} ({:.1})", x.median as f64 / 1e3, x.best as f64 / 1e3)
+        })
+    };
+    let mut last = None;
+    for r in &report.results {
+        if last.is_some() && last != r.clients {
+            writeln!(out)?;
+        }
+        last = r.clients;
+        let total: u64 = r.rounds.iter().map(|x| x.round_trips).sum();
+        writeln!(
+            out,
+            "{:>7}  {:<18} {:>11} {:>13.0} {:>13.0} {:>17} {:>16}",
+            r.clients.map_or("-".to_owned(), |n| n.to_string()),
+            r.transport,
+            total,
+            r.median_rt_per_s,
+            r.best_rt_per_s,
+            us(r.p99_median_client_ns),
+            us(r.p99_worst_client_ns),
+        )?;
+    }
+    let ratios = report.ratios.as_deref().unwrap_or_default();
+    if !ratios.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "ratios (median of the per-round ratios):")?;
+        for r in ratios {
+            writeln!(
+                out,
+                "  {:>3} clients: {:<44} {:>7.2}{}",
+                r.clients,
+                r.what,
+                r.median,
+                r.target
+                    .as_deref()
+                    .map_or(String::new(), |t| format!("   (target {t})")),
+            )?;
+        }
     }
     Ok(())
 }

@@ -1,0 +1,826 @@
+//! `--clients N,...`: N client processes (`ipc-child --client ROW`) against one server in this
+//! process, per row of [`ClientRow`], for every N. Every round runs every row once, one after
+//! the other, so the ratios between rows are taken within a round. A row's figure for a round
+//! is the round trips of all its clients together over the span from the first client's start
+//! to the last one's end (warmups excluded), and the median and the worst of the clients' p99
+//! latencies.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use ipc_channel::ipc::{IpcOneShotServer, IpcReceiverSet, IpcSelectionResult};
+use shmlink::tokio::AsyncChannel;
+use shmlink::{Channel, Config, Connection, Error, Listener, Selector, WaitStrategy};
+
+use super::child::{install_signal_handlers, interrupted, ChildGuard, CHILD_PID};
+use super::cli::{RunArgs, DEFAULT_RING};
+use super::report::{
+    machine, median, profile, ClientsRatio, Latency, MedianBest, Report, RoundResult,
+    TransportResult,
+};
+use super::run::child_path;
+use super::table::print_clients;
+use crate::clients::{go_message, ClientResult, ClientRow, CONNECT_LIMIT, MIN_SIZE};
+use crate::transport::HARNESS_PREFIX;
+use crate::workload::size_label;
+
+/// What every round of a clients run shares.
+struct ClientsPlan {
+    rows: Vec<ClientRow>,
+    /// How the shm clients (and the plain and threads servers) wait.
+    wait: WaitStrategy,
+    ring_size: usize,
+    child_path: PathBuf,
+    /// `ipcbench-<--name or h<pid>>`: the start of every name of the run.
+    base: String,
+    args: RunArgs,
+}
+
+/// The rows `--transport` names (`all`: every one), in the table's order.
+fn parse_client_rows(list: &str) -> anyhow::Result<Vec<ClientRow>> {
+    if list.trim() == "all" {
+        return Ok(ClientRow::ALL.to_vec());
+    }
+    let mut rows = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let row: ClientRow = item.parse().context("--transport with --clients")?;
+        if !rows.contains(&row) {
+            rows.push(row);
+        }
+    }
+    if rows.is_empty() {
+        bail!("no clients row given");
+    }
+    Ok(rows)
+}
+
+/// The client children of one round, all in one process group; killed and reaped on drop
+/// unless [`collect`](Clients::collect) reaped them. Then the names of the channels that
+/// clients made and died with are removed (a server's connection leaves a live client's name
+/// to the client).
+struct Clients {
+    children: Vec<ChildGuard>,
+    /// The round's listener or channel name: the clients' channels are `<name>.<pid>.<n>`.
+    name: String,
+}
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        CHILD_PID.store(0, std::sync::atomic::Ordering::SeqCst);
+        // Killed (if still running) and reaped, all of them, before any name is judged.
+        self.children.clear();
+        let prefix = format!("{}.", self.name);
+        if let Ok(segments) = shmlink::segments::list() {
+            for seg in segments.iter().filter(|s| s.name.starts_with(&prefix)) {
+                let _ = shmlink::segments::reclaim(&seg.name);
+            }
+        }
+    }
+}
+
+impl Clients {
+    /// Spawns one `ipc-child --client ROW` per address.
+    fn spawn(
+        plan: &ClientsPlan,
+        row: ClientRow,
+        round: u32,
+        name: &str,
+        addresses: &[String],
+    ) -> anyhow::Result<Clients> {
+        let args = &plan.args;
+        let ns = |d: Duration| format!("{}ns", d.as_nanos());
+        let mut clients = Clients {
+            children: Vec::with_capacity(addresses.len()),
+            name: name.to_owned(),
+        };
+        let mut group = None;
+        for address in addresses {
+            let mut command = Command::new(&plan.child_path);
+            command
+                .args(["--client", row.id(), "--address", address])
+                .args(["--wait", plan.wait.as_str()])
+                .args(["--size", &args.size.to_string()])
+                .args(["--warmup", &ns(args.warmup)])
+                .args(["--duration", &ns(args.duration())])
+                .args(["--pace", &ns(args.pace)])
+                .args(["--parent-pid", &std::process::id().to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            if let Some(count) = args.count {
+                command.args(["--timed-count", &count.to_string()]);
+            }
+            let (child, pgid) = ChildGuard::spawn_in_group(command, group)?;
+            group = Some(pgid);
+            clients.children.push(child);
+        }
+        let pids: Vec<String> = clients
+            .children
+            .iter()
+            .map(|c| c.pid().to_string())
+            .collect();
+        eprintln!(
+            "[info] {} x{} round {round}: client pids {}",
+            row.name(),
+            addresses.len(),
+            pids.join(" ")
+        );
+        Ok(clients)
+    }
+
+    /// Reads every client's result and reaps it; fails if one failed.
+    fn collect(mut self) -> anyhow::Result<Vec<ClientResult>> {
+        // Cleared before any child is reaped: a signal must not kill a reused process group.
+        CHILD_PID.store(0, std::sync::atomic::Ordering::SeqCst);
+        let mut results = Vec::with_capacity(self.children.len());
+        for guard in &mut self.children {
+            let mut text = String::new();
+            if let Some(mut stdout) = guard.child.stdout.take() {
+                stdout.read_to_string(&mut text)?;
+            }
+            let status = guard.child.wait()?;
+            if !status.success() {
+                bail!("client {} failed: {status}", guard.pid());
+            }
+            results.push(ClientResult::parse(&text)?);
+        }
+        Ok(results)
+    }
+}
+
+/// A socket file, removed on drop.
+struct SocketFile(PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn accept_all(listener: &Listener, n: usize) -> anyhow::Result<Vec<Connection>> {
+    (0..n)
+        .map(|i| {
+            listener
+                .accept_timeout(CONNECT_LIMIT)
+                .with_context(|| format!("accepting client {} of {n}", i + 1))
+        })
+        .collect()
+}
+
+/// Accepts `n` Unix-socket clients, giving up after [`CONNECT_LIMIT`].
+fn accept_uds(listener: &UnixListener, n: usize) -> anyhow::Result<Vec<UnixStream>> {
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + CONNECT_LIMIT;
+    let mut streams = Vec::with_capacity(n);
+    while streams.len() < n {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)?;
+                streams.push(s);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline || interrupted() {
+                    bail!("{} of {n} uds clients connected", streams.len());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(streams)
+}
+
+/// A client that closed its end: the normal end of its part of a round. A client that died
+/// (`PeerGone`) fails the round.
+fn closed(e: &Error) -> bool {
+    matches!(e, Error::Disconnected { .. })
+}
+
+/// Echoes on one channel until its peer leaves (the first message within [`CONNECT_LIMIT`]).
+fn echo_channel(ch: &mut Channel) -> anyhow::Result<()> {
+    let mut buf = Vec::new();
+    match ch.recv_timeout(CONNECT_LIMIT) {
+        Ok(m) => buf.extend_from_slice(&m),
+        Err(e) if closed(&e) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    ch.send(&buf)?;
+    loop {
+        match ch.recv_into(&mut buf) {
+            Ok(_) => ch.send(&buf)?,
+            Err(e) if closed(&e) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Echoes on `conns` from this thread with one selector until every client left.
+fn serve_selector(mut conns: Vec<Connection>, size: usize) -> anyhow::Result<()> {
+    for c in &mut conns {
+        c.send(&go_message(size))?;
+    }
+    let mut selector = Selector::new();
+    let mut buf = Vec::with_capacity(size);
+    let mut gone = Vec::new();
+    while !conns.is_empty() {
+        gone.clear();
+        for &i in selector.wait(&mut conns, None)? {
+            let c = &mut conns[i];
+            match c.try_recv() {
+                Ok(m) => {
+                    buf.clear();
+                    buf.extend_from_slice(&m);
+                }
+                Err(Error::Empty) => continue,
+                Err(e) if closed(&e) => {
+                    gone.push(i);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            c.send(&buf)?;
+        }
+        gone.sort_unstable();
+        for &i in gone.iter().rev() {
+            conns.swap_remove(i);
+        }
+    }
+    Ok(())
+}
+
+/// Echoes on every connection from a thread of its own.
+fn serve_threads(conns: Vec<Connection>, size: usize) -> anyhow::Result<()> {
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let handles: Vec<_> = conns
+            .into_iter()
+            .map(|mut c| {
+                s.spawn(move || -> anyhow::Result<()> {
+                    c.send(&go_message(size))?;
+                    echo_channel(&mut c)
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().map_err(|_| anyhow!("server thread panicked"))??;
+        }
+        Ok(())
+    })
+}
+
+/// Echoes on every connection from a task of its own, on a current-thread runtime.
+fn serve_async(conns: Vec<Connection>, size: usize) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .build()?
+        .block_on(async move {
+            let mut tasks = Vec::new();
+            for c in conns {
+                let mut c = AsyncChannel::new(c)?;
+                tasks.push(tokio::spawn(async move {
+                    c.send(&go_message(size)).await?;
+                    let mut buf = Vec::new();
+                    loop {
+                        match c.recv_into(&mut buf).await {
+                            Ok(_) => c.send(&buf).await?,
+                            Err(e) if closed(&e) => return Ok::<(), Error>(()),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await??;
+            }
+            Ok(())
+        })
+}
+
+/// Reads one message of `buf.len()` bytes; `false` when the peer closed before it.
+fn read_message(s: &mut UnixStream, buf: &mut [u8]) -> anyhow::Result<bool> {
+    if s.read(&mut buf[..1])? == 0 {
+        return Ok(false);
+    }
+    s.read_exact(&mut buf[1..])?;
+    Ok(true)
+}
+
+/// Echoes on `streams` from this thread with one `poll(2)` loop until every client left.
+fn serve_uds_poll(mut streams: Vec<UnixStream>, size: usize) -> anyhow::Result<()> {
+    for s in &mut streams {
+        s.write_all(&go_message(size))?;
+    }
+    let mut buf = vec![0u8; size];
+    let mut fds: Vec<libc::pollfd> = streams
+        .iter()
+        .map(|s| libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let mut open = streams.len();
+    while open > 0 {
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd records for the call.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if r < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == ErrorKind::Interrupted && !interrupted() {
+                continue;
+            }
+            return Err(err.into());
+        }
+        for (pfd, s) in fds.iter_mut().zip(&mut streams) {
+            if pfd.fd < 0 || pfd.revents == 0 {
+                continue;
+            }
+            if read_message(s, &mut buf)? {
+                s.write_all(&buf)?;
+            } else {
+                pfd.fd = -1;
+                open -= 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Echoes on every stream from a thread of its own.
+fn serve_uds_threads(streams: Vec<UnixStream>, size: usize) -> anyhow::Result<()> {
+    std::thread::scope(|sc| -> anyhow::Result<()> {
+        let handles: Vec<_> = streams
+            .into_iter()
+            .map(|mut s| {
+                sc.spawn(move || -> anyhow::Result<()> {
+                    s.write_all(&go_message(size))?;
+                    let mut buf = vec![0u8; size];
+                    while read_message(&mut s, &mut buf)? {
+                        s.write_all(&buf)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().map_err(|_| anyhow!("server thread panicked"))??;
+        }
+        Ok(())
+    })
+}
+
+/// Accepts the ipc-channel clients (one one-shot server each), on a thread of its own so that
+/// a client that never connects fails the round after [`CONNECT_LIMIT`] instead of hanging it.
+fn accept_ipc(
+    servers: Vec<IpcOneShotServer<crate::clients::IpcHalves>>,
+) -> anyhow::Result<Vec<crate::clients::IpcHalves>> {
+    let n = servers.len();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let halves: Result<Vec<_>, String> = servers
+            .into_iter()
+            .map(|s| s.accept().map(|(_, h)| h).map_err(|e| format!("{e:?}")))
+            .collect();
+        let _ = tx.send(halves);
+    });
+    rx.recv_timeout(CONNECT_LIMIT)
+        .map_err(|_| anyhow!("the {n} ipc-channel clients did not all connect"))?
+        .map_err(|e| anyhow!("accepting an ipc-channel client: {e}"))
+}
+
+/// Echoes from this thread with one `IpcReceiverSet` select loop until every client left.
+fn serve_ipc(halves: Vec<crate::clients::IpcHalves>, size: usize) -> anyhow::Result<()> {
+    let mut set = IpcReceiverSet::new()?;
+    let mut replies = HashMap::new();
+    for (requests, reply) in halves {
+        reply.send(&go_message(size))?;
+        replies.insert(set.add(requests)?, reply);
+    }
+    while !replies.is_empty() {
+        for event in set.select()? {
+            match event {
+                IpcSelectionResult::MessageReceived(id, msg) => {
+                    let bytes: Vec<u8> = msg
+                        .to()
+                        .map_err(|e| anyhow!("ipc-channel request: {e:?}"))?;
+                    replies
+                        .get(&id)
+                        .ok_or_else(|| anyhow!("ipc-channel request from unknown receiver {id}"))?
+                        .send(&bytes)?;
+                }
+                IpcSelectionResult::ChannelClosed(id) => {
+                    replies.remove(&id);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs one round of `row` with `n` clients; returns what each client measured.
+fn clients_round(
+    plan: &ClientsPlan,
+    row: ClientRow,
+    n: usize,
+    round: u32,
+) -> anyhow::Result<Vec<ClientResult>> {
+    let name = format!("{}-c{n}-r{round}-{}", plan.base, row.id());
+    let size = plan.args.size;
+    let config = |wait| Config {
+        capacity: plan.ring_size,
+        wait,
+    };
+    let names = |address: &str| vec![address.to_owned(); n];
+    match row {
+        ClientRow::Plain => {
+            if n != 1 {
+                bail!("the plain channel row takes one client");
+            }
+            let mut ch = Channel::create(&name, &config(plan.wait))?;
+            ch.send(&go_message(size))?;
+            let clients = Clients::spawn(plan, row, round, &name, &names(&name))?;
+            echo_channel(&mut ch)?;
+            clients.collect()
+        }
+        ClientRow::Selector | ClientRow::Threads => {
+            // The selector does the waiting of its server; a thread per client waits as the
+            // clients do.
+            let wait = if row == ClientRow::Threads {
+                plan.wait
+            } else {
+                WaitStrategy::Block
+            };
+            let listener = Listener::bind_with_limit(&name, &config(wait), n)?;
+            let clients = Clients::spawn(plan, row, round, &name, &names(&name))?;
+            let conns = accept_all(&listener, n)?;
+            if row == ClientRow::Selector {
+                serve_selector(conns, size)?;
+            } else {
+                serve_threads(conns, size)?;
+            }
+            clients.collect()
+        }
+        ClientRow::Async => {
+            let listener = Listener::bind_with_limit(&name, &config(WaitStrategy::Block), n)?;
+            let clients = Clients::spawn(plan, row, round, &name, &names(&name))?;
+            let conns = accept_all(&listener, n)?;
+            serve_async(conns, size)?;
+            clients.collect()
+        }
+        ClientRow::UdsPoll | ClientRow::UdsThreads => {
+            let path = std::env::temp_dir().join(format!("{name}.sock"));
+            let _ = std::fs::remove_file(&path);
+            let listener =
+                UnixListener::bind(&path).with_context(|| format!("binding {path:?}"))?;
+            let file = SocketFile(path);
+            let clients =
+                Clients::spawn(plan, row, round, &name, &names(&file.0.to_string_lossy()))?;
+            let streams = accept_uds(&listener, n)?;
+            drop(file);
+            if row == ClientRow::UdsPoll {
+                serve_uds_poll(streams, size)?;
+            } else {
+                serve_uds_threads(streams, size)?;
+            }
+            clients.collect()
+        }
+        ClientRow::IpcChannel => {
+            let mut servers = Vec::with_capacity(n);
+            let mut addresses = Vec::with_capacity(n);
+            for _ in 0..n {
+                let (server, address) = IpcOneShotServer::new()?;
+                servers.push(server);
+                addresses.push(address);
+            }
+            let clients = Clients::spawn(plan, row, round, &name, &addresses)?;
+            serve_ipc(accept_ipc(servers)?, size)?;
+            clients.collect()
+        }
+    }
+}
+
+/// What one round of one row gave: the round, and every client's percentiles.
+fn summarise(results: &[ClientResult]) -> RoundResult {
+    let start = results.iter().map(|r| r.start_ns).min().unwrap_or(0);
+    let end = results.iter().map(|r| r.end_ns).max().unwrap_or(0);
+    let total: u64 = results.iter().map(|r| r.round_trips).sum();
+    let seconds = end.saturating_sub(start) as f64 / 1e9;
+    let mut p99s: Vec<u64> = results.iter().map(|r| r.p99_ns).collect();
+    p99s.sort_unstable();
+    RoundResult {
+        round_trips: total,
+        seconds,
+        rt_per_s: if seconds > 0.0 {
+            total as f64 / seconds
+        } else {
+            0.0
+        },
+        messages: None,
+        msgs_per_s: None,
+        p99_median_client_ns: Some(median_u64(&p99s)),
+        p99_worst_client_ns: p99s.last().copied(),
+    }
+}
+
+/// The median of sorted values (the lower middle one of an even count).
+fn median_u64(sorted: &[u64]) -> u64 {
+    match sorted.len() {
+        0 => 0,
+        n => sorted[(n - 1) / 2],
+    }
+}
+
+fn median_best(mut values: Vec<u64>) -> MedianBest {
+    values.sort_unstable();
+    MedianBest {
+        median: median_u64(&values),
+        best: values.first().copied().unwrap_or(0),
+    }
+}
+
+/// One row at one client count, over the rounds.
+struct Cell {
+    row: ClientRow,
+    clients: usize,
+    rounds: Vec<RoundResult>,
+    results: Vec<ClientResult>,
+}
+
+impl Cell {
+    fn result(&self) -> TransportResult {
+        let mut rates: Vec<f64> = self.rounds.iter().map(|r| r.rt_per_s).collect();
+        let best = rates.iter().copied().fold(0.0, f64::max);
+        let pick = |f: fn(&ClientResult) -> u64| {
+            let mut v: Vec<u64> = self.results.iter().map(f).collect();
+            v.sort_unstable();
+            median_u64(&v)
+        };
+        TransportResult {
+            transport: self.row.name().to_owned(),
+            wait: None,
+            backend: None,
+            limit: false,
+            size: None,
+            rounds: self.rounds.clone(),
+            best_rt_per_s: best,
+            median_rt_per_s: median(&mut rates),
+            latency_ns: Latency {
+                p50: pick(|r| r.p50_ns),
+                p99: pick(|r| r.p99_ns),
+                p999: pick(|r| r.p999_ns),
+                max: self.results.iter().map(|r| r.max_ns).max().unwrap_or(0),
+            },
+            pct_of_floor: None,
+            mb_per_s: None,
+            median_mb_per_s: None,
+            memcpy_ratio: None,
+            count: None,
+            msgs_per_s: None,
+            median_msgs_per_s: None,
+            ring_ratio: None,
+            clients: Some(self.clients),
+            p99_median_client_ns: Some(median_best(
+                self.rounds
+                    .iter()
+                    .filter_map(|r| r.p99_median_client_ns)
+                    .collect(),
+            )),
+            p99_worst_client_ns: Some(median_best(
+                self.rounds
+                    .iter()
+                    .filter_map(|r| r.p99_worst_client_ns)
+                    .collect(),
+            )),
+        }
+    }
+}
+
+/// The median over the rounds of `f(a's round) / f(b's round)`, when both rows ran.
+fn ratio(
+    cells: &[Cell],
+    n: usize,
+    a: ClientRow,
+    b: ClientRow,
+    f: fn(&RoundResult, &RoundResult) -> f64,
+) -> Option<f64> {
+    let find = |row| cells.iter().find(|c| c.row == row && c.clients == n);
+    let (a, b) = (find(a)?, find(b)?);
+    let mut per_round: Vec<f64> = a
+        .rounds
+        .iter()
+        .zip(&b.rounds)
+        .map(|(x, y)| f(x, y))
+        .filter(|r| r.is_finite())
+        .collect();
+    (!per_round.is_empty()).then(|| median(&mut per_round))
+}
+
+/// The ratios the targets of the clients benchmark are stated in.
+fn ratios(cells: &[Cell], counts: &[usize]) -> Vec<ClientsRatio> {
+    use ClientRow::*;
+    let rt = |x: &RoundResult, y: &RoundResult| x.rt_per_s / y.rt_per_s;
+    // Round-trip time of x over y's: the inverse of the rates.
+    let time = |x: &RoundResult, y: &RoundResult| y.rt_per_s / x.rt_per_s;
+    let mut out = Vec::new();
+    for &n in counts {
+        let mut push = |a, b, what: &str, f, target: Option<&str>| {
+            if let Some(median) = ratio(cells, n, a, b, f) {
+                out.push(ClientsRatio {
+                    clients: n,
+                    what: what.to_owned(),
+                    median,
+                    target: target.map(str::to_owned),
+                });
+            }
+        };
+        if n == 1 {
+            push(
+                Selector,
+                Plain,
+                "shm selector / shm plain, rt/s",
+                rt,
+                Some(">= 0.9"),
+            );
+            push(
+                Async,
+                Plain,
+                "shm async / shm plain, round-trip time",
+                time,
+                Some("<= 1.5"),
+            );
+        }
+        let target = (n == 4).then_some(">= 3");
+        push(
+            Selector,
+            UdsPoll,
+            "shm selector / uds poll, rt/s",
+            rt,
+            target,
+        );
+        push(
+            Threads,
+            UdsThreads,
+            "shm threads / uds threads, rt/s",
+            rt,
+            None,
+        );
+        push(
+            Selector,
+            IpcChannel,
+            "shm selector / ipc-channel select, rt/s",
+            rt,
+            None,
+        );
+    }
+    out
+}
+
+pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
+    install_signal_handlers()?;
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    if args.size < MIN_SIZE {
+        bail!("--clients needs --size of at least {MIN_SIZE} bytes (the round-trip number)");
+    }
+    if args.count == Some(0) {
+        bail!("--count must be at least 1");
+    }
+    if args.clients.contains(&0) {
+        bail!("--clients: every count must be at least 1");
+    }
+    let wait = match &args.wait {
+        None => WaitStrategy::Block,
+        Some(w) if w.0.len() == 1 => w.first(),
+        Some(_) => bail!("--clients takes one --wait strategy"),
+    };
+    let rows = parse_client_rows(&args.transport)?;
+    let base = format!(
+        "{HARNESS_PREFIX}{}",
+        args.name
+            .clone()
+            .unwrap_or_else(|| format!("h{}", std::process::id()))
+    );
+    shmlink::testing::validate_fallback_name(&base).map_err(|e| anyhow!("--name: {e}"))?;
+    let plan = ClientsPlan {
+        rows,
+        wait,
+        ring_size: args.ring_size.unwrap_or(DEFAULT_RING),
+        child_path: child_path(args.child.as_deref())?,
+        base,
+        args,
+    };
+    let args = &plan.args;
+    let machine = machine();
+    let timed = match args.count {
+        Some(count) => format!("{count} timed round trips per client"),
+        None => format!("{:?} of timed round trips", args.duration()),
+    };
+    let header = format!(
+        "machine: {} ({} cores), {}; build: {}; clients {:?}; raw messages of {} B; {timed} \
+         after {:?} of warmup; shm clients wait {}; pace {:?}; load {}",
+        machine.cpu,
+        machine.cores,
+        machine.kernel,
+        profile(),
+        args.clients,
+        args.size,
+        args.warmup,
+        plan.wait,
+        args.pace,
+        args.load,
+    );
+    if args.json {
+        eprintln!("{header}");
+    } else {
+        println!("{header}");
+    }
+
+    let mut cells: Vec<Cell> = Vec::new();
+    for &n in &args.clients {
+        let first = cells.len();
+        cells.extend(
+            plan.rows
+                .iter()
+                .filter(|row| row.runs_with(n))
+                .map(|&row| Cell {
+                    row,
+                    clients: n,
+                    rounds: Vec::new(),
+                    results: Vec::new(),
+                }),
+        );
+        for round in 1..=args.rounds {
+            for cell in &mut cells[first..] {
+                if interrupted() {
+                    bail!("interrupted");
+                }
+                let results = match clients_round(&plan, cell.row, n, round) {
+                    Err(_) if interrupted() => bail!("interrupted"),
+                    other => other.with_context(|| {
+                        format!("{} with {n} clients, round {round}", cell.row.name())
+                    })?,
+                };
+                let r = summarise(&results);
+                let line = format!(
+                    "[{} x{n}] round {round}: [{}] round trips in [{:.3}] seconds ([{:.1}] \
+                     round-trips/second), client p99 median {:.1} us, worst {:.1} us",
+                    cell.row.name(),
+                    r.round_trips,
+                    r.seconds,
+                    r.rt_per_s,
+                    r.p99_median_client_ns.unwrap_or(0) as f64 / 1e3,
+                    r.p99_worst_client_ns.unwrap_or(0) as f64 / 1e3,
+                );
+                if args.json {
+                    eprintln!("{line}");
+                } else {
+                    println!("{line}");
+                }
+                cell.rounds.push(r);
+                cell.results.extend(results);
+            }
+        }
+    }
+
+    let report = Report {
+        machine,
+        profile: profile().to_owned(),
+        message: "raw".to_owned(),
+        size: Some(args.size),
+        sweep: false,
+        stream: false,
+        sizes: None,
+        posixmq: None,
+        ring_size: plan.ring_size,
+        duration_s: args.duration().as_secs_f64(),
+        warmup_s: args.warmup.as_secs_f64(),
+        pace_s: args.pace.as_secs_f64(),
+        load: args.load,
+        clients: Some(args.clients.clone()),
+        wait: Some(plan.wait.to_string()),
+        ratios: Some(ratios(&cells, &args.clients)),
+        results: cells.iter().map(Cell::result).collect(),
+    };
+    if let Some(path) = &args.save {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {path:?}"))?;
+        eprintln!("[info] wrote {path:?}");
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_clients(&mut out, &report)?;
+        writeln!(
+            out,
+            "ring {} per direction; the plain row runs with one client only",
+            size_label(plan.ring_size)
+        )?;
+    }
+    Ok(())
+}
