@@ -19,7 +19,10 @@
 //! that channel's creator, so everything the library knows about a channel applies to a
 //! connection: when the client closes, its name and memory go away with it; when it dies, the
 //! server's end reports [`Error::PeerGone`] and the server removes the stale name when it drops
-//! the [`Connection`]; when the server dies, every client's end reports [`Error::PeerGone`].
+//! the [`Connection`] (a client killed after that is cleaned up when the listener is dropped,
+//! or by the next listener of that name); when the server dies, every client's end reports
+//! [`Error::PeerGone`]. An idle `accept` sleeps until a client rings the doorbell: it wakes on a
+//! timer only while a client is half-way through connecting (it may die there).
 //! A slot stays taken until the server drops the connection, so [`Listener::connect`] fails with
 //! [`Error::TooManyClients`] while the server holds `max_clients` connections.
 //!
@@ -61,7 +64,8 @@ pub const DEFAULT_MAX_CLIENTS: usize = 64;
 const MAX_LISTENER_NAME: usize = MAX_NAME_LEN - 32;
 /// How often a client waiting to be accepted looks whether the server still runs.
 const CLIENT_CHECK: Duration = Duration::from_millis(10);
-/// How often a waiting `accept` looks for slots claimed by clients that died.
+/// How often a waiting `accept` looks for slots claimed by clients that died, while some slot is
+/// claimed and not yet published (or a name waits to be removed again).
 const SWEEP_PERIOD: Duration = Duration::from_millis(100);
 
 /// Slot states (low 32 bits of the slot word; the high 32 bits hold the client's pid).
@@ -362,6 +366,8 @@ impl Listener {
         hdr.creator.state.store(PEER_PRESENT, Ordering::Relaxed);
         // Release: pairs with the Acquire load of `ready` in `Shared::open`.
         hdr.ready.store(READY, Ordering::Release);
+        // A previous server's clients that died after it dropped their connections.
+        reclaim_dead_connections(name);
         Ok(Listener {
             shared: Arc::new(shared),
             config: config.clone(),
@@ -396,23 +402,28 @@ impl Listener {
         self.scan()?.ok_or(Error::Empty)
     }
 
+    /// Sleeps on the doorbell between scans. The sleep is timed (one sweep period) only while
+    /// there is housekeeping to do: a slot claimed by a client that has not published it yet
+    /// (it may die half-way) or a name to remove again. An idle listener sleeps until a client
+    /// rings, or until the caller's deadline.
     fn accept_deadline(&self, deadline: Option<Instant>) -> Result<Connection> {
         let bell = &self.shared.control().doorbell;
         loop {
             // Acquire: pairs with the Release increment in `Shared::ring_doorbell`.
             let seen = bell.load(Ordering::Acquire);
-            if let Some(conn) = self.scan()? {
+            let (conn, busy) = self.scan_for_work()?;
+            if let Some(conn) = conn {
                 return Ok(conn);
             }
             let now = Instant::now();
-            let mut nap = SWEEP_PERIOD;
+            let mut nap = busy.then_some(SWEEP_PERIOD);
             if let Some(d) = deadline {
                 if now >= d {
                     return Err(Error::Timeout);
                 }
-                nap = nap.min(d - now);
+                nap = Some(nap.map_or(d - now, |n| n.min(d - now)));
             }
-            futex::wait(bell, seen, nap);
+            futex::wait_for(bell, seen, nap);
         }
     }
 
@@ -426,6 +437,13 @@ impl Listener {
     /// freed on the way (and their channel names removed), and so are the names of ended
     /// connections that could not be removed at once.
     fn scan(&self) -> Result<Option<Connection>> {
+        self.scan_for_work().map(|(conn, _)| conn)
+    }
+
+    /// `scan`, also saying whether a later sweep has work: a slot claimed but not yet published,
+    /// or a name to remove again.
+    fn scan_for_work(&self) -> Result<(Option<Connection>, bool)> {
+        let mut busy = !self.shared.lock_reclaims().is_empty();
         let n = self.shared.slots;
         let now_ms = self.born.elapsed().as_millis() as u64;
         // Relaxed: a throttle, not a synchronisation.
@@ -469,20 +487,25 @@ impl Listener {
                             // connect (connector PRESENT) happened before.
                             slot.accepted.fetch_add(1, Ordering::Release);
                             futex::wake(&slot.accepted);
-                            return Ok(Some(Connection {
-                                channel,
-                                _lease: lease,
-                            }));
+                            return Ok((
+                                Some(Connection {
+                                    channel,
+                                    _lease: lease,
+                                }),
+                                busy,
+                            ));
                         }
                         // The client gave up or died, or wrote something that is not a
                         // channel: drop the lease (frees the slot, reclaims a dead name).
                         Err(_) => drop(lease),
                     }
                 }
-                state @ (SLOT_CLAIMED | SLOT_NAMED) if sweep => {
+                SLOT_CLAIMED | SLOT_NAMED if !sweep => busy = true,
+                state @ (SLOT_CLAIMED | SLOT_NAMED) => {
                     // A claimer holds its slot's lock from before its claim until it is
                     // accepted: a claimed slot without it lost its client.
                     if lock::alive(self.shared.map.file().as_raw_fd(), slot_lock(i), pid)? {
+                        busy = true;
                         continue;
                     }
                     // Relaxed: published by the client's Release store of NAMED, which the
@@ -503,7 +526,7 @@ impl Listener {
                 _ => {}
             }
         }
-        Ok(None)
+        Ok((None, busy))
     }
 
     /// Connects to the listener `name` as a client: a new channel whose other end a server's
@@ -588,10 +611,15 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
     }
     // The slot's lock goes with our descriptor of the listener when `shared` drops, once we
     // have been accepted (or gave up).
-    let index = index.ok_or_else(|| Error::TooManyClients {
-        name: shared.name.clone(),
-        limit: shared.slots,
-    })?;
+    let Some(index) = index else {
+        // A slot may be held by a claimer that died before it rang: ring for it, so that a
+        // server asleep in `accept` sweeps, and the next client finds the slot free.
+        shared.ring_doorbell();
+        return Err(Error::TooManyClients {
+            name: shared.name.clone(),
+            limit: shared.slots,
+        });
+    };
     let slot = shared.slot(index);
     let free_slot = || {
         // Relaxed: a free slot publishes nothing.
@@ -688,8 +716,40 @@ impl Drop for Listener {
             slot.accepted.fetch_add(1, Ordering::Release);
             futex::wake(&slot.accepted);
         }
+        // Names of clients that died after their connection was dropped (while they were
+        // alive) and after the last retry: nobody else would remove them.
+        reclaim_dead_connections(&self.shared.name);
         // The name goes with the mapping, right after this (connections only hold a weak
         // reference to it).
+    }
+}
+
+/// Removes the names of `listener`'s connections (`<listener>.<pid>.<seq>`) whose client is
+/// gone: a client killed after the server dropped its connection leaves its name, and a
+/// connection name is never created again, so nobody else would reclaim it. Live clients' names
+/// are left alone (the creator lock decides, as for any channel).
+fn reclaim_dead_connections(listener: &str) {
+    let Some(dir) = crate::mapping::shm_dir() else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("{}{listener}.", crate::mapping::OS_PREFIX);
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let is_connection = rest.split_once('.').is_some_and(|(pid, seq)| {
+            !pid.is_empty()
+                && !seq.is_empty()
+                && pid.bytes().all(|b| b.is_ascii_digit())
+                && seq.bytes().all(|b| b.is_ascii_digit())
+        });
+        if is_connection {
+            let _ = crate::segments::reclaim(&format!("{listener}.{rest}"));
+        }
     }
 }
 

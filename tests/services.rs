@@ -55,6 +55,15 @@ fn child() {
     let code = match args.as_slice() {
         ["client", name, id, count] => client(name, id.parse().unwrap(), count.parse().unwrap()),
         ["server", name] => server(name),
+        ["idle", name] => {
+            // Connects and holds its channel until killed.
+            let _ch =
+                Listener::connect_timeout(name, WaitStrategy::Block, WATCHDOG).expect("connect");
+            println!("ready");
+            loop {
+                std::thread::park();
+            }
+        }
         ["deaf", name] => {
             // Binds and never accepts.
             let _listener = Listener::bind(name, &Config::default()).expect("bind");
@@ -630,4 +639,72 @@ fn a_client_that_gives_up_waiting_frees_its_slot() {
     ch.send(b"in").unwrap();
     assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"in");
     assert_eq!(connection_names(&name).len(), 1);
+}
+
+#[test]
+fn an_idle_accept_makes_no_timed_wake_ups() {
+    let name = unique("idle-accept");
+    let listener = Listener::bind(&name, &Config::default()).unwrap();
+    let (before, after) = std::thread::scope(|s| {
+        s.spawn(|| {
+            let before = voluntary_switches();
+            let got = listener.accept_timeout(Duration::from_secs(2));
+            assert!(matches!(got, Err(Error::Timeout)), "{got:?}");
+            (before, voluntary_switches())
+        })
+        .join()
+        .unwrap()
+    });
+    // A sweep every 100 ms would be about 20.
+    assert!(
+        after - before <= 3,
+        "an idle accept woke {} times in 2 s",
+        after - before
+    );
+}
+
+#[test]
+fn clients_killed_after_their_connection_was_dropped_leave_no_names() {
+    let _serial = serial();
+    let name = unique("late-kill");
+    let connection = |listener: &Listener| {
+        let mut client = spawn_role("idle", std::slice::from_ref(&name));
+        let conn = listener.accept_timeout(WATCHDOG).expect("accept");
+        // Connected on its side too.
+        wait_ready(&mut client);
+        let conn_name = conn.name().to_owned();
+        // The server is done with the client while the client still runs.
+        drop(conn);
+        (client, conn_name)
+    };
+    let gone = |conn_name: &str| {
+        matches!(
+            shmlink::segments::inspect(conn_name),
+            Err(Error::NotFound(_))
+        )
+    };
+
+    // Killed while the listener runs: its drop removes the name.
+    let listener = Listener::bind(&name, &Config::default()).unwrap();
+    let (mut client, first) = connection(&listener);
+    let _first = NameGuard(first.clone());
+    client.kill();
+    client.reap();
+    assert!(!gone(&first), "the name went with the client");
+    drop(listener);
+    assert!(
+        gone(&first),
+        "{first} was left behind by the listener's drop"
+    );
+
+    // Killed after the listener went: the next listener of that name removes it.
+    let listener = Listener::bind(&name, &Config::default()).unwrap();
+    let (mut client, second) = connection(&listener);
+    let _second = NameGuard(second.clone());
+    drop(listener);
+    client.kill();
+    client.reap();
+    assert!(!gone(&second));
+    let _listener = Listener::bind(&name, &Config::default()).unwrap();
+    assert!(gone(&second), "{second} was not reclaimed by the next bind");
 }

@@ -135,6 +135,12 @@ pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     super::futex_wait(word, expected, Some(timeout));
 }
 
+/// Sleeps while `word` holds `expected`, for at most `timeout` (`None`: until woken).
+#[cfg(not(loom))]
+pub(crate) fn wait_for(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    super::futex_wait(word, expected, timeout);
+}
+
 /// Wakes every thread sleeping on `word` (in any process).
 #[cfg(not(loom))]
 pub(crate) fn wake(word: &AtomicU32) {
@@ -145,10 +151,18 @@ pub(crate) fn wake(word: &AtomicU32) {
 /// standard ones) are not model-checked: poll the word in short slices.
 #[cfg(loom)]
 pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    wait_for(word, expected, Some(timeout));
+}
+
+/// Under loom: as `wait`, polling (`None`: until the word changes).
+#[cfg(loom)]
+pub(crate) fn wait_for(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
     use std::sync::atomic::Ordering;
-    let until = std::time::Instant::now() + timeout;
+    let until = timeout.map(|t| std::time::Instant::now() + t);
     // Acquire: pairs with the Release increment the waker makes before `wake`.
-    while word.load(Ordering::Acquire) == expected && std::time::Instant::now() < until {
+    while word.load(Ordering::Acquire) == expected
+        && until.is_none_or(|u| std::time::Instant::now() < u)
+    {
         std::thread::sleep(Duration::from_micros(50));
     }
 }
