@@ -31,14 +31,7 @@ use crate::error::Result;
 use crate::listener::{Connection, Listener};
 use crate::platform::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::ring::full_fence;
-use crate::wait::{WaitStrategy, UNWATCHED_SLICE};
-
-/// Longest a selector polls before it sleeps, as a channel's `Block` wait does.
-const SPIN_MAX: Duration = Duration::from_micros(50);
-/// Shortest poll: where polling stopped paying off (replies come later than the poll lasts,
-/// as on a busy machine, where polling only takes the core from the peers), the selector
-/// halves its poll down to this, and doubles it again each time a poll finds a message.
-const SPIN_MIN: Duration = Duration::from_micros(4);
+use crate::wait::{Policy, WaitStrategy, UNWATCHED_SLICE};
 /// The sleep slice of the degraded paths.
 const POLL_SLICE: Duration = Duration::from_millis(1);
 
@@ -91,8 +84,9 @@ pub struct Selector {
     unwatched: bool,
     /// When the peers the death watcher does not cover were last looked at.
     last_check: Option<Instant>,
-    /// How long the next wait polls before it sleeps (see `SPIN_MIN`); zero until first used.
-    spin: Duration,
+    /// Whether (and how long) a wait polls before it sleeps: learnt as a channel's `Block`
+    /// wait learns it, since a selector's thread serves its channels as a `Block` end does.
+    policy: Policy,
 }
 
 /// What the wait loop needs of a set of channels.
@@ -271,25 +265,13 @@ impl Selector {
         if !self.ready.is_empty() {
             return Ok(());
         }
-        // Poll for a short while: a reply that is already on its way costs no sleep.
-        if self.spin.is_zero() {
-            self.spin = SPIN_MAX;
-        }
-        let spin_until = Instant::now() + self.spin;
-        'spin: loop {
-            // Look at the rings between single pause hints (a pause can take 100+ cycles), and
-            // at the clock once per batch.
-            for _ in 0..32 {
-                if self.any_data(set) {
-                    self.spin = (self.spin * 2).min(SPIN_MAX);
-                    break 'spin;
-                }
-                std::hint::spin_loop();
-            }
-            if Instant::now() >= spin_until {
-                self.spin = (self.spin / 2).max(SPIN_MIN);
-                break;
-            }
+        // Poll for a while, as the policy says: a reply that is already on its way costs no
+        // sleep, but right after this thread woke a peer that needs a core, or where polls
+        // stopped paying, it sleeps at once.
+        let plan = self.policy.plan();
+        let started = Instant::now();
+        if self.poll_rings(set, plan.poll()) {
+            self.policy.learn(plan, false, started.elapsed());
         }
         self.scan(set);
         if !self.ready.is_empty() {
@@ -333,7 +315,33 @@ impl Selector {
             }
             self.scan(set);
             if !self.ready.is_empty() {
+                self.policy.learn(plan, true, started.elapsed());
                 return Ok(());
+            }
+        }
+    }
+
+    /// Polls the rings for `budget`, yielding the core between batches if `polite`; true once
+    /// one holds a frame (or its peer closed).
+    fn poll_rings(&self, set: &mut dyn Set, (budget, polite): (Duration, bool)) -> bool {
+        if budget.is_zero() {
+            return false;
+        }
+        let until = Instant::now() + budget;
+        loop {
+            // Look at the rings between single pause hints (a pause can take 100+ cycles), and
+            // at the clock once per batch.
+            for _ in 0..32 {
+                if self.any_data(set) {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            if polite {
+                std::thread::yield_now();
             }
         }
     }

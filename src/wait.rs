@@ -243,6 +243,7 @@ impl Policy {
     /// are: any sleep right after waking the peer that a poll of [`POST_WAKE_SPIN`] would have
     /// saved counts against sleeping (a task's poll yields to the runtime between batches, so
     /// the thread's other tasks still run).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn for_tasks() -> Policy {
         Policy {
             slow_wake: Duration::ZERO,
