@@ -281,6 +281,35 @@ fn remove_dead_server(name: &str) {
     }
 }
 
+/// With the lock of `name` taken: removes rendezvous files that a process killed while it
+/// published (between writing the file aside and renaming it into place) left behind. Only the
+/// lock holder publishes under this name, so any such file is left over; only this user's are
+/// touched.
+fn remove_unpublished(name: &str) {
+    let path = fallback::rendezvous_path(name);
+    let (Some(dir), Some(file)) = (path.parent(), path.file_name().and_then(|f| f.to_str())) else {
+        return;
+    };
+    let prefix = format!("{file}.tmp-");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let leftover = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|f| f.starts_with(&prefix));
+        let ours = entry
+            .metadata()
+            .is_ok_and(|m| m.file_type().is_file() && m.uid() == me);
+        if leftover && ours {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 impl IpcListener {
     /// Makes the listener `name`, admitting at most `max_clients` live connections.
     pub(crate) fn bind(name: &str, max_clients: usize) -> Result<IpcListener> {
@@ -292,6 +321,7 @@ impl IpcListener {
         }
         let lock_file = take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.to_owned()))?;
         remove_dead_server(name);
+        remove_unpublished(name);
         let control = Arc::new(Mutex::new(Control::default()));
         let queue = Arc::new(Queue::default());
         let worker = Worker {
@@ -574,6 +604,21 @@ mod tests {
 
     fn deadline() -> Option<Instant> {
         Some(Instant::now() + LIMIT)
+    }
+
+    #[test]
+    fn files_left_by_a_publisher_killed_half_way_are_removed_by_the_next_bind() -> Result<()> {
+        let name = format!("ipc-listener-unpublished-{}", std::process::id());
+        let path = fallback::rendezvous_path(&name);
+        let leftover = path.with_extension("ipc.tmp-4242-7");
+        std::fs::write(&leftover, "half-published")?;
+        let listener = IpcListener::bind(&name, 1)?;
+        let gone = !leftover.exists();
+        let _ = std::fs::remove_file(&leftover);
+        drop(listener);
+        assert!(gone, "{} was left", leftover.display());
+        assert!(!path.exists());
+        Ok(())
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shmlink::{Backend, Config, Endpoint, EndpointListener, Error, WaitStrategy};
-use support::{leftovers, serial, unique, ChildGuard, NameGuard, Watchdog, WATCHDOG};
+use support::{checked_echo, leftovers, serial, unique, ChildGuard, NameGuard, Watchdog, WATCHDOG};
 
 const ROLE: &str = "SHMLINK_EPSVC_ROLE";
 
@@ -138,24 +138,8 @@ fn client(name: &str, id: &str, count: u64) -> i32 {
         }
     };
     for i in 0..count.max(1) {
-        let msg = format!("client {id} message {i} {}", "x".repeat((i % 97) as usize));
-        if let Err(e) = ep.send(msg.as_bytes()) {
-            eprintln!("client {id}: send {i}: {e}");
-            return 3;
-        }
-        match ep.recv_timeout(WATCHDOG) {
-            Ok(reply) if *reply == *msg.as_bytes() => {}
-            Ok(reply) => {
-                eprintln!(
-                    "client {id}: reply {i} is {:?}",
-                    String::from_utf8_lossy(&reply)
-                );
-                return 4;
-            }
-            Err(e) => {
-                eprintln!("client {id}: recv {i}: {e}");
-                return 5;
-            }
+        if let Err(code) = checked_echo(&mut ep, id, i) {
+            return code;
         }
     }
     if count > 0 {

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use shmlink::{Channel, Config, Connection, Error, Listener, Selector, WaitStrategy};
-use support::{serial, unique, ChildGuard, NameGuard, WATCHDOG};
+use support::{checked_echo, serial, unique, ChildGuard, NameGuard, WATCHDOG};
 
 const ROLE: &str = "SHMLINK_SVC_ROLE";
 
@@ -88,24 +88,8 @@ fn client(name: &str, id: u64, count: u64) -> i32 {
     };
     let mut i = 0u64;
     while count == 0 || i < count {
-        let msg = format!("client {id} message {i} {}", "x".repeat((i % 97) as usize));
-        if let Err(e) = ch.send(msg.as_bytes()) {
-            eprintln!("client {id}: send {i}: {e}");
-            return 3;
-        }
-        match ch.recv_timeout(WATCHDOG) {
-            Ok(reply) if *reply == *msg.as_bytes() => {}
-            Ok(reply) => {
-                eprintln!(
-                    "client {id}: reply {i} is {:?}",
-                    String::from_utf8_lossy(&reply)
-                );
-                return 4;
-            }
-            Err(e) => {
-                eprintln!("client {id}: recv {i}: {e}");
-                return 5;
-            }
+        if let Err(code) = checked_echo(&mut ch, &id.to_string(), i) {
+            return code;
         }
         i += 1;
     }

@@ -610,13 +610,14 @@ fn interrupt_clients_run(name: &str, kill_parent: bool) -> (bool, String, Vec<u3
     (status.success(), log, pids)
 }
 
-#[test]
-fn killing_a_client_fails_the_clients_run_cleanly() {
+/// Runs `--clients` and kills one client (or, with `interrupt`, sends Ctrl-C): the run must fail
+/// with `expected` in its log, and leave no process or name behind.
+fn assert_clients_run_fails_cleanly(tag: &str, interrupt: bool, expected: &str) {
     let _serial = serial();
-    let name = unique("killclient");
-    let (ok, log, pids) = interrupt_clients_run(&name, false);
-    assert!(!ok, "the run must fail when a client dies:\n{log}");
-    assert!(log.contains("Error"), "a clear error expected:\n{log}");
+    let name = unique(tag);
+    let (ok, log, pids) = interrupt_clients_run(&name, interrupt);
+    assert!(!ok, "the run must fail:\n{log}");
+    assert!(log.contains(expected), "{expected:?} expected:\n{log}");
     for pid in pids {
         assert!(!process_exists(pid), "client {pid} not reaped");
     }
@@ -625,17 +626,13 @@ fn killing_a_client_fails_the_clients_run_cleanly() {
 }
 
 #[test]
+fn killing_a_client_fails_the_clients_run_cleanly() {
+    assert_clients_run_fails_cleanly("killclient", false, "Error");
+}
+
+#[test]
 fn ctrl_c_reaps_every_client_and_unlinks_everything() {
-    let _serial = serial();
-    let name = unique("clisigint");
-    let (ok, log, pids) = interrupt_clients_run(&name, true);
-    assert!(!ok, "an interrupted run is not a success:\n{log}");
-    assert!(log.contains("interrupted"), "{log}");
-    for pid in pids {
-        assert!(!process_exists(pid), "client {pid} not reaped");
-    }
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_clients_run_fails_cleanly("clisigint", true, "interrupted");
 }
 
 /// Starts a long run over `transport`, waits for the first child, then does `act` to it (or to

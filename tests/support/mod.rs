@@ -30,3 +30,53 @@ pub fn echo_creator(extra: &[&str], name: &str, wait: &str) -> ChildGuard {
     assert_eq!(line, "ready", "shmlink-echo --create did not start");
     child
 }
+
+/// A client end the service tests drive: a [`shmlink::Channel`] or a [`shmlink::Endpoint`].
+pub trait ClientEnd {
+    fn send_bytes(&mut self, bytes: &[u8]) -> shmlink::Result<()>;
+    /// The next message (copied out), waiting at most `timeout`.
+    fn recv_bytes(&mut self, timeout: std::time::Duration) -> shmlink::Result<Vec<u8>>;
+}
+
+impl ClientEnd for shmlink::Channel {
+    fn send_bytes(&mut self, bytes: &[u8]) -> shmlink::Result<()> {
+        self.send(bytes)
+    }
+    fn recv_bytes(&mut self, timeout: std::time::Duration) -> shmlink::Result<Vec<u8>> {
+        self.recv_timeout(timeout).map(|m| m.to_vec())
+    }
+}
+
+impl ClientEnd for shmlink::Endpoint {
+    fn send_bytes(&mut self, bytes: &[u8]) -> shmlink::Result<()> {
+        self.send(bytes)
+    }
+    fn recv_bytes(&mut self, timeout: std::time::Duration) -> shmlink::Result<Vec<u8>> {
+        self.recv_timeout(timeout).map(|m| m.to_vec())
+    }
+}
+
+/// Client `id` sends its `i`-th message (of a length that varies with `i`) and checks that the
+/// echo is the same. `Err` holds the exit code for the failure, whose reason is printed:
+/// 3 send, 4 wrong reply, 5 receive.
+pub fn checked_echo(end: &mut impl ClientEnd, id: &str, i: u64) -> Result<(), i32> {
+    let msg = format!("client {id} message {i} {}", "x".repeat((i % 97) as usize));
+    if let Err(e) = end.send_bytes(msg.as_bytes()) {
+        eprintln!("client {id}: send {i}: {e}");
+        return Err(3);
+    }
+    match end.recv_bytes(WATCHDOG) {
+        Ok(reply) if reply == msg.as_bytes() => Ok(()),
+        Ok(reply) => {
+            eprintln!(
+                "client {id}: reply {i} is {:?}",
+                String::from_utf8_lossy(&reply)
+            );
+            Err(4)
+        }
+        Err(e) => {
+            eprintln!("client {id}: recv {i}: {e}");
+            Err(5)
+        }
+    }
+}
