@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shmlink::{Backend, Config, Endpoint, EndpointListener, Error, WaitStrategy};
-use support::{checked_echo, leftovers, serial, unique, ChildGuard, NameGuard, Watchdog, WATCHDOG};
+use support::{
+    assert_nothing_left, checked_echo, serial, unique, ChildGuard, NameGuard, Watchdog, WATCHDOG,
+};
 
 const ROLE: &str = "SHMLINK_EPSVC_ROLE";
 
@@ -244,7 +246,7 @@ fn clients_in_waves_lose_nothing_and_leave_nothing(backend: Backend) {
             "a client that closed is a clean close naming the channel, got {e}"
         );
     }
-    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -307,7 +309,7 @@ fn past_the_limit_is_too_many_clients(backend: Backend) {
     for mut h in holders {
         assert_eq!(h.reap().code(), Some(CLOSED));
     }
-    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -368,7 +370,7 @@ fn a_killed_server_is_peer_gone_for_every_client(backend: Backend) {
         other => panic!("second bind of a live name: {other:?}"),
     }
     drop((ep, client, listener));
-    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -414,7 +416,7 @@ fn a_killed_client_is_peer_gone_and_frees_its_place(backend: Backend) {
     );
     assert!(matches!(end, Error::Disconnected { .. }), "{end}");
     drop(listener);
-    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -448,5 +450,5 @@ fn a_forced_fallback_server_is_found_by_a_plain_client() {
     server.reap();
     // A new listener reclaims the name (and what the killed one left); closing it leaves nothing.
     drop(bind(&name, Backend::IpcChannel, 1));
-    assert_eq!(leftovers(&name), Vec::<String>::new(), "names left behind");
+    assert_nothing_left(&name);
 }

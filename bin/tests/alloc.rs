@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{leftovers, serial, unique, ChildGuard, Watchdog};
+use common::{assert_nothing_left, serial, unique, ChildGuard, Watchdog};
 use shmlink::WaitStrategy;
 use shmlink_harness::transport::shm::Shm;
 use shmlink_harness::transport::{ChildStdio, Listener, Options, Peer, Transport};
@@ -239,6 +239,5 @@ fn shm_json_round_trips_do_not_allocate() {
         "{allocated} allocations in {MEASURED} JSON round trips; the first from:\n{}",
         first.unwrap_or_default()
     );
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&name);
 }

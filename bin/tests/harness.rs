@@ -9,7 +9,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{leftovers, process_exists, serial, unique, ChildGuard, Watchdog};
+use common::{
+    assert_nothing_left, leftovers, process_exists, serial, unique, ChildGuard, Watchdog,
+};
 use serde_json::Value;
 
 const PARENT: &str = env!("CARGO_BIN_EXE_ipc-parent");
@@ -137,8 +139,7 @@ fn json_document_of_every_transport() {
     // The serde row runs in this process: no child, no backend.
     let serde = &results[10];
     assert!(serde["backend"].is_null(), "{serde}");
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -242,8 +243,7 @@ fn sweep_reports_every_transport_and_memcpy_at_every_size() {
             assert_eq!(r["limit"], t == "memcpy", "{t}: limit flag");
         }
     }
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -333,8 +333,7 @@ fn stream_checks_every_transport_at_every_size_beside_ring_and_memcpy() {
             assert_eq!(r["limit"], limit, "{t}: limit flag");
         }
     }
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&name);
 
     // The saved document charts as messages/s grouped by size.
     let svg = dir.join("stream.svg");
@@ -412,8 +411,7 @@ fn forced_fallback_runs_shm_over_ipc_channel() {
     assert!(result["rounds"][0]["round_trips"]
         .as_u64()
         .is_some_and(|n| n > 0));
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&name);
 }
 
 /// Every row of `--clients`, by the name the report gives it.
@@ -490,8 +488,7 @@ fn clients_run_reports_every_row_at_every_count() {
             "no ratio {what}: {ratios:?}"
         );
     }
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -528,8 +525,7 @@ fn clients_table_lists_the_rows_and_the_ratios() {
         stdout.contains("shm selector / shm plain"),
         "ratio missing:\n{stdout}"
     );
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -621,8 +617,7 @@ fn assert_clients_run_fails_cleanly(tag: &str, interrupt: bool, expected: &str) 
     for pid in pids {
         assert!(!process_exists(pid), "client {pid} not reaped");
     }
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -739,8 +734,7 @@ fn ctrl_c_reaps_the_child_and_unlinks_everything() {
     assert!(!ok, "an interrupted run is not a success:\n{log}");
     assert!(log.contains("interrupted"), "{log}");
     assert!(!process_exists(child), "child {child} not reaped");
-    let left = leftovers(&name);
-    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_nothing_left(&name);
 }
 
 const SWEEP_FIXTURE: &str = r#"{"machine":{"cpu":"Test CPU","cores":2,"kernel":"Linux 6.1"},

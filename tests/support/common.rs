@@ -190,6 +190,12 @@ pub fn process_exists(pid: u32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
+/// Fails the test if a run left anything named with `needle` behind (see [`leftovers`]).
+pub fn assert_nothing_left(needle: &str) {
+    let left = leftovers(needle);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// Entries of /dev/shm, the temporary directory and the runtime directory whose names contain
 /// `needle`: what a run left behind.
 pub fn leftovers(needle: &str) -> Vec<String> {
