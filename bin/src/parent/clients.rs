@@ -805,22 +805,13 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         ratios: Some(ratios(&cells, &args.clients)),
         results: cells.iter().map(Cell::result).collect(),
     };
-    if let Some(path) = &args.save {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {path:?}"))?;
-        eprintln!("[info] wrote {path:?}");
-    }
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        print_clients(&mut out, &report)?;
+    report.emit(args.save.as_ref(), args.json, |out, report| {
+        print_clients(out, report)?;
         writeln!(
             out,
             "ring {} per direction; the plain row runs with one client only",
             size_label(plan.ring_size)
         )?;
-    }
-    Ok(())
+        Ok(())
+    })
 }

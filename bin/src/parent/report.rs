@@ -1,7 +1,8 @@
 //! The JSON document of a run (its schema), the machine it ran on, and the figures derived
 //! from rounds.
 
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -243,5 +244,30 @@ pub(crate) fn row_label(r: &TransportResult) -> String {
         format!("{} x{n}", r.transport)
     } else {
         r.transport.clone()
+    }
+}
+
+impl Report {
+    /// Writes the document to `save` if given, then prints it: as JSON with `json`, else as the
+    /// mode's table (`table`).
+    pub(crate) fn emit(
+        &self,
+        save: Option<&PathBuf>,
+        json: bool,
+        table: impl FnOnce(&mut std::io::StdoutLock<'static>, &Report) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        if let Some(path) = save {
+            let text = serde_json::to_string_pretty(self)?;
+            std::fs::write(path, text + "\n").with_context(|| format!("writing {path:?}"))?;
+            eprintln!("[info] wrote {path:?}");
+        }
+        let mut out = std::io::stdout().lock();
+        if json {
+            serde_json::to_writer_pretty(&mut out, self)?;
+            writeln!(out)?;
+            Ok(())
+        } else {
+            table(&mut out, self)
+        }
     }
 }

@@ -1,6 +1,5 @@
 //! A ping-pong run or a sweep: the plan, one round of one row, and the run as a whole.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -422,19 +421,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             .then(crate::transport::posixmq::MqLimits::read),
         results,
     };
-    if let Some(path) = &plan.args.save {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {path:?}"))?;
-        eprintln!("[info] wrote {path:?}");
-    }
-    let mut out = std::io::stdout().lock();
-    if plan.args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else if report.sweep {
-        print_sweep(&mut out, &report)?;
-    } else {
-        print_table(&mut out, &report)?;
-    }
-    Ok(())
+    report.emit(plan.args.save.as_ref(), plan.args.json, |out, report| {
+        if report.sweep {
+            print_sweep(out, report)
+        } else {
+            print_table(out, report)
+        }
+    })
 }

@@ -5,7 +5,6 @@
 //! into a ring-sized buffer.
 
 use std::hint::black_box;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -422,19 +421,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
         posixmq: mq,
         results,
     };
-    if let Some(path) = &plan.args.save {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {path:?}"))?;
-        eprintln!("[info] wrote {path:?}");
-    }
-    let mut out = std::io::stdout().lock();
-    if plan.args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        print_stream(&mut out, &report)?;
-    }
-    Ok(())
+    report.emit(plan.args.save.as_ref(), plan.args.json, print_stream)
 }
 
 /// The line that reports the message queue limits.
