@@ -271,7 +271,7 @@ impl Selector {
         let plan = self.policy.plan();
         let started = Instant::now();
         if self.poll_rings(set, plan.poll()) {
-            self.policy.learn(plan, false, started.elapsed());
+            self.policy.learn(plan, false, || started.elapsed());
         }
         self.scan(set);
         if !self.ready.is_empty() {
@@ -315,7 +315,7 @@ impl Selector {
             }
             self.scan(set);
             if !self.ready.is_empty() {
-                self.policy.learn(plan, true, started.elapsed());
+                self.policy.learn(plan, true, || started.elapsed());
                 return Ok(());
             }
         }

@@ -351,7 +351,7 @@ impl Side {
     /// The operation succeeded: folds the wait, if there was one, into the policy.
     fn done(&mut self, wait: &mut Option<Wait>) {
         if let Some(w) = wait.take() {
-            self.policy.learn(w.plan, w.slept, w.started.elapsed());
+            self.policy.learn(w.plan, w.slept, || w.started.elapsed());
             if w.armed {
                 // Woken by something else than the reactor (a `select!` sibling): our entry
                 // may still be there.

@@ -268,13 +268,15 @@ impl Policy {
     }
 
     /// Folds the end of a wait that went by `plan` into what the policy knows: data came
-    /// while it polled (`slept` false) or only after it went to sleep, `took` after the wait
-    /// began. Call it only for waits that ended with data: one that ends in a timeout or an
-    /// error says nothing about whether polling pays.
-    pub(crate) fn learn(&mut self, plan: Plan, slept: bool, took: Duration) {
+    /// while it polled (`slept` false) or only after it went to sleep, `took()` after the wait
+    /// began (asked only when the plan needs it: a clock read per message is not free). Call it
+    /// only for waits that ended with data: one that ends in a timeout or an error says nothing
+    /// about whether polling pays.
+    #[inline]
+    pub(crate) fn learn(&mut self, plan: Plan, slept: bool, took: impl FnOnce() -> Duration) {
         match plan {
             Plan::Spin(budget) if !budget.is_zero() => self.learn_spin(!slept),
-            Plan::SleepAfterWake => self.learn_post_wake(took),
+            Plan::SleepAfterWake => self.learn_post_wake(took()),
             _ => {}
         }
     }
@@ -496,7 +498,7 @@ impl Waiter {
             loop {
                 for _ in 0..SPINS_PER_CLOCK_READ {
                     if ready() {
-                        self.policy.learn(plan, false, started.elapsed());
+                        self.policy.learn(plan, false, || started.elapsed());
                         return Ok(());
                     }
                     std::hint::spin_loop();
@@ -511,7 +513,7 @@ impl Waiter {
             }
         }
         if self.sleep_until(cell, deadline, ready, peer)? {
-            self.policy.learn(plan, true, started.elapsed());
+            self.policy.learn(plan, true, || started.elapsed());
         }
         Ok(())
     }
@@ -658,7 +660,7 @@ mod tests {
         assert_eq!(polls(&mut p), 0, "a new policy sleeps at once after a wake");
         // Sleeps that a short poll would have saved: the peer's core was waking from idle.
         for _ in 0..16 {
-            p.learn(Plan::SleepAfterWake, true, Duration::from_micros(60));
+            p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(60));
         }
         assert_eq!(
             polls(&mut p),
@@ -669,10 +671,10 @@ mod tests {
         for took in [Duration::from_micros(3), Duration::from_millis(1)] {
             let mut p = Policy::default();
             for _ in 0..16 {
-                p.learn(Plan::SleepAfterWake, true, Duration::from_micros(60));
+                p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(60));
             }
             for _ in 0..16 {
-                p.learn(Plan::SleepAfterWake, true, took);
+                p.learn(Plan::SleepAfterWake, true, || took);
             }
             assert_eq!(
                 polls(&mut p),
@@ -688,7 +690,7 @@ mod tests {
         // whose every sleep costs two hand-offs through the reactor, polls.
         for (mut p, polls) in [(Policy::default(), false), (Policy::for_tasks(), true)] {
             for _ in 0..16 {
-                p.learn(Plan::SleepAfterWake, true, Duration::from_micros(3));
+                p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(3));
             }
             assert_eq!(p.post_wake_polls(), polls, "{p:?}");
         }
@@ -703,7 +705,7 @@ mod tests {
             "a new policy spins a little"
         );
         for _ in 0..16 {
-            p.learn(Plan::Spin(BLOCK_SPIN), true, BLOCK_SPIN * 2);
+            p.learn(Plan::Spin(BLOCK_SPIN), true, || BLOCK_SPIN * 2);
         }
         let mut spins = 0;
         for _ in 0..PROBE_EVERY {
@@ -713,9 +715,9 @@ mod tests {
         }
         assert_eq!(spins, 1, "only the probe spins once spins miss");
         // A wait that did not spin teaches nothing.
-        p.learn(Plan::Spin(Duration::ZERO), false, Duration::ZERO);
+        p.learn(Plan::Spin(Duration::ZERO), false, || Duration::ZERO);
         for _ in 0..16 {
-            p.learn(Plan::Spin(BLOCK_SPIN), false, Duration::from_micros(1));
+            p.learn(Plan::Spin(BLOCK_SPIN), false, || Duration::from_micros(1));
         }
         assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "spins hit again: spin");
     }
