@@ -6,14 +6,14 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use shmlink::{Backend, Config, Endpoint, EndpointListener, Error, WaitStrategy};
 use support::{
-    assert_nothing_left, checked_echo, serial, unique, ChildGuard, NameGuard, Watchdog, WATCHDOG,
+    assert_nothing_left, checked_echo, respawn, serial, unique, wait_for_line, ChildGuard,
+    NameGuard, Watchdog, WATCHDOG,
 };
 
 const ROLE: &str = "SHMLINK_EPSVC_ROLE";
@@ -58,42 +58,10 @@ fn spawn_role(role: &str, args: &[&str]) -> ChildGuard {
 
 /// [`spawn_role`] with extra environment variables.
 fn spawn_role_with(role: &str, args: &[&str], env: &[(&str, &str)]) -> ChildGuard {
-    let child = Command::new(std::env::current_exe().expect("current_exe"))
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .envs(env.iter().copied())
-        .env(ROLE, format!("{role} {}", args.join(" ")))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("re-exec the test binary");
-    ChildGuard::from(child)
-}
-
-/// Waits until a re-executed process printed `word` (after the test harness's own lines).
-fn wait_for_line(child: &mut ChildGuard, word: &'static str) {
-    use std::io::BufRead;
-    let stdout = child.child.stdout.take().expect("piped stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut reader = std::io::BufReader::new(stdout);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) if line.trim_end().ends_with(word) => {
-                    let _ = tx.send(reader.into_inner());
-                    return;
-                }
-                Ok(_) => {}
-            }
-        }
-    });
-    let stdout = rx
-        .recv_timeout(WATCHDOG)
-        .unwrap_or_else(|_| panic!("process {} did not print {word:?}", child.pid()));
-    child.child.stdout = Some(stdout);
+    let spec = format!("{role} {}", args.join(" "));
+    let mut env = env.to_vec();
+    env.push((ROLE, &spec));
+    respawn("child", &env)
 }
 
 /// The entry point of the re-executed processes; a no-op in a normal test run.

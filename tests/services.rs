@@ -6,43 +6,19 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use shmlink::{Channel, Config, Connection, Error, Listener, Selector, WaitStrategy};
-use support::{checked_echo, serial, unique, ChildGuard, NameGuard, WATCHDOG};
+use support::{
+    checked_echo, respawn, serial, unique, wait_for_line, ChildGuard, NameGuard, WATCHDOG,
+};
 
 const ROLE: &str = "SHMLINK_SVC_ROLE";
 
 /// Runs this binary again as a client or server: `role` and its arguments go through the
 /// environment so the test harness only runs `child`.
 fn spawn_role(role: &str, args: &[String]) -> ChildGuard {
-    let child = Command::new(std::env::current_exe().expect("current_exe"))
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(ROLE, format!("{role} {}", args.join(" ")))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("re-exec the test binary");
-    ChildGuard::from(child)
-}
-
-/// Waits until a re-executed server printed `ready` (after the test harness's own lines).
-fn wait_ready(child: &mut ChildGuard) {
-    use std::io::BufRead;
-    let stdout = child.child.stdout.take().expect("piped stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if line.trim_end().ends_with("ready") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    rx.recv_timeout(WATCHDOG)
-        .unwrap_or_else(|_| panic!("server {} did not start", child.pid()));
+    respawn("child", &[(ROLE, &format!("{role} {}", args.join(" ")))])
 }
 
 /// The entry point of the re-executed processes; a no-op in a normal test run.
@@ -297,7 +273,7 @@ fn a_killed_server_is_noticed_by_every_client_and_its_name_reclaimed() {
     let name = unique("svcdead");
     let _guard = NameGuard(name.clone());
     let mut server = spawn_role("server", std::slice::from_ref(&name));
-    wait_ready(&mut server);
+    wait_for_line(&mut server, "ready");
     let clients: Vec<Channel> = (0..4)
         .map(|_| Listener::connect_timeout(&name, WaitStrategy::Block, WATCHDOG).unwrap())
         .collect();
@@ -586,7 +562,7 @@ fn a_client_waiting_to_be_accepted_notices_a_dead_server() {
     let name = unique("svcdeaf");
     let _guard = NameGuard(name.clone());
     let mut server = spawn_role("deaf", std::slice::from_ref(&name));
-    wait_ready(&mut server);
+    wait_for_line(&mut server, "ready");
     let n = name.clone();
     let waiting = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
     std::thread::sleep(Duration::from_millis(50));
@@ -655,7 +631,7 @@ fn clients_killed_after_their_connection_was_dropped_leave_no_names() {
         let mut client = spawn_role("idle", std::slice::from_ref(&name));
         let conn = listener.accept_timeout(WATCHDOG).expect("accept");
         // Connected on its side too.
-        wait_ready(&mut client);
+        wait_for_line(&mut client, "ready");
         let conn_name = conn.name().to_owned();
         // The server is done with the client while the client still runs.
         drop(conn);

@@ -4,12 +4,11 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use shmlink::tokio::{connect, AsyncChannel, AsyncListener};
 use shmlink::{Channel, Config, Error, WaitStrategy};
-use support::{unique, ChildGuard, NameGuard, WATCHDOG};
+use support::{respawn, unique, wait_for_line, ChildGuard, NameGuard, WATCHDOG};
 
 const ROLE: &str = "SHMLINK_TOKIO_ROLE";
 
@@ -55,28 +54,8 @@ fn child() {
 }
 
 fn spawn_server(name: &str) -> ChildGuard {
-    use std::io::BufRead;
-    let mut child = ChildGuard::from(
-        Command::new(std::env::current_exe().expect("current_exe"))
-            .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-            .env(ROLE, name)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("re-exec the test binary"),
-    );
-    let stdout = child.child.stdout.take().expect("piped stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if line.trim_end().ends_with("ready") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    rx.recv_timeout(WATCHDOG).expect("server did not start");
+    let mut child = respawn("child", &[(ROLE, name)]);
+    wait_for_line(&mut child, "ready");
     child
 }
 
@@ -243,16 +222,7 @@ fn an_idle_async_recv_makes_no_timed_wake_ups() {
     let name = unique("tokioidle");
     let _guard = NameGuard(name.clone());
     // In a process of its own: the other tests' tasks would wake the reactor.
-    let mut child = ChildGuard::from(
-        Command::new(std::env::current_exe().expect("current_exe"))
-            .args(["--exact", "idle_child", "--nocapture", "--test-threads=1"])
-            .env(IDLE, &name)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("re-exec the test binary"),
-    );
+    let mut child = respawn("idle_child", &[(IDLE, &name)]);
     assert!(child.reap().success(), "the idle child failed");
     let out = child.read_all();
     let switches: u64 = out

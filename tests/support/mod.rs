@@ -80,3 +80,45 @@ pub fn checked_echo(end: &mut impl ClientEnd, id: &str, i: u64) -> Result<(), i3
         }
     }
 }
+
+/// Runs this test binary again with only its test `test` (the entry point of a child role),
+/// with the environment `env` (the role and its arguments): stdin closed, stdout piped for
+/// [`wait_for_line`] or [`ChildGuard::read_all`], stderr shared with ours.
+pub fn respawn(test: &str, env: &[(&str, &str)]) -> ChildGuard {
+    let child = Command::new(std::env::current_exe().expect("current_exe"))
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("re-exec the test binary");
+    ChildGuard::from(child)
+}
+
+/// Waits at most [`WATCHDOG`] until a re-executed process printed a line ending in `word`
+/// (after the test harness's own lines); the rest of its output stays readable.
+pub fn wait_for_line(child: &mut ChildGuard, word: &'static str) {
+    use std::io::BufRead;
+    let stdout = child.child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = std::io::BufReader::new(stdout);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line.trim_end().ends_with(word) => {
+                    let _ = tx.send(reader.into_inner());
+                    return;
+                }
+                Ok(_) => {}
+            }
+        }
+    });
+    let stdout = rx
+        .recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("process {} did not print {word:?}", child.pid()));
+    child.child.stdout = Some(stdout);
+}
