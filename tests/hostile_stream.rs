@@ -26,6 +26,7 @@ const PAD: u8 = 2;
 const FRAG_FIRST: u8 = 3;
 const FRAG_MORE: u8 = 4;
 const FRAG_LAST: u8 = 5;
+const FRAG_ABORT: u8 = 6;
 
 fn encode(index: u64, kind: u8, len: u32) -> u64 {
     (((index >> 3) & ((1 << 29) - 1)) << 35) | (u64::from(kind) << 32) | u64::from(len)
@@ -315,6 +316,109 @@ fn a_message_larger_than_the_ring_arrives_over_many_try_recvs() {
         a.send(b"done").expect("done");
         sender.join().expect("sender");
     });
+}
+
+/// A frame to write by hand: its kind and payload.
+type Frame = (u8, Vec<u8>);
+
+/// Fragments out of sequence, longer or shorter than announced, empty, or making up a message
+/// that fits one frame: each is `Corrupt` (naming the channel) at the frame that breaks the
+/// sequence, reported once, and the next whole message comes through. Every frame is written by
+/// hand and received before the next is written: no timing is involved.
+#[test]
+fn fragments_out_of_sequence_or_longer_than_announced_are_corrupt() {
+    let _serial = serial();
+    let name = unique("bad-frags");
+    let _unlink = NameGuard(name.clone());
+    let mut ch = Channel::create(&name, &config()).expect("create");
+    let mut raw = RawProducer::new(&name, CAP);
+    let max = max_payload(CAP);
+    // A first fragment of a message of 1000 bytes, carrying 400 of them.
+    let first = || (FRAG_FIRST, first_fragment(1000, 400));
+    let more = |len: usize| (FRAG_MORE, vec![7u8; len]);
+    let last = |len: usize| (FRAG_LAST, vec![7u8; len]);
+    let cases: Vec<(&str, Vec<Frame>)> = vec![
+        ("a middle fragment before any first", vec![more(100)]),
+        ("a last fragment before any first", vec![last(100)]),
+        (
+            "a withdrawal with no message under way",
+            vec![(FRAG_ABORT, vec![])],
+        ),
+        (
+            "a first fragment while one is under way",
+            vec![first(), first()],
+        ),
+        (
+            "a whole message while one is under way",
+            vec![first(), (DATA, b"x".to_vec())],
+        ),
+        (
+            "fragments longer than announced",
+            vec![first(), more(400), last(300)],
+        ),
+        (
+            "a middle fragment past the announced end",
+            vec![first(), more(400), more(300)],
+        ),
+        (
+            "a message that ends short of its length",
+            vec![first(), last(100)],
+        ),
+        ("an empty middle fragment", vec![first(), more(0)]),
+        ("an empty last fragment", vec![first(), more(400), last(0)]),
+        (
+            "a first fragment without its length",
+            vec![(FRAG_FIRST, vec![1; 7])],
+        ),
+        (
+            "a first fragment with no body",
+            vec![(FRAG_FIRST, first_fragment(1000, 0))],
+        ),
+        (
+            "a first fragment of a message that fits one frame",
+            vec![(FRAG_FIRST, first_fragment(max as u64, 100))],
+        ),
+    ];
+    for (what, frames) in &cases {
+        let (&(kind, ref payload), rest) = frames.split_last().expect("frames");
+        for (k, p) in rest {
+            raw.try_push(*k, p).expect("room");
+            let got = ch.try_recv().map(|m| m.len());
+            assert!(
+                matches!(got, Err(Error::Empty)),
+                "{what}: before the fault: {got:?}"
+            );
+        }
+        raw.try_push(kind, payload).expect("room");
+        let got = ch.try_recv().map(|m| m.len());
+        assert!(
+            matches!(&got, Err(Error::Corrupt { channel, .. }) if *channel == name),
+            "{what}: {got:?}"
+        );
+        // The rest of the refused message, if any comes, is skipped without a second report;
+        // the next whole message comes through.
+        raw.try_push(FRAG_LAST, &[7; 10]).expect("room");
+        raw.try_push(DATA, b"next").expect("room");
+        let got = ch.try_recv().map(|m| m.to_vec());
+        assert!(
+            matches!(&got, Ok(m) if m == b"next"),
+            "{what}: after the fault: {got:?}"
+        );
+        assert!(matches!(ch.try_recv(), Err(Error::Empty)));
+    }
+    // A well-formed message of the same kind goes through, so the faults above are the faults.
+    let body = vec![7u8; 300];
+    let mut got = Err(Error::Empty);
+    for (kind, payload) in [
+        (FRAG_FIRST, first_fragment(1000, 400)),
+        (FRAG_MORE, body.clone()),
+        (FRAG_LAST, body),
+    ] {
+        assert!(matches!(got, Err(Error::Empty)), "{got:?}");
+        raw.try_push(kind, &payload).expect("room");
+        got = ch.try_recv().map(|m| m.len());
+    }
+    assert!(matches!(got, Ok(1000)), "{got:?}");
 }
 
 /// A JSON string of `len` letters, in quotes.
