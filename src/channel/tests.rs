@@ -781,3 +781,65 @@ fn a_failed_or_withdrawn_message_gives_its_reassembly_memory_back() {
     assert!(a.receiver.assembly.capacity() >= total);
 }
 
+#[test]
+fn send_json_sends_every_size_and_its_deadline_form_withdraws_like_send_timeout() {
+    let name = unique("json-sizes");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
+    let b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+    let max = a.max_frame();
+    let text = |len: usize| "x".repeat(len - 2);
+    let mut b = std::thread::scope(|s| {
+        let sizes = [
+            2,
+            300,
+            max - 1,
+            max,
+            max + 1,
+            3 * max,
+            200,
+            max,
+            5 * max + 3,
+            2,
+            max + 1,
+        ];
+        let receiver = s.spawn(move || {
+            let mut b = b;
+            for &len in &sizes {
+                let got: String = b.recv_json_timeout(Duration::from_secs(10)).unwrap();
+                assert_eq!(got.len(), len - 2);
+            }
+            b
+        });
+        for &len in &sizes {
+            a.send_json(&text(len)).unwrap();
+            // A value that did not fit a frame sends the next one to the buffer first; one that
+            // did makes the grant fit it next time.
+            if len > max {
+                assert!(a.sender.json_hint > max, "after {len} bytes");
+            } else {
+                assert!(a.sender.json_hint >= len.min(max), "after {len} bytes");
+            }
+        }
+        receiver.join().unwrap()
+    });
+    // Nobody reads: a value of several rings times out part-way and is withdrawn.
+    assert!(matches!(
+        a.send_json_timeout(&text(5 * 4096), Duration::from_millis(50)),
+        Err(Error::Timeout)
+    ));
+    let mut got = Vec::new();
+    loop {
+        match b.try_recv() {
+            Ok(msg) => got.push(msg.len()),
+            Err(Error::Empty) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        got.is_empty(),
+        "parts of a withdrawn value arrived: {got:?}"
+    );
+    a.send_json_timeout(&text(100), Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(b.recv_json::<String>().unwrap().len(), 98);
+}
