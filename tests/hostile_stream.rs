@@ -429,6 +429,19 @@ fn json_letters(len: usize) -> Vec<u8> {
     text
 }
 
+/// What the rewriting writer stores into word `word` of the letters on its pass `pass`: `a`s
+/// and `b`s on alternate passes, except that every fourth pass puts bytes that are never UTF-8
+/// into one word (a different one each time), where they stay until the next pass.
+fn rewrite_fill(pass: u32, word: u32, words: u32) -> u64 {
+    if pass % 4 == 0 && word == (pass / 4) % words {
+        u64::MAX
+    } else if pass % 2 == 1 {
+        0x6262_6262_6262_6262
+    } else {
+        0x6161_6161_6161_6161
+    }
+}
+
 #[test]
 fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
     let _serial = serial();
@@ -439,7 +452,7 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
     const MESSAGES: usize = 20_000;
     let letters = max_payload(CAP) - 2 - 16;
     let stop = AtomicBool::new(false);
-    let (mut invalid, mut decoded, mut refused) = (0usize, 0usize, 0usize);
+    let (mut invalid, mut decoded, mut mixed, mut refused) = (0usize, 0usize, 0usize, 0usize);
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut raw = RawProducer::new(&name, CAP);
@@ -450,19 +463,20 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
                     return;
                 }
                 let start = raw.tail - size;
-                // While the receiver holds the frame, flip its letters (never the quotes)
-                // between ASCII and bytes that are never UTF-8.
-                let mut flip = false;
+                // While the receiver holds the frame, rewrite its letters (never the quotes)
+                // over and over (see `rewrite_fill`): a copy the receiver makes holds a word
+                // that is not UTF-8 now and then, and letters of two passes often.
+                // The frame's words that hold letters only: payload bytes 8 .. 8 * k, before the
+                // closing quote at payload byte `letters + 1`.
+                let words: Vec<u64> = (16..=letters as u64 + 1).step_by(8).collect();
+                let mut pass = 0u32;
                 while raw.head() < raw.tail && !stop.load(Ordering::Relaxed) {
-                    flip = !flip;
-                    let fill = if flip {
-                        u64::MAX
-                    } else {
-                        0x6161_6161_6161_6161
-                    };
-                    for w in (16..8 + letters).step_by(8) {
-                        raw.region_word(start + w as u64)
-                            .store(fill, Ordering::Relaxed);
+                    pass = pass.wrapping_add(1);
+                    for (k, &w) in words.iter().enumerate() {
+                        raw.region_word(start + w).store(
+                            rewrite_fill(pass, k as u32, words.len() as u32),
+                            Ordering::Relaxed,
+                        );
                     }
                 }
             }
@@ -480,8 +494,13 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
             match text {
                 Ok(text) => {
                     decoded += 1;
-                    if std::str::from_utf8(text.as_bytes()).is_err() {
+                    if std::str::from_utf8(text.as_bytes()).is_err()
+                        || !text.bytes().all(|b| b == b'a' || b == b'b')
+                    {
                         invalid += 1;
+                    }
+                    if text.contains('a') && text.contains('b') {
+                        mixed += 1;
                     }
                 }
                 Err(Error::Json(_)) => refused += 1,
@@ -493,8 +512,22 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
         }
         stop.store(true, Ordering::Relaxed);
     });
-    eprintln!("json-flip: {decoded} decoded, {refused} refused, {invalid} not UTF-8");
-    assert_eq!(invalid, 0, "decoded strings that are not UTF-8");
+    eprintln!(
+        "json-flip: {decoded} decoded ({mixed} copied while being rewritten), {refused} refused"
+    );
+    assert_eq!(
+        invalid, 0,
+        "decoded strings that are not letters the peer wrote"
+    );
+    assert!(
+        decoded >= MESSAGES / 10,
+        "only {decoded} of {MESSAGES} messages decoded"
+    );
+    // The rewrites did reach the receiver's reads: some copies caught one part-way.
+    assert!(
+        mixed + refused > 0,
+        "no message was read while it was being rewritten"
+    );
 }
 
 /// Set in the child process that plays the receiver of `a_huge_announced_message_does_not_abort`
