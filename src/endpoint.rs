@@ -298,6 +298,19 @@ impl Endpoint {
         }
     }
 
+    /// Like [`send`](Endpoint::send), giving up with [`Error::Timeout`] after `timeout`. What the
+    /// deadline covers on each backend is said at
+    /// [`send_json_timeout`](Endpoint::send_json_timeout).
+    pub fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<()> {
+        match &mut self.inner {
+            Inner::Shm(c) => c.send_timeout(bytes, timeout),
+            Inner::Ipc(d) => {
+                d.wait_connected(Some(timeout))?;
+                d.send(bytes)
+            }
+        }
+    }
+
     /// Sends one message if there is room now (`Err(Full)` otherwise). The fallback has no
     /// notion of full and always sends.
     pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
@@ -313,6 +326,28 @@ impl Endpoint {
         match &mut self.inner {
             Inner::Shm(c) => c.send_json(value),
             Inner::Ipc(d) => d.send_json(value),
+        }
+    }
+
+    /// Like [`send_json`](Endpoint::send_json), giving up with [`Error::Timeout`] after
+    /// `timeout`.
+    ///
+    /// On shared memory this is [`Channel::send_json_timeout`]: the deadline covers the wait
+    /// for room in the ring. The ipc-channel fallback has no ring to wait for: there the
+    /// deadline covers the wait for the peer to connect, and the bytes then go to the socket,
+    /// which takes them at once unless the peer has left its buffer full (a few hundred
+    /// kilobytes unread); that last wait, for the peer to read, has no deadline.
+    pub fn send_json_timeout<T: Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        timeout: Duration,
+    ) -> Result<()> {
+        match &mut self.inner {
+            Inner::Shm(c) => c.send_json_timeout(value, timeout),
+            Inner::Ipc(d) => {
+                d.wait_connected(Some(timeout))?;
+                d.send_json(value)
+            }
         }
     }
 

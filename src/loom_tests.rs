@@ -206,3 +206,23 @@ fn loom_block_ping_pong() {
         server.join().unwrap();
     });
 }
+
+/// A `Block` consumer waits for each of three 150-byte frames through a 512-byte ring. The
+/// third goes back to the start of the region behind a PAD, which is published with it on
+/// commit: the one wake-up of that commit must bring the consumer past both.
+#[test]
+fn loom_block_consumer_follows_a_pad() {
+    model(|| {
+        let (mut tx, mut rx) = ring::new(512).unwrap();
+        let producer = thread::spawn(move || {
+            for i in 0..3 {
+                send(&mut tx, &message(i, 150));
+            }
+        });
+        let mut waiter = Waiter::new(WaitStrategy::Block);
+        for i in 0..3 {
+            block_recv(&mut waiter, &mut rx, &message(i, 150));
+        }
+        producer.join().unwrap();
+    });
+}

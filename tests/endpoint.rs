@@ -230,3 +230,58 @@ fn recv_json_timeout_on_both_backends() {
         );
     }
 }
+
+/// Every send has a deadline form on both backends. On shared memory it bounds the wait for
+/// room in the ring; on the fallback, the wait for the peer to connect.
+#[test]
+fn send_timeout_and_send_json_timeout_on_both_backends() {
+    let short = Duration::from_millis(20);
+    for backend in [Backend::Shm, Backend::IpcChannel] {
+        let name = unique("send-timeout", backend);
+        let _unlink = NameGuard(name.clone());
+        let _rendezvous = RendezvousGuard(name.clone());
+        let config = Config {
+            capacity: 4096,
+            wait: WaitStrategy::Block,
+        };
+        let mut a = Endpoint::create_with(&name, &config, backend).expect("create");
+        let mut sent = 0usize;
+        if backend == Backend::IpcChannel {
+            // Nobody has connected: nothing can be sent yet.
+            assert!(matches!(
+                a.send_timeout(b"early", short),
+                Err(Error::Timeout)
+            ));
+            assert!(matches!(
+                a.send_json_timeout(&"early", short),
+                Err(Error::Timeout)
+            ));
+        } else {
+            // Nobody reads: the ring fills up, then both forms give up.
+            while a.send_timeout(&[7; 100], short).is_ok() {
+                sent += 1;
+            }
+            assert!(sent > 0);
+            assert!(matches!(
+                a.send_timeout(&[7; 100], short),
+                Err(Error::Timeout)
+            ));
+            assert!(matches!(
+                a.send_json_timeout(&"late", short),
+                Err(Error::Timeout)
+            ));
+        }
+        let mut b = Endpoint::connect(&name, WaitStrategy::Block).expect("connect");
+        for _ in 0..sent {
+            assert_eq!(&*b.recv_timeout(WATCHDOG).expect("filler"), &[7; 100]);
+        }
+        a.send_timeout(b"bytes", WATCHDOG).expect("send_timeout");
+        a.send_json_timeout(&[1u32, 2, 3], WATCHDOG)
+            .expect("send_json_timeout");
+        assert_eq!(&*b.recv_timeout(WATCHDOG).expect("bytes"), b"bytes");
+        assert_eq!(
+            b.recv_json_timeout::<Vec<u32>>(WATCHDOG).unwrap(),
+            [1, 2, 3]
+        );
+    }
+}

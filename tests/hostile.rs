@@ -2,14 +2,17 @@
 //! segment header, the ring headers (indices included) and the ring regions of a real
 //! `/dev/shm/shmlink-<name>` mapping with arbitrary values, through a second mapping of the same
 //! object, and then drive the consumer (`try_recv`) and the connecting side (`connect`): every
-//! outcome must be a frame that lies inside the ring region it was read from, or a typed error.
-//! No panic, no read outside the mapping, no endless loop (every loop here is bounded, and a
-//! watchdog aborts the process if a call never returns).
+//! outcome must be a frame that lies inside the ring region it was read from, a reassembled
+//! message (longer than any frame, in memory of the receiver's own), or a typed error. No panic,
+//! no read outside the mapping, no endless loop (every loop here is bounded, and a watchdog
+//! aborts the process if a call never returns). Each property also counts how far its cases got
+//! (frames accepted, connections made) and fails if too few went past the first check.
 
 mod support;
 
 use support::Watchdog;
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -25,12 +28,10 @@ const CAP: usize = 1024;
 /// Size of one `RingHeader`: four cache-padded cells.
 const RING_HEADER: usize = 512;
 const CASES: u32 = if cfg!(debug_assertions) { 128 } else { 512 };
+/// The padded-cell alignment every build writes into its segments (`layout::CELL_ALIGN`).
+const CELL_ALIGN: u32 = 128;
 
 static CASE: AtomicU64 = AtomicU64::new(0);
-/// Frames accepted and connections made over all cases, to show the properties reach past the
-/// first check.
-static FRAMES: AtomicU64 = AtomicU64::new(0);
-static CONNECTED: AtomicU64 = AtomicU64::new(0);
 
 fn fresh_name() -> String {
     support::unique(&format!("hostile-{}", CASE.fetch_add(1, Ordering::Relaxed)))
@@ -53,30 +54,30 @@ fn mapped_ranges(name: &str) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// Checks a received message: either it lies entirely inside ring `ring`'s region of one of the
-/// mappings of the segment, or it is a reassembled message outside them all.
+/// Checks a received message. One no longer than a frame is read in place: it must lie
+/// entirely inside ring `ring`'s region of one of the mappings of the segment. A longer one can
+/// only be a message reassembled from fragments (the receiver refuses fragmented messages that
+/// would fit one frame): it must lie outside every mapping of the segment and within the limit.
 fn check_frame(frame: &[u8], ranges: &[(usize, usize)], ring: usize, max_message: usize) {
     let start = frame.as_ptr() as usize;
     let end = start + frame.len();
-    let inside_any = ranges
-        .iter()
-        .any(|&(a, b)| start < b && end > a && start >= a);
-    if inside_any {
-        let ok = ranges.iter().any(|&(a, b)| {
+    if frame.len() <= max_payload(CAP) {
+        let inside_ring = ranges.iter().any(|&(a, b)| {
             let lo = a + HEADER_SIZE + ring * CAP;
             let hi = lo + CAP;
             hi <= b && start >= lo && end <= hi
         });
         assert!(
-            ok,
+            inside_ring,
             "frame [{start:#x}, {end:#x}) is not inside ring {ring}'s region"
         );
+    } else {
+        let overlaps = ranges.iter().any(|&(a, b)| start < b && end > a);
         assert!(
-            frame.len() <= max_payload(CAP),
-            "single frame of {} bytes",
+            !overlaps,
+            "a message of {} bytes, longer than a frame, at [{start:#x}, {end:#x}) in the segment",
             frame.len()
         );
-    } else {
         assert!(
             frame.len() <= max_message,
             "reassembled {} bytes",
@@ -119,14 +120,23 @@ fn planted() -> impl Strategy<Value = Planted> {
         })
 }
 
-/// A (tail, head) pair: consistent (head <= tail <= head + capacity, line-aligned), nearly so, or
-/// anything.
-fn indices() -> impl Strategy<Value = (u64, u64)> {
+/// A (tail, head) pair: consistent (head <= tail <= head + capacity, line-aligned) with weight
+/// `consistent`, else nearly so or anything.
+fn indices(consistent: u32) -> impl Strategy<Value = (u64, u64)> {
     prop_oneof![
-        4 => (0u64..4096, 0u64..=(CAP as u64 / 64)).prop_map(|(h, d)| (h * 64 + d * 64, h * 64)),
+        consistent => (0u64..4096, 0u64..=(CAP as u64 / 64)).prop_map(|(h, d)| (h * 64 + d * 64, h * 64)),
         1 => (0u64..(1 << 20), 0u64..(1 << 20)),
         1 => (any::<u64>(), any::<u64>()),
     ]
+}
+
+/// A value that is `valid`, or (one time in `1 + odds`) anything `other` makes.
+fn mostly<T: std::fmt::Debug + Clone + 'static>(
+    odds: u32,
+    valid: T,
+    other: impl Strategy<Value = T> + 'static,
+) -> BoxedStrategy<T> {
+    prop_oneof![odds => Just(valid), 1 => other].boxed()
 }
 
 fn word_at(map: &MmapMut, offset: usize) -> &AtomicU64 {
@@ -136,17 +146,33 @@ fn word_at(map: &MmapMut, offset: usize) -> &AtomicU64 {
     unsafe { &*(map.as_ptr().add(offset) as *const AtomicU64) }
 }
 
-/// Writes `bytes` over the region of ring `ring`, then lays out `frames` from index `from`.
-fn scribble_ring(map: &MmapMut, ring: usize, bytes: &[u8], from: u64, frames: &[Planted]) {
+/// Writes `bytes` over the region of ring `ring`, then lays out `frames` from index `from`: all
+/// of them, a later lap over an earlier one, if `wrap`; else those that fit in one lap (as a
+/// producer that respects the ring would, so the consumer meets them in turn).
+fn scribble_ring(
+    map: &MmapMut,
+    ring: usize,
+    bytes: &[u8],
+    from: u64,
+    frames: &[Planted],
+    wrap: bool,
+) {
     let base = HEADER_SIZE + ring * CAP;
     for (i, chunk) in bytes.chunks(8).enumerate().take(CAP / 8) {
         let mut w = [0u8; 8];
         w[..chunk.len()].copy_from_slice(chunk);
         word_at(map, base + i * 8).store(u64::from_le_bytes(w), Ordering::Relaxed);
     }
-    let mut at = from & !(FRAME_ALIGN as u64 - 1);
+    let first = from & !(FRAME_ALIGN as u64 - 1);
+    let mut at = first;
     for f in frames {
         let pos = (at as usize) & (CAP - 1);
+        let size = frame_size((f.len as usize).min(CAP)) as u64;
+        // What it covers: its payload is only written up to the end of the region.
+        let span = size.min((CAP - pos) as u64);
+        if !wrap && at.wrapping_sub(first) + span + 8 > CAP as u64 {
+            break;
+        }
         let tag_index = if f.good_tag { at } else { at ^ 0x5a8 };
         word_at(map, base + pos).store(encode(tag_index, f.kind, f.len), Ordering::Relaxed);
         // Some payload words, bounded by the region.
@@ -158,7 +184,6 @@ fn scribble_ring(map: &MmapMut, ring: usize, bytes: &[u8], from: u64, frames: &[
                     .store(u64::from(f.fill) * 0x0101_0101_0101_0101, Ordering::Relaxed);
             }
         }
-        let size = frame_size((f.len as usize).min(CAP)) as u64;
         at = at.wrapping_add(if f.kind == 2 {
             CAP as u64 - pos as u64
         } else {
@@ -183,22 +208,25 @@ fn open_segment(name: &str) -> MmapMut {
     unsafe { MmapMut::map_mut(&file) }.expect("map the segment")
 }
 
-/// Drives `try_recv` until it stops yielding frames (bounded), checking each frame.
-fn drain(ch: &mut Channel, name: &str, ring: usize) {
+/// Drives `try_recv` until it stops yielding frames (bounded), checking each frame. Returns how
+/// many it accepted.
+fn drain(ch: &mut Channel, name: &str, ring: usize) -> u64 {
     ch.set_max_message(1 << 20);
     let ranges = mapped_ranges(name);
     assert!(!ranges.is_empty(), "segment not found in /proc/self/maps");
+    let mut accepted = 0;
     for _ in 0..64 {
         match ch.try_recv() {
             Ok(frame) => {
                 check_frame(&frame, &ranges, ring, 1 << 20);
-                FRAMES.fetch_add(1, Ordering::Relaxed);
+                accepted += 1;
             }
             // Corrupt may repeat; other typed errors end the stream.
             Err(Error::Corrupt { .. }) => {}
             Err(_) => break,
         }
     }
+    accepted
 }
 
 /// Bounded attempts to send: a hostile consumer index must give a typed error, not a panic.
@@ -209,18 +237,19 @@ fn poke_sender(ch: &mut Channel) {
     let _ = ch.send_timeout(&[1; 3000], Duration::from_millis(2));
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(CASES))]
-
-    /// The creator's consumer reads a ring a hostile connector wrote.
-    #[test]
-    fn consumer_survives_hostile_rings(
+/// The creator's consumer reads a ring a hostile connector wrote.
+#[test]
+fn consumer_survives_hostile_rings() {
+    let cases = Cell::new(0u64);
+    let with_frames = Cell::new(0u64);
+    proptest!(ProptestConfig::with_cases(CASES), |(
         region in proptest::collection::vec(any::<u8>(), 0..CAP),
         frames in proptest::collection::vec(planted(), 0..24),
-        (tx_tail, tx_head) in indices(),
-        (rx_tail, rx_head) in indices(),
-    ) {
-        let _dog = Watchdog::arm(Duration::from_secs(60), "consumer_survives_hostile_rings");
+        wrap in prop_oneof![3 => Just(false), 1 => Just(true)],
+        (tx_tail, tx_head) in indices(4),
+        (rx_tail, rx_head) in indices(4),
+    )| {
+        let _dog = Watchdog::arm(Duration::from_secs(60), "a hostile case");
         let name = fresh_name();
         let _unlink = support::NameGuard(name.clone());
         let mut creator = Channel::create(&name, &Config { capacity: CAP, wait: WaitStrategy::Spin })
@@ -228,56 +257,77 @@ proptest! {
         let map = open_segment(&name);
         // The creator consumes ring 1 from index 0 (its local index; the shared one is only
         // advisory for it), and produces into ring 0, whose head is the peer's to write.
-        scribble_ring(&map, 1, &region, 0, &frames);
+        scribble_ring(&map, 1, &region, 0, &frames, wrap);
         ring_index(&map, 1, 0, rx_tail);
         ring_index(&map, 1, 1, rx_head);
         ring_index(&map, 0, 0, tx_tail);
         ring_index(&map, 0, 1, tx_head);
-        drain(&mut creator, &name, 1);
+        cases.set(cases.get() + 1);
+        if drain(&mut creator, &name, 1) > 0 {
+            with_frames.set(with_frames.get() + 1);
+        }
         poke_sender(&mut creator);
-    }
+    });
+    let (cases, with_frames) = (cases.get(), with_frames.get());
+    eprintln!("hostile rings: frames accepted in {with_frames} of {cases} cases");
+    assert!(
+        with_frames * 8 >= cases,
+        "only {with_frames} of {cases} hostile rings yielded a frame"
+    );
+}
 
-    /// A connector meets a segment whose every header field and index may be anything.
-    #[test]
-    fn connect_survives_hostile_headers(
-        magic in prop_oneof![3 => Just(MAGIC), 1 => any::<u64>()],
-        version in prop_oneof![3 => Just(LAYOUT_VERSION), 1 => any::<u32>()],
-        header_size in prop_oneof![3 => Just(HEADER_SIZE as u32), 1 => any::<u32>()],
-        capacity in prop_oneof![3 => Just(CAP as u64), 1 => (0u64..64).prop_map(|s| 1 << s), 1 => any::<u64>()],
-        total in prop_oneof![3 => Just((HEADER_SIZE + 2 * CAP) as u64), 1 => any::<u64>()],
-        ready in prop_oneof![4 => Just(READY), 1 => any::<u32>()],
+/// A connector meets a segment whose every header field, record and index may be anything. Most
+/// cases hold a valid header (each field is wrong one time in 40), so that most connections are
+/// made and the rings behind them driven; the count of connections made is checked.
+#[test]
+fn connect_survives_hostile_headers() {
+    let cases = Cell::new(0u64);
+    let connected = Cell::new(0u64);
+    proptest!(ProptestConfig::with_cases(CASES), |(
+        magic in mostly(39, MAGIC, any::<u64>()),
+        version in mostly(39, LAYOUT_VERSION, any::<u32>()),
+        header_size in mostly(39, HEADER_SIZE as u32, any::<u32>()),
+        capacity in mostly(39, CAP as u64, prop_oneof![(0u64..64).prop_map(|s| 1 << s), any::<u64>()]),
+        total in mostly(39, (HEADER_SIZE + 2 * CAP) as u64, any::<u64>()),
+        ready in mostly(39, READY, any::<u32>()),
+        frame_align in mostly(39, FRAME_ALIGN as u32, any::<u32>()),
+        cell_align in mostly(39, CELL_ALIGN, any::<u32>()),
+        pointer_width in mostly(39, usize::BITS, any::<u32>()),
         creator_state in prop_oneof![3 => Just(1u32), 1 => 0u32..8, 1 => any::<u32>()],
         creator_pid in prop_oneof![3 => Just(std::process::id()), 1 => any::<u32>()],
-        connector_state in prop_oneof![4 => Just(0u32), 1 => any::<u32>()],
+        connector_state in mostly(39, 0u32, prop_oneof![0u32..8, any::<u32>()]),
         rest in proptest::collection::vec(any::<u8>(), 0..256),
         region in proptest::collection::vec(any::<u8>(), 0..CAP),
         frames in proptest::collection::vec(planted(), 0..24),
-        ring0 in indices(),
-        ring1 in indices(),
-    ) {
-        let _dog = Watchdog::arm(Duration::from_secs(60), "connect_survives_hostile_headers");
+        wrap in prop_oneof![3 => Just(false), 1 => Just(true)],
+        ring0 in indices(40),
+        ring1 in indices(40),
+    )| {
+        let _dog = Watchdog::arm(Duration::from_secs(60), "a hostile case");
         let name = fresh_name();
         let _unlink = support::NameGuard(name.clone());
         let creator = Channel::create(&name, &Config { capacity: CAP, wait: WaitStrategy::Spin })
             .expect("create");
         let map = open_segment(&name);
-        // Arbitrary bytes over the endpoint records and the padding first...
+        // Arbitrary bytes over the layout words, the endpoint records and the padding first...
         for (i, chunk) in rest.chunks(8).enumerate() {
             let mut w = [0u8; 8];
             w[..chunk.len()].copy_from_slice(chunk);
             let off = 40 + i * 8;
             word_at(&map, off).store(u64::from_le_bytes(w), Ordering::Relaxed);
         }
-        // ...then each field, valid or not.
-        word_at(&map, 0).store(magic, Ordering::Relaxed);
-        word_at(&map, 8).store(u64::from(version) | (u64::from(header_size) << 32), Ordering::Relaxed);
-        word_at(&map, 16).store(capacity, Ordering::Relaxed);
-        word_at(&map, 24).store(total, Ordering::Relaxed);
-        word_at(&map, 32).store(u64::from(ready), Ordering::Relaxed);
+        // ...then each field, valid or not, the 32-bit ones two to a word.
+        let pair = |low: u32, high: u32| u64::from(low) | (u64::from(high) << 32);
+        word_at(&map, offset_of!(SegmentHeader, magic)).store(magic, Ordering::Relaxed);
+        word_at(&map, offset_of!(SegmentHeader, version)).store(pair(version, header_size), Ordering::Relaxed);
+        word_at(&map, offset_of!(SegmentHeader, capacity)).store(capacity, Ordering::Relaxed);
+        word_at(&map, offset_of!(SegmentHeader, total_size)).store(total, Ordering::Relaxed);
+        word_at(&map, offset_of!(SegmentHeader, ready)).store(pair(ready, frame_align), Ordering::Relaxed);
+        word_at(&map, offset_of!(SegmentHeader, cell_align)).store(pair(cell_align, pointer_width), Ordering::Relaxed);
         // PeerInfo: state, wait mode | pid, reserved, start time.
         let creator_at = offset_of!(SegmentHeader, creator);
         let connector_at = offset_of!(SegmentHeader, connector);
-        word_at(&map, creator_at).store(u64::from(creator_state) | (1 << 32), Ordering::Relaxed);
+        word_at(&map, creator_at).store(pair(creator_state, 1), Ordering::Relaxed);
         word_at(&map, creator_at + 8).store(u64::from(creator_pid), Ordering::Relaxed);
         word_at(&map, connector_at).store(u64::from(connector_state), Ordering::Relaxed);
         ring_index(&map, 0, 0, ring0.0);
@@ -285,10 +335,11 @@ proptest! {
         ring_index(&map, 1, 0, ring1.0);
         ring_index(&map, 1, 1, ring1.1);
         // The connector consumes ring 0 from the shared head.
-        scribble_ring(&map, 0, &region, ring0.1, &frames);
+        scribble_ring(&map, 0, &region, ring0.1, &frames, wrap);
+        cases.set(cases.get() + 1);
         match Channel::connect(&name, WaitStrategy::Spin) {
             Ok(mut ch) => {
-                CONNECTED.fetch_add(1, Ordering::Relaxed);
+                connected.set(connected.get() + 1);
                 drain(&mut ch, &name, 0);
                 poke_sender(&mut ch);
             }
@@ -307,16 +358,11 @@ proptest! {
             ),
         }
         drop(creator);
-    }
-}
-
-/// Runs after the properties (tests run in name order within one thread only with
-/// `--test-threads=1`, so this only reports): how far the hostile inputs got.
-#[test]
-fn zz_report_depth() {
-    eprintln!(
-        "hostile: {} frames accepted, {} hostile connects succeeded so far",
-        FRAMES.load(Ordering::Relaxed),
-        CONNECTED.load(Ordering::Relaxed)
+    });
+    let (cases, connected) = (cases.get(), connected.get());
+    eprintln!("hostile headers: {connected} of {cases} connects succeeded");
+    assert!(
+        connected * 2 >= cases,
+        "only {connected} of {cases} hostile segments could be connected to"
     );
 }

@@ -26,6 +26,7 @@ const PAD: u8 = 2;
 const FRAG_FIRST: u8 = 3;
 const FRAG_MORE: u8 = 4;
 const FRAG_LAST: u8 = 5;
+const FRAG_ABORT: u8 = 6;
 
 fn encode(index: u64, kind: u8, len: u32) -> u64 {
     (((index >> 3) & ((1 << 29) - 1)) << 35) | (u64::from(kind) << 32) | u64::from(len)
@@ -317,12 +318,128 @@ fn a_message_larger_than_the_ring_arrives_over_many_try_recvs() {
     });
 }
 
+/// A frame to write by hand: its kind and payload.
+type Frame = (u8, Vec<u8>);
+
+/// Fragments out of sequence, longer or shorter than announced, empty, or making up a message
+/// that fits one frame: each is `Corrupt` (naming the channel) at the frame that breaks the
+/// sequence, reported once, and the next whole message comes through. Every frame is written by
+/// hand and received before the next is written: no timing is involved.
+#[test]
+fn fragments_out_of_sequence_or_longer_than_announced_are_corrupt() {
+    let _serial = serial();
+    let name = unique("bad-frags");
+    let _unlink = NameGuard(name.clone());
+    let mut ch = Channel::create(&name, &config()).expect("create");
+    let mut raw = RawProducer::new(&name, CAP);
+    let max = max_payload(CAP);
+    // A first fragment of a message of 1000 bytes, carrying 400 of them.
+    let first = || (FRAG_FIRST, first_fragment(1000, 400));
+    let more = |len: usize| (FRAG_MORE, vec![7u8; len]);
+    let last = |len: usize| (FRAG_LAST, vec![7u8; len]);
+    let cases: Vec<(&str, Vec<Frame>)> = vec![
+        ("a middle fragment before any first", vec![more(100)]),
+        ("a last fragment before any first", vec![last(100)]),
+        (
+            "a withdrawal with no message under way",
+            vec![(FRAG_ABORT, vec![])],
+        ),
+        (
+            "a first fragment while one is under way",
+            vec![first(), first()],
+        ),
+        (
+            "a whole message while one is under way",
+            vec![first(), (DATA, b"x".to_vec())],
+        ),
+        (
+            "fragments longer than announced",
+            vec![first(), more(400), last(300)],
+        ),
+        (
+            "a middle fragment past the announced end",
+            vec![first(), more(400), more(300)],
+        ),
+        (
+            "a message that ends short of its length",
+            vec![first(), last(100)],
+        ),
+        ("an empty middle fragment", vec![first(), more(0)]),
+        ("an empty last fragment", vec![first(), more(400), last(0)]),
+        (
+            "a first fragment without its length",
+            vec![(FRAG_FIRST, vec![1; 7])],
+        ),
+        (
+            "a first fragment with no body",
+            vec![(FRAG_FIRST, first_fragment(1000, 0))],
+        ),
+        (
+            "a first fragment of a message that fits one frame",
+            vec![(FRAG_FIRST, first_fragment(max as u64, 100))],
+        ),
+    ];
+    for (what, frames) in &cases {
+        let (&(kind, ref payload), rest) = frames.split_last().expect("frames");
+        for (k, p) in rest {
+            raw.try_push(*k, p).expect("room");
+            let got = ch.try_recv().map(|m| m.len());
+            assert!(
+                matches!(got, Err(Error::Empty)),
+                "{what}: before the fault: {got:?}"
+            );
+        }
+        raw.try_push(kind, payload).expect("room");
+        let got = ch.try_recv().map(|m| m.len());
+        assert!(
+            matches!(&got, Err(Error::Corrupt { channel, .. }) if *channel == name),
+            "{what}: {got:?}"
+        );
+        // The rest of the refused message, if any comes, is skipped without a second report;
+        // the next whole message comes through.
+        raw.try_push(FRAG_LAST, &[7; 10]).expect("room");
+        raw.try_push(DATA, b"next").expect("room");
+        let got = ch.try_recv().map(|m| m.to_vec());
+        assert!(
+            matches!(&got, Ok(m) if m == b"next"),
+            "{what}: after the fault: {got:?}"
+        );
+        assert!(matches!(ch.try_recv(), Err(Error::Empty)));
+    }
+    // A well-formed message of the same kind goes through, so the faults above are the faults.
+    let body = vec![7u8; 300];
+    let mut got = Err(Error::Empty);
+    for (kind, payload) in [
+        (FRAG_FIRST, first_fragment(1000, 400)),
+        (FRAG_MORE, body.clone()),
+        (FRAG_LAST, body),
+    ] {
+        assert!(matches!(got, Err(Error::Empty)), "{got:?}");
+        raw.try_push(kind, &payload).expect("room");
+        got = ch.try_recv().map(|m| m.len());
+    }
+    assert!(matches!(got, Ok(1000)), "{got:?}");
+}
+
 /// A JSON string of `len` letters, in quotes.
 fn json_letters(len: usize) -> Vec<u8> {
     let mut text = vec![b'a'; len + 2];
     text[0] = b'"';
     text[len + 1] = b'"';
     text
+}
+
+/// What the rewriting writer stores into word `word` of the letters on its pass `pass`: `a`s
+/// and `b`s on alternate passes, except that every fourth pass puts bytes that are never UTF-8
+/// into one word (a different one each time), where they stay until the next pass.
+fn rewrite_fill(pass: u32, word: u32, words: u32) -> u64 {
+    if pass % 4 == 0 && word == (pass / 4) % words {
+        u64::MAX
+    } else if pass % 2 == 1 {
+        0x6262_6262_6262_6262
+    } else {
+        0x6161_6161_6161_6161
+    }
 }
 
 #[test]
@@ -335,7 +452,7 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
     const MESSAGES: usize = 20_000;
     let letters = max_payload(CAP) - 2 - 16;
     let stop = AtomicBool::new(false);
-    let (mut invalid, mut decoded, mut refused) = (0usize, 0usize, 0usize);
+    let (mut invalid, mut decoded, mut mixed, mut refused) = (0usize, 0usize, 0usize, 0usize);
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut raw = RawProducer::new(&name, CAP);
@@ -346,19 +463,20 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
                     return;
                 }
                 let start = raw.tail - size;
-                // While the receiver holds the frame, flip its letters (never the quotes)
-                // between ASCII and bytes that are never UTF-8.
-                let mut flip = false;
+                // While the receiver holds the frame, rewrite its letters (never the quotes)
+                // over and over (see `rewrite_fill`): a copy the receiver makes holds a word
+                // that is not UTF-8 now and then, and letters of two passes often.
+                // The frame's words that hold letters only: payload bytes 8 .. 8 * k, before the
+                // closing quote at payload byte `letters + 1`.
+                let words: Vec<u64> = (16..=letters as u64 + 1).step_by(8).collect();
+                let mut pass = 0u32;
                 while raw.head() < raw.tail && !stop.load(Ordering::Relaxed) {
-                    flip = !flip;
-                    let fill = if flip {
-                        u64::MAX
-                    } else {
-                        0x6161_6161_6161_6161
-                    };
-                    for w in (16..8 + letters).step_by(8) {
-                        raw.region_word(start + w as u64)
-                            .store(fill, Ordering::Relaxed);
+                    pass = pass.wrapping_add(1);
+                    for (k, &w) in words.iter().enumerate() {
+                        raw.region_word(start + w).store(
+                            rewrite_fill(pass, k as u32, words.len() as u32),
+                            Ordering::Relaxed,
+                        );
                     }
                 }
             }
@@ -376,8 +494,13 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
             match text {
                 Ok(text) => {
                     decoded += 1;
-                    if std::str::from_utf8(text.as_bytes()).is_err() {
+                    if std::str::from_utf8(text.as_bytes()).is_err()
+                        || !text.bytes().all(|b| b == b'a' || b == b'b')
+                    {
                         invalid += 1;
+                    }
+                    if text.contains('a') && text.contains('b') {
+                        mixed += 1;
                     }
                 }
                 Err(Error::Json(_)) => refused += 1,
@@ -389,8 +512,22 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
         }
         stop.store(true, Ordering::Relaxed);
     });
-    eprintln!("json-flip: {decoded} decoded, {refused} refused, {invalid} not UTF-8");
-    assert_eq!(invalid, 0, "decoded strings that are not UTF-8");
+    eprintln!(
+        "json-flip: {decoded} decoded ({mixed} copied while being rewritten), {refused} refused"
+    );
+    assert_eq!(
+        invalid, 0,
+        "decoded strings that are not letters the peer wrote"
+    );
+    assert!(
+        decoded >= MESSAGES / 10,
+        "only {decoded} of {MESSAGES} messages decoded"
+    );
+    // The rewrites did reach the receiver's reads: some copies caught one part-way.
+    assert!(
+        mixed + refused > 0,
+        "no message was read while it was being rewritten"
+    );
 }
 
 /// Set in the child process that plays the receiver of `a_huge_announced_message_does_not_abort`

@@ -311,6 +311,17 @@ impl Channel {
         self.sender.send_json(value)
     }
 
+    /// Like [`send_json`](Channel::send_json), giving up with
+    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`. See
+    /// [`SendHalf::send_json_timeout`].
+    pub fn send_json_timeout<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.sender.send_json_timeout(value, timeout)
+    }
+
     /// Receives the next message, waiting for it. See [`RecvHalf::recv`].
     #[inline]
     pub fn recv(&mut self) -> Result<ReadGuard<'_>> {

@@ -18,7 +18,8 @@ pub struct RecvHalf {
     pub(super) wait: Waiter,
     /// Largest message reassembled from fragments.
     pub(super) max_message: usize,
-    /// Reassembly buffer for fragmented messages, kept between messages.
+    /// Reassembly buffer for fragmented messages, kept from one completed message to the next
+    /// (released when a message fails or is withdrawn).
     pub(super) assembly: Vec<u8>,
     /// Where the receiver is in a fragmented message.
     pub(super) assembling: Assembling,
@@ -133,6 +134,8 @@ impl RecvHalf {
                     if self.absorb_fragment(frame)? {
                         return Ok(ReadGuard::assembled(&self.assembly));
                     }
+                    #[cfg(test)]
+                    super::tests::fragment_taken();
                     match wait {
                         None => {
                             budget = budget.saturating_sub(size);
@@ -167,6 +170,7 @@ impl RecvHalf {
     #[inline(never)]
     fn absorb_fragment(&mut self, frame: Frame) -> Result<bool> {
         use Assembling::{Collecting, Discarding, Idle};
+        let max_frame = self.rx.max_len();
         let guard = self.rx.guard(frame);
         let result = match (self.assembling, guard.kind()) {
             (Idle, kind::FRAG_FIRST) => match guard.get(..8) {
@@ -175,8 +179,11 @@ impl RecvHalf {
                     total.copy_from_slice(prefix);
                     let total = u64::from_le_bytes(total);
                     let body = &guard[8..];
+                    // A message that fits one frame is never fragmented, so a reassembled
+                    // message is always longer than any frame.
+                    let fragmented = |t: usize| t > max_frame && t <= self.max_message;
                     match usize::try_from(total) {
-                        Ok(t) if t <= self.max_message && !body.is_empty() && body.len() <= t => {
+                        Ok(t) if fragmented(t) && !body.is_empty() && body.len() <= t => {
                             // Room for what arrived, not for what was announced: the total is
                             // the peer's word, the bytes are real.
                             self.assembly.clear();
@@ -188,8 +195,10 @@ impl RecvHalf {
                         _ => Err(Error::corrupt(
                             self.shared.name.as_str(),
                             format!(
-                                "fragmented message of {total} bytes starting with {} (limit {})",
+                                "fragmented message of {total} bytes starting with {} (fragmented \
+                                 messages are longer than a frame, {}, and at most {})",
                                 body.len(),
+                                max_frame,
                                 self.max_message
                             ),
                         )),
@@ -231,7 +240,7 @@ impl RecvHalf {
             }
             // The sender gave up on the message: it never happened.
             (Collecting(_), kind::FRAG_ABORT) => {
-                self.assembly.clear();
+                self.assembly = Vec::new();
                 self.assembling = Idle;
                 Ok(false)
             }
@@ -251,7 +260,13 @@ impl RecvHalf {
         drop(guard);
         // Fragments of a message that failed may keep coming; the ones a well-behaved sender
         // sends next (a whole message, or the first fragment of one) end the discarding.
-        result.inspect_err(|_| self.assembling = Discarding)
+        // The buffer of a message that will not be completed (refused, or withdrawn above) is
+        // given back: it may be as large as the peer made it grow, and only a completed
+        // message's buffer is worth keeping for the next one.
+        result.inspect_err(|_| {
+            self.assembly = Vec::new();
+            self.assembling = Discarding;
+        })
     }
 
     /// Receives one message (of any size) and copies it into `buf`, replacing its contents.

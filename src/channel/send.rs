@@ -20,6 +20,8 @@ pub struct SendHalf {
     pub(super) peer: PeerWatch,
     /// Dropped before `shared`: its death-watch registration points into the mapping.
     pub(super) wait: Waiter,
+    /// Size of the grant [`send_json`](SendHalf::send_json) serialises into first, or
+    /// `JSON_BUFFERED` while the last JSON text was longer than a frame.
     pub(super) json_hint: usize,
     /// Largest message this side sends (fragmented messages included).
     pub(super) max_message: usize,
@@ -240,51 +242,93 @@ impl SendHalf {
 
     /// Serialises `value` as JSON straight into the ring: no intermediate buffer.
     ///
-    /// The frame is reserved at a size learnt from earlier messages; if the value does not fit,
-    /// the grant is dropped and a larger one reserved. A value whose JSON is larger than one
-    /// frame ([`max_frame`](Channel::max_frame)) is serialised into a buffer the half keeps and
-    /// sent in fragments like any long message; only JSON longer than
+    /// The value is written into a grant sized from earlier messages (twice the longest JSON
+    /// text sent so far that fit one frame). A value that does not fit it is serialised once
+    /// more, into a buffer the half keeps, and sent from there at its exact size: in one frame,
+    /// or, when it is larger than one frame ([`max_frame`](Channel::max_frame)), in fragments
+    /// like any long message; after such a value the next one goes straight to the buffer
+    /// until one fits a frame again. Only JSON longer than
     /// [`max_message`](SendHalf::max_message) fails, with [`Error::TooLarge`]. A value that
     /// cannot be serialised fails with [`Error::Json`] and sends nothing.
+    #[inline]
     pub fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+        self.send_json_deadline(value, None)
+    }
+
+    /// Like [`send_json`](SendHalf::send_json), giving up with [`Error::Timeout`] after
+    /// `timeout`. A value sent in fragments that times out part-way is withdrawn, as with
+    /// [`send_timeout`](SendHalf::send_timeout).
+    pub fn send_json_timeout<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.send_json_deadline(value, Some(Instant::now() + timeout))
+    }
+
+    #[inline]
+    fn send_json_deadline<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
         let max = self.tx.max_len().min(self.max_message());
-        let mut want = self.json_hint.min(max);
-        loop {
-            let mut grant = self.reserve(want)?;
+        if self.json_hint != JSON_BUFFERED {
+            let mut grant = self.reserve_kind(self.json_hint.min(max), kind::DATA, deadline)?;
             let mut out = SliceWriter::new(&mut grant);
             match serde_json::to_writer(&mut out, value) {
                 Ok(()) => {
                     let used = out.written();
                     grant.commit(used);
-                    if used * 2 > self.json_hint {
-                        self.json_hint = (used * 2).next_power_of_two().min(max);
-                    }
+                    self.learn_json_len(used, max);
                     return Ok(());
                 }
-                Err(e) if e.is_io() => {
-                    drop(grant);
-                    if want >= max {
-                        return self.send_json_large(value);
-                    }
-                    want = (want * 4).min(max);
-                    self.json_hint = want;
-                }
+                // Too long for the grant, which is dropped: it published nothing.
+                Err(e) if e.is_io() => {}
                 Err(e) => return Err(Error::Json(e)),
             }
         }
+        self.send_json_buffered(value, deadline)
     }
 
+    /// Serialises `value` into the half's buffer and sends it from there: its length is known
+    /// before any room is reserved.
     #[inline(never)]
-    fn send_json_large<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+    fn send_json_buffered<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
         let result = serde_json::to_writer(&mut buf, value)
             .map_err(Error::from)
-            .and_then(|()| self.send(&buf));
+            .and_then(|()| {
+                let max = self.tx.max_len().min(self.max_message());
+                if buf.len() <= max {
+                    self.learn_json_len(buf.len(), max);
+                } else {
+                    self.json_hint = JSON_BUFFERED;
+                }
+                self.send_deadline(&buf, deadline)
+            });
         self.scratch = buf;
         result
     }
+
+    /// Grows the grant `send_json` starts with to twice a JSON text of `len` bytes that fit one
+    /// frame, within `max`.
+    #[inline]
+    fn learn_json_len(&mut self, len: usize, max: usize) {
+        if self.json_hint == JSON_BUFFERED || len * 2 > self.json_hint {
+            self.json_hint = (len * 2).next_power_of_two().min(max);
+        }
+    }
 }
+
+/// [`SendHalf::json_hint`] after a JSON text longer than a frame: serialise the next value into
+/// the buffer first.
+const JSON_BUFFERED: usize = usize::MAX;
 
 // SAFETY: the half's pointers (in `tx` and `peer`) point into the mapping that its own
 // `shared` field keeps alive, whichever channel or thread the half ends up in; all shared access

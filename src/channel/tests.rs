@@ -4,7 +4,10 @@ use super::*;
 use crate::error::Error;
 use crate::layout::*;
 use crate::process::ProcessId;
+use crate::ring::{frame_size, kind, Producer};
+use std::cell::{Cell, RefCell};
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -633,4 +636,210 @@ fn after_a_message_that_fails_to_reassemble_the_next_ones_come_through() {
     b.split().1.set_max_message(DEFAULT_MAX_MESSAGE);
     a.send(&vec![6; len]).unwrap();
     assert_eq!(b.recv().unwrap().len(), len);
+}
+
+thread_local! {
+    /// Run by a receiving half of this thread after each fragment it takes (see
+    /// `RecvHalf::next_message`): lets a test feed the ring from inside a receive.
+    static AFTER_FRAGMENT: RefCell<Option<Box<dyn FnMut()>>> = const { RefCell::new(None) };
+}
+
+/// Called by the receiving half after each fragment it takes.
+pub(super) fn fragment_taken() {
+    AFTER_FRAGMENT.with(|hook| {
+        if let Some(hook) = hook.borrow_mut().as_mut() {
+            hook();
+        }
+    });
+}
+
+/// Writes one frame of `kind` by hand, as a peer could. False if there is no room now.
+fn push(tx: &mut Producer, kind: u8, payload: &[u8]) -> bool {
+    match tx.try_reserve_kind(payload.len(), kind) {
+        Ok(mut grant) => {
+            grant.copy_from_slice(payload);
+            grant.commit(payload.len());
+            true
+        }
+        Err(Error::Full) => false,
+        Err(e) => panic!("push: {e}"),
+    }
+}
+
+/// A first fragment announcing `total` bytes, with `body` bytes of the message.
+fn first_fragment(total: u64, body: usize) -> Vec<u8> {
+    let mut payload = total.to_le_bytes().to_vec();
+    payload.resize(8 + body, 1);
+    payload
+}
+
+/// A pair in this process: the receiving channel and the peer's sending half, whose ring end
+/// the tests write by hand.
+fn receiver_and_raw_sender(tag: &str, capacity: usize) -> (Channel, SendHalf, RecvHalf) {
+    let name = unique(tag);
+    let cfg = Config {
+        capacity,
+        wait: WaitStrategy::Spin,
+    };
+    let a = Channel::create(&name, &cfg).unwrap();
+    let (tx, rx) = Channel::connect(&name, WaitStrategy::Spin)
+        .unwrap()
+        .into_split();
+    (a, tx, rx)
+}
+
+#[test]
+fn try_recv_takes_one_ring_of_fragments_per_call_however_fast_they_come() {
+    let capacity = 4096;
+    let (mut a, mut b, _b_rx) = receiver_and_raw_sender("budget", capacity);
+    const MORE: usize = 200;
+    // A message that never ends, the ring full of it.
+    assert!(push(
+        &mut b.tx,
+        kind::FRAG_FIRST,
+        &first_fragment(1 << 30, 1000)
+    ));
+    while push(&mut b.tx, kind::FRAG_MORE, &[2; MORE]) {}
+    // Every fragment the receiver takes is replaced at once, from inside the call: the ring
+    // never runs dry, so only the call's own limit can end it (or, if that is broken, the feed
+    // running out far past it).
+    let taken = Rc::new(Cell::new(0usize));
+    AFTER_FRAGMENT.set(Some(Box::new({
+        let taken = Rc::clone(&taken);
+        move || {
+            taken.set(taken.get() + 1);
+            if taken.get() < 1000 {
+                assert!(push(&mut b.tx, kind::FRAG_MORE, &[2; MORE]));
+            }
+        }
+    })));
+    let got = a.try_recv().map(|m| m.len());
+    drop(AFTER_FRAGMENT.take());
+    assert!(matches!(got, Err(Error::Empty)), "{got:?}");
+    // The first fragment, then middle ones: a ring's worth of frames, and not one more.
+    let taken = taken.get();
+    let bytes = frame_size(8 + 1000) + (taken - 1) * frame_size(MORE);
+    assert!(
+        (capacity..capacity + frame_size(MORE)).contains(&bytes),
+        "one try_recv took {taken} fragments, {bytes} bytes of a {capacity}-byte ring"
+    );
+    // The message is still under way: the next call goes on with it.
+    assert!(matches!(a.try_recv(), Err(Error::Empty)));
+    assert_eq!(a.receiver.assembling, recv::Assembling::Collecting(1 << 30));
+}
+
+#[test]
+fn a_failed_or_withdrawn_message_gives_its_reassembly_memory_back() {
+    let (mut a, mut b, _b_rx) = receiver_and_raw_sender("release", 1 << 16);
+    let chunk = b.max_frame();
+    let total = 8 * chunk;
+    // Starts a message of `total` bytes and sends all but its last fragment.
+    let grow = |a: &mut Channel, b: &mut SendHalf| {
+        assert!(push(
+            &mut b.tx,
+            kind::FRAG_FIRST,
+            &first_fragment(total as u64, chunk - 8)
+        ));
+        assert!(matches!(a.try_recv(), Err(Error::Empty)));
+        for _ in 0..6 {
+            assert!(push(&mut b.tx, kind::FRAG_MORE, &vec![3; chunk]));
+            assert!(matches!(a.try_recv(), Err(Error::Empty)));
+        }
+        assert!(a.receiver.assembly.capacity() >= 7 * chunk - 8);
+    };
+    // Withdrawn by its sender.
+    grow(&mut a, &mut b);
+    assert!(push(&mut b.tx, kind::FRAG_ABORT, &[]));
+    assert!(matches!(a.try_recv(), Err(Error::Empty)));
+    assert_eq!(a.receiver.assembly.capacity(), 0, "after a withdrawal");
+    // Refused: a fragment out of sequence.
+    grow(&mut a, &mut b);
+    assert!(push(
+        &mut b.tx,
+        kind::FRAG_FIRST,
+        &first_fragment(total as u64, 8)
+    ));
+    assert!(matches!(a.try_recv(), Err(Error::Corrupt { .. })));
+    assert_eq!(a.receiver.assembly.capacity(), 0, "after a refusal");
+    // Refused: longer than announced.
+    grow(&mut a, &mut b);
+    assert!(push(&mut b.tx, kind::FRAG_MORE, &vec![3; chunk]));
+    assert!(matches!(a.try_recv(), Err(Error::Empty)));
+    assert!(push(&mut b.tx, kind::FRAG_LAST, &vec![3; chunk]));
+    assert!(matches!(a.try_recv(), Err(Error::Corrupt { .. })));
+    assert_eq!(
+        a.receiver.assembly.capacity(),
+        0,
+        "after an overlong message"
+    );
+    // A message that completes keeps its buffer for the next one.
+    grow(&mut a, &mut b);
+    assert!(push(&mut b.tx, kind::FRAG_MORE, &vec![3; chunk]));
+    assert!(matches!(a.try_recv(), Err(Error::Empty)));
+    assert!(push(&mut b.tx, kind::FRAG_LAST, &[3; 8]));
+    assert_eq!(a.try_recv().map(|m| m.len()).unwrap(), total);
+    assert!(a.receiver.assembly.capacity() >= total);
+}
+
+#[test]
+fn send_json_sends_every_size_and_its_deadline_form_withdraws_like_send_timeout() {
+    let name = unique("json-sizes");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
+    let b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+    let max = a.max_frame();
+    let text = |len: usize| "x".repeat(len - 2);
+    let mut b = std::thread::scope(|s| {
+        let sizes = [
+            2,
+            300,
+            max - 1,
+            max,
+            max + 1,
+            3 * max,
+            200,
+            max,
+            5 * max + 3,
+            2,
+            max + 1,
+        ];
+        let receiver = s.spawn(move || {
+            let mut b = b;
+            for &len in &sizes {
+                let got: String = b.recv_json_timeout(Duration::from_secs(10)).unwrap();
+                assert_eq!(got.len(), len - 2);
+            }
+            b
+        });
+        for &len in &sizes {
+            a.send_json(&text(len)).unwrap();
+            // A value that did not fit a frame sends the next one to the buffer first; one that
+            // did makes the grant fit it next time.
+            if len > max {
+                assert!(a.sender.json_hint > max, "after {len} bytes");
+            } else {
+                assert!(a.sender.json_hint >= len.min(max), "after {len} bytes");
+            }
+        }
+        receiver.join().unwrap()
+    });
+    // Nobody reads: a value of several rings times out part-way and is withdrawn.
+    assert!(matches!(
+        a.send_json_timeout(&text(5 * 4096), Duration::from_millis(50)),
+        Err(Error::Timeout)
+    ));
+    let mut got = Vec::new();
+    loop {
+        match b.try_recv() {
+            Ok(msg) => got.push(msg.len()),
+            Err(Error::Empty) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        got.is_empty(),
+        "parts of a withdrawn value arrived: {got:?}"
+    );
+    a.send_json_timeout(&text(100), Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(b.recv_json::<String>().unwrap().len(), 98);
 }

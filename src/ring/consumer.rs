@@ -74,6 +74,11 @@ impl Consumer {
         self.ptrs.capacity
     }
 
+    /// Largest payload a single frame carries.
+    pub(crate) fn max_len(&self) -> usize {
+        self.max_len
+    }
+
     /// True when a frame (or a PAD) is waiting: one relaxed load, for spinning on.
     #[inline]
     pub fn has_data(&self) -> bool {

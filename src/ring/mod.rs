@@ -16,7 +16,12 @@
 //! ```
 //!
 //! A frame never wraps: when it does not fit before the end of the region the producer writes a
-//! PAD word and starts the frame at offset 0, so every payload is one contiguous slice.
+//! PAD word and starts the frame at offset 0, so every payload is one contiguous slice. (Once a
+//! lap, a producer whose consumer has read everything also goes back to offset 0 early, to stay
+//! in warm cache lines.) A PAD is published together with the frame behind it, when that frame
+//! is committed, and the one wake-up of the commit covers both: a grant that is dropped
+//! publishes nothing, and a consumer is never left asleep in front of a PAD while the producer
+//! waits for the room its skipping would free.
 //!
 //! # Publishing
 //!

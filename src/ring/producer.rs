@@ -160,12 +160,10 @@ impl Producer {
     }
 
     /// Hands out the grant for a frame at `start`, as found by `room_for` with the same `len`
-    /// (which must be at most `max_len`), writing the PAD first if the frame starts a new lap.
+    /// (which must be at most `max_len`). A frame that starts a new lap needs a PAD at our
+    /// position first; it is published with the frame, on commit (see `publish`).
     #[inline]
     pub(crate) fn grant_at(&mut self, start: u64, len: usize, kind: u8) -> WriteGrant<'_> {
-        if start != self.tail {
-            self.pad_to(start);
-        }
         let pos = (start & self.mask) as usize;
         // `room_for` placed the whole frame, header included, between `pos` and the end of the
         // region, so the payload starts inside it.
@@ -173,13 +171,17 @@ impl Producer {
         WriteGrant {
             producer: self,
             payload,
+            start,
             len,
             kind,
         }
     }
 
-    /// The frame does not fit before the end: zero the first word of the region (our invariant
-    /// moves there), then publish a PAD at our position.
+    /// The frame at `start` does not start at our position (it did not fit before the end of
+    /// the region, or it goes back to the start of the region): zero the first word of the
+    /// region (our invariant moves there), then publish a PAD at our position. Only called by
+    /// `publish`, right before the frame itself, whose wake-up covers the PAD too: a consumer
+    /// asleep in front of the PAD is woken, and a grant that is dropped publishes nothing.
     #[cold]
     pub(super) fn pad_to(&mut self, start: u64) {
         self.ptrs.word(0).store(0, Ordering::Relaxed);
@@ -190,8 +192,6 @@ impl Producer {
             .word(pos)
             .store(encode(self.tail, kind::PAD, 0), PUBLISH);
         self.tail = start;
-        // Release: informational copy of our index, read by `Producer::new` of a successor.
-        self.ptrs.header().tail.store(start, Ordering::Release);
     }
 
     /// Reserves room for a frame of `len` bytes and hands out the payload to write in place.
@@ -226,8 +226,13 @@ impl Producer {
         Ok(())
     }
 
+    /// Publishes the frame at `start` (our position, or the start of the next lap after a
+    /// PAD) with `used` bytes of payload, and wakes the consumer if it may be asleep.
     #[inline]
-    pub(super) fn publish(&mut self, used: usize, kind: u8) {
+    pub(super) fn publish(&mut self, start: u64, used: usize, kind: u8) {
+        if start != self.tail {
+            self.pad_to(start);
+        }
         let fs = frame_size(used) as u64;
         let pos = (self.tail & self.mask) as usize;
         let next = self.tail + fs;
@@ -241,7 +246,7 @@ impl Producer {
             .word(pos)
             .store(encode(self.tail, kind, used as u32), PUBLISH);
         self.tail = next;
-        // Release: informational copy of our index (see `try_reserve_kind`).
+        // Release: informational copy of our index, read by `Producer::new` of a successor.
         self.ptrs.header().tail.store(next, Ordering::Release);
         self.notify_consumer();
         self.zero_ahead(next, fs);
@@ -292,6 +297,9 @@ pub struct WriteGrant<'a> {
     producer: &'a mut Producer,
     /// Start of the payload in the region.
     payload: *mut u8,
+    /// Index of the frame: the producer's position, or the start of the next lap (then the PAD
+    /// in front of it is published on commit).
+    start: u64,
     len: usize,
     kind: u8,
 }
@@ -302,7 +310,7 @@ impl WriteGrant<'_> {
     #[inline]
     pub fn commit(self, used: usize) {
         let used = used.min(self.len);
-        self.producer.publish(used, self.kind);
+        self.producer.publish(self.start, used, self.kind);
     }
 
     /// Length of the grant.
@@ -318,8 +326,10 @@ impl std::ops::Deref for WriteGrant<'_> {
     #[inline]
     fn deref(&self) -> &[u8] {
         // SAFETY: the payload bytes [pos + 8, pos + 8 + len) are inside the region (see
-        // `grant_at`) and belong to the producer alone until the frame is published: the
-        // consumer stops at the zero header word at `pos`.
+        // `grant_at`), in space the consumer has released (`room_for`), and belong to the
+        // producer alone until the frame is published: the consumer stops at the zero header
+        // word at the producer's position, and reaches the frame's only through it (directly,
+        // or through the PAD published there on commit).
         unsafe { std::slice::from_raw_parts(self.payload, self.len) }
     }
 }

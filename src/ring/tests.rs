@@ -157,6 +157,62 @@ fn a_lightly_used_large_ring_rewinds_and_a_busy_one_does_not() {
     );
 }
 
+/// Whether a consumer that announced its sleep is left asleep with something to read: a header
+/// word at its position, and no wake-up since `woken` (the futex word when it went to sleep).
+fn left_asleep(rx: &Consumer, woken: u32) -> bool {
+    rx.has_data() && rx.data_cell().futex.load(Ordering::Relaxed) == woken
+}
+
+/// A consumer that may sleep (`Block`) is woken for everything it can see. Past the rewind point
+/// with everything read, a grant for a small frame goes back to the start of the region, behind
+/// a PAD; it is dropped (as `send_json` drops a grant its value overflows). If that published the
+/// PAD without a wake-up, the consumer would sleep in front of it, and a maximal frame, which
+/// fits only once the consumer has skipped the PAD, would wait for ever.
+#[test]
+fn a_dropped_grant_never_leaves_a_sleeping_consumer_behind_a_pad() {
+    let capacity = 1 << 20;
+    let (mut tx, mut rx) = new(capacity).unwrap();
+    // The consumer announces `Block`: the producer must wake it.
+    // SAFETY: the mode word is in the ring's allocation, alive as long as `tx`; it is atomic.
+    unsafe { tx.ptrs.peer_mode.as_ref() }.store(crate::layout::MODE_BLOCK, Ordering::Relaxed);
+    let place = pattern(1, 200_000);
+    tx.try_send(&place).unwrap();
+    assert!(tx.tail & tx.mask >= REWIND_AT && tx.tail >= tx.next_rewind);
+    assert_eq!(&*rx.try_read().unwrap(), &place[..]);
+    // The consumer goes to sleep, as `wait` does: sleepers first, then the futex word.
+    rx.data_cell().sleepers.store(1, Ordering::Relaxed);
+    let woken = rx.data_cell().futex.load(Ordering::Relaxed);
+
+    drop(tx.try_reserve(256).unwrap());
+    assert!(
+        !left_asleep(&rx, woken),
+        "a dropped grant published something without waking the consumer"
+    );
+    // After a full drain a maximal frame fits, however the last grant was placed.
+    let max = tx.max_len();
+    let mut grant = tx.try_reserve(max).expect("room for a maximal frame");
+    grant.fill(7);
+    grant.commit(max);
+    assert!(
+        !left_asleep(&rx, woken),
+        "a commit did not wake the consumer"
+    );
+    assert_ne!(rx.data_cell().futex.load(Ordering::Relaxed), woken);
+
+    rx.data_cell().sleepers.store(0, Ordering::Relaxed);
+    assert_eq!(&*rx.try_read().unwrap(), &vec![7; max][..]);
+    assert!(matches!(rx.try_read(), Err(Error::Empty)));
+    // The same after a grant that did not fit before the end of the region, dropped: the next
+    // frame still goes where the consumer finds it.
+    let (mut tx, mut rx) = ring_at(1024, 1024 - 128);
+    drop(tx.try_reserve(300).unwrap());
+    assert!(!rx.has_data());
+    tx.try_send(&[5; 100]).unwrap();
+    assert_eq!(&*rx.try_read().unwrap(), &[5; 100]);
+    tx.try_send(&[6; 400]).unwrap();
+    assert_eq!(&*rx.try_read().unwrap(), &[6; 400]);
+}
+
 #[test]
 fn commit_clamps_to_the_grant() {
     let (mut tx, mut rx) = new(256).unwrap();
