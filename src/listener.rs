@@ -387,6 +387,12 @@ impl Listener {
         self.shared.slots
     }
 
+    /// How the server's ends of the connections wait.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn wait_strategy(&self) -> WaitStrategy {
+        self.config.wait
+    }
+
     /// Waits for the next client and connects to it.
     pub fn accept(&self) -> Result<Connection> {
         self.accept_deadline(None)
