@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use shmlink::{Backend, Config, Endpoint, EndpointListener, Error, WaitStrategy};
 use support::{
-    assert_nothing_left, checked_echo, respawn, serial, unique, wait_for_line, ChildGuard,
-    NameGuard, Watchdog, WATCHDOG,
+    assert_nothing_left, checked_echo, reap_killed, respawn, serial, unique, wait_for_line,
+    ChildGuard, NameGuard, Watchdog, WATCHDOG,
 };
 
 const ROLE: &str = "SHMLINK_EPSVC_ROLE";
@@ -304,7 +304,7 @@ fn a_killed_server_is_peer_gone_for_every_client(backend: Backend) {
         wait_for_line(c, "connected");
     }
     server.kill();
-    server.reap();
+    reap_killed(&mut server);
     for c in &mut clients {
         assert_eq!(
             c.reap_within(WATCHDOG).code(),
@@ -363,7 +363,7 @@ fn a_killed_client_is_peer_gone_and_frees_its_place(backend: Backend) {
     ep.send(&msg).unwrap();
     wait_for_line(&mut doomed, "connected");
     doomed.kill();
-    doomed.reap();
+    reap_killed(&mut doomed);
     match ep.recv_timeout(WATCHDOG) {
         Err(Error::PeerGone { channel, .. }) => assert!(channel.starts_with(&name), "{channel}"),
         other => panic!(
@@ -415,7 +415,7 @@ fn a_forced_fallback_server_is_found_by_a_plain_client() {
         assert_eq!(&*client.recv_timeout(WATCHDOG).unwrap(), msg.as_bytes());
     }
     server.kill();
-    server.reap();
+    reap_killed(&mut server);
     // A new listener reclaims the name (and what the killed one left); closing it leaves nothing.
     drop(bind(&name, Backend::IpcChannel, 1));
     assert_nothing_left(&name);

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use shmlink::segments::{self, Reclaim};
 use shmlink::testing::segment_size;
 use shmlink::{Channel, Config, Error, WaitStrategy};
-use support::{echo, echo_creator, serial, shm_path, unique, NameGuard};
+use support::{echo, echo_creator, reap_killed, serial, shm_path, unique, NameGuard};
 
 fn small() -> Config {
     Config {
@@ -53,7 +53,7 @@ fn dead_owner_is_reclaimed_live_owner_is_refused() {
     assert_eq!(segments::reclaim(&name).expect("reclaim"), Reclaim::Alive);
 
     owner.kill();
-    owner.reap();
+    reap_killed(&mut owner);
     let info = segments::inspect(&name).expect("inspect after the kill");
     assert!(info.ready && !info.owner_locked && info.stale, "{info:?}");
     assert!(!info.creator.alive);
@@ -86,7 +86,7 @@ fn creator_that_died_before_ready_is_reclaimed() {
     assert!(!info.ready && info.owner_locked && !info.stale, "{info:?}");
 
     half.kill();
-    half.reap();
+    reap_killed(&mut half);
     let info = segments::inspect(&name).expect("inspect after the kill");
     assert!(!info.ready && info.stale, "{info:?}");
     let _ch = Channel::create(&name, &small()).expect("create over a half-made segment");
@@ -169,7 +169,7 @@ fn shmlink_clean_removes_only_dead_segments() {
     let mut owner = echo_creator(&[], &dead, "block");
     let dead_pid = owner.pid();
     owner.kill();
-    owner.reap();
+    reap_killed(&mut owner);
 
     let clean = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_shmlink-clean"))
@@ -444,7 +444,7 @@ fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
     let _unlink_dead = NameGuard(dead.clone());
     let mut owner = echo_creator(&[], &dead, "block");
     owner.kill();
-    owner.reap();
+    reap_killed(&mut owner);
     let odd: Vec<(String, &str)> = ODD_KINDS
         .iter()
         .map(|&(kind, reason)| (unique(&format!("odd-{kind}")), reason))

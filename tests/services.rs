@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use shmlink::{Channel, Config, Connection, Error, Listener, Selector, WaitStrategy};
 use support::{
-    checked_echo, respawn, serial, unique, wait_for_line, ChildGuard, NameGuard, WATCHDOG,
+    checked_echo, reap_killed, respawn, serial, unique, wait_for_line, ChildGuard, NameGuard,
+    WATCHDOG,
 };
 
 const ROLE: &str = "SHMLINK_SVC_ROLE";
@@ -246,7 +247,7 @@ fn clients_killed_at_random_free_what_the_server_held() {
         assert!(status.success(), "client {} failed: {status}", c.pid());
     }
     for c in &mut doomed {
-        c.reap();
+        reap_killed(c);
     }
     assert_eq!(
         mappings_of(&name),
@@ -298,7 +299,7 @@ fn a_killed_server_is_noticed_by_every_client_and_its_name_reclaimed() {
     }
     let pid = server.pid();
     server.kill();
-    server.reap();
+    reap_killed(&mut server);
     for t in threads {
         let (result, _ch) = t.join().unwrap();
         match result {
@@ -463,7 +464,7 @@ fn a_selector_reports_a_channel_whose_peer_process_was_killed() {
     let pid = peers[1].pid();
     peers[1].kill();
     let (ready, received) = rx.recv_timeout(WATCHDOG).expect("selector did not return");
-    peers[1].reap();
+    reap_killed(&mut peers[1]);
     assert_eq!(
         ready,
         vec![1],
@@ -514,7 +515,7 @@ fn a_selector_notices_a_peer_that_connects_and_dies_while_it_waits() {
     let (ready, received) = rx
         .recv_timeout(Duration::from_secs(1))
         .expect("the selector did not report the dead peer within 1 s");
-    peer.reap();
+    reap_killed(&mut peer);
     selector.join().unwrap();
     assert_eq!(ready, vec![0]);
     match received {
@@ -568,7 +569,7 @@ fn a_client_waiting_to_be_accepted_notices_a_dead_server() {
     std::thread::sleep(Duration::from_millis(50));
     let pid = server.pid();
     server.kill();
-    server.reap();
+    reap_killed(&mut server);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(waiting.join().unwrap());
@@ -649,7 +650,7 @@ fn clients_killed_after_their_connection_was_dropped_leave_no_names() {
     let (mut client, first) = connection(&listener);
     let _first = NameGuard(first.clone());
     client.kill();
-    client.reap();
+    reap_killed(&mut client);
     assert!(!gone(&first), "the name went with the client");
     drop(listener);
     assert!(
@@ -663,7 +664,7 @@ fn clients_killed_after_their_connection_was_dropped_leave_no_names() {
     let _second = NameGuard(second.clone());
     drop(listener);
     client.kill();
-    client.reap();
+    reap_killed(&mut client);
     assert!(!gone(&second));
     let _listener = Listener::bind(&name, &Config::default()).unwrap();
     assert!(gone(&second), "{second} was not reclaimed by the next bind");
