@@ -26,6 +26,13 @@
 //! A slot stays taken until the server drops the connection, so [`Listener::connect`] fails with
 //! [`Error::TooManyClients`] while the server holds `max_clients` connections.
 //!
+//! Any process of the user can write the slots. The server never trusts a slot word for what it
+//! holds itself: it keeps in its own memory which slots its connections lease, and frees every
+//! slot in a state only it sets (active) or in no known state that no connection of its leases.
+//! A slot in a client's states (claimed, named) is the client's only while the client holds
+//! that slot's lock; a client gives its slot back on every way out of `connect` short of being
+//! accepted, and does not claim one of a listener whose server is gone.
+//!
 //! A plain [`Channel`] has one connector for its whole life (a second one gets
 //! [`Error::AlreadyConnected`], even once the first has gone); a server that must outlive its
 //! clients uses a listener.
@@ -33,7 +40,7 @@
 use std::borrow::{Borrow, BorrowMut};
 use std::mem::{offset_of, size_of};
 use std::os::unix::io::AsRawFd;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -55,7 +62,9 @@ pub(crate) const LISTENER_MAGIC: u64 = u64::from_le_bytes(*b"SHMLLSN\0");
 /// Bumped whenever the listener layout or its slot protocol changes.
 const LISTENER_VERSION: u32 = 1;
 /// Offset of the first slot.
-const SLOTS_OFFSET: usize = 4096;
+pub const SLOTS_OFFSET: usize = 4096;
+/// Bytes per slot.
+pub const SLOT_SIZE: usize = size_of::<Slot>();
 /// Most clients one listener admits at once.
 pub const MAX_CLIENTS: usize = 4096;
 /// Concurrent clients a listener admits by default ([`Listener::bind`]).
@@ -77,7 +86,7 @@ const SLOT_NAMED: u64 = 4;
 /// The client's channel exists and waits for the server.
 const SLOT_PENDING: u64 = 2;
 /// The server holds the connection.
-const SLOT_ACTIVE: u64 = 3;
+pub const SLOT_ACTIVE: u64 = 3;
 /// How long the server keeps trying to remove the name of a client that looked alive when its
 /// connection ended (a process that is being killed holds its files for a moment).
 const RECLAIM_FOR: Duration = Duration::from_secs(5);
@@ -135,6 +144,12 @@ struct Shared {
     /// Names of ended connections whose client looked alive when the connection was dropped
     /// (its process may still be exiting), with when to stop trying: retried every sweep.
     reclaim_later: Mutex<Vec<(String, Instant)>>,
+    /// The server's own record of the slots its connections lease, one flag per slot (empty on
+    /// a client's side): what the server holds is never read from the slot words, which any
+    /// process of the user can write. A flag and its slot word change together under
+    /// `lease_lock`; a flag read without it is a hint, checked again under it.
+    leased: Box<[AtomicBool]>,
+    lease_lock: Mutex<()>,
 }
 
 // SAFETY: the mapping is plain memory that stays valid while `Shared` lives; every access to it
@@ -169,6 +184,17 @@ impl Shared {
         }
     }
 
+    fn new(map: Mapping, name: &str, slots: usize) -> Shared {
+        Shared {
+            map,
+            slots,
+            name: name.to_owned(),
+            reclaim_later: Mutex::new(Vec::new()),
+            leased: Box::new([]),
+            lease_lock: Mutex::new(()),
+        }
+    }
+
     /// Opens the listener `name` as a client and checks its header.
     fn open(name: &str) -> Result<Shared> {
         let map = Mapping::open_named(name)?;
@@ -178,12 +204,7 @@ impl Shared {
                 map.len()
             )));
         }
-        let probe = Shared {
-            map,
-            slots: 0,
-            name: name.to_owned(),
-            reclaim_later: Mutex::new(Vec::new()),
-        };
+        let probe = Shared::new(map, name, 0);
         let hdr = probe.header();
         // Acquire: pairs with the Release store of `ready` in `Listener::bind`.
         let ready = hdr.ready.load(Ordering::Acquire);
@@ -218,6 +239,66 @@ impl Shared {
             )));
         }
         Ok(Shared { slots, ..probe })
+    }
+
+    /// Leases slot `i`, whose word is `pending` (a client waiting there), to a connection: marks
+    /// it leased and active, unless a connection of ours still leases it (its client, or another
+    /// process of the user, rewrote the word) or the word changed (the client gave up). Returns
+    /// the active word.
+    fn take_lease(&self, i: usize, pending: u64) -> Option<u64> {
+        let _guard = self.lock_leases();
+        // Relaxed: the flags are only changed under `lease_lock`, which orders them.
+        if self.leased[i].load(Ordering::Relaxed) {
+            return None;
+        }
+        let active = (pending & !0xffff_ffff) | SLOT_ACTIVE;
+        // Acquire on success: pairs with the client's Release store of PENDING (seq and start
+        // time). Fails if the client gave up.
+        self.slot(i)
+            .word
+            .compare_exchange(pending, active, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        self.leased[i].store(true, Ordering::Relaxed);
+        Some(active)
+    }
+
+    /// Ends the lease on slot `i`, whose word we made `active`: frees the slot, unless the word
+    /// was rewritten meanwhile (a scan frees it then, now that no lease holds it).
+    fn end_lease(&self, i: usize, active: u64) {
+        let _guard = self.lock_leases();
+        self.leased[i].store(false, Ordering::Relaxed);
+        // Relaxed: a free slot publishes nothing but its state.
+        let _ = self.slot(i).word.compare_exchange(
+            active,
+            SLOT_FREE,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Frees slot `i`, seen holding `word` (active, or no known state), if no connection of
+    /// ours leases it: a state nobody's protocol leaves there (another process of the user
+    /// wrote it, or a lease's client rewrote its slot).
+    fn free_unleased(&self, i: usize, word: u64) {
+        // Relaxed: a hint; checked again under the lock.
+        if self.leased[i].load(Ordering::Relaxed) {
+            return;
+        }
+        let _guard = self.lock_leases();
+        if !self.leased[i].load(Ordering::Relaxed) {
+            // Relaxed: a free slot publishes nothing but its state.
+            let _ = self.slot(i).word.compare_exchange(
+                word,
+                SLOT_FREE,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    fn lock_leases(&self) -> std::sync::MutexGuard<'_, ()> {
+        // The lock guards no data of its own: a panic while it was held leaves nothing invalid.
+        self.lease_lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The server process, and whether it closed the listener.
@@ -348,10 +429,8 @@ impl Listener {
             other => other?,
         };
         let shared = Shared {
-            map,
-            slots: max_clients,
-            name: name.to_owned(),
-            reclaim_later: Mutex::new(Vec::new()),
+            leased: (0..max_clients).map(|_| AtomicBool::new(false)).collect(),
+            ..Shared::new(map, name, max_clients)
         };
         let hdr = shared.header();
         let me = ProcessId::current();
@@ -468,25 +547,25 @@ impl Listener {
             let word = slot.word.load(Ordering::Acquire);
             let pid = (word >> 32) as u32;
             match word & 0xffff_ffff {
+                SLOT_FREE => {}
                 SLOT_PENDING => {
-                    let active = (word & !0xffff_ffff) | SLOT_ACTIVE;
-                    // Acquire on success: as for the load above. Fails if the client gave up.
-                    if slot
-                        .word
-                        .compare_exchange(word, active, Ordering::Acquire, Ordering::Relaxed)
-                        .is_err()
-                    {
+                    let Some(active) = self.shared.take_lease(i, word) else {
+                        // The client gave up (nothing to do), or a connection of ours still
+                        // leases the slot (someone rewrote its word): look again later.
+                        busy |= self.shared.leased[i].load(Ordering::Relaxed);
                         continue;
-                    }
+                    };
                     self.next.store(i + 1, Ordering::Relaxed);
-                    // Relaxed: published by the PENDING store the CAS read.
+                    // Relaxed: published by the PENDING store that `take_lease`'s CAS read.
                     let seq = slot.seq.load(Ordering::Relaxed);
                     let name = connection_name(&self.shared.name, pid, seq);
                     let lease = SlotLease {
                         shared: Arc::downgrade(&self.shared),
                         index: i,
+                        active,
                         name: name.clone(),
                     };
+
                     match Channel::connect(&name, self.config.wait) {
                         Ok(channel) => {
                             // Release: pairs with the client's Acquire load of `accepted`; our
@@ -529,7 +608,9 @@ impl Listener {
                             .reclaim(connection_name(&self.shared.name, pid, seq));
                     }
                 }
-                _ => {}
+                // Active (only the server makes a slot active, and it knows which it leased) or
+                // no state at all: free unless a connection of ours holds it.
+                _ => self.shared.free_unleased(i, word),
             }
         }
         Ok((None, busy))
@@ -579,10 +660,93 @@ fn connection_name(listener: &str, pid: u32, seq: u64) -> String {
     format!("{listener}.{pid}.{seq}")
 }
 
+/// A slot this client claimed and has not been accepted in yet: given back (freed) when
+/// dropped, unless the server took it meanwhile (the word is no longer ours).
+///
+/// We hold the slot's lock for as long as the claim lives (it goes with our descriptor of the
+/// listener, which outlives the claim), so no other client can claim the slot in between and
+/// have its claim freed by ours.
+struct Claim<'a> {
+    slot: &'a Slot,
+    /// What we last stored in the slot word.
+    word: u64,
+}
+
+impl Claim<'_> {
+    /// Stores `word`. Release: pairs with the server's Acquire load of the slot word in `scan`:
+    /// publishes `seq` and `start_time`.
+    fn set(&mut self, word: u64) {
+        self.slot.word.store(word, Ordering::Release);
+        self.word = word;
+    }
+
+    /// The server accepted us: the slot is its lease's to free.
+    fn accepted(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        // Relaxed: a free slot publishes nothing. Fails if the server took the slot: then it
+        // finds our channel gone (or closed) and frees the slot itself.
+        let _ = self.slot.word.compare_exchange(
+            self.word,
+            SLOT_FREE,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Claims a free slot of `shared` for the process `pid`: its lock first, then the word.
+fn claim(shared: &Shared, pid: u32) -> Result<Option<Claim<'_>>> {
+    let claimed = (u64::from(pid) << 32) | SLOT_CLAIMED;
+    let file = shared.map.file();
+    for i in 0..shared.slots {
+        let slot = shared.slot(i);
+        // Relaxed: a hint; the compare-and-swap below decides.
+        if slot.word.load(Ordering::Relaxed) != SLOT_FREE || !lock::take(file, slot_lock(i), false)?
+        {
+            continue;
+        }
+        // Relaxed on both: the claim publishes nothing; the NAMED and PENDING stores do.
+        if slot
+            .word
+            .compare_exchange(SLOT_FREE, claimed, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            return Ok(Some(Claim {
+                slot,
+                word: claimed,
+            }));
+        }
+        lock::release(file, slot_lock(i))?;
+    }
+    Ok(None)
+}
+
+/// True while the server holds its creator lock on the listener.
+fn server_alive(shared: &Shared, server: ProcessId) -> Result<bool> {
+    lock::alive(
+        shared.map.file().as_raw_fd(),
+        lock::End::Creator,
+        server.pid,
+    )
+}
+
 fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) -> Result<Channel> {
     let (state, server) = shared.server();
     if state != PEER_PRESENT {
         return Err(Error::disconnected(&shared.name));
+    }
+    let server_gone = || Error::PeerGone {
+        channel: shared.name.clone(),
+        pid: server.pid,
+    };
+    // A listener whose server died: nobody would ever accept us, so claim nothing.
+    if !server_alive(shared, server)? {
+        return Err(server_gone());
     }
     // Relaxed: published with `ready`, which `Shared::open` read with Acquire.
     let capacity = shared.header().capacity.load(Ordering::Relaxed);
@@ -596,41 +760,18 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
             ))
         })?;
     let me = ProcessId::current();
-    let claimed = (u64::from(me.pid) << 32) | SLOT_CLAIMED;
-    let file = shared.map.file();
-    let mut index = None;
-    for i in 0..shared.slots {
-        let word = &shared.slot(i).word;
-        // Relaxed: a hint; the compare-and-swap below decides.
-        if word.load(Ordering::Relaxed) != SLOT_FREE || !lock::take(file, slot_lock(i), false)? {
-            continue;
-        }
-        // Relaxed on both: the claim publishes nothing; the NAMED and PENDING stores do.
-        if word
-            .compare_exchange(SLOT_FREE, claimed, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
-            index = Some(i);
-            break;
-        }
-        lock::release(file, slot_lock(i))?;
-    }
-    // The slot's lock goes with our descriptor of the listener when `shared` drops, once we
-    // have been accepted (or gave up).
-    let Some(index) = index else {
-        // A slot may be held by a claimer that died before it rang: ring for it, so that a
-        // server asleep in `accept` sweeps, and the next client finds the slot free.
+    // From here on, every way out but being accepted gives the slot back (the claim's drop).
+    let Some(mut claim) = claim(shared, me.pid)? else {
+        // A slot may be held by a claimer that died before it rang, or hold a state no
+        // connection of the server's leases: ring, so that a server asleep in `accept` looks,
+        // and the next client finds the slot free.
         shared.ring_doorbell();
         return Err(Error::TooManyClients {
             name: shared.name.clone(),
             limit: shared.slots,
         });
     };
-    let slot = shared.slot(index);
-    let free_slot = || {
-        // Relaxed: a free slot publishes nothing.
-        slot.word.store(SLOT_FREE, Ordering::Relaxed);
-    };
+    let slot = claim.slot;
     let config = Config { capacity, wait };
     let channel = loop {
         // Relaxed: only needs to be unique within this process.
@@ -639,30 +780,22 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         // die before publishing the slot.
         slot.seq.store(seq, Ordering::Relaxed);
         slot.start_time.store(me.start_time, Ordering::Relaxed);
-        // Release: pairs with the server's Acquire load of the slot word in `scan`: publishes
-        // `seq` and `start_time`.
-        slot.word
-            .store((u64::from(me.pid) << 32) | SLOT_NAMED, Ordering::Release);
+        claim.set((u64::from(me.pid) << 32) | SLOT_NAMED);
         match Channel::create(&connection_name(&shared.name, me.pid, seq), &config) {
             Ok(channel) => break channel,
             // A live channel of ours under that name (made by hand?): take the next number.
             Err(Error::AlreadyExists(_)) => continue,
-            Err(e) => {
-                free_slot();
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
     };
     // Acquire: pairs with the server's Release increment after it connected.
     let mut seen = slot.accepted.load(Ordering::Acquire);
-    let pending = (u64::from(me.pid) << 32) | SLOT_PENDING;
-    // Release: pairs with the server's Acquire load of the slot word in `scan`: publishes `seq`
-    // and `start_time`.
-    slot.word.store(pending, Ordering::Release);
+    claim.set((u64::from(me.pid) << 32) | SLOT_PENDING);
     shared.ring_doorbell();
     let mut channel = channel;
     loop {
         if channel.is_peer_connected() {
+            claim.accepted();
             return Ok(channel);
         }
         if channel.peer_closed() {
@@ -670,26 +803,15 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         }
         let (state, _) = shared.server();
         if state == PEER_CLOSED {
-            give_up(slot, pending);
             return Err(Error::disconnected(&shared.name));
         }
-        if !lock::alive(
-            shared.map.file().as_raw_fd(),
-            lock::End::Creator,
-            server.pid,
-        )? {
-            return Err(Error::PeerGone {
-                channel: shared.name.clone(),
-                pid: server.pid,
-            });
+        if !server_alive(shared, server)? {
+            return Err(server_gone());
         }
         let mut nap = CLIENT_CHECK;
         if let Some(d) = deadline {
             let now = Instant::now();
             if now >= d {
-                // If the server took the slot meanwhile it finds our channel gone (or closed)
-                // and frees the slot itself.
-                give_up(slot, pending);
                 return Err(Error::Timeout);
             }
             nap = nap.min(d - now);
@@ -698,14 +820,6 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         // Acquire: as above.
         seen = slot.accepted.load(Ordering::Acquire);
     }
-}
-
-/// Frees our slot if the server has not taken it.
-fn give_up(slot: &Slot, pending: u64) {
-    // Relaxed: a free slot publishes nothing.
-    let _ = slot
-        .word
-        .compare_exchange(pending, SLOT_FREE, Ordering::Relaxed, Ordering::Relaxed);
 }
 
 impl Drop for Listener {
@@ -764,6 +878,8 @@ pub(crate) struct SlotLease {
     /// The listener; once it is gone there is no slot to free.
     shared: Weak<Shared>,
     index: usize,
+    /// The slot word the lease made (the client's pid, active).
+    active: u64,
     /// The connection's channel name, created by the client.
     name: String,
 }
@@ -774,11 +890,7 @@ impl Drop for SlotLease {
         // creator is gone: the creator lock says so).
         match self.shared.upgrade() {
             Some(shared) => {
-                // Relaxed: a free slot publishes nothing but its state.
-                shared
-                    .slot(self.index)
-                    .word
-                    .store(SLOT_FREE, Ordering::Relaxed);
+                shared.end_lease(self.index, self.active);
                 shared.reclaim(std::mem::take(&mut self.name));
             }
             None => {

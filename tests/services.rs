@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use shmlink::{Channel, Config, Connection, Error, Listener, Selector, WaitStrategy};
@@ -41,17 +42,85 @@ fn child() {
                 std::thread::park();
             }
         }
-        ["deaf", name] => {
-            // Binds and never accepts.
-            let _listener = Listener::bind(name, &Config::default()).expect("bind");
+        ["deaf", name, limit @ ..] => {
+            // Binds (with the given client limit, or the default) and never accepts.
+            let limit = limit
+                .first()
+                .map_or(shmlink::DEFAULT_MAX_CLIENTS, |l| l.parse().expect("limit"));
+            let _listener =
+                Listener::bind_with_limit(name, &Config::default(), limit).expect("bind");
             println!("ready");
             loop {
                 std::thread::park();
             }
         }
+        ["forge", name, limit] => forge_slots(name, limit.parse().expect("limit")),
         other => panic!("unknown role {other:?}"),
     };
     std::process::exit(code);
+}
+
+/// The forged states `forge_slots` writes, slot by slot in turn: (pid, state).
+const FORGED: [(u64, u64); 4] = [
+    (1, 3),       // active, "held" by init
+    (4242, 0x77), // no known state
+    (0, 3),       // active, no pid
+    (7, 0xffff),  // no known state
+];
+
+/// A hostile process of the same user: writes forged states into every slot word of the
+/// listener `name` (`limit` slots) without holding any slot's lock, and exits.
+fn forge_slots(name: &str, limit: usize) -> i32 {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(support::shm_path(name))
+        .expect("open the listener");
+    for i in 0..limit {
+        let (pid, state) = FORGED[i % FORGED.len()];
+        let word = pid << 32 | state;
+        file.write_all_at(&word.to_le_bytes(), slot_offset(i))
+            .expect("write a slot word");
+    }
+    println!("forged");
+    0
+}
+
+/// Where slot `i`'s word is in a listener's mapping.
+fn slot_offset(i: usize) -> u64 {
+    (shmlink::testing::LISTENER_SLOTS_OFFSET + i * shmlink::testing::LISTENER_SLOT_SIZE) as u64
+}
+
+/// The states (low 32 bits of the slot words) of the `limit` slots of the listener `name`,
+/// read from its object.
+fn slot_states(name: &str, limit: usize) -> Vec<u64> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(support::shm_path(name)).expect("open the listener");
+    (0..limit)
+        .map(|i| {
+            let mut word = [0u8; 8];
+            file.read_exact_at(&mut word, slot_offset(i))
+                .expect("read a slot word");
+            u64::from_le_bytes(word) & 0xffff_ffff
+        })
+        .collect()
+}
+
+/// `Listener::connect`, retried while the listener answers `TooManyClients` (a client that
+/// finds no free slot wakes the server, which frees what no client holds), for at most the
+/// watchdog.
+fn connect_retrying(name: &str) -> Channel {
+    let deadline = Instant::now() + WATCHDOG;
+    loop {
+        match Listener::connect(name, WaitStrategy::Block) {
+            Ok(ch) => return ch,
+            Err(Error::TooManyClients { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("connect to {name}: {e}"),
+        }
+    }
 }
 
 /// Exchanges `count` checked messages (0 = until killed) and exits 0 if every reply was right.
@@ -668,4 +737,131 @@ fn clients_killed_after_their_connection_was_dropped_leave_no_names() {
     assert!(!gone(&second));
     let _listener = Listener::bind(&name, &Config::default()).unwrap();
     assert!(gone(&second), "{second} was not reclaimed by the next bind");
+}
+
+#[test]
+fn retried_connects_to_a_killed_servers_listener_leave_every_slot_free() {
+    const LIMIT: usize = 4;
+    let name = unique("svcretry");
+    let _guard = NameGuard(name.clone());
+    let mut server = spawn_role("deaf", &[name.clone(), LIMIT.to_string()]);
+    wait_for_line(&mut server, "ready");
+    // Two clients have claimed slots and wait to be accepted when the server is killed.
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let n = name.clone();
+            std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block))
+        })
+        .collect();
+    let deadline = Instant::now() + WATCHDOG;
+    while slot_states(&name, LIMIT)
+        .iter()
+        .filter(|&&s| s != 0)
+        .count()
+        < 2
+    {
+        assert!(Instant::now() < deadline, "the clients did not claim slots");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = server.pid();
+    server.kill();
+    reap_killed(&mut server);
+    for t in waiting {
+        match t.join().unwrap() {
+            Err(Error::PeerGone { channel, pid: gone }) => {
+                assert_eq!((channel.as_str(), gone), (name.as_str(), pid))
+            }
+            other => panic!("a waiting client got {other:?} instead of PeerGone"),
+        }
+    }
+    assert_eq!(
+        slot_states(&name, LIMIT),
+        [0; LIMIT],
+        "clients that saw the server die left their slots taken"
+    );
+    // A client that keeps retrying hears that the server is gone every time, and takes no slot.
+    for attempt in 0..3 * LIMIT {
+        let got = if attempt % 2 == 0 {
+            Listener::connect(&name, WaitStrategy::Block)
+        } else {
+            Listener::connect_timeout(&name, WaitStrategy::Block, WATCHDOG)
+        };
+        match got {
+            Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+            other => panic!("attempt {attempt}: {other:?} instead of PeerGone"),
+        }
+    }
+    assert_eq!(slot_states(&name, LIMIT), [0; LIMIT]);
+    assert_eq!(connection_names(&name), Vec::<String>::new());
+}
+
+#[test]
+fn forged_slot_states_do_not_keep_clients_out() {
+    const LIMIT: usize = 4;
+    let name = unique("svcforge");
+    let _guard = NameGuard(name.clone());
+    let listener = Listener::bind_with_limit(&name, &Config::default(), LIMIT).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        // The server: accepts, echoes one message on each connection, and holds it until its
+        // client leaves. Returns how many it accepted.
+        let server = s.spawn(|| {
+            let mut conns: Vec<Connection> = Vec::new();
+            let mut accepted = 0;
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept_timeout(Duration::from_millis(20)) {
+                    Ok(mut conn) => {
+                        let msg = conn.recv_timeout(WATCHDOG).expect("first message").to_vec();
+                        conn.send(&msg).expect("echo");
+                        conns.push(conn);
+                        accepted += 1;
+                    }
+                    Err(Error::Timeout) => {}
+                    Err(e) => panic!("accept: {e}"),
+                }
+                conns.retain_mut(|c| c.is_peer_connected());
+            }
+            accepted
+        });
+        // Stops the server however this thread leaves the scope.
+        let _stop = StopOnDrop(&stop);
+        let hello = |ch: &mut Channel, what: &str| {
+            ch.send(what.as_bytes()).unwrap();
+            assert_eq!(&*ch.recv_timeout(WATCHDOG).unwrap(), what.as_bytes());
+        };
+        // One client is in before the forger comes: its slot is rewritten too.
+        let mut first = connect_retrying(&name);
+        hello(&mut first, "first");
+        let mut forger = spawn_role("forge", &[name.clone(), LIMIT.to_string()]);
+        assert!(forger.reap().success(), "the forger failed");
+        // Every slot no connection holds is free again for the next clients.
+        let mut others: Vec<Channel> = (0..LIMIT - 1)
+            .map(|i| {
+                let mut ch = connect_retrying(&name);
+                hello(&mut ch, &format!("client {i}"));
+                ch
+            })
+            .collect();
+        // The limit still holds: the server has LIMIT connections.
+        assert!(matches!(
+            Listener::connect(&name, WaitStrategy::Block),
+            Err(Error::TooManyClients { .. })
+        ));
+        // The first client leaves: its slot (rewritten under its lease) comes back too.
+        drop(first);
+        let mut last = connect_retrying(&name);
+        hello(&mut last, "last");
+        others.clear();
+        drop(_stop);
+        assert_eq!(server.join().unwrap(), LIMIT + 1);
+    });
+}
+
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
