@@ -1,7 +1,7 @@
 //! One server, many clients: a [`Listener`] hands out one duplex [`Channel`] per client.
 //!
 //! The listener is a small mapping under the listener's name (`/shmlink-<name>`, its own magic
-//! number, so [`Channel::connect`] refuses it with [`Error::BadMagic`] and
+//! number, so [`Channel::connect`] refuses it with [`Error::WrongKind`] and
 //! [`segments`](crate::segments) lists it like a channel whose creator is the server). It holds
 //! a fixed number of client slots (the limit on concurrent clients) and a doorbell futex word:
 //!
@@ -47,18 +47,17 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use crate::channel::{mode_of, Channel, Config};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, KIND_CHANNEL, KIND_LISTENER};
 use crate::layout::{
-    check_capacity, SegmentHeader, HEADER_SIZE, PEER_CLOSED, PEER_PRESENT, READY, RINGS_OFFSET,
+    check_capacity, SegmentHeader, HEADER_SIZE, LISTENER_MAGIC, MAGIC, PEER_CLOSED, PEER_PRESENT,
+    READY, RINGS_OFFSET,
 };
 use crate::lock;
-use crate::mapping::{self, Mapping, MAX_NAME_LEN};
+use crate::mapping::{self, Mapping};
 use crate::platform::futex;
 use crate::process::ProcessId;
 use crate::wait::WaitStrategy;
 
-/// `b"SHMLLSN\0"` read as a little-endian `u64`: the magic number of a listener mapping.
-pub(crate) const LISTENER_MAGIC: u64 = u64::from_le_bytes(*b"SHMLLSN\0");
 /// Bumped whenever the listener layout or its slot protocol changes.
 const LISTENER_VERSION: u32 = 1;
 /// Offset of the first slot.
@@ -69,8 +68,6 @@ pub const SLOT_SIZE: usize = size_of::<Slot>();
 pub const MAX_CLIENTS: usize = 4096;
 /// Concurrent clients a listener admits by default ([`Listener::bind`]).
 pub const DEFAULT_MAX_CLIENTS: usize = 64;
-/// Longest listener name: a connection's name adds `.<pid>.<seq>` (at most 32 bytes).
-const MAX_LISTENER_NAME: usize = MAX_NAME_LEN - 32;
 /// How often a client waiting to be accepted looks whether the server still runs.
 const CLIENT_CHECK: Duration = Duration::from_millis(10);
 /// How often a waiting `accept` looks for slots claimed by clients that died, while some slot is
@@ -195,14 +192,17 @@ impl Shared {
         }
     }
 
-    /// Opens the listener `name` as a client and checks its header.
+    /// Opens the listener `name` as a client and checks its header. Every error names it.
     fn open(name: &str) -> Result<Shared> {
         let map = Mapping::open_named(name)?;
         if map.len() < SLOTS_OFFSET {
-            return Err(Error::SizeMismatch(format!(
-                "listener {name:?}: mapping of {} bytes is smaller than its header",
-                map.len()
-            )));
+            return Err(Error::size_mismatch(
+                name,
+                format!(
+                    "a listener's mapping of {} bytes is smaller than its header",
+                    map.len()
+                ),
+            ));
         }
         let probe = Shared::new(map, name, 0);
         let hdr = probe.header();
@@ -210,19 +210,27 @@ impl Shared {
         let ready = hdr.ready.load(Ordering::Acquire);
         // Relaxed: published by `ready` (or, if not ready, only compared).
         let magic = hdr.magic.load(Ordering::Relaxed);
-        if magic != LISTENER_MAGIC {
-            return Err(if magic == 0 && ready != READY {
-                Error::NotReady(name.to_owned())
-            } else {
-                Error::BadMagic(magic)
-            });
-        }
-        if ready != READY {
-            return Err(Error::NotReady(name.to_owned()));
+        match magic {
+            LISTENER_MAGIC if ready == READY => {}
+            LISTENER_MAGIC | 0 if ready != READY => return Err(Error::NotReady(name.to_owned())),
+            MAGIC => {
+                return Err(Error::WrongKind {
+                    name: name.to_owned(),
+                    found: KIND_CHANNEL,
+                    expected: KIND_LISTENER,
+                })
+            }
+            magic => {
+                return Err(Error::BadMagic {
+                    channel: name.to_owned(),
+                    magic,
+                })
+            }
         }
         let version = hdr.version.load(Ordering::Relaxed);
         if version != LISTENER_VERSION {
             return Err(Error::VersionMismatch {
+                channel: name.to_owned(),
                 found: version,
                 expected: LISTENER_VERSION,
             });
@@ -233,10 +241,13 @@ impl Shared {
             || total != listener_size(slots) as u64
             || listener_size(slots) > probe.map.len()
         {
-            return Err(Error::SizeMismatch(format!(
-                "listener {name:?}: {slots} slots and {total} bytes do not fit a mapping of {}",
-                probe.map.len()
-            )));
+            return Err(Error::size_mismatch(
+                name,
+                format!(
+                    "{slots} listener slots and {total} bytes do not fit a mapping of {}",
+                    probe.map.len()
+                ),
+            ));
         }
         Ok(Shared { slots, ..probe })
     }
@@ -398,9 +409,11 @@ impl Listener {
     /// Every connection has rings of `config.capacity` bytes; the server's ends wait with
     /// `config.wait`.
     ///
-    /// The name is in the same namespace as channels: a live channel or listener of that name
-    /// gives [`Error::AlreadyExists`]; one whose creator died is removed and replaced. Names
-    /// are at most 168 bytes (a connection's name adds a suffix).
+    /// The name is in the same namespace as channels and follows the same rule
+    /// ([`Error::InvalidName`]; at most [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes): a live
+    /// channel or listener of that name gives [`Error::AlreadyExists`]; one whose creator died
+    /// is removed and replaced; an entry that is not a channel or listener is left alone
+    /// ([`Error::NotAChannel`]).
     pub fn bind(name: &str, config: &Config) -> Result<Listener> {
         Self::bind_with_limit(name, config, DEFAULT_MAX_CLIENTS)
     }
@@ -409,12 +422,6 @@ impl Listener {
     /// clients at once: past it, [`Listener::connect`] fails with [`Error::TooManyClients`].
     pub fn bind_with_limit(name: &str, config: &Config, max_clients: usize) -> Result<Listener> {
         mapping::validate_name(name)?;
-        if name.len() > MAX_LISTENER_NAME {
-            return Err(Error::InvalidName {
-                name: name.to_owned(),
-                reason: "a listener name is at most 168 bytes",
-            });
-        }
         check_capacity(config.capacity)?;
         if !(1..=MAX_CLIENTS).contains(&max_clients) {
             return Err(Error::InvalidConfig(format!(
@@ -565,8 +572,7 @@ impl Listener {
                         active,
                         name: name.clone(),
                     };
-
-                    match Channel::connect(&name, self.config.wait) {
+                    match Channel::connect_for_listener(&name, self.config.wait) {
                         Ok(channel) => {
                             // Release: pairs with the client's Acquire load of `accepted`; our
                             // connect (connector PRESENT) happened before.
@@ -619,34 +625,36 @@ impl Listener {
     /// Connects to the listener `name` as a client: a new channel whose other end a server's
     /// [`accept`](Listener::accept) gets. Waits until the server has accepted it.
     ///
-    /// Fails with [`Error::NotFound`] if there is no listener of that name (see
+    /// Errors about the listener name it. Fails with [`Error::InvalidName`] for a name no listener
+    /// can have (at once), [`Error::NotFound`] if there is no listener of that name (see
     /// [`connect_timeout`](Listener::connect_timeout) to wait for one),
-    /// [`Error::TooManyClients`] when all its slots are taken, [`Error::BadMagic`] if the name
-    /// is a plain channel, and [`Error::PeerGone`] or [`Error::Disconnected`] if the server
-    /// dies or closes the listener while we wait.
+    /// [`Error::TooManyClients`] when all its slots are taken, [`Error::WrongKind`] if the name
+    /// is a plain channel's, [`Error::PeerGone`] if the server died (before or while we wait)
+    /// and [`Error::Disconnected`] if it closes the listener while we wait. A client that fails
+    /// leaves no slot taken.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
+        mapping::validate_name(name)?;
         let shared = Shared::open(name)?;
         connect_to(&shared, wait, None)
     }
 
     /// Like [`connect`](Listener::connect), waiting up to `timeout` for the listener to appear
-    /// and for the server to accept. [`Error::Timeout`] past it.
+    /// and for the server to accept. Past the deadline it ends like
+    /// [`Channel::connect_timeout`]: [`Error::NotFound`], naming the listener, if nothing by
+    /// that name appeared, and [`Error::Timeout`] if the listener is there but was not ready, or
+    /// its server did not accept us in time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shmlink::{Error, Listener, WaitStrategy};
+    /// let err = Listener::connect_timeout("nobody-listens", WaitStrategy::Block, Duration::from_millis(10))
+    ///     .unwrap_err();
+    /// assert!(matches!(&err, Error::NotFound(name) if name == "nobody-listens"));
+    /// ```
     pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
+        mapping::validate_name(name)?;
         let deadline = Instant::now() + timeout;
-        let mut pause = Duration::from_micros(50);
-        let shared = loop {
-            match Shared::open(name) {
-                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
-                    // Nothing to wait on before the listener exists: back off.
-                    std::thread::sleep(
-                        pause.min(deadline.saturating_duration_since(Instant::now())),
-                    );
-                    pause = (pause * 2).min(Duration::from_millis(10));
-                }
-                Err(Error::NotFound(_) | Error::NotReady(_)) => return Err(Error::Timeout),
-                other => break other?,
-            }
-        };
+        let shared = mapping::retry_until_there(deadline, || Shared::open(name))?;
         connect_to(&shared, wait, Some(deadline))
     }
 }
@@ -754,10 +762,7 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         .ok()
         .filter(|c| check_capacity(*c).is_ok())
         .ok_or_else(|| {
-            Error::SizeMismatch(format!(
-                "listener {:?}: ring capacity {capacity} is invalid",
-                shared.name
-            ))
+            Error::size_mismatch(&shared.name, format!("ring capacity {capacity} is invalid"))
         })?;
     let me = ProcessId::current();
     // From here on, every way out but being accepted gives the slot back (the claim's drop).
@@ -781,7 +786,7 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         slot.seq.store(seq, Ordering::Relaxed);
         slot.start_time.store(me.start_time, Ordering::Relaxed);
         claim.set((u64::from(me.pid) << 32) | SLOT_NAMED);
-        match Channel::create(&connection_name(&shared.name, me.pid, seq), &config) {
+        match Channel::create_for_listener(&connection_name(&shared.name, me.pid, seq), &config) {
             Ok(channel) => break channel,
             // A live channel of ours under that name (made by hand?): take the next number.
             Err(Error::AlreadyExists(_)) => continue,
@@ -799,7 +804,8 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
             return Ok(channel);
         }
         if channel.peer_closed() {
-            return Err(Error::disconnected(channel.name()));
+            // The server took us and closed the connection at once.
+            return Err(Error::disconnected(&shared.name));
         }
         let (state, _) = shared.server();
         if state == PEER_CLOSED {

@@ -420,3 +420,45 @@ fn a_forced_fallback_server_is_found_by_a_plain_client() {
     drop(bind(&name, Backend::IpcChannel, 1));
     assert_nothing_left(&name);
 }
+
+/// `name` padded to `len` bytes.
+fn padded(name: &str, len: usize) -> String {
+    let mut name = name.to_owned();
+    name.extend(std::iter::repeat_n('n', len - name.len()));
+    name
+}
+
+fn the_longest_name_serves_and_a_longer_one_is_refused(backend: Backend) {
+    let _serial = serial();
+    let _dog = Watchdog::arm(4 * WATCHDOG, "name rule");
+    let tag = unique(&format!("eplen-{}", backend_arg(backend)));
+    let name = padded(&tag, shmlink::MAX_NAME_LEN);
+    let _cleanup = Cleanup(name.clone());
+    let listener = bind(&name, backend, 2);
+    let (mut client, mut ep) = connect_and_accept(&listener);
+    client.send(b"long").unwrap();
+    assert_eq!(&*ep.recv_timeout(WATCHDOG).unwrap(), b"long");
+    drop((ep, client, listener));
+    assert_nothing_left(&tag);
+    // One byte more is refused at once, by the server and by a client.
+    let longer = padded(&tag, shmlink::MAX_NAME_LEN + 1);
+    assert!(matches!(
+        EndpointListener::bind_with(&longer, &Config::default(), backend, 2),
+        Err(Error::InvalidName { .. })
+    ));
+    assert!(matches!(
+        Endpoint::connect_timeout(&longer, WaitStrategy::Block, WATCHDOG),
+        Err(Error::InvalidName { .. })
+    ));
+    assert_nothing_left(&tag);
+}
+
+#[test]
+fn the_longest_name_serves_and_a_longer_one_is_refused_shm() {
+    the_longest_name_serves_and_a_longer_one_is_refused(Backend::Shm);
+}
+
+#[test]
+fn the_longest_name_serves_and_a_longer_one_is_refused_fallback() {
+    the_longest_name_serves_and_a_longer_one_is_refused(Backend::IpcChannel);
+}

@@ -295,9 +295,9 @@ proptest! {
             Err(e) => prop_assert!(
                 matches!(
                     e,
-                    Error::BadMagic(_)
+                    Error::BadMagic { .. }
                         | Error::VersionMismatch { .. }
-                        | Error::SizeMismatch(_)
+                        | Error::SizeMismatch { .. }
                         | Error::NotReady(_)
                         | Error::LayoutMismatch { .. }
                         | Error::AlreadyConnected(_)

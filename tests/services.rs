@@ -9,7 +9,7 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use shmlink::{Channel, Config, Connection, Error, Listener, Selector, WaitStrategy};
+use shmlink::{Channel, Config, Connection, Endpoint, Error, Listener, Selector, WaitStrategy};
 use support::{
     checked_echo, reap_killed, respawn, serial, unique, wait_for_line, ChildGuard, NameGuard,
     WATCHDOG,
@@ -409,7 +409,7 @@ fn past_the_client_limit_connect_fails_with_a_typed_error() {
     // A plain connect on the listener's name is refused, not misread.
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Block),
-        Err(Error::BadMagic(_))
+        Err(Error::WrongKind { .. })
     ));
     // Dropping a connection frees its slot.
     held.pop();
@@ -864,4 +864,175 @@ impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
+}
+
+#[test]
+fn listener_names_follow_the_one_name_rule() {
+    assert_eq!(shmlink::MAX_NAME_LEN, 200);
+    let sized = |len: usize| {
+        let mut name = unique("len");
+        name.extend(std::iter::repeat_n('n', len - name.len()));
+        name
+    };
+    // Every length a channel may have, a listener may have; its connections' names are longer.
+    for len in [169, shmlink::MAX_NAME_LEN] {
+        let name = sized(len);
+        let _guard = NameGuard(name.clone());
+        let listener = Listener::bind(&name, &Config::default())
+            .unwrap_or_else(|e| panic!("bind a {len}-byte name: {e}"));
+        let n = name.clone();
+        let client = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
+        let mut conn = listener.accept_timeout(WATCHDOG).unwrap();
+        let mut ch = client.join().unwrap().unwrap();
+        assert!(conn.name().len() > len && conn.name().starts_with(&name));
+        assert!(shmlink::segments::inspect(conn.name()).unwrap().ready);
+        ch.send(b"long").unwrap();
+        assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"long");
+        drop((conn, ch, listener));
+        assert!(!support::shm_path(&name).exists());
+        assert_eq!(connection_names(&name), Vec::<String>::new());
+    }
+    // A name no listener can have is refused at once by every call, client side included.
+    let long = sized(shmlink::MAX_NAME_LEN + 1);
+    for (bad, reason) in [
+        (long.as_str(), "200 bytes"),
+        (&"x".repeat(300), "200 bytes"),
+        (".x", "'.' or '-'"),
+        ("-x", "'.' or '-'"),
+        ("a/b", "letters, digits"),
+        ("", "empty"),
+    ] {
+        let refused = |what: &str, got: Result<(), Error>| match got {
+            Err(Error::InvalidName { name, reason: r }) => {
+                assert_eq!(name, bad, "{what}");
+                assert!(r.contains(reason), "{what} {bad:?}: {r}");
+            }
+            other => panic!("{what} {bad:?}: {other:?}"),
+        };
+        refused("bind", Listener::bind(bad, &Config::default()).map(drop));
+        refused(
+            "connect",
+            Listener::connect(bad, WaitStrategy::Block).map(drop),
+        );
+        refused(
+            "connect_timeout",
+            Listener::connect_timeout(bad, WaitStrategy::Block, WATCHDOG).map(drop),
+        );
+        refused(
+            "channel connect_timeout",
+            Channel::connect_timeout(bad, WaitStrategy::Block, WATCHDOG).map(drop),
+        );
+        refused(
+            "endpoint connect_timeout",
+            Endpoint::connect_timeout(bad, WaitStrategy::Block, WATCHDOG).map(drop),
+        );
+    }
+}
+
+#[test]
+fn listener_connects_end_like_channel_connects() {
+    let name = unique("svcnone");
+    let _guard = NameGuard(name.clone());
+    let short = Duration::from_millis(30);
+    let missing = |got: Result<Channel, Error>| match got {
+        Err(Error::NotFound(n)) => assert_eq!(n, name),
+        other => panic!("{other:?} instead of NotFound({name:?})"),
+    };
+    missing(Listener::connect(&name, WaitStrategy::Block));
+    missing(Listener::connect_timeout(&name, WaitStrategy::Block, short));
+    missing(Channel::connect_timeout(&name, WaitStrategy::Block, short));
+    match Endpoint::connect_timeout(&name, WaitStrategy::Block, short) {
+        Err(Error::NotFound(n)) => assert_eq!(n, name),
+        other => panic!("{:?} instead of NotFound", other.map(|e| e.backend())),
+    }
+    // A listener that is there but does not accept: the wait for the server ends in Timeout.
+    let _listener = Listener::bind(&name, &Config::default()).unwrap();
+    assert!(matches!(
+        Listener::connect_timeout(&name, WaitStrategy::Block, short),
+        Err(Error::Timeout)
+    ));
+}
+
+#[test]
+fn connect_errors_name_what_the_name_is() {
+    let listener_name = unique("svckind-l");
+    let channel_name = unique("svckind-c");
+    let _guards = (
+        NameGuard(listener_name.clone()),
+        NameGuard(channel_name.clone()),
+    );
+    let listener = Listener::bind(&listener_name, &Config::default()).unwrap();
+    let _channel = Channel::create(&channel_name, &Config::default()).unwrap();
+    // A channel call on a listener's name, and the other way round: said as such.
+    for (got, name, found, call) in [
+        (
+            Channel::connect(&listener_name, WaitStrategy::Block).map(drop),
+            &listener_name,
+            "listener",
+            "Listener::connect",
+        ),
+        (
+            Channel::connect_timeout(&listener_name, WaitStrategy::Block, WATCHDOG).map(drop),
+            &listener_name,
+            "listener",
+            "Listener::connect",
+        ),
+        (
+            Listener::connect(&channel_name, WaitStrategy::Block).map(drop),
+            &channel_name,
+            "channel",
+            "Channel::connect",
+        ),
+    ] {
+        match got {
+            Err(e @ Error::WrongKind { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(name.as_str()), "{text}");
+                assert!(text.contains(&format!("is a shmlink {found}")), "{text}");
+                assert!(text.contains(call), "{text}");
+            }
+            other => panic!("{name}: {other:?} instead of WrongKind"),
+        }
+    }
+    // A listener whose header this build cannot read: the error names it.
+    use std::os::unix::fs::FileExt;
+    type Header = shmlink::testing::SegmentHeader;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(support::shm_path(&listener_name))
+        .unwrap();
+    let poke = |offset: usize, bytes: &[u8]| {
+        let mut old = vec![0; bytes.len()];
+        file.read_exact_at(&mut old, offset as u64).unwrap();
+        file.write_all_at(bytes, offset as u64).unwrap();
+        let got = Listener::connect(&listener_name, WaitStrategy::Block);
+        file.write_all_at(&old, offset as u64).unwrap();
+        let err = got.expect_err("a forged header was accepted");
+        assert!(err.to_string().contains(&listener_name), "{err}");
+        err
+    };
+    let magic = std::mem::offset_of!(Header, magic);
+    let version = std::mem::offset_of!(Header, version);
+    let total = std::mem::offset_of!(Header, total_size);
+    assert!(matches!(
+        poke(magic, &0xdead_beef_u64.to_le_bytes()),
+        Error::BadMagic {
+            magic: 0xdead_beef,
+            ..
+        }
+    ));
+    assert!(matches!(
+        poke(version, &99u32.to_le_bytes()),
+        Error::VersionMismatch { found: 99, .. }
+    ));
+    assert!(matches!(
+        poke(total, &12345u64.to_le_bytes()),
+        Error::SizeMismatch { .. }
+    ));
+    // Restored, it serves again.
+    let n = listener_name.clone();
+    let client = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
+    let _conn = listener.accept_timeout(WATCHDOG).unwrap();
+    client.join().unwrap().unwrap();
 }
