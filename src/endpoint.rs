@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::error::KIND_LISTENER;
 use crate::fallback::{self, IpcDuplex};
 use crate::ipc_listener::{self, IpcListener};
 use crate::listener::{SlotLease, DEFAULT_MAX_CLIENTS};
+use crate::mapping;
 use crate::{Channel, Config, Connection, Error, Listener, ReadGuard, WaitStrategy};
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -182,21 +184,15 @@ impl Endpoint {
     }
 
     /// [`Endpoint::connect`], retried while the channel is not there yet, for at most
-    /// `timeout`; then the last error, which names the channel ([`Error::NotFound`] or
-    /// [`Error::NotReady`]). A wait for a listener to accept ends with [`Error::Timeout`].
+    /// `timeout`. Past the deadline it ends as [`Channel::connect_timeout`] does:
+    /// [`Error::NotFound`], naming the channel, if nothing by that name appeared, and
+    /// [`Error::Timeout`] if something did that was not ready in time, or a listener did not
+    /// accept us in time.
     pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Endpoint> {
         let deadline = Instant::now() + timeout;
-        loop {
-            match Endpoint::connect_until(name, wait, Some(deadline)) {
-                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
-                    std::thread::sleep(
-                        Duration::from_millis(1)
-                            .min(deadline.saturating_duration_since(Instant::now())),
-                    );
-                }
-                other => return other,
-            }
-        }
+        mapping::retry_until_there(deadline, || {
+            Endpoint::connect_until(name, wait, Some(deadline))
+        })
     }
 
     fn connect_until(
@@ -218,8 +214,11 @@ impl Endpoint {
         }
         match Channel::connect(name, wait) {
             Ok(channel) => Ok(Endpoint::from(channel)),
-            // Not a channel: a listener's mapping (anything else is refused by it again).
-            Err(Error::BadMagic(_)) => {
+            // A listener's name.
+            Err(Error::WrongKind {
+                found: KIND_LISTENER,
+                ..
+            }) => {
                 let channel = match deadline {
                     None => Listener::connect(name, wait)?,
                     Some(d) => Listener::connect_timeout(

@@ -12,9 +12,12 @@ use std::io;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The channel name is not acceptable (empty, too long, or with characters outside
-    /// `[A-Za-z0-9._-]`).
-    #[error("invalid channel name {name:?}: {reason}")]
+    /// The name is not acceptable. Every name, of a channel or of a listener, on either
+    /// backend, follows one rule: 1 to [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) (200) bytes of
+    /// ASCII letters, digits, `.`, `_` and `-`, not starting with `.` or `-`. (The channels a
+    /// [`Listener`](crate::Listener) makes for its clients are named `<name>.<pid>.<n>`, up to
+    /// 32 bytes longer; the library makes those names itself.)
+    #[error("invalid name {name:?}: {reason}")]
     InvalidName {
         /// The rejected name, as given.
         name: String,
@@ -24,11 +27,11 @@ pub enum Error {
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
-    /// No mapping exists under that name (yet).
-    #[error("no channel named {0:?}")]
+    /// Nothing exists under that name (yet): no channel, no listener.
+    #[error("no channel or listener named {0:?}")]
     NotFound(String),
-    /// A mapping with that name exists and its creator is alive.
-    #[error("a channel named {0:?} already exists and its creator is alive")]
+    /// A channel or listener with that name exists and its creator is alive.
+    #[error("{0:?} is taken: a channel or listener of that name exists and its creator is alive")]
     AlreadyExists(String),
     /// The mapping exists but its creator has not finished initialising it.
     #[error("channel {0:?} exists but is not initialised yet")]
@@ -50,8 +53,10 @@ pub enum Error {
         /// The effective user id of this process, which must own it.
         expected: u32,
     },
-    /// An entry named like a channel in the shared-memory directory is not one (a directory, a
-    /// symbolic link, an object without the shmlink magic...).
+    /// The entry under a channel's name (or path) is not a channel: a directory, a symbolic link
+    /// (never followed), a FIFO or another file that is not a regular one, an object without
+    /// the shmlink magic... [`Channel::create`](crate::Channel::create) and
+    /// [`Listener::bind`](crate::Listener::bind) leave it alone, `connect` refuses it.
     #[error("{name:?} is not a shmlink channel: {reason}")]
     NotAChannel {
         /// The channel name.
@@ -60,11 +65,32 @@ pub enum Error {
         reason: String,
     },
     /// The mapping does not start with the shmlink magic number.
-    #[error("not a shmlink mapping (bad magic number {0:#018x})")]
-    BadMagic(u64),
+    #[error("{channel:?} is not a shmlink mapping (bad magic number {magic:#018x})")]
+    BadMagic {
+        /// The channel's name (or path).
+        channel: String,
+        /// The first word of the mapping.
+        magic: u64,
+    },
+    /// The name belongs to a listener where a channel was expected, or to a channel where a
+    /// listener was. [`Endpoint::connect`](crate::Endpoint::connect) reaches either.
+    #[error(
+        "{name:?} is a shmlink {found}, not a {expected}: connect to it with {}",
+        connect_call(found)
+    )]
+    WrongKind {
+        /// The name.
+        name: String,
+        /// What it is: `"listener"` or `"channel"`.
+        found: &'static str,
+        /// What the call connects to.
+        expected: &'static str,
+    },
     /// The mapping was made by an incompatible version of this crate.
-    #[error("layout version {found} found, this build understands version {expected}")]
+    #[error("{channel:?} has layout version {found}, this build understands version {expected}")]
     VersionMismatch {
+        /// The channel's (or listener's) name.
+        channel: String,
         /// Version written in the mapping.
         found: u32,
         /// Version this build writes and reads.
@@ -84,8 +110,13 @@ pub enum Error {
         expected: u64,
     },
     /// The sizes recorded in the header disagree with each other or with the mapping.
-    #[error("size mismatch: {0}")]
-    SizeMismatch(String),
+    #[error("{channel:?} has inconsistent sizes: {what}")]
+    SizeMismatch {
+        /// The channel's (or listener's) name, or the file's path.
+        channel: String,
+        /// Which sizes disagree.
+        what: String,
+    },
     /// Another endpoint already holds the connecting end of the named channel (or held it and
     /// closed or died: a channel serves one connection; a [`Listener`](crate::Listener) gives
     /// each client its own channel).
@@ -190,6 +221,14 @@ impl Error {
         }
     }
 
+    /// [`Error::SizeMismatch`] in the channel `channel`.
+    pub(crate) fn size_mismatch(channel: &str, what: impl Into<String>) -> Error {
+        Error::SizeMismatch {
+            channel: channel.to_owned(),
+            what: what.into(),
+        }
+    }
+
     /// [`Error::Corrupt`] in the channel `channel`.
     pub(crate) fn corrupt(channel: &str, what: impl Into<String>) -> Error {
         Error::Corrupt {
@@ -198,6 +237,19 @@ impl Error {
         }
     }
 }
+
+/// The call that connects to an object of kind `kind`, for [`Error::WrongKind`].
+fn connect_call(kind: &str) -> &'static str {
+    match kind {
+        KIND_LISTENER => "Listener::connect or Endpoint::connect",
+        _ => "Channel::connect or Endpoint::connect",
+    }
+}
+
+/// [`Error::WrongKind`]'s name for a channel.
+pub(crate) const KIND_CHANNEL: &str = "channel";
+/// [`Error::WrongKind`]'s name for a listener.
+pub(crate) const KIND_LISTENER: &str = "listener";
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

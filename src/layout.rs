@@ -38,6 +38,9 @@ use crate::error::{Error, Result};
 
 /// `b"SHMLINK\0"` read as a little-endian `u64`.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMLINK\0");
+/// `b"SHMLLSN\0"` read as a little-endian `u64`: the magic number of a listener's mapping (see
+/// `listener.rs`), which starts with the same header fields as a channel's.
+pub(crate) const LISTENER_MAGIC: u64 = u64::from_le_bytes(*b"SHMLLSN\0");
 /// Bumped whenever the layout or the frame protocol changes.
 pub const LAYOUT_VERSION: u32 = 5;
 /// Bytes before the first ring region; a page, so regions start page-aligned.
@@ -251,20 +254,23 @@ impl SegmentHeader {
         self.pointer_width.store(POINTER_WIDTH, Relaxed);
     }
 
-    /// Reads and checks the fixed fields of a header the creator has marked ready, against the
-    /// real length of the mapping. Returns the ring capacity. `name` names the channel in
-    /// errors.
-    pub fn validate(&self, mapping_len: usize, name: &str) -> Result<usize> {
+    /// Checks the fixed fields of a header the creator has marked ready, against the real
+    /// length of the mapping; `magic` is the first word, as the caller read it. Returns the ring
+    /// capacity. `name` names the channel in errors.
+    pub fn validate(&self, magic: u64, mapping_len: usize, name: &str) -> Result<usize> {
         use std::sync::atomic::Ordering::Relaxed;
+        if magic != MAGIC {
+            return Err(Error::BadMagic {
+                channel: name.to_owned(),
+                magic,
+            });
+        }
         // Relaxed: these fields were published by the creator before `ready`, which the caller
         // has already read with Acquire.
-        let magic = self.magic.load(Relaxed);
-        if magic != MAGIC {
-            return Err(Error::BadMagic(magic));
-        }
         let version = self.version.load(Relaxed);
         if version != LAYOUT_VERSION {
             return Err(Error::VersionMismatch {
+                channel: name.to_owned(),
                 found: version,
                 expected: LAYOUT_VERSION,
             });
@@ -290,25 +296,30 @@ impl SegmentHeader {
         }
         let header_size = self.header_size.load(Relaxed) as usize;
         if header_size != HEADER_SIZE {
-            return Err(Error::SizeMismatch(format!(
-                "header size {header_size}, expected {HEADER_SIZE}"
-            )));
+            return Err(Error::size_mismatch(
+                name,
+                format!("header size {header_size}, expected {HEADER_SIZE}"),
+            ));
         }
         let capacity = self.capacity.load(Relaxed);
         let capacity = usize::try_from(capacity)
             .ok()
             .filter(|c| check_capacity(*c).is_ok())
-            .ok_or_else(|| Error::SizeMismatch(format!("ring capacity {capacity} is invalid")))?;
+            .ok_or_else(|| {
+                Error::size_mismatch(name, format!("ring capacity {capacity} is invalid"))
+            })?;
         let total = self.total_size.load(Relaxed);
         if total != segment_size(capacity) as u64 {
-            return Err(Error::SizeMismatch(format!(
-                "total size {total} does not match two rings of {capacity} bytes"
-            )));
+            return Err(Error::size_mismatch(
+                name,
+                format!("total size {total} does not match two rings of {capacity} bytes"),
+            ));
         }
         if (total as usize) > mapping_len {
-            return Err(Error::SizeMismatch(format!(
-                "header says {total} bytes but the mapping has {mapping_len}"
-            )));
+            return Err(Error::size_mismatch(
+                name,
+                format!("header says {total} bytes but the mapping has {mapping_len}"),
+            ));
         }
         Ok(capacity)
     }

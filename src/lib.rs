@@ -116,7 +116,24 @@
 //! everything it sent has been received; [`Error::PeerGone`] means its process died;
 //! [`Error::TooLarge`] means "never on this channel". Errors about a channel as a whole name it:
 //! [`Channel::connect_timeout`] to a name nobody created ends with [`Error::NotFound`] carrying
-//! that name.
+//! that name (every `connect_timeout`, of a channel, a listener or an endpoint, ends so, and
+//! with [`Error::Timeout`] when something by that name was there but not ready in time). A name
+//! that is not a channel's says what it is: [`Error::WrongKind`] for a listener's,
+//! [`Error::NotAChannel`] for a link, a directory, a FIFO...
+//!
+//! ## Names
+//!
+//! Every name, of a channel or a listener, on either backend, follows one rule: 1 to
+//! [`MAX_NAME_LEN`] (200) bytes of ASCII letters, digits, `.`, `_` and `-`, not starting with
+//! `.` or `-`. Any other name is refused at once with [`Error::InvalidName`], by the calls that
+//! make and by the calls that connect:
+//!
+//! ```
+//! use shmlink::{Channel, Config, Error, Listener, WaitStrategy, MAX_NAME_LEN};
+//! let long = "x".repeat(MAX_NAME_LEN + 1);
+//! assert!(matches!(Listener::bind(&long, &Config::default()), Err(Error::InvalidName { .. })));
+//! assert!(matches!(Channel::connect(".hidden", WaitStrategy::Block), Err(Error::InvalidName { .. })));
+//! ```
 //!
 //! ## Services: many clients, many channels, async
 //!
@@ -229,6 +246,7 @@ pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE
 pub use endpoint::{Backend, Endpoint, EndpointListener, Received};
 pub use error::{Error, Result};
 pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS, MAX_CLIENTS};
+pub use mapping::MAX_NAME_LEN;
 pub use ring::{ReadGuard, WriteGrant};
 pub use selector::Selector;
 pub use wait::WaitStrategy;

@@ -1,7 +1,7 @@
 //! One server, many clients: a [`Listener`] hands out one duplex [`Channel`] per client.
 //!
 //! The listener is a small mapping under the listener's name (`/shmlink-<name>`, its own magic
-//! number, so [`Channel::connect`] refuses it with [`Error::BadMagic`] and
+//! number, so [`Channel::connect`] refuses it with [`Error::WrongKind`] and
 //! [`segments`](crate::segments) lists it like a channel whose creator is the server). It holds
 //! a fixed number of client slots (the limit on concurrent clients) and a doorbell futex word:
 //!
@@ -26,6 +26,13 @@
 //! A slot stays taken until the server drops the connection, so [`Listener::connect`] fails with
 //! [`Error::TooManyClients`] while the server holds `max_clients` connections.
 //!
+//! Any process of the user can write the slots. The server never trusts a slot word for what it
+//! holds itself: it keeps in its own memory which slots its connections lease, and frees every
+//! slot in a state only it sets (active) or in no known state that no connection of its leases.
+//! A slot in a client's states (claimed, named) is the client's only while the client holds
+//! that slot's lock; a client gives its slot back on every way out of `connect` short of being
+//! accepted, and does not claim one of a listener whose server is gone.
+//!
 //! A plain [`Channel`] has one connector for its whole life (a second one gets
 //! [`Error::AlreadyConnected`], even once the first has gone); a server that must outlive its
 //! clients uses a listener.
@@ -33,35 +40,34 @@
 use std::borrow::{Borrow, BorrowMut};
 use std::mem::{offset_of, size_of};
 use std::os::unix::io::AsRawFd;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
 use crate::channel::{mode_of, Channel, Config};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, KIND_CHANNEL, KIND_LISTENER};
 use crate::layout::{
-    check_capacity, SegmentHeader, HEADER_SIZE, PEER_CLOSED, PEER_PRESENT, READY, RINGS_OFFSET,
+    check_capacity, SegmentHeader, HEADER_SIZE, LISTENER_MAGIC, MAGIC, PEER_CLOSED, PEER_PRESENT,
+    READY, RINGS_OFFSET,
 };
 use crate::lock;
-use crate::mapping::{self, Mapping, MAX_NAME_LEN};
+use crate::mapping::{self, Mapping};
 use crate::platform::futex;
 use crate::process::ProcessId;
 use crate::wait::WaitStrategy;
 
-/// `b"SHMLLSN\0"` read as a little-endian `u64`: the magic number of a listener mapping.
-pub(crate) const LISTENER_MAGIC: u64 = u64::from_le_bytes(*b"SHMLLSN\0");
 /// Bumped whenever the listener layout or its slot protocol changes.
 const LISTENER_VERSION: u32 = 1;
 /// Offset of the first slot.
-const SLOTS_OFFSET: usize = 4096;
+pub const SLOTS_OFFSET: usize = 4096;
+/// Bytes per slot.
+pub const SLOT_SIZE: usize = size_of::<Slot>();
 /// Most clients one listener admits at once.
 pub const MAX_CLIENTS: usize = 4096;
 /// Concurrent clients a listener admits by default ([`Listener::bind`]).
 pub const DEFAULT_MAX_CLIENTS: usize = 64;
-/// Longest listener name: a connection's name adds `.<pid>.<seq>` (at most 32 bytes).
-const MAX_LISTENER_NAME: usize = MAX_NAME_LEN - 32;
 /// How often a client waiting to be accepted looks whether the server still runs.
 const CLIENT_CHECK: Duration = Duration::from_millis(10);
 /// How often a waiting `accept` looks for slots claimed by clients that died, while some slot is
@@ -77,7 +83,7 @@ const SLOT_NAMED: u64 = 4;
 /// The client's channel exists and waits for the server.
 const SLOT_PENDING: u64 = 2;
 /// The server holds the connection.
-const SLOT_ACTIVE: u64 = 3;
+pub const SLOT_ACTIVE: u64 = 3;
 /// How long the server keeps trying to remove the name of a client that looked alive when its
 /// connection ended (a process that is being killed holds its files for a moment).
 const RECLAIM_FOR: Duration = Duration::from_secs(5);
@@ -135,6 +141,12 @@ struct Shared {
     /// Names of ended connections whose client looked alive when the connection was dropped
     /// (its process may still be exiting), with when to stop trying: retried every sweep.
     reclaim_later: Mutex<Vec<(String, Instant)>>,
+    /// The server's own record of the slots its connections lease, one flag per slot (empty on
+    /// a client's side): what the server holds is never read from the slot words, which any
+    /// process of the user can write. A flag and its slot word change together under
+    /// `lease_lock`; a flag read without it is a hint, checked again under it.
+    leased: Box<[AtomicBool]>,
+    lease_lock: Mutex<()>,
 }
 
 // SAFETY: the mapping is plain memory that stays valid while `Shared` lives; every access to it
@@ -169,39 +181,56 @@ impl Shared {
         }
     }
 
-    /// Opens the listener `name` as a client and checks its header.
+    fn new(map: Mapping, name: &str, slots: usize) -> Shared {
+        Shared {
+            map,
+            slots,
+            name: name.to_owned(),
+            reclaim_later: Mutex::new(Vec::new()),
+            leased: Box::new([]),
+            lease_lock: Mutex::new(()),
+        }
+    }
+
+    /// Opens the listener `name` as a client and checks its header. Every error names it.
     fn open(name: &str) -> Result<Shared> {
         let map = Mapping::open_named(name)?;
         if map.len() < SLOTS_OFFSET {
-            return Err(Error::SizeMismatch(format!(
-                "listener {name:?}: mapping of {} bytes is smaller than its header",
-                map.len()
-            )));
+            return Err(Error::size_mismatch(
+                name,
+                format!(
+                    "a listener's mapping of {} bytes is smaller than its header",
+                    map.len()
+                ),
+            ));
         }
-        let probe = Shared {
-            map,
-            slots: 0,
-            name: name.to_owned(),
-            reclaim_later: Mutex::new(Vec::new()),
-        };
+        let probe = Shared::new(map, name, 0);
         let hdr = probe.header();
         // Acquire: pairs with the Release store of `ready` in `Listener::bind`.
         let ready = hdr.ready.load(Ordering::Acquire);
         // Relaxed: published by `ready` (or, if not ready, only compared).
         let magic = hdr.magic.load(Ordering::Relaxed);
-        if magic != LISTENER_MAGIC {
-            return Err(if magic == 0 && ready != READY {
-                Error::NotReady(name.to_owned())
-            } else {
-                Error::BadMagic(magic)
-            });
-        }
-        if ready != READY {
-            return Err(Error::NotReady(name.to_owned()));
+        match magic {
+            LISTENER_MAGIC if ready == READY => {}
+            LISTENER_MAGIC | 0 if ready != READY => return Err(Error::NotReady(name.to_owned())),
+            MAGIC => {
+                return Err(Error::WrongKind {
+                    name: name.to_owned(),
+                    found: KIND_CHANNEL,
+                    expected: KIND_LISTENER,
+                })
+            }
+            magic => {
+                return Err(Error::BadMagic {
+                    channel: name.to_owned(),
+                    magic,
+                })
+            }
         }
         let version = hdr.version.load(Ordering::Relaxed);
         if version != LISTENER_VERSION {
             return Err(Error::VersionMismatch {
+                channel: name.to_owned(),
                 found: version,
                 expected: LISTENER_VERSION,
             });
@@ -212,12 +241,75 @@ impl Shared {
             || total != listener_size(slots) as u64
             || listener_size(slots) > probe.map.len()
         {
-            return Err(Error::SizeMismatch(format!(
-                "listener {name:?}: {slots} slots and {total} bytes do not fit a mapping of {}",
-                probe.map.len()
-            )));
+            return Err(Error::size_mismatch(
+                name,
+                format!(
+                    "{slots} listener slots and {total} bytes do not fit a mapping of {}",
+                    probe.map.len()
+                ),
+            ));
         }
         Ok(Shared { slots, ..probe })
+    }
+
+    /// Leases slot `i`, whose word is `pending` (a client waiting there), to a connection: marks
+    /// it leased and active, unless a connection of ours still leases it (its client, or another
+    /// process of the user, rewrote the word) or the word changed (the client gave up). Returns
+    /// the active word.
+    fn take_lease(&self, i: usize, pending: u64) -> Option<u64> {
+        let _guard = self.lock_leases();
+        // Relaxed: the flags are only changed under `lease_lock`, which orders them.
+        if self.leased[i].load(Ordering::Relaxed) {
+            return None;
+        }
+        let active = (pending & !0xffff_ffff) | SLOT_ACTIVE;
+        // Acquire on success: pairs with the client's Release store of PENDING (seq and start
+        // time). Fails if the client gave up.
+        self.slot(i)
+            .word
+            .compare_exchange(pending, active, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        self.leased[i].store(true, Ordering::Relaxed);
+        Some(active)
+    }
+
+    /// Ends the lease on slot `i`, whose word we made `active`: frees the slot, unless the word
+    /// was rewritten meanwhile (a scan frees it then, now that no lease holds it).
+    fn end_lease(&self, i: usize, active: u64) {
+        let _guard = self.lock_leases();
+        self.leased[i].store(false, Ordering::Relaxed);
+        // Relaxed: a free slot publishes nothing but its state.
+        let _ = self.slot(i).word.compare_exchange(
+            active,
+            SLOT_FREE,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Frees slot `i`, seen holding `word` (active, or no known state), if no connection of
+    /// ours leases it: a state nobody's protocol leaves there (another process of the user
+    /// wrote it, or a lease's client rewrote its slot).
+    fn free_unleased(&self, i: usize, word: u64) {
+        // Relaxed: a hint; checked again under the lock.
+        if self.leased[i].load(Ordering::Relaxed) {
+            return;
+        }
+        let _guard = self.lock_leases();
+        if !self.leased[i].load(Ordering::Relaxed) {
+            // Relaxed: a free slot publishes nothing but its state.
+            let _ = self.slot(i).word.compare_exchange(
+                word,
+                SLOT_FREE,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    fn lock_leases(&self) -> std::sync::MutexGuard<'_, ()> {
+        // The lock guards no data of its own: a panic while it was held leaves nothing invalid.
+        self.lease_lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The server process, and whether it closed the listener.
@@ -317,9 +409,11 @@ impl Listener {
     /// Every connection has rings of `config.capacity` bytes; the server's ends wait with
     /// `config.wait`.
     ///
-    /// The name is in the same namespace as channels: a live channel or listener of that name
-    /// gives [`Error::AlreadyExists`]; one whose creator died is removed and replaced. Names
-    /// are at most 168 bytes (a connection's name adds a suffix).
+    /// The name is in the same namespace as channels and follows the same rule
+    /// ([`Error::InvalidName`]; at most [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes): a live
+    /// channel or listener of that name gives [`Error::AlreadyExists`]; one whose creator died
+    /// is removed and replaced; an entry that is not a channel or listener is left alone
+    /// ([`Error::NotAChannel`]).
     pub fn bind(name: &str, config: &Config) -> Result<Listener> {
         Self::bind_with_limit(name, config, DEFAULT_MAX_CLIENTS)
     }
@@ -328,12 +422,6 @@ impl Listener {
     /// clients at once: past it, [`Listener::connect`] fails with [`Error::TooManyClients`].
     pub fn bind_with_limit(name: &str, config: &Config, max_clients: usize) -> Result<Listener> {
         mapping::validate_name(name)?;
-        if name.len() > MAX_LISTENER_NAME {
-            return Err(Error::InvalidName {
-                name: name.to_owned(),
-                reason: "a listener name is at most 168 bytes",
-            });
-        }
         check_capacity(config.capacity)?;
         if !(1..=MAX_CLIENTS).contains(&max_clients) {
             return Err(Error::InvalidConfig(format!(
@@ -348,10 +436,8 @@ impl Listener {
             other => other?,
         };
         let shared = Shared {
-            map,
-            slots: max_clients,
-            name: name.to_owned(),
-            reclaim_later: Mutex::new(Vec::new()),
+            leased: (0..max_clients).map(|_| AtomicBool::new(false)).collect(),
+            ..Shared::new(map, name, max_clients)
         };
         let hdr = shared.header();
         let me = ProcessId::current();
@@ -385,6 +471,12 @@ impl Listener {
     /// Most clients admitted at once.
     pub fn max_clients(&self) -> usize {
         self.shared.slots
+    }
+
+    /// How the server's ends of the connections wait.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn wait_strategy(&self) -> WaitStrategy {
+        self.config.wait
     }
 
     /// Waits for the next client and connects to it.
@@ -462,26 +554,25 @@ impl Listener {
             let word = slot.word.load(Ordering::Acquire);
             let pid = (word >> 32) as u32;
             match word & 0xffff_ffff {
+                SLOT_FREE => {}
                 SLOT_PENDING => {
-                    let active = (word & !0xffff_ffff) | SLOT_ACTIVE;
-                    // Acquire on success: as for the load above. Fails if the client gave up.
-                    if slot
-                        .word
-                        .compare_exchange(word, active, Ordering::Acquire, Ordering::Relaxed)
-                        .is_err()
-                    {
+                    let Some(active) = self.shared.take_lease(i, word) else {
+                        // The client gave up (nothing to do), or a connection of ours still
+                        // leases the slot (someone rewrote its word): look again later.
+                        busy |= self.shared.leased[i].load(Ordering::Relaxed);
                         continue;
-                    }
+                    };
                     self.next.store(i + 1, Ordering::Relaxed);
-                    // Relaxed: published by the PENDING store the CAS read.
+                    // Relaxed: published by the PENDING store that `take_lease`'s CAS read.
                     let seq = slot.seq.load(Ordering::Relaxed);
                     let name = connection_name(&self.shared.name, pid, seq);
                     let lease = SlotLease {
                         shared: Arc::downgrade(&self.shared),
                         index: i,
+                        active,
                         name: name.clone(),
                     };
-                    match Channel::connect(&name, self.config.wait) {
+                    match Channel::connect_for_listener(&name, self.config.wait) {
                         Ok(channel) => {
                             // Release: pairs with the client's Acquire load of `accepted`; our
                             // connect (connector PRESENT) happened before.
@@ -523,7 +614,9 @@ impl Listener {
                             .reclaim(connection_name(&self.shared.name, pid, seq));
                     }
                 }
-                _ => {}
+                // Active (only the server makes a slot active, and it knows which it leased) or
+                // no state at all: free unless a connection of ours holds it.
+                _ => self.shared.free_unleased(i, word),
             }
         }
         Ok((None, busy))
@@ -532,34 +625,36 @@ impl Listener {
     /// Connects to the listener `name` as a client: a new channel whose other end a server's
     /// [`accept`](Listener::accept) gets. Waits until the server has accepted it.
     ///
-    /// Fails with [`Error::NotFound`] if there is no listener of that name (see
+    /// Errors about the listener name it. Fails with [`Error::InvalidName`] for a name no listener
+    /// can have (at once), [`Error::NotFound`] if there is no listener of that name (see
     /// [`connect_timeout`](Listener::connect_timeout) to wait for one),
-    /// [`Error::TooManyClients`] when all its slots are taken, [`Error::BadMagic`] if the name
-    /// is a plain channel, and [`Error::PeerGone`] or [`Error::Disconnected`] if the server
-    /// dies or closes the listener while we wait.
+    /// [`Error::TooManyClients`] when all its slots are taken, [`Error::WrongKind`] if the name
+    /// is a plain channel's, [`Error::PeerGone`] if the server died (before or while we wait)
+    /// and [`Error::Disconnected`] if it closes the listener while we wait. A client that fails
+    /// leaves no slot taken.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
+        mapping::validate_name(name)?;
         let shared = Shared::open(name)?;
         connect_to(&shared, wait, None)
     }
 
     /// Like [`connect`](Listener::connect), waiting up to `timeout` for the listener to appear
-    /// and for the server to accept. [`Error::Timeout`] past it.
+    /// and for the server to accept. Past the deadline it ends like
+    /// [`Channel::connect_timeout`]: [`Error::NotFound`], naming the listener, if nothing by
+    /// that name appeared, and [`Error::Timeout`] if the listener is there but was not ready, or
+    /// its server did not accept us in time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shmlink::{Error, Listener, WaitStrategy};
+    /// let err = Listener::connect_timeout("nobody-listens", WaitStrategy::Block, Duration::from_millis(10))
+    ///     .unwrap_err();
+    /// assert!(matches!(&err, Error::NotFound(name) if name == "nobody-listens"));
+    /// ```
     pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
+        mapping::validate_name(name)?;
         let deadline = Instant::now() + timeout;
-        let mut pause = Duration::from_micros(50);
-        let shared = loop {
-            match Shared::open(name) {
-                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
-                    // Nothing to wait on before the listener exists: back off.
-                    std::thread::sleep(
-                        pause.min(deadline.saturating_duration_since(Instant::now())),
-                    );
-                    pause = (pause * 2).min(Duration::from_millis(10));
-                }
-                Err(Error::NotFound(_) | Error::NotReady(_)) => return Err(Error::Timeout),
-                other => break other?,
-            }
-        };
+        let shared = mapping::retry_until_there(deadline, || Shared::open(name))?;
         connect_to(&shared, wait, Some(deadline))
     }
 }
@@ -573,10 +668,93 @@ fn connection_name(listener: &str, pid: u32, seq: u64) -> String {
     format!("{listener}.{pid}.{seq}")
 }
 
+/// A slot this client claimed and has not been accepted in yet: given back (freed) when
+/// dropped, unless the server took it meanwhile (the word is no longer ours).
+///
+/// We hold the slot's lock for as long as the claim lives (it goes with our descriptor of the
+/// listener, which outlives the claim), so no other client can claim the slot in between and
+/// have its claim freed by ours.
+struct Claim<'a> {
+    slot: &'a Slot,
+    /// What we last stored in the slot word.
+    word: u64,
+}
+
+impl Claim<'_> {
+    /// Stores `word`. Release: pairs with the server's Acquire load of the slot word in `scan`:
+    /// publishes `seq` and `start_time`.
+    fn set(&mut self, word: u64) {
+        self.slot.word.store(word, Ordering::Release);
+        self.word = word;
+    }
+
+    /// The server accepted us: the slot is its lease's to free.
+    fn accepted(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        // Relaxed: a free slot publishes nothing. Fails if the server took the slot: then it
+        // finds our channel gone (or closed) and frees the slot itself.
+        let _ = self.slot.word.compare_exchange(
+            self.word,
+            SLOT_FREE,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Claims a free slot of `shared` for the process `pid`: its lock first, then the word.
+fn claim(shared: &Shared, pid: u32) -> Result<Option<Claim<'_>>> {
+    let claimed = (u64::from(pid) << 32) | SLOT_CLAIMED;
+    let file = shared.map.file();
+    for i in 0..shared.slots {
+        let slot = shared.slot(i);
+        // Relaxed: a hint; the compare-and-swap below decides.
+        if slot.word.load(Ordering::Relaxed) != SLOT_FREE || !lock::take(file, slot_lock(i), false)?
+        {
+            continue;
+        }
+        // Relaxed on both: the claim publishes nothing; the NAMED and PENDING stores do.
+        if slot
+            .word
+            .compare_exchange(SLOT_FREE, claimed, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            return Ok(Some(Claim {
+                slot,
+                word: claimed,
+            }));
+        }
+        lock::release(file, slot_lock(i))?;
+    }
+    Ok(None)
+}
+
+/// True while the server holds its creator lock on the listener.
+fn server_alive(shared: &Shared, server: ProcessId) -> Result<bool> {
+    lock::alive(
+        shared.map.file().as_raw_fd(),
+        lock::End::Creator,
+        server.pid,
+    )
+}
+
 fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) -> Result<Channel> {
     let (state, server) = shared.server();
     if state != PEER_PRESENT {
         return Err(Error::disconnected(&shared.name));
+    }
+    let server_gone = || Error::PeerGone {
+        channel: shared.name.clone(),
+        pid: server.pid,
+    };
+    // A listener whose server died: nobody would ever accept us, so claim nothing.
+    if !server_alive(shared, server)? {
+        return Err(server_gone());
     }
     // Relaxed: published with `ready`, which `Shared::open` read with Acquire.
     let capacity = shared.header().capacity.load(Ordering::Relaxed);
@@ -584,47 +762,21 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         .ok()
         .filter(|c| check_capacity(*c).is_ok())
         .ok_or_else(|| {
-            Error::SizeMismatch(format!(
-                "listener {:?}: ring capacity {capacity} is invalid",
-                shared.name
-            ))
+            Error::size_mismatch(&shared.name, format!("ring capacity {capacity} is invalid"))
         })?;
     let me = ProcessId::current();
-    let claimed = (u64::from(me.pid) << 32) | SLOT_CLAIMED;
-    let file = shared.map.file();
-    let mut index = None;
-    for i in 0..shared.slots {
-        let word = &shared.slot(i).word;
-        // Relaxed: a hint; the compare-and-swap below decides.
-        if word.load(Ordering::Relaxed) != SLOT_FREE || !lock::take(file, slot_lock(i), false)? {
-            continue;
-        }
-        // Relaxed on both: the claim publishes nothing; the NAMED and PENDING stores do.
-        if word
-            .compare_exchange(SLOT_FREE, claimed, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
-            index = Some(i);
-            break;
-        }
-        lock::release(file, slot_lock(i))?;
-    }
-    // The slot's lock goes with our descriptor of the listener when `shared` drops, once we
-    // have been accepted (or gave up).
-    let Some(index) = index else {
-        // A slot may be held by a claimer that died before it rang: ring for it, so that a
-        // server asleep in `accept` sweeps, and the next client finds the slot free.
+    // From here on, every way out but being accepted gives the slot back (the claim's drop).
+    let Some(mut claim) = claim(shared, me.pid)? else {
+        // A slot may be held by a claimer that died before it rang, or hold a state no
+        // connection of the server's leases: ring, so that a server asleep in `accept` looks,
+        // and the next client finds the slot free.
         shared.ring_doorbell();
         return Err(Error::TooManyClients {
             name: shared.name.clone(),
             limit: shared.slots,
         });
     };
-    let slot = shared.slot(index);
-    let free_slot = || {
-        // Relaxed: a free slot publishes nothing.
-        slot.word.store(SLOT_FREE, Ordering::Relaxed);
-    };
+    let slot = claim.slot;
     let config = Config { capacity, wait };
     let channel = loop {
         // Relaxed: only needs to be unique within this process.
@@ -633,57 +785,39 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         // die before publishing the slot.
         slot.seq.store(seq, Ordering::Relaxed);
         slot.start_time.store(me.start_time, Ordering::Relaxed);
-        // Release: pairs with the server's Acquire load of the slot word in `scan`: publishes
-        // `seq` and `start_time`.
-        slot.word
-            .store((u64::from(me.pid) << 32) | SLOT_NAMED, Ordering::Release);
-        match Channel::create(&connection_name(&shared.name, me.pid, seq), &config) {
+        claim.set((u64::from(me.pid) << 32) | SLOT_NAMED);
+        match Channel::create_for_listener(&connection_name(&shared.name, me.pid, seq), &config) {
             Ok(channel) => break channel,
             // A live channel of ours under that name (made by hand?): take the next number.
             Err(Error::AlreadyExists(_)) => continue,
-            Err(e) => {
-                free_slot();
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
     };
     // Acquire: pairs with the server's Release increment after it connected.
     let mut seen = slot.accepted.load(Ordering::Acquire);
-    let pending = (u64::from(me.pid) << 32) | SLOT_PENDING;
-    // Release: pairs with the server's Acquire load of the slot word in `scan`: publishes `seq`
-    // and `start_time`.
-    slot.word.store(pending, Ordering::Release);
+    claim.set((u64::from(me.pid) << 32) | SLOT_PENDING);
     shared.ring_doorbell();
     let mut channel = channel;
     loop {
         if channel.is_peer_connected() {
+            claim.accepted();
             return Ok(channel);
         }
         if channel.peer_closed() {
-            return Err(Error::disconnected(channel.name()));
+            // The server took us and closed the connection at once.
+            return Err(Error::disconnected(&shared.name));
         }
         let (state, _) = shared.server();
         if state == PEER_CLOSED {
-            give_up(slot, pending);
             return Err(Error::disconnected(&shared.name));
         }
-        if !lock::alive(
-            shared.map.file().as_raw_fd(),
-            lock::End::Creator,
-            server.pid,
-        )? {
-            return Err(Error::PeerGone {
-                channel: shared.name.clone(),
-                pid: server.pid,
-            });
+        if !server_alive(shared, server)? {
+            return Err(server_gone());
         }
         let mut nap = CLIENT_CHECK;
         if let Some(d) = deadline {
             let now = Instant::now();
             if now >= d {
-                // If the server took the slot meanwhile it finds our channel gone (or closed)
-                // and frees the slot itself.
-                give_up(slot, pending);
                 return Err(Error::Timeout);
             }
             nap = nap.min(d - now);
@@ -692,14 +826,6 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         // Acquire: as above.
         seen = slot.accepted.load(Ordering::Acquire);
     }
-}
-
-/// Frees our slot if the server has not taken it.
-fn give_up(slot: &Slot, pending: u64) {
-    // Relaxed: a free slot publishes nothing.
-    let _ = slot
-        .word
-        .compare_exchange(pending, SLOT_FREE, Ordering::Relaxed, Ordering::Relaxed);
 }
 
 impl Drop for Listener {
@@ -758,6 +884,8 @@ pub(crate) struct SlotLease {
     /// The listener; once it is gone there is no slot to free.
     shared: Weak<Shared>,
     index: usize,
+    /// The slot word the lease made (the client's pid, active).
+    active: u64,
     /// The connection's channel name, created by the client.
     name: String,
 }
@@ -768,11 +896,7 @@ impl Drop for SlotLease {
         // creator is gone: the creator lock says so).
         match self.shared.upgrade() {
             Some(shared) => {
-                // Relaxed: a free slot publishes nothing but its state.
-                shared
-                    .slot(self.index)
-                    .word
-                    .store(SLOT_FREE, Ordering::Relaxed);
+                shared.end_lease(self.index, self.active);
                 shared.reclaim(std::mem::take(&mut self.name));
             }
             None => {

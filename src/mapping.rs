@@ -19,6 +19,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
+use std::time::{Duration, Instant};
 
 use memmap2::MmapMut;
 
@@ -27,12 +28,43 @@ use crate::lock;
 
 /// Prefix of every OS-level name this crate creates.
 pub const OS_PREFIX: &str = "shmlink-";
-/// Longest channel name accepted (the OS limit is 255 bytes including the prefix).
+/// Longest name of a channel or a listener, on either backend, in bytes. The whole rule: 1 to
+/// `MAX_NAME_LEN` bytes of ASCII letters, digits, `.`, `_` and `-`, not starting with `.` or
+/// `-` ([`Error::InvalidName`] otherwise).
+///
+/// A listener's connections are channels named `<name>.<pid>.<n>`, up to 32 bytes longer,
+/// which the library makes itself; with the `shmlink-` prefix the longest of those still fits
+/// in a file name (255 bytes), and so do the fallback's `shmlink-<name>.ipc.lock` files.
 pub const MAX_NAME_LEN: usize = 200;
+/// Longest suffix a listener adds to its name for a connection: `.<pid>.<seq>`, a `u32` and a
+/// `u64` in decimal.
+pub(crate) const CONNECTION_SUFFIX_MAX: usize = 2 + 10 + 20;
+/// Longest name of an object the crate makes: a listener's connection.
+const MAX_OBJECT_NAME_LEN: usize = MAX_NAME_LEN + CONNECTION_SUFFIX_MAX;
+const _: () = {
+    // NAME_MAX: the longest file name in /dev/shm, prefix included.
+    assert!(OS_PREFIX.len() + MAX_OBJECT_NAME_LEN <= 255);
+    // The literal in `validate_name`'s reason.
+    assert!(MAX_NAME_LEN == 200);
+};
 
-/// Checks a user-facing channel name: 1 to 200 bytes of `[A-Za-z0-9._-]`, not
-/// starting with `.` or `-`.
+/// Checks a name a user chose, for a channel or a listener on either backend: 1 to
+/// [`MAX_NAME_LEN`] bytes of `[A-Za-z0-9._-]`, not starting with `.` or `-`.
 pub fn validate_name(name: &str) -> Result<()> {
+    check_name(name, MAX_NAME_LEN, "the name is longer than 200 bytes")
+}
+
+/// Checks the name of an object the crate may have made: a name [`validate_name`] accepts, or
+/// a listener's connection named after one (`<name>.<pid>.<seq>`).
+pub(crate) fn validate_object_name(name: &str) -> Result<()> {
+    check_name(
+        name,
+        MAX_OBJECT_NAME_LEN,
+        "the name is longer than any shmlink object's",
+    )
+}
+
+fn check_name(name: &str, max: usize, too_long: &'static str) -> Result<()> {
     let fail = |reason| {
         Err(Error::InvalidName {
             name: name.to_owned(),
@@ -42,8 +74,8 @@ pub fn validate_name(name: &str) -> Result<()> {
     if name.is_empty() {
         return fail("the name is empty");
     }
-    if name.len() > MAX_NAME_LEN {
-        return fail("the name is longer than 200 bytes");
+    if name.len() > max {
+        return fail(too_long);
     }
     if name.starts_with('.') || name.starts_with('-') {
         return fail("the name must not start with '.' or '-'");
@@ -70,7 +102,7 @@ pub fn shm_dir() -> Option<&'static Path> {
 
 /// Removes the OS name of a channel. The memory stays mapped in processes that still use it.
 pub fn unlink(name: &str) -> Result<()> {
-    validate_name(name)?;
+    validate_object_name(name)?;
     let os = std::ffi::CString::new(os_name(name)).map_err(|_| Error::InvalidName {
         name: name.to_owned(),
         reason: "the name contains a NUL byte",
@@ -85,6 +117,28 @@ pub fn unlink(name: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Calls `connect` until it finds something under its name that is ready, or `deadline`
+/// passes; [`Error::NotFound`] and [`Error::NotReady`] are retried, with a growing pause (there
+/// is nothing to wait on before the object exists). Past the deadline, [`Error::NotFound`]
+/// (naming the object) if nothing is there, [`Error::Timeout`] if something is that never
+/// became ready. Any other outcome is returned at once.
+pub(crate) fn retry_until_there<T>(
+    deadline: Instant,
+    mut connect: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let mut pause = Duration::from_micros(50);
+    loop {
+        match connect() {
+            Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
+                std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+                pause = (pause * 2).min(Duration::from_millis(10));
+            }
+            Err(Error::NotReady(_)) => return Err(Error::Timeout),
+            other => return other,
+        }
+    }
 }
 
 /// An open shared-memory object or file, and the mapping of it.
@@ -123,12 +177,13 @@ fn c_name(name: &str) -> Result<std::ffi::CString> {
     })
 }
 
-/// Opens `/shmlink-<name>` read-write, whatever its size (even 0), without mapping it.
+/// Opens `/shmlink-<name>` read-write, whatever its size (even 0), without mapping it, if it is
+/// a regular file ([`Error::NotAChannel`], saying what it is, if not).
 ///
-/// A symbolic link is not followed (the open fails), and opening a FIFO or a device does not
-/// block; callers that need a regular file check the type of what they opened.
+/// A symbolic link is not followed (the open fails, and the error says it is a link), and
+/// opening a FIFO or a device does not block; the type is judged on the open descriptor.
 pub(crate) fn open_shm_file(name: &str) -> Result<File> {
-    validate_name(name)?;
+    validate_object_name(name)?;
     let os = c_name(name)?;
     let flags = libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
     // SAFETY: `os` is a valid NUL-terminated string; shm_open only reads it and returns a new
@@ -136,14 +191,76 @@ pub(crate) fn open_shm_file(name: &str) -> Result<File> {
     let fd = unsafe { libc::shm_open(os.as_ptr(), flags, 0) };
     if fd < 0 {
         let err = io::Error::last_os_error();
-        return Err(if err.kind() == io::ErrorKind::NotFound {
-            Error::NotFound(name.to_owned())
-        } else {
-            Error::Io(err)
-        });
+        let entry = shm_dir().map(|dir| dir.join(format!("{OS_PREFIX}{name}")));
+        return Err(open_error(err, entry.as_deref(), name));
     }
     // SAFETY: `fd` is a descriptor we just opened and own; `File` closes it once.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    let file = unsafe { File::from_raw_fd(fd) };
+    check_regular(&file, name)?;
+    Ok(file)
+}
+
+/// What an entry that is not a regular file is, in words (for [`Error::NotAChannel`]); `None`
+/// for a regular file.
+fn not_regular(kind: std::fs::FileType) -> Option<&'static str> {
+    use std::fs::FileType;
+    use std::os::unix::fs::FileTypeExt;
+    type Is = fn(&FileType) -> bool;
+    let kinds: [(Is, &str); 6] = [
+        (FileType::is_symlink, "a symbolic link (never followed)"),
+        (FileType::is_dir, "a directory"),
+        (FileType::is_fifo, "not a regular file but a FIFO"),
+        (FileType::is_socket, "not a regular file but a socket"),
+        (
+            FileType::is_char_device,
+            "not a regular file but a character device",
+        ),
+        (
+            FileType::is_block_device,
+            "not a regular file but a block device",
+        ),
+    ];
+    if kind.is_file() {
+        return None;
+    }
+    Some(
+        kinds
+            .iter()
+            .find(|(is, _)| is(&kind))
+            .map_or("not a regular file", |&(_, what)| what),
+    )
+}
+
+fn not_a_channel(name: &str, what: &str) -> Error {
+    Error::NotAChannel {
+        name: name.to_owned(),
+        reason: what.to_owned(),
+    }
+}
+
+/// The error for a failed open of the object `name` at `entry`: [`Error::NotFound`] if there is
+/// none, [`Error::NotAChannel`] if the entry is a link (not followed) or a directory (which
+/// cannot be opened read-write), else the system's error.
+fn open_error(err: io::Error, entry: Option<&Path>, name: &str) -> Error {
+    if err.kind() == io::ErrorKind::NotFound {
+        return Error::NotFound(name.to_owned());
+    }
+    // Looked at without following a link.
+    match entry
+        .and_then(|entry| std::fs::symlink_metadata(entry).ok())
+        .and_then(|meta| not_regular(meta.file_type()))
+    {
+        Some(what) => not_a_channel(name, what),
+        None => Error::Io(err),
+    }
+}
+
+/// Refuses an open object that is not a regular file, saying what it is.
+fn check_regular(file: &File, name: &str) -> Result<()> {
+    match not_regular(file.metadata()?.file_type()) {
+        Some(what) => Err(not_a_channel(name, what)),
+        None => Ok(()),
+    }
 }
 
 /// True while `file` is still the object the channel `name` refers to (nobody unlinked it
@@ -161,16 +278,16 @@ pub(crate) fn still_named(file: &File, name: &str) -> bool {
     }
 }
 
-/// Refuses an object a connector should not trust: one that is not a regular file, is owned by
-/// another user than our effective one, or has any permission bit besides 0600 (another user
-/// could read or write it). Judged on the open descriptor, so the object checked is the object
-/// mapped.
+/// Refuses an object a connector should not trust: one owned by another user than our
+/// effective one, or with any permission bit besides 0600 (another user could read or write
+/// it). Judged on the open descriptor, so the object checked is the object mapped (whose type
+/// was checked when it was opened).
 fn check_private(file: &File, name: &str) -> Result<()> {
     let meta = file.metadata()?;
     // SAFETY: geteuid takes no arguments and cannot fail.
     let me = unsafe { libc::geteuid() };
     let mode = meta.mode() & 0o7777;
-    if meta.uid() != me || mode != 0o600 || !meta.file_type().is_file() {
+    if meta.uid() != me || mode != 0o600 {
         return Err(Error::NotPrivate {
             name: name.to_owned(),
             owner: meta.uid(),
@@ -207,7 +324,7 @@ impl Mapping {
     /// creator's lock on it until the mapping drops (or the process dies): that lock is how a
     /// connector and [`crate::segments`] tell a live creator from a dead one.
     pub fn create_named(name: &str, len: usize) -> Result<Mapping> {
-        validate_name(name)?;
+        validate_object_name(name)?;
         let os = c_name(name)?;
         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC;
         // SAFETY: `os` is a valid NUL-terminated string; shm_open only reads it.
@@ -239,7 +356,8 @@ impl Mapping {
     }
 
     /// Opens `/shmlink-<name>` read-write at whatever size it has, if it is a regular object
-    /// owned by our effective user with mode 0600 ([`Error::NotPrivate`] if not).
+    /// ([`Error::NotAChannel`] if not) owned by our effective user with mode 0600
+    /// ([`Error::NotPrivate`] if not).
     pub fn open_named(name: &str) -> Result<Mapping> {
         let file = open_shm_file(name)?;
         check_private(&file, name)?;
@@ -298,21 +416,21 @@ impl Mapping {
         }
     }
 
-    /// Opens and maps an existing file at `path`, if it is a regular file owned by our
+    /// Opens and maps an existing file at `path`, if it is a regular file ([`Error::NotAChannel`]
+    /// if not: a link is not followed, a FIFO is opened without blocking) owned by our
     /// effective user with mode 0600 ([`Error::NotPrivate`] if not).
     pub fn open_file(path: &Path) -> Result<Mapping> {
+        let shown = path.display().to_string();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .custom_flags(libc::O_NONBLOCK)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
             .open(path)
-            .map_err(|e| match e.kind() {
-                io::ErrorKind::NotFound => Error::NotFound(path.display().to_string()),
-                _ => Error::Io(e),
-            })?;
-        check_private(&file, &path.display().to_string())?;
+            .map_err(|e| open_error(e, Some(path), &shown))?;
+        check_regular(&file, &shown)?;
+        check_private(&file, &shown)?;
         if file.metadata()?.len() == 0 {
-            return Err(Error::NotReady(path.display().to_string()));
+            return Err(Error::NotReady(shown));
         }
         let map = map_file(&file)?;
         Ok(Self::from_parts(
@@ -417,5 +535,15 @@ mod tests {
         for good in ["a", "x.y_z-1", &"b".repeat(MAX_NAME_LEN)] {
             validate_name(good).unwrap();
         }
+    }
+
+    #[test]
+    fn connection_names_of_the_longest_listener_name_are_objects_names() {
+        let longest = format!("{}.{}.{}", "b".repeat(MAX_NAME_LEN), u32::MAX, u64::MAX);
+        assert_eq!(longest.len(), MAX_NAME_LEN + CONNECTION_SUFFIX_MAX);
+        assert!(validate_name(&longest).is_err(), "a user may not choose it");
+        validate_object_name(&longest).unwrap();
+        assert!(validate_object_name(&format!("{longest}0")).is_err());
+        assert!(validate_object_name(".x").is_err());
     }
 }

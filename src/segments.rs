@@ -23,8 +23,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    check_capacity, SegmentHeader, HEADER_SIZE, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED,
-    PEER_PRESENT, READY,
+    check_capacity, SegmentHeader, HEADER_SIZE, LISTENER_MAGIC, MAGIC, PEER_ABSENT, PEER_CLAIMING,
+    PEER_CLOSED, PEER_PRESENT, READY,
 };
 use crate::lock;
 use crate::mapping::{self, Mapping, OS_PREFIX};
@@ -125,26 +125,11 @@ fn is_segment_size(size: u64) -> bool {
 fn look(name: &str) -> Result<Looked> {
     let file = match mapping::open_shm_file(name) {
         Ok(file) => file,
-        // Symbolic links are not followed and directories cannot be opened read-write: say
-        // which it is (without following it) rather than fail.
-        Err(Error::Io(e)) => {
-            let kind = mapping::shm_dir()
-                .and_then(|dir| {
-                    std::fs::symlink_metadata(dir.join(format!("{OS_PREFIX}{name}"))).ok()
-                })
-                .map(|meta| meta.file_type());
-            return match kind {
-                Some(kind) if kind.is_symlink() => Ok(Looked::Other("a symbolic link".to_owned())),
-                Some(kind) if kind.is_dir() => Ok(Looked::Other("a directory".to_owned())),
-                _ => Err(Error::Io(e)),
-            };
-        }
+        // A link (not followed), a directory, a FIFO...: say what it is rather than fail.
+        Err(Error::NotAChannel { reason, .. }) => return Ok(Looked::Other(reason)),
         Err(e) => return Err(e),
     };
     let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Ok(Looked::Other("not a regular file".to_owned()));
-    }
     let size = meta.len();
     let age = meta
         .modified()
@@ -170,8 +155,8 @@ fn look(name: &str) -> Result<Looked> {
         // size is a creator at work (or dead) between the two.
         // A listener starts with the same header fields (its creator is the server): it is
         // listed, judged and reclaimed like a channel.
-        let listener = magic == crate::listener::LISTENER_MAGIC
-            || (magic == 0 && crate::listener::is_listener_size(size));
+        let listener =
+            magic == LISTENER_MAGIC || (magic == 0 && crate::listener::is_listener_size(size));
         if magic != MAGIC && !(magic == 0 && is_segment_size(size)) && !listener {
             return Ok(Looked::Other(format!(
                 "{size} bytes without the shmlink magic (first word {magic:#018x})"
@@ -209,8 +194,8 @@ fn look(name: &str) -> Result<Looked> {
     let hdr = unsafe { map.ptr().cast::<SegmentHeader>().as_ref() };
     // Acquire: pairs with the creator's Release store of `ready`. The magic is the one judged
     // above, not read again.
-    let ready = hdr.ready.load(Ordering::Acquire) == READY
-        && (magic == MAGIC || magic == crate::listener::LISTENER_MAGIC);
+    let ready =
+        hdr.ready.load(Ordering::Acquire) == READY && (magic == MAGIC || magic == LISTENER_MAGIC);
     let creator = endpoint(&hdr.creator, owner_locked);
     let connector = endpoint(&hdr.connector, false);
     let connector = EndpointInfo {
@@ -270,7 +255,7 @@ pub fn scan() -> Result<Listing> {
             name: file.clone().into_owned(),
             reason,
         };
-        if let Err(e) = mapping::validate_name(name) {
+        if let Err(e) = mapping::validate_object_name(name) {
             out.skipped.push(skip(e.to_string()));
             continue;
         }
@@ -318,7 +303,15 @@ pub enum Reclaim {
 /// to the unlink, and the name is removed only while it still refers to the object checked, so
 /// a fresh segment made under the same name in the meantime is never removed.
 pub fn reclaim(name: &str) -> Result<Reclaim> {
-    let seen = match look(name) {
+    match look(name) {
+        Ok(Looked::Other(_)) => Ok(Reclaim::NotAChannel),
+        looked => reclaim_looked(name, looked),
+    }
+}
+
+/// [`reclaim`] of what `look(name)` found, unless it is not a channel.
+fn reclaim_looked(name: &str, looked: Result<Looked>) -> Result<Reclaim> {
+    let seen = match looked {
         Ok(Looked::Channel(seen)) => seen,
         Ok(Looked::Other(_)) => return Ok(Reclaim::NotAChannel),
         Err(Error::NotFound(_)) => return Ok(Reclaim::Vanished),
@@ -340,10 +333,18 @@ pub fn reclaim(name: &str) -> Result<Reclaim> {
     }
 }
 
-/// Removes the segment `name` if its creator is gone. True if it was removed (or had vanished).
+/// For a creator that found `name` taken: removes the segment if its creator is gone. True if
+/// the name is free now (removed, or vanished meanwhile), false if a live creator holds it;
+/// [`Error::NotAChannel`], saying what it is, if the entry is not a channel or listener.
 pub(crate) fn reclaim_if_dead(name: &str) -> Result<bool> {
-    Ok(matches!(
-        reclaim(name)?,
-        Reclaim::Removed | Reclaim::Vanished
-    ))
+    let reclaimed = match look(name) {
+        Ok(Looked::Other(reason)) => {
+            return Err(Error::NotAChannel {
+                name: name.to_owned(),
+                reason,
+            })
+        }
+        looked => reclaim_looked(name, looked)?,
+    };
+    Ok(matches!(reclaimed, Reclaim::Removed | Reclaim::Vanished))
 }

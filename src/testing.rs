@@ -63,5 +63,13 @@ pub fn take_creator_lock(file: &std::fs::File) -> crate::Result<()> {
 
 pub use crate::layout::{CONNECTOR_LOCK, CREATOR_LOCK};
 
+/// A listener's client slots: where the first starts, how long each is (its first `u64` is
+/// `pid << 32 | state`), and the state the server gives a slot it holds a connection in. For
+/// tests that forge slot states.
+pub use crate::listener::{
+    SLOTS_OFFSET as LISTENER_SLOTS_OFFSET, SLOT_ACTIVE as LISTENER_SLOT_ACTIVE,
+    SLOT_SIZE as LISTENER_SLOT_SIZE,
+};
+
 /// Where the fallback listener `name` keeps its lock file (beside its rendezvous file).
 pub use crate::ipc_listener::lock_path as fallback_listener_lock_path;

@@ -589,17 +589,21 @@ pub struct AsyncListener {
 
 impl AsyncListener {
     /// Binds the listener `name`; see [`Listener::bind`]. `config.wait` must be
-    /// [`WaitStrategy::Block`] for the connections to be usable from tasks.
+    /// [`WaitStrategy::Block`], the only strategy whose connections tasks can wait on
+    /// ([`Error::InvalidConfig`], naming the listener, before anything is bound).
     pub fn bind(name: &str, config: &Config) -> Result<AsyncListener> {
-        Ok(Self::new(Listener::bind(name, config)?))
+        check_listener_wait(name, config.wait)?;
+        Self::new(Listener::bind(name, config)?)
     }
 
-    /// Wraps a listener.
-    pub fn new(listener: Listener) -> AsyncListener {
-        AsyncListener {
+    /// Wraps a listener whose connections wait with [`WaitStrategy::Block`]
+    /// ([`Error::InvalidConfig`], naming the listener, for another strategy).
+    pub fn new(listener: Listener) -> Result<AsyncListener> {
+        check_listener_wait(listener.name(), listener.wait_strategy())?;
+        Ok(AsyncListener {
             reg: None,
             listener,
-        }
+        })
     }
 
     /// The listener, for its synchronous methods.
@@ -627,6 +631,17 @@ impl AsyncListener {
         .await?;
         AsyncChannel::new(conn)
     }
+}
+
+/// Refuses a listener whose connections would wait with anything but [`WaitStrategy::Block`]:
+/// every accepted connection would fail in [`AsyncChannel::new`].
+fn check_listener_wait(name: &str, wait: WaitStrategy) -> Result<()> {
+    if wait == WaitStrategy::Block {
+        return Ok(());
+    }
+    Err(Error::InvalidConfig(format!(
+        "listener {name:?} would make connections that wait with {wait}; async use needs block"
+    )))
 }
 
 /// Connects to the listener `name` as a client (see [`Listener::connect`]); the wait for the

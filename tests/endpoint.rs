@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use shmlink::{Backend, Config, Endpoint, Error, WaitStrategy};
-use support::{ChildGuard, NameGuard, WATCHDOG};
+use support::{reap_killed, ChildGuard, NameGuard, WATCHDOG};
 
 /// Set in a child: `<mode> <backend> <name>`.
 const CHILD_ENV: &str = "SHMLINK_ENDPOINT_TEST_CHILD";
@@ -111,7 +111,7 @@ fn expect_peer_gone(ep: &mut Endpoint, child: &mut ChildGuard) {
         Err(e) => panic!("{backend} backend: expected PeerGone, got {e:?}"),
         Ok(msg) => panic!("{backend} backend: unexpected message {:?}", &*msg),
     }
-    child.reap();
+    reap_killed(child);
     assert!(!ep.is_peer_connected());
     // A send fails too once the socket is gone; shared memory only looks at the peer when it
     // has to wait for room, so there the send may still land in the ring.

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use shmlink::{Backend, Config, Endpoint, EndpointListener, Error, WaitStrategy};
 use support::{
-    assert_nothing_left, checked_echo, respawn, serial, unique, wait_for_line, ChildGuard,
-    NameGuard, Watchdog, WATCHDOG,
+    assert_nothing_left, checked_echo, reap_killed, respawn, serial, unique, wait_for_line,
+    ChildGuard, NameGuard, Watchdog, WATCHDOG,
 };
 
 const ROLE: &str = "SHMLINK_EPSVC_ROLE";
@@ -304,7 +304,7 @@ fn a_killed_server_is_peer_gone_for_every_client(backend: Backend) {
         wait_for_line(c, "connected");
     }
     server.kill();
-    server.reap();
+    reap_killed(&mut server);
     for c in &mut clients {
         assert_eq!(
             c.reap_within(WATCHDOG).code(),
@@ -363,7 +363,7 @@ fn a_killed_client_is_peer_gone_and_frees_its_place(backend: Backend) {
     ep.send(&msg).unwrap();
     wait_for_line(&mut doomed, "connected");
     doomed.kill();
-    doomed.reap();
+    reap_killed(&mut doomed);
     match ep.recv_timeout(WATCHDOG) {
         Err(Error::PeerGone { channel, .. }) => assert!(channel.starts_with(&name), "{channel}"),
         other => panic!(
@@ -415,8 +415,50 @@ fn a_forced_fallback_server_is_found_by_a_plain_client() {
         assert_eq!(&*client.recv_timeout(WATCHDOG).unwrap(), msg.as_bytes());
     }
     server.kill();
-    server.reap();
+    reap_killed(&mut server);
     // A new listener reclaims the name (and what the killed one left); closing it leaves nothing.
     drop(bind(&name, Backend::IpcChannel, 1));
     assert_nothing_left(&name);
+}
+
+/// `name` padded to `len` bytes.
+fn padded(name: &str, len: usize) -> String {
+    let mut name = name.to_owned();
+    name.extend(std::iter::repeat_n('n', len - name.len()));
+    name
+}
+
+fn the_longest_name_serves_and_a_longer_one_is_refused(backend: Backend) {
+    let _serial = serial();
+    let _dog = Watchdog::arm(4 * WATCHDOG, "name rule");
+    let tag = unique(&format!("eplen-{}", backend_arg(backend)));
+    let name = padded(&tag, shmlink::MAX_NAME_LEN);
+    let _cleanup = Cleanup(name.clone());
+    let listener = bind(&name, backend, 2);
+    let (mut client, mut ep) = connect_and_accept(&listener);
+    client.send(b"long").unwrap();
+    assert_eq!(&*ep.recv_timeout(WATCHDOG).unwrap(), b"long");
+    drop((ep, client, listener));
+    assert_nothing_left(&tag);
+    // One byte more is refused at once, by the server and by a client.
+    let longer = padded(&tag, shmlink::MAX_NAME_LEN + 1);
+    assert!(matches!(
+        EndpointListener::bind_with(&longer, &Config::default(), backend, 2),
+        Err(Error::InvalidName { .. })
+    ));
+    assert!(matches!(
+        Endpoint::connect_timeout(&longer, WaitStrategy::Block, WATCHDOG),
+        Err(Error::InvalidName { .. })
+    ));
+    assert_nothing_left(&tag);
+}
+
+#[test]
+fn the_longest_name_serves_and_a_longer_one_is_refused_shm() {
+    the_longest_name_serves_and_a_longer_one_is_refused(Backend::Shm);
+}
+
+#[test]
+fn the_longest_name_serves_and_a_longer_one_is_refused_fallback() {
+    the_longest_name_serves_and_a_longer_one_is_refused(Backend::IpcChannel);
 }

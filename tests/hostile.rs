@@ -346,9 +346,9 @@ fn connect_survives_hostile_headers() {
             Err(e) => prop_assert!(
                 matches!(
                     e,
-                    Error::BadMagic(_)
+                    Error::BadMagic { .. }
                         | Error::VersionMismatch { .. }
-                        | Error::SizeMismatch(_)
+                        | Error::SizeMismatch { .. }
                         | Error::NotReady(_)
                         | Error::LayoutMismatch { .. }
                         | Error::AlreadyConnected(_)

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use shmlink::segments::{self, Reclaim};
 use shmlink::testing::segment_size;
-use shmlink::{Channel, Config, Error, WaitStrategy};
-use support::{echo, echo_creator, serial, shm_path, unique, NameGuard};
+use shmlink::{Channel, Config, Endpoint, Error, Listener, WaitStrategy};
+use support::{echo, echo_creator, reap_killed, serial, shm_path, unique, NameGuard};
 
 fn small() -> Config {
     Config {
@@ -53,7 +53,7 @@ fn dead_owner_is_reclaimed_live_owner_is_refused() {
     assert_eq!(segments::reclaim(&name).expect("reclaim"), Reclaim::Alive);
 
     owner.kill();
-    owner.reap();
+    reap_killed(&mut owner);
     let info = segments::inspect(&name).expect("inspect after the kill");
     assert!(info.ready && !info.owner_locked && info.stale, "{info:?}");
     assert!(!info.creator.alive);
@@ -86,7 +86,7 @@ fn creator_that_died_before_ready_is_reclaimed() {
     assert!(!info.ready && info.owner_locked && !info.stale, "{info:?}");
 
     half.kill();
-    half.reap();
+    reap_killed(&mut half);
     let info = segments::inspect(&name).expect("inspect after the kill");
     assert!(!info.ready && info.stale, "{info:?}");
     let _ch = Channel::create(&name, &small()).expect("create over a half-made segment");
@@ -169,7 +169,7 @@ fn shmlink_clean_removes_only_dead_segments() {
     let mut owner = echo_creator(&[], &dead, "block");
     let dead_pid = owner.pid();
     owner.kill();
-    owner.reap();
+    reap_killed(&mut owner);
 
     let clean = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_shmlink-clean"))
@@ -427,8 +427,12 @@ const ODD_KINDS: [(&str, &str); 7] = [
     ("sparse", "without the shmlink magic"),
     ("foreign", "without the shmlink magic"),
     ("small", "smaller than a channel header"),
-    ("fifo", "not a regular file"),
+    ("fifo", "not a regular file but a FIFO"),
 ];
+
+/// The kinds of entry `connect` must refuse before mapping anything: links (never followed,
+/// even to a live channel) and what is not a regular file.
+const NOT_REGULAR: [&str; 4] = ["directory", "symlink", "dangling", "fifo"];
 
 #[test]
 fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
@@ -444,7 +448,7 @@ fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
     let _unlink_dead = NameGuard(dead.clone());
     let mut owner = echo_creator(&[], &dead, "block");
     owner.kill();
-    owner.reap();
+    reap_killed(&mut owner);
     let odd: Vec<(String, &str)> = ODD_KINDS
         .iter()
         .map(|&(kind, reason)| (unique(&format!("odd-{kind}")), reason))
@@ -483,10 +487,51 @@ fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
             segments::reclaim(name).expect("reclaim"),
             Reclaim::NotAChannel
         );
-        assert!(matches!(
-            Channel::create(name, &small()),
-            Err(Error::AlreadyExists(_))
-        ));
+        // `create` and `bind` say what the entry is, rather than that a creator holds it.
+        for (call, got) in [
+            ("create", Channel::create(name, &small()).map(drop)),
+            ("bind", Listener::bind(name, &small()).map(drop)),
+        ] {
+            match got {
+                Err(Error::NotAChannel { name: n, reason: r }) => {
+                    assert_eq!(&n, name);
+                    assert!(r.contains(reason), "{call} {name}: {r}");
+                }
+                other => panic!("{call} over {name}: {other:?}"),
+            }
+        }
+    }
+    // `connect` refuses links (a link to a live channel too) and whatever is not a regular
+    // file, at once and saying what it is: nothing is followed, opened blocking or mapped.
+    for ((name, reason), (kind, _)) in odd.iter().zip(ODD_KINDS) {
+        if !NOT_REGULAR.contains(&kind) {
+            continue;
+        }
+        for (call, got) in [
+            (
+                "connect",
+                Channel::connect(name, WaitStrategy::Block).map(drop),
+            ),
+            (
+                "connect_timeout",
+                Channel::connect_timeout(name, WaitStrategy::Block, support::WATCHDOG).map(drop),
+            ),
+            (
+                "listener connect",
+                Listener::connect(name, WaitStrategy::Block).map(drop),
+            ),
+        ] {
+            match got {
+                Err(e @ Error::NotAChannel { .. }) => {
+                    let text = e.to_string();
+                    assert!(
+                        text.contains(reason) && text.contains(name),
+                        "{call}: {text}"
+                    );
+                }
+                other => panic!("{call} to a {kind}: {other:?}"),
+            }
+        }
     }
 
     // The command-line cleaner lists them as skipped, and cleaning removes the dead channel and
@@ -519,4 +564,71 @@ fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
     }
     assert!(shm_path(&live).exists());
     println!("body ran");
+}
+
+#[test]
+fn connect_at_refuses_fifos_and_links() {
+    let _serial = serial();
+    let dir = std::env::temp_dir();
+    let tag = unique("at");
+    let real = dir.join(format!("shmlink-{tag}-real"));
+    let link = dir.join(format!("shmlink-{tag}-link"));
+    let fifo = dir.join(format!("shmlink-{tag}-fifo"));
+    let _entries = [
+        EntryGuard(real.clone()),
+        EntryGuard(link.clone()),
+        EntryGuard(fifo.clone()),
+    ];
+    let _ch = Channel::create_at(&real, &small()).expect("create_at");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: a valid NUL-terminated path; mkfifo only reads it.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    for (path, reason) in [(&link, "a symbolic link"), (&fifo, "not a regular file")] {
+        match Channel::connect_at(path, WaitStrategy::Block) {
+            Err(e @ Error::NotAChannel { .. }) => {
+                assert!(e.to_string().contains(reason), "{e}");
+                assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+            }
+            other => panic!("connect_at {}: {other:?}", path.display()),
+        }
+    }
+    // The file itself is a channel.
+    Channel::connect_at(&real, WaitStrategy::Block).expect("connect_at the file");
+}
+
+#[test]
+fn connect_timeout_to_an_object_that_never_becomes_ready_times_out() {
+    let _serial = serial();
+    let short = Duration::from_millis(50);
+    // Empty (its creator would size it next), and sized with the header still zero.
+    for len in [0, segment_size(4096) as u64] {
+        let name = unique("never-ready");
+        let _unlink = NameGuard(name.clone());
+        forge_unlocked(&name, len, Duration::ZERO);
+        // A look says what it is now; a wait that ends at its deadline says Timeout.
+        assert!(matches!(
+            Channel::connect(&name, WaitStrategy::Block),
+            Err(Error::NotReady(n)) if n == name
+        ));
+        for (call, got) in [
+            (
+                "channel",
+                Channel::connect_timeout(&name, WaitStrategy::Block, short).map(drop),
+            ),
+            (
+                "listener",
+                Listener::connect_timeout(&name, WaitStrategy::Block, short).map(drop),
+            ),
+            (
+                "endpoint",
+                Endpoint::connect_timeout(&name, WaitStrategy::Block, short).map(drop),
+            ),
+        ] {
+            assert!(
+                matches!(got, Err(Error::Timeout)),
+                "{call} connect_timeout to a {len}-byte object: {got:?}"
+            );
+        }
+    }
 }

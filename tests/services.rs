@@ -6,11 +6,13 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use shmlink::{Channel, Config, Connection, Error, Listener, Selector, WaitStrategy};
+use shmlink::{Channel, Config, Connection, Endpoint, Error, Listener, Selector, WaitStrategy};
 use support::{
-    checked_echo, respawn, serial, unique, wait_for_line, ChildGuard, NameGuard, WATCHDOG,
+    checked_echo, reap_killed, respawn, serial, unique, wait_for_line, ChildGuard, NameGuard,
+    WATCHDOG,
 };
 
 const ROLE: &str = "SHMLINK_SVC_ROLE";
@@ -40,17 +42,85 @@ fn child() {
                 std::thread::park();
             }
         }
-        ["deaf", name] => {
-            // Binds and never accepts.
-            let _listener = Listener::bind(name, &Config::default()).expect("bind");
+        ["deaf", name, limit @ ..] => {
+            // Binds (with the given client limit, or the default) and never accepts.
+            let limit = limit
+                .first()
+                .map_or(shmlink::DEFAULT_MAX_CLIENTS, |l| l.parse().expect("limit"));
+            let _listener =
+                Listener::bind_with_limit(name, &Config::default(), limit).expect("bind");
             println!("ready");
             loop {
                 std::thread::park();
             }
         }
+        ["forge", name, limit] => forge_slots(name, limit.parse().expect("limit")),
         other => panic!("unknown role {other:?}"),
     };
     std::process::exit(code);
+}
+
+/// The forged states `forge_slots` writes, slot by slot in turn: (pid, state).
+const FORGED: [(u64, u64); 4] = [
+    (1, 3),       // active, "held" by init
+    (4242, 0x77), // no known state
+    (0, 3),       // active, no pid
+    (7, 0xffff),  // no known state
+];
+
+/// A hostile process of the same user: writes forged states into every slot word of the
+/// listener `name` (`limit` slots) without holding any slot's lock, and exits.
+fn forge_slots(name: &str, limit: usize) -> i32 {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(support::shm_path(name))
+        .expect("open the listener");
+    for i in 0..limit {
+        let (pid, state) = FORGED[i % FORGED.len()];
+        let word = pid << 32 | state;
+        file.write_all_at(&word.to_le_bytes(), slot_offset(i))
+            .expect("write a slot word");
+    }
+    println!("forged");
+    0
+}
+
+/// Where slot `i`'s word is in a listener's mapping.
+fn slot_offset(i: usize) -> u64 {
+    (shmlink::testing::LISTENER_SLOTS_OFFSET + i * shmlink::testing::LISTENER_SLOT_SIZE) as u64
+}
+
+/// The states (low 32 bits of the slot words) of the `limit` slots of the listener `name`,
+/// read from its object.
+fn slot_states(name: &str, limit: usize) -> Vec<u64> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(support::shm_path(name)).expect("open the listener");
+    (0..limit)
+        .map(|i| {
+            let mut word = [0u8; 8];
+            file.read_exact_at(&mut word, slot_offset(i))
+                .expect("read a slot word");
+            u64::from_le_bytes(word) & 0xffff_ffff
+        })
+        .collect()
+}
+
+/// `Listener::connect`, retried while the listener answers `TooManyClients` (a client that
+/// finds no free slot wakes the server, which frees what no client holds), for at most the
+/// watchdog.
+fn connect_retrying(name: &str) -> Channel {
+    let deadline = Instant::now() + WATCHDOG;
+    loop {
+        match Listener::connect(name, WaitStrategy::Block) {
+            Ok(ch) => return ch,
+            Err(Error::TooManyClients { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("connect to {name}: {e}"),
+        }
+    }
 }
 
 /// Exchanges `count` checked messages (0 = until killed) and exits 0 if every reply was right.
@@ -246,7 +316,7 @@ fn clients_killed_at_random_free_what_the_server_held() {
         assert!(status.success(), "client {} failed: {status}", c.pid());
     }
     for c in &mut doomed {
-        c.reap();
+        reap_killed(c);
     }
     assert_eq!(
         mappings_of(&name),
@@ -298,7 +368,7 @@ fn a_killed_server_is_noticed_by_every_client_and_its_name_reclaimed() {
     }
     let pid = server.pid();
     server.kill();
-    server.reap();
+    reap_killed(&mut server);
     for t in threads {
         let (result, _ch) = t.join().unwrap();
         match result {
@@ -339,7 +409,7 @@ fn past_the_client_limit_connect_fails_with_a_typed_error() {
     // A plain connect on the listener's name is refused, not misread.
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Block),
-        Err(Error::BadMagic(_))
+        Err(Error::WrongKind { .. })
     ));
     // Dropping a connection frees its slot.
     held.pop();
@@ -463,7 +533,7 @@ fn a_selector_reports_a_channel_whose_peer_process_was_killed() {
     let pid = peers[1].pid();
     peers[1].kill();
     let (ready, received) = rx.recv_timeout(WATCHDOG).expect("selector did not return");
-    peers[1].reap();
+    reap_killed(&mut peers[1]);
     assert_eq!(
         ready,
         vec![1],
@@ -514,7 +584,7 @@ fn a_selector_notices_a_peer_that_connects_and_dies_while_it_waits() {
     let (ready, received) = rx
         .recv_timeout(Duration::from_secs(1))
         .expect("the selector did not report the dead peer within 1 s");
-    peer.reap();
+    reap_killed(&mut peer);
     selector.join().unwrap();
     assert_eq!(ready, vec![0]);
     match received {
@@ -568,7 +638,7 @@ fn a_client_waiting_to_be_accepted_notices_a_dead_server() {
     std::thread::sleep(Duration::from_millis(50));
     let pid = server.pid();
     server.kill();
-    server.reap();
+    reap_killed(&mut server);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(waiting.join().unwrap());
@@ -649,7 +719,7 @@ fn clients_killed_after_their_connection_was_dropped_leave_no_names() {
     let (mut client, first) = connection(&listener);
     let _first = NameGuard(first.clone());
     client.kill();
-    client.reap();
+    reap_killed(&mut client);
     assert!(!gone(&first), "the name went with the client");
     drop(listener);
     assert!(
@@ -663,8 +733,306 @@ fn clients_killed_after_their_connection_was_dropped_leave_no_names() {
     let _second = NameGuard(second.clone());
     drop(listener);
     client.kill();
-    client.reap();
+    reap_killed(&mut client);
     assert!(!gone(&second));
     let _listener = Listener::bind(&name, &Config::default()).unwrap();
     assert!(gone(&second), "{second} was not reclaimed by the next bind");
+}
+
+#[test]
+fn retried_connects_to_a_killed_servers_listener_leave_every_slot_free() {
+    const LIMIT: usize = 4;
+    let name = unique("svcretry");
+    let _guard = NameGuard(name.clone());
+    let mut server = spawn_role("deaf", &[name.clone(), LIMIT.to_string()]);
+    wait_for_line(&mut server, "ready");
+    // Two clients have claimed slots and wait to be accepted when the server is killed.
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let n = name.clone();
+            std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block))
+        })
+        .collect();
+    let deadline = Instant::now() + WATCHDOG;
+    while slot_states(&name, LIMIT)
+        .iter()
+        .filter(|&&s| s != 0)
+        .count()
+        < 2
+    {
+        assert!(Instant::now() < deadline, "the clients did not claim slots");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = server.pid();
+    server.kill();
+    reap_killed(&mut server);
+    for t in waiting {
+        match t.join().unwrap() {
+            Err(Error::PeerGone { channel, pid: gone }) => {
+                assert_eq!((channel.as_str(), gone), (name.as_str(), pid))
+            }
+            other => panic!("a waiting client got {other:?} instead of PeerGone"),
+        }
+    }
+    assert_eq!(
+        slot_states(&name, LIMIT),
+        [0; LIMIT],
+        "clients that saw the server die left their slots taken"
+    );
+    // A client that keeps retrying hears that the server is gone every time, and takes no slot.
+    for attempt in 0..3 * LIMIT {
+        let got = if attempt % 2 == 0 {
+            Listener::connect(&name, WaitStrategy::Block)
+        } else {
+            Listener::connect_timeout(&name, WaitStrategy::Block, WATCHDOG)
+        };
+        match got {
+            Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+            other => panic!("attempt {attempt}: {other:?} instead of PeerGone"),
+        }
+    }
+    assert_eq!(slot_states(&name, LIMIT), [0; LIMIT]);
+    assert_eq!(connection_names(&name), Vec::<String>::new());
+}
+
+#[test]
+fn forged_slot_states_do_not_keep_clients_out() {
+    const LIMIT: usize = 4;
+    let name = unique("svcforge");
+    let _guard = NameGuard(name.clone());
+    let listener = Listener::bind_with_limit(&name, &Config::default(), LIMIT).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        // The server: accepts, echoes one message on each connection, and holds it until its
+        // client leaves. Returns how many it accepted.
+        let server = s.spawn(|| {
+            let mut conns: Vec<Connection> = Vec::new();
+            let mut accepted = 0;
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept_timeout(Duration::from_millis(20)) {
+                    Ok(mut conn) => {
+                        let msg = conn.recv_timeout(WATCHDOG).expect("first message").to_vec();
+                        conn.send(&msg).expect("echo");
+                        conns.push(conn);
+                        accepted += 1;
+                    }
+                    Err(Error::Timeout) => {}
+                    Err(e) => panic!("accept: {e}"),
+                }
+                conns.retain_mut(|c| c.is_peer_connected());
+            }
+            accepted
+        });
+        // Stops the server however this thread leaves the scope.
+        let _stop = StopOnDrop(&stop);
+        let hello = |ch: &mut Channel, what: &str| {
+            ch.send(what.as_bytes()).unwrap();
+            assert_eq!(&*ch.recv_timeout(WATCHDOG).unwrap(), what.as_bytes());
+        };
+        // One client is in before the forger comes: its slot is rewritten too.
+        let mut first = connect_retrying(&name);
+        hello(&mut first, "first");
+        let mut forger = spawn_role("forge", &[name.clone(), LIMIT.to_string()]);
+        assert!(forger.reap().success(), "the forger failed");
+        // Every slot no connection holds is free again for the next clients.
+        let mut others: Vec<Channel> = (0..LIMIT - 1)
+            .map(|i| {
+                let mut ch = connect_retrying(&name);
+                hello(&mut ch, &format!("client {i}"));
+                ch
+            })
+            .collect();
+        // The limit still holds: the server has LIMIT connections.
+        assert!(matches!(
+            Listener::connect(&name, WaitStrategy::Block),
+            Err(Error::TooManyClients { .. })
+        ));
+        // The first client leaves: its slot (rewritten under its lease) comes back too.
+        drop(first);
+        let mut last = connect_retrying(&name);
+        hello(&mut last, "last");
+        others.clear();
+        drop(_stop);
+        assert_eq!(server.join().unwrap(), LIMIT + 1);
+    });
+}
+
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn listener_names_follow_the_one_name_rule() {
+    assert_eq!(shmlink::MAX_NAME_LEN, 200);
+    let sized = |len: usize| {
+        let mut name = unique("len");
+        name.extend(std::iter::repeat_n('n', len - name.len()));
+        name
+    };
+    // Every length a channel may have, a listener may have; its connections' names are longer.
+    for len in [169, shmlink::MAX_NAME_LEN] {
+        let name = sized(len);
+        let _guard = NameGuard(name.clone());
+        let listener = Listener::bind(&name, &Config::default())
+            .unwrap_or_else(|e| panic!("bind a {len}-byte name: {e}"));
+        let n = name.clone();
+        let client = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
+        let mut conn = listener.accept_timeout(WATCHDOG).unwrap();
+        let mut ch = client.join().unwrap().unwrap();
+        assert!(conn.name().len() > len && conn.name().starts_with(&name));
+        assert!(shmlink::segments::inspect(conn.name()).unwrap().ready);
+        ch.send(b"long").unwrap();
+        assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"long");
+        drop((conn, ch, listener));
+        assert!(!support::shm_path(&name).exists());
+        assert_eq!(connection_names(&name), Vec::<String>::new());
+    }
+    // A name no listener can have is refused at once by every call, client side included.
+    let long = sized(shmlink::MAX_NAME_LEN + 1);
+    for (bad, reason) in [
+        (long.as_str(), "200 bytes"),
+        (&"x".repeat(300), "200 bytes"),
+        (".x", "'.' or '-'"),
+        ("-x", "'.' or '-'"),
+        ("a/b", "letters, digits"),
+        ("", "empty"),
+    ] {
+        let refused = |what: &str, got: Result<(), Error>| match got {
+            Err(Error::InvalidName { name, reason: r }) => {
+                assert_eq!(name, bad, "{what}");
+                assert!(r.contains(reason), "{what} {bad:?}: {r}");
+            }
+            other => panic!("{what} {bad:?}: {other:?}"),
+        };
+        refused("bind", Listener::bind(bad, &Config::default()).map(drop));
+        refused(
+            "connect",
+            Listener::connect(bad, WaitStrategy::Block).map(drop),
+        );
+        refused(
+            "connect_timeout",
+            Listener::connect_timeout(bad, WaitStrategy::Block, WATCHDOG).map(drop),
+        );
+        refused(
+            "channel connect_timeout",
+            Channel::connect_timeout(bad, WaitStrategy::Block, WATCHDOG).map(drop),
+        );
+        refused(
+            "endpoint connect_timeout",
+            Endpoint::connect_timeout(bad, WaitStrategy::Block, WATCHDOG).map(drop),
+        );
+    }
+}
+
+#[test]
+fn listener_connects_end_like_channel_connects() {
+    let name = unique("svcnone");
+    let _guard = NameGuard(name.clone());
+    let short = Duration::from_millis(30);
+    let missing = |got: Result<Channel, Error>| match got {
+        Err(Error::NotFound(n)) => assert_eq!(n, name),
+        other => panic!("{other:?} instead of NotFound({name:?})"),
+    };
+    missing(Listener::connect(&name, WaitStrategy::Block));
+    missing(Listener::connect_timeout(&name, WaitStrategy::Block, short));
+    missing(Channel::connect_timeout(&name, WaitStrategy::Block, short));
+    match Endpoint::connect_timeout(&name, WaitStrategy::Block, short) {
+        Err(Error::NotFound(n)) => assert_eq!(n, name),
+        other => panic!("{:?} instead of NotFound", other.map(|e| e.backend())),
+    }
+    // A listener that is there but does not accept: the wait for the server ends in Timeout.
+    let _listener = Listener::bind(&name, &Config::default()).unwrap();
+    assert!(matches!(
+        Listener::connect_timeout(&name, WaitStrategy::Block, short),
+        Err(Error::Timeout)
+    ));
+}
+
+#[test]
+fn connect_errors_name_what_the_name_is() {
+    let listener_name = unique("svckind-l");
+    let channel_name = unique("svckind-c");
+    let _guards = (
+        NameGuard(listener_name.clone()),
+        NameGuard(channel_name.clone()),
+    );
+    let listener = Listener::bind(&listener_name, &Config::default()).unwrap();
+    let _channel = Channel::create(&channel_name, &Config::default()).unwrap();
+    // A channel call on a listener's name, and the other way round: said as such.
+    for (got, name, found, call) in [
+        (
+            Channel::connect(&listener_name, WaitStrategy::Block).map(drop),
+            &listener_name,
+            "listener",
+            "Listener::connect",
+        ),
+        (
+            Channel::connect_timeout(&listener_name, WaitStrategy::Block, WATCHDOG).map(drop),
+            &listener_name,
+            "listener",
+            "Listener::connect",
+        ),
+        (
+            Listener::connect(&channel_name, WaitStrategy::Block).map(drop),
+            &channel_name,
+            "channel",
+            "Channel::connect",
+        ),
+    ] {
+        match got {
+            Err(e @ Error::WrongKind { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(name.as_str()), "{text}");
+                assert!(text.contains(&format!("is a shmlink {found}")), "{text}");
+                assert!(text.contains(call), "{text}");
+            }
+            other => panic!("{name}: {other:?} instead of WrongKind"),
+        }
+    }
+    // A listener whose header this build cannot read: the error names it.
+    use std::os::unix::fs::FileExt;
+    type Header = shmlink::testing::SegmentHeader;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(support::shm_path(&listener_name))
+        .unwrap();
+    let poke = |offset: usize, bytes: &[u8]| {
+        let mut old = vec![0; bytes.len()];
+        file.read_exact_at(&mut old, offset as u64).unwrap();
+        file.write_all_at(bytes, offset as u64).unwrap();
+        let got = Listener::connect(&listener_name, WaitStrategy::Block);
+        file.write_all_at(&old, offset as u64).unwrap();
+        let err = got.expect_err("a forged header was accepted");
+        assert!(err.to_string().contains(&listener_name), "{err}");
+        err
+    };
+    let magic = std::mem::offset_of!(Header, magic);
+    let version = std::mem::offset_of!(Header, version);
+    let total = std::mem::offset_of!(Header, total_size);
+    assert!(matches!(
+        poke(magic, &0xdead_beef_u64.to_le_bytes()),
+        Error::BadMagic {
+            magic: 0xdead_beef,
+            ..
+        }
+    ));
+    assert!(matches!(
+        poke(version, &99u32.to_le_bytes()),
+        Error::VersionMismatch { found: 99, .. }
+    ));
+    assert!(matches!(
+        poke(total, &12345u64.to_le_bytes()),
+        Error::SizeMismatch { .. }
+    ));
+    // Restored, it serves again.
+    let n = listener_name.clone();
+    let client = std::thread::spawn(move || Listener::connect(&n, WaitStrategy::Block));
+    let _conn = listener.accept_timeout(WATCHDOG).unwrap();
+    client.join().unwrap().unwrap();
 }

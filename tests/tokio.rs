@@ -245,3 +245,34 @@ fn a_spinning_channel_is_refused() {
     let b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
     assert!(matches!(AsyncChannel::new(b), Err(Error::InvalidConfig(_))));
 }
+
+#[test]
+fn an_async_listener_refuses_a_config_it_cannot_serve() {
+    let name = unique("tokiospin");
+    let _guard = NameGuard(name.clone());
+    let refused = |got: Result<AsyncListener, Error>| match got {
+        Err(e @ Error::InvalidConfig(_)) => {
+            assert!(e.to_string().contains(&name), "{e}");
+            assert!(e.to_string().contains("spin"), "{e}");
+        }
+        other => panic!("a spin listener was taken for async use: {other:?}"),
+    };
+    // At bind, before the name is taken: no client ever finds a listener that cannot serve it.
+    refused(AsyncListener::bind(
+        &name,
+        &Config::with_wait(WaitStrategy::Spin),
+    ));
+    assert!(
+        !support::shm_path(&name).exists(),
+        "the refused bind left its name"
+    );
+    assert!(matches!(
+        shmlink::Listener::connect(&name, WaitStrategy::Block),
+        Err(Error::NotFound(_))
+    ));
+    // And when wrapping a listener bound for spinning.
+    let spin = shmlink::Listener::bind(&name, &Config::with_wait(WaitStrategy::Spin)).unwrap();
+    refused(AsyncListener::new(spin));
+    // A block listener is served.
+    AsyncListener::bind(&name, &Config::default()).expect("bind a block listener");
+}

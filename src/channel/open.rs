@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, KIND_CHANNEL, KIND_LISTENER};
 use crate::layout::{
-    check_capacity, segment_size, RingHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, PEER_ABSENT,
-    PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
+    check_capacity, segment_size, RingHeader, HEADER_SIZE, LAYOUT_VERSION, LISTENER_MAGIC, MAGIC,
+    PEER_ABSENT, PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
 };
 use crate::lock;
 use crate::mapping::{self, Mapping};
@@ -24,10 +24,21 @@ impl Channel {
     /// Creates the channel `name` (a mapping named `/shmlink-<name>`, mode 0600) and becomes
     /// its creator. The name is removed again when the channel drops.
     ///
-    /// If a mapping with that name exists and its creator process is gone, the stale mapping is
-    /// removed and replaced; if the creator is alive, this fails with [`Error::AlreadyExists`].
+    /// The name follows the one rule for every name ([`Error::InvalidName`] if not): at most
+    /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes of ASCII letters, digits, `.`, `_` and `-`,
+    /// not starting with `.` or `-`. If a channel or listener with that name exists and its
+    /// creator process is gone, the stale mapping is removed and replaced; if the creator is
+    /// alive, this fails with [`Error::AlreadyExists`]. An entry under the name that is not a
+    /// channel at all (a directory, a link, a FIFO, a file without the shmlink magic) is left
+    /// alone: [`Error::NotAChannel`], saying what it is.
     pub fn create(name: &str, config: &Config) -> Result<Channel> {
         mapping::validate_name(name)?;
+        Self::create_for_listener(name, config)
+    }
+
+    /// [`create`](Channel::create) without the length limit on user-chosen names: for a
+    /// listener's connection (`<listener>.<pid>.<seq>`).
+    pub(crate) fn create_for_listener(name: &str, config: &Config) -> Result<Channel> {
         check_capacity(config.capacity)?;
         let size = segment_size(config.capacity);
         let map = match Mapping::create_named(name, size) {
@@ -72,25 +83,38 @@ impl Channel {
 
     /// Connects to the channel `name` made by another process (or thread).
     ///
-    /// Fails with [`Error::NotFound`] or [`Error::NotReady`] if it is not there yet (see
+    /// Errors about the channel name it. Fails with [`Error::InvalidName`] for a name no channel
+    /// can have, [`Error::NotFound`] or [`Error::NotReady`] if it is not there yet (see
     /// [`connect_timeout`](Channel::connect_timeout) to wait for it), with
     /// [`Error::AlreadyConnected`] if another endpoint holds the connecting end (or held it and
     /// closed or died: a channel serves one connection; a connector that died before it was
-    /// connected leaves the end to the next one), and with [`Error::BadMagic`],
-    /// [`Error::VersionMismatch`], [`Error::LayoutMismatch`] or [`Error::SizeMismatch`] if the
-    /// mapping is not one this build understands.
+    /// connected leaves the end to the next one), with [`Error::WrongKind`] if the name is a
+    /// listener's, with [`Error::NotAChannel`] if the entry is not a regular file (a link,
+    /// which is never followed, a directory, a FIFO...), with [`Error::NotPrivate`] if it is
+    /// not this user's alone, and with [`Error::BadMagic`], [`Error::VersionMismatch`],
+    /// [`Error::LayoutMismatch`] or [`Error::SizeMismatch`] if the mapping is not one this build
+    /// understands.
     ///
     /// A server that serves successive (or concurrent) clients binds a
     /// [`Listener`](crate::Listener) instead, which gives every client a fresh channel.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
+        mapping::validate_name(name)?;
+        Self::connect_for_listener(name, wait)
+    }
+
+    /// [`connect`](Channel::connect) without the length limit on user-chosen names: for a
+    /// listener's connection (`<listener>.<pid>.<seq>`).
+    pub(crate) fn connect_for_listener(name: &str, wait: WaitStrategy) -> Result<Channel> {
         let map = Mapping::open_named(name)?;
         Self::connect_mapping(map, name.to_owned(), wait)
     }
 
     /// Like [`connect`](Channel::connect), retrying while the channel is missing or not ready,
-    /// until `timeout` has passed. Then it fails with the last of those errors, which names the
-    /// channel: [`Error::NotFound`] (nobody created it) or [`Error::NotReady`] (its creator has
-    /// not finished making it).
+    /// until `timeout` has passed. Then it fails with [`Error::NotFound`], naming the channel,
+    /// if there is still nothing under that name, and with [`Error::Timeout`] if something is
+    /// there that has not become a ready channel (its creator is still making it, or died
+    /// doing so: [`segments`](crate::segments) tells which). Any other error ends the wait at
+    /// once.
     ///
     /// ```
     /// use std::time::Duration;
@@ -98,22 +122,13 @@ impl Channel {
     /// let err = Channel::connect_timeout("nobody-made-this", WaitStrategy::Spin, Duration::from_millis(10))
     ///     .unwrap_err();
     /// assert!(matches!(&err, Error::NotFound(name) if name == "nobody-made-this"));
-    /// assert_eq!(err.to_string(), r#"no channel named "nobody-made-this""#);
+    /// assert_eq!(err.to_string(), r#"no channel or listener named "nobody-made-this""#);
     /// ```
     pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
-        let deadline = Instant::now() + timeout;
-        let mut pause = Duration::from_micros(50);
-        loop {
-            match Self::connect(name, wait) {
-                Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
-                    std::thread::sleep(
-                        pause.min(deadline.saturating_duration_since(Instant::now())),
-                    );
-                    pause = (pause * 2).min(Duration::from_millis(10));
-                }
-                other => return other,
-            }
-        }
+        mapping::validate_name(name)?;
+        mapping::retry_until_there(Instant::now() + timeout, || {
+            Self::connect_for_listener(name, wait)
+        })
     }
 
     /// Connects to a channel backed by the file at `path` (see [`create_at`](Channel::create_at)).
@@ -124,22 +139,38 @@ impl Channel {
 
     fn connect_mapping(map: Mapping, name: String, wait: WaitStrategy) -> Result<Channel> {
         if map.len() < HEADER_SIZE {
-            return Err(Error::SizeMismatch(format!(
-                "mapping of {} bytes is smaller than the {HEADER_SIZE}-byte header",
-                map.len()
-            )));
+            return Err(Error::size_mismatch(
+                &name,
+                format!(
+                    "mapping of {} bytes is smaller than the {HEADER_SIZE}-byte header",
+                    map.len()
+                ),
+            ));
         }
         let hdr = segment(&map);
         // Acquire: pairs with the Release store of `ready` in `init_creator`.
-        if hdr.ready.load(Ordering::Acquire) != READY {
+        let ready = hdr.ready.load(Ordering::Acquire);
+        // Relaxed: published by `ready` (or, if not ready, only compared). Read once: every
+        // check below uses this value.
+        let magic = hdr.magic.load(Ordering::Relaxed);
+        if magic == LISTENER_MAGIC {
+            return Err(Error::WrongKind {
+                name,
+                found: KIND_LISTENER,
+                expected: KIND_CHANNEL,
+            });
+        }
+        if ready != READY {
             // A mapping that does not even carry our magic is not ours at all.
-            let magic = hdr.magic.load(Ordering::Relaxed);
             if magic != 0 && magic != MAGIC {
-                return Err(Error::BadMagic(magic));
+                return Err(Error::BadMagic {
+                    channel: name,
+                    magic,
+                });
             }
             return Err(Error::NotReady(name));
         }
-        let capacity = hdr.validate(map.len(), &name)?;
+        let capacity = hdr.validate(magic, map.len(), &name)?;
         let info = &hdr.connector;
         // Read before claiming: nothing to do with the slot.
         let me = ProcessId::current();

@@ -268,7 +268,8 @@ fn block_ping_pong_between_threads() {
     echo.join().unwrap();
 }
 
-/// Writes a header by hand and expects `connect` to refuse it with the right error.
+/// Writes a header by hand and returns the error `connect` refuses it with, which must name the
+/// channel.
 fn connect_to_forged(edit: impl FnOnce(&SegmentHeader)) -> Error {
     let name = unique("forged");
     let mut map = Mapping::create_named(&name, segment_size(4096)).unwrap();
@@ -288,6 +289,10 @@ fn connect_to_forged(edit: impl FnOnce(&SegmentHeader)) -> Error {
     }
     let err = Channel::connect(&name, WaitStrategy::Spin).unwrap_err();
     map.set_owner(true);
+    assert!(
+        err.to_string().contains(&name),
+        "{err} does not name {name}"
+    );
     err
 }
 
@@ -295,27 +300,44 @@ fn connect_to_forged(edit: impl FnOnce(&SegmentHeader)) -> Error {
 fn hostile_headers_are_refused() {
     assert!(matches!(
         connect_to_forged(|h| h.magic.store(0xdead_beef, Ordering::Relaxed)),
-        Error::BadMagic(0xdead_beef)
+        Error::BadMagic {
+            magic: 0xdead_beef,
+            ..
+        }
     ));
+    // A listener's magic: it says what the name is, and how to connect to it.
+    let err = connect_to_forged(|h| h.magic.store(LISTENER_MAGIC, Ordering::Relaxed));
+    assert!(
+        matches!(
+            err,
+            Error::WrongKind {
+                found: "listener",
+                expected: "channel",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("Listener::connect"), "{err}");
     assert!(matches!(
         connect_to_forged(|h| h.version.store(99, Ordering::Relaxed)),
         Error::VersionMismatch { found: 99, .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.capacity.store(1 << 20, Ordering::Relaxed)),
-        Error::SizeMismatch(_)
+        Error::SizeMismatch { .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.capacity.store(3000, Ordering::Relaxed)),
-        Error::SizeMismatch(_)
+        Error::SizeMismatch { .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.total_size.store(u64::MAX, Ordering::Relaxed)),
-        Error::SizeMismatch(_)
+        Error::SizeMismatch { .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.header_size.store(8, Ordering::Relaxed)),
-        Error::SizeMismatch(_)
+        Error::SizeMismatch { .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.ready.store(0, Ordering::Relaxed)),

@@ -122,3 +122,16 @@ pub fn wait_for_line(child: &mut ChildGuard, word: &'static str) {
         .unwrap_or_else(|_| panic!("process {} did not print {word:?}", child.pid()));
     child.child.stdout = Some(stdout);
 }
+
+/// Reaps a child this test killed with SIGKILL and checks that the kill is what it died of: a
+/// child that had already exited by itself (an error, a panic) fails the test.
+pub fn reap_killed(child: &mut ChildGuard) {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.pid();
+    let status = child.reap();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "child {pid} was to die of our SIGKILL, but ended with {status}"
+    );
+}

@@ -159,7 +159,10 @@ impl Transport for Floor {
         // Relaxed: ordered after the Acquire load of `ready` above.
         let magic = header.magic.load(Ordering::Relaxed);
         if magic != MAGIC {
-            return Err(Error::BadMagic(magic));
+            return Err(Error::BadMagic {
+                channel: address.to_owned(),
+                magic,
+            });
         }
         // Release: pairs with the Acquire load of `ready` in `FloorListener::accept`.
         header.ready.store(2, Ordering::Release);

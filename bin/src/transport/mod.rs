@@ -547,10 +547,13 @@ pub(crate) fn open_mapping(
         other => other,
     })?;
     if shmem.len() < size {
-        return Err(Error::SizeMismatch(format!(
-            "mapping {id:?} holds {} bytes, at least {size} expected",
-            shmem.len()
-        )));
+        return Err(Error::SizeMismatch {
+            channel: id.to_owned(),
+            what: format!(
+                "the mapping holds {} bytes, at least {size} expected",
+                shmem.len()
+            ),
+        });
     }
     Ok(shmem)
 }

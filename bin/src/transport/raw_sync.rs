@@ -225,7 +225,10 @@ impl Transport for RawSync {
         // Relaxed: ordered after the Acquire load of `ready` above (as is `slot` below).
         let magic = header.magic.load(Ordering::Relaxed);
         if magic != MAGIC {
-            return Err(Error::BadMagic(magic));
+            return Err(Error::BadMagic {
+                channel: address.to_owned(),
+                magic,
+            });
         }
         let slot = usize::try_from(header.slot.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
         if slot % 64 != 0
@@ -234,10 +237,10 @@ impl Transport for RawSync {
                 .and_then(|s| s.checked_add(HEADER + 2 * MAILBOX_HEADER))
                 .is_none_or(|total| total > shmem.len())
         {
-            return Err(Error::SizeMismatch(format!(
-                "slot of {slot} bytes in a mapping of {}",
-                shmem.len()
-            )));
+            return Err(Error::SizeMismatch {
+                channel: address.to_owned(),
+                what: format!("slot of {slot} bytes in a mapping of {}", shmem.len()),
+            });
         }
         let (outbox, inbox) = RawSync::open_mailboxes(&shmem, slot, false, 1)?;
         let end = RawSync {

@@ -152,7 +152,8 @@ pub(super) fn connect_endpoint(address: &str, opts: &Options, peer: &Peer) -> Re
     loop {
         match Endpoint::connect_timeout(address, opts.wait, SLICE) {
             Ok(e) => return Ok(e),
-            Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
+            // Not there yet, or there and not ready within the slice.
+            Err(Error::NotFound(_) | Error::Timeout) if Instant::now() < deadline => {
                 peer.check()?
             }
             Err(e) => return Err(e),
