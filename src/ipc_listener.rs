@@ -27,11 +27,10 @@
 //! rendezvous file and the lock file while still holding the lock.
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::io;
+use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -41,9 +40,10 @@ use ipc_channel::ipc::{self, IpcOneShotServer, IpcSender};
 use ipc_channel::TryRecvError;
 use serde::{Deserialize, Serialize};
 
-use crate::fallback::{self, Halves, IpcDuplex, Published};
+use crate::fallback::{self, Halves, IpcDuplex};
 use crate::listener::MAX_CLIENTS;
 use crate::lock;
+use crate::rendezvous::{self, Kind, Published};
 use crate::Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -77,21 +77,28 @@ enum Reply {
 
 /// Where the lock file of listener `name` lives (beside its rendezvous file).
 pub fn lock_path(name: &str) -> PathBuf {
-    fallback::rendezvous_path(name).with_extension("ipc.lock")
+    rendezvous::path_of(name, Kind::Lock)
+}
+
+/// Opens the lock file of `name` (checked as [`rendezvous::open`] does); `Err(NotFound)`
+/// without one.
+fn open_lock(name: &str, write: bool) -> Result<File> {
+    let path = rendezvous::checked_path(name, Kind::Lock, false)?;
+    rendezvous::open(
+        &path,
+        name,
+        Kind::Lock,
+        OpenOptions::new().read(true).write(write),
+    )
 }
 
 /// True while a live listener holds the lock of `name`.
 pub(crate) fn alive(name: &str) -> Result<bool> {
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(lock_path(name))
-    {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::Io(e)),
-    };
-    lock::alive(file.as_raw_fd(), lock::End::Creator, 0)
+    match open_lock(name, false) {
+        Ok(file) => lock::alive(file.as_raw_fd(), lock::End::Creator, 0),
+        Err(Error::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Counts a listener's live connections; each handed-out connection holds one [`Lease`].
@@ -226,18 +233,21 @@ impl std::fmt::Debug for IpcListener {
     }
 }
 
-/// Opens (making it if need be) the lock file of `name` and takes its lock: `Ok(None)` when a
-/// live listener holds it.
+/// Opens (making it, and its directory, if need be) the lock file of `name` and takes its
+/// lock: `Ok(None)` when a live listener holds it.
 fn take_lock(name: &str) -> Result<Option<File>> {
-    let path = lock_path(name);
+    let path = rendezvous::checked_path(name, Kind::Lock, true)?;
     loop {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)?;
+        let file = rendezvous::open(
+            &path,
+            name,
+            Kind::Lock,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600),
+        )?;
         if !lock::take(&file, lock::End::Creator, false)? {
             return Ok(None);
         }
@@ -247,7 +257,7 @@ fn take_lock(name: &str) -> Result<Option<File>> {
         match std::fs::symlink_metadata(&path) {
             Ok(now) if now.dev() == ours.dev() && now.ino() == ours.ino() => return Ok(Some(file)),
             Ok(_) => continue,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::Io(e)),
         }
     }
@@ -255,13 +265,13 @@ fn take_lock(name: &str) -> Result<Option<File>> {
 
 /// With the lock of `name` taken: if its rendezvous file still names the one-shot server of a
 /// listener that died, removes that server's socket and the directory ipc-channel made for it
-/// (nobody else removes them). Only a socket of this user, alone in a `.tmp*` directory of the
-/// temporary directory, is touched.
+/// (nobody else removes them). Only a socket of this user, alone in a `.tmp*` directory of this
+/// user in the temporary directory, is touched.
 fn remove_dead_server(name: &str) {
-    let Ok(Published::Listener { server, .. }) = fallback::read_rendezvous(name) else {
+    let Ok(Published::Listener { server, .. }) = rendezvous::read(name) else {
         return;
     };
-    let socket = std::path::Path::new(&server);
+    let socket = Path::new(&server);
     let Some(dir) = socket.parent() else {
         return;
     };
@@ -271,42 +281,9 @@ fn remove_dead_server(name: &str) {
             .file_name()
             .and_then(|d| d.to_str())
             .is_some_and(|d| d.starts_with(".tmp"));
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let ours = std::fs::symlink_metadata(socket)
-        .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) && m.uid() == me);
-    if made_by_ipc_channel && ours && std::fs::remove_file(socket).is_ok() {
+    if made_by_ipc_channel && rendezvous::unlink_server(&server) {
         // Fails, harmlessly, if anything else is in it.
         let _ = std::fs::remove_dir(dir);
-    }
-}
-
-/// With the lock of `name` taken: removes rendezvous files that a process killed while it
-/// published (between writing the file aside and renaming it into place) left behind. Only the
-/// lock holder publishes under this name, so any such file is left over; only this user's are
-/// touched.
-fn remove_unpublished(name: &str) {
-    let path = fallback::rendezvous_path(name);
-    let (Some(dir), Some(file)) = (path.parent(), path.file_name().and_then(|f| f.to_str())) else {
-        return;
-    };
-    let prefix = format!("{file}.tmp-");
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    for entry in entries.flatten() {
-        let leftover = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|f| f.starts_with(&prefix));
-        let ours = entry
-            .metadata()
-            .is_ok_and(|m| m.file_type().is_file() && m.uid() == me);
-        if leftover && ours {
-            let _ = std::fs::remove_file(entry.path());
-        }
     }
 }
 
@@ -321,7 +298,7 @@ impl IpcListener {
         }
         let lock_file = take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.to_owned()))?;
         remove_dead_server(name);
-        remove_unpublished(name);
+        rendezvous::remove_unpublished(name);
         let control = Arc::new(Mutex::new(Control::default()));
         let queue = Arc::new(Queue::default());
         let worker = Worker {
@@ -347,7 +324,7 @@ impl IpcListener {
         let thread = match thread {
             Ok(thread) => thread,
             Err(e) => {
-                let _ = std::fs::remove_file(fallback::rendezvous_path(name));
+                let _ = std::fs::remove_file(rendezvous::rendezvous_path(name));
                 let _ = std::fs::remove_file(lock_path(name));
                 return Err(Error::Io(e));
             }
@@ -418,7 +395,7 @@ impl Drop for IpcListener {
         // Connections never accepted: dropped here, so their clients see a clean close.
         drop(self.queue.close());
         // Both removed while the lock is held: a new listener cannot have taken the name.
-        let _ = std::fs::remove_file(fallback::rendezvous_path(&self.name));
+        let _ = std::fs::remove_file(rendezvous::rendezvous_path(&self.name));
         let _ = std::fs::remove_file(lock_path(&self.name));
     }
 }
@@ -450,7 +427,7 @@ impl Worker {
     fn fail(&self, e: Error) {
         let control = locked(&self.control);
         if !control.stopping {
-            let _ = std::fs::remove_file(fallback::rendezvous_path(&self.name));
+            let _ = std::fs::remove_file(rendezvous::rendezvous_path(&self.name));
         }
         self.queue.push(Err(e));
     }
@@ -458,6 +435,7 @@ impl Worker {
     /// Makes the next one-shot server and publishes it; `Ok(None)` once the listener stops.
     fn next_server(&self) -> Result<Option<IpcOneShotServer<Hello>>> {
         let (server, server_name) = IpcOneShotServer::<Hello>::new()?;
+        rendezvous::close_server_dir(&server_name)?;
         // Published under the lock that the drop sets `stopping` under: once the drop has set
         // it, nothing is published any more.
         let mut control = locked(&self.control);
@@ -466,10 +444,10 @@ impl Worker {
         }
         let contents = format!(
             "{}\n{}\n{server_name}",
-            fallback::LISTENER_TAG,
+            rendezvous::LISTENER_TAG,
             std::process::id()
         );
-        fallback::publish(&fallback::rendezvous_path(&self.name), &contents)?;
+        rendezvous::publish(&rendezvous::rendezvous_path(&self.name), &contents)?;
         control.current = Some(server_name);
         Ok(Some(server))
     }
@@ -527,7 +505,7 @@ impl Worker {
 pub(crate) fn connect(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex> {
     let past = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
     loop {
-        let (pid, server) = match fallback::read_rendezvous(name)? {
+        let (pid, server) = match rendezvous::read(name)? {
             Published::Listener { pid, server } => (pid, server),
             // Replaced by a plain channel meanwhile.
             Published::Channel { .. } => return IpcDuplex::connect_until(name, deadline),
@@ -554,8 +532,10 @@ fn attempt(
     server: String,
     deadline: Option<Instant>,
 ) -> Result<Option<IpcDuplex>> {
-    let Ok(bootstrap) = IpcSender::<Hello>::connect(server) else {
-        return Ok(None);
+    let bootstrap = match rendezvous::connect_server::<Hello>(name, &server, deadline) {
+        Ok(bootstrap) => bootstrap,
+        Err(Error::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e),
     };
     let (halves, state) = fallback::connector_side()?;
     // Made before the answer comes, so that giving up says goodbye (a clean close) to a server
@@ -609,7 +589,7 @@ mod tests {
     #[test]
     fn files_left_by_a_publisher_killed_half_way_are_removed_by_the_next_bind() -> Result<()> {
         let name = format!("ipc-listener-unpublished-{}", std::process::id());
-        let path = fallback::rendezvous_path(&name);
+        let path = rendezvous::checked_path(&name, Kind::Rendezvous, true)?;
         let leftover = path.with_extension("ipc.tmp-4242-7");
         std::fs::write(&leftover, "half-published")?;
         let listener = IpcListener::bind(&name, 1)?;
@@ -687,7 +667,7 @@ mod tests {
         assert!(matches!(IpcDuplex::create(&name), Err(Error::AlreadyExists(n)) if n == name));
         assert!(alive(&name)?);
         drop(listener);
-        assert!(!fallback::rendezvous_path(&name).exists());
+        assert!(!rendezvous::rendezvous_path(&name).exists());
         assert!(!lock_path(&name).exists());
         assert!(!alive(&name)?);
         assert!(matches!(
@@ -703,7 +683,7 @@ mod tests {
         let name = format!("ipc-listener-garbage-{}", std::process::id());
         let listener = IpcListener::bind(&name, 4)?;
         for _ in 0..3 {
-            let Ok(Published::Listener { server, .. }) = fallback::read_rendezvous(&name) else {
+            let Ok(Published::Listener { server, .. }) = rendezvous::read(&name) else {
                 panic!("listener not published");
             };
             if let Ok(sender) = IpcSender::<(u64, String)>::connect(server.clone()) {
@@ -712,7 +692,7 @@ mod tests {
             // Wait until the thread has moved on to its next server.
             let start = Instant::now();
             while start.elapsed() < LIMIT
-                && matches!(fallback::read_rendezvous(&name),
+                && matches!(rendezvous::read(&name),
                     Ok(Published::Listener { server: now, .. }) if now == server)
             {
                 std::thread::sleep(Duration::from_millis(1));
