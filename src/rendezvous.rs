@@ -558,6 +558,16 @@ mod tests {
         }
     }
 
+    impl Scratch {
+        /// A directory `name` in the scratch directory, with permission bits `mode`.
+        fn dir(&self, name: &str, mode: u32) -> PathBuf {
+            let dir = self.0.join(name);
+            std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            dir
+        }
+    }
+
     impl Drop for Scratch {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
@@ -571,19 +581,10 @@ mod tests {
             let meta = std::fs::symlink_metadata(path).unwrap();
             check_private_dir(path, &meta)
         };
-        let good = scratch.0.join("good");
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&good)
-            .unwrap();
+        let good = scratch.dir("good", 0o700);
         judge(&good).unwrap();
 
-        let open = scratch.0.join("open");
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&open)
-            .unwrap();
-        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let open = scratch.dir("open", 0o1777);
         let link = scratch.0.join("link");
         std::os::unix::fs::symlink(&good, &link).unwrap();
         let file = scratch.0.join("file");
@@ -601,11 +602,7 @@ mod tests {
         }
         if euid() == 0 {
             // Another user's directory (only root can give one away).
-            let theirs = scratch.0.join("theirs");
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&theirs)
-                .unwrap();
+            let theirs = scratch.dir("theirs", 0o700);
             std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
             let text = judge(&theirs).unwrap_err().to_string();
             assert!(text.contains("owned by uid 65534"), "{text}");
@@ -616,21 +613,12 @@ mod tests {
     fn a_runtime_directory_is_used_only_when_nobody_else_can_write_it() {
         let scratch = Scratch::new("runtime");
         let trusted = |path: &Path| trusted_runtime_dir(path.as_os_str().to_owned());
-        let ours = scratch.0.join("ours");
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&ours)
-            .unwrap();
+        let ours = scratch.dir("ours", 0o700);
         assert_eq!(trusted(&ours), Some(ours.clone()));
         // Readable by others is fine (the files in it are not); writable is not.
         std::fs::set_permissions(&ours, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(trusted(&ours), Some(ours.clone()));
-        let shared = scratch.0.join("shared");
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&shared)
-            .unwrap();
-        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let shared = scratch.dir("shared", 0o1777);
         assert_eq!(trusted(&shared), None);
         let link = scratch.0.join("link");
         std::os::unix::fs::symlink(&ours, &link).unwrap();

@@ -246,28 +246,32 @@ fn another_users_listener_under_the_name_gets_nothing_from_a_client() {
     );
 }
 
+/// What a client says (`refused ...`) after its process planted something under the
+/// rendezvous name of a channel (`role`: fifo, zero, sparse).
+fn refusal_after_planting(role: &str) -> String {
+    let tmp = TempDir::new(role);
+    let mut client = spawn(&tmp, role, &unique(role), None, false);
+    // A client that what was planted holds is killed after the watchdog, failing the test.
+    let result = outcome(&mut client, &["connected", "refused"]);
+    assert!(result.starts_with("refused"), "{result}");
+    result
+}
+
 #[test]
 fn a_fifo_under_the_rendezvous_name_does_not_hold_a_connect_past_its_deadline() {
-    let tmp = TempDir::new("fifo");
-    let mut client = spawn(&tmp, "fifo", &unique("fifo"), None, false);
-    // A client held by the FIFO would be killed here, after the watchdog.
-    let result = outcome(&mut client, &["connected", "refused"]);
+    let result = refusal_after_planting("fifo");
     assert!(result.contains("a FIFO"), "{result}");
 }
 
 #[test]
 fn a_link_to_dev_zero_under_the_rendezvous_name_is_refused_at_once() {
-    let tmp = TempDir::new("zero");
-    let mut client = spawn(&tmp, "zero", &unique("zero"), None, false);
-    let result = outcome(&mut client, &["connected", "refused"]);
+    let result = refusal_after_planting("zero");
     assert!(result.contains("symbolic link"), "{result}");
 }
 
 #[test]
 fn a_huge_sparse_rendezvous_file_is_refused_without_reading_it() {
-    let tmp = TempDir::new("sparse");
-    let mut client = spawn(&tmp, "sparse", &unique("sparse"), None, false);
-    let result = outcome(&mut client, &["connected", "refused"]);
+    let result = refusal_after_planting("sparse");
     assert!(result.contains("longer than"), "{result}");
 }
 
