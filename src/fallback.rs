@@ -2,9 +2,10 @@
 //! shared-memory mapping cannot be made.
 //!
 //! Bootstrap: the creator opens an [`IpcOneShotServer`] and publishes the server's name in a
-//! rendezvous file named after the channel (`shmlink-<name>.ipc` in `$XDG_RUNTIME_DIR`, or the
-//! temporary directory when that is not set). The connector reads the file, connects to the
-//! server and sends it the two halves the creator needs: a sender for the creator-to-connector
+//! rendezvous file named after the channel (`shmlink-<name>.ipc`, in a directory no other user
+//! can write, opened and read under the rules of [`crate::rendezvous`]). The connector reads
+//! the file, checks the server and connects to it, and sends it the two halves the creator
+//! needs: a sender for the creator-to-connector
 //! direction's receiver it keeps, and a receiver for the direction it sends on. The creator
 //! accepts in a background thread, so [`IpcDuplex::create`] returns at once (like a mapping
 //! that exists before anybody connects); the first send or receive waits for the connector.
@@ -22,8 +23,7 @@
 //! (`listener\n<pid>\n<server>`); [`IpcDuplex::connect_until`] connects to either.
 
 use std::io;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,7 @@ use ipc_channel::{IpcError, TryRecvError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::rendezvous::{self, Kind, Published};
 use crate::Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -70,15 +71,6 @@ pub fn forced() -> bool {
 /// the shared-memory backend: [`crate::mapping::validate_name`]).
 pub fn validate_name(name: &str) -> Result<()> {
     crate::mapping::validate_name(name)
-}
-
-/// Where the rendezvous file of channel `name` lives.
-pub fn rendezvous_path(name: &str) -> PathBuf {
-    let dir = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|d| d.is_dir())
-        .unwrap_or_else(std::env::temp_dir);
-    dir.join(format!("shmlink-{name}.ipc"))
 }
 
 /// Removes the rendezvous file on drop.
@@ -166,55 +158,6 @@ fn io_error(e: io::Error) -> Error {
     }
 }
 
-/// What a rendezvous file publishes.
-pub(crate) enum Published {
-    /// A channel made by [`IpcDuplex::create`]: its creator's pid and one-shot server.
-    Channel { pid: u32, server: String },
-    /// A listener ([`crate::ipc_listener`]): its pid and current one-shot server.
-    Listener { pid: u32, server: String },
-}
-
-/// First line of a listener's rendezvous file.
-pub(crate) const LISTENER_TAG: &str = "listener";
-
-/// Reads the rendezvous file of `name`: `<pid>\n<server>` for a channel,
-/// `listener\n<pid>\n<server>` for a listener. `Err(NotFound)` without a file,
-/// `Err(NotReady)` for one that does not parse.
-pub(crate) fn read_rendezvous(name: &str) -> Result<Published> {
-    let contents = match std::fs::read_to_string(rendezvous_path(name)) {
-        Ok(s) => s,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Error::NotFound(name.to_owned()))
-        }
-        Err(e) => return Err(Error::Io(e)),
-    };
-    let split = |text: &str| {
-        text.split_once('\n')
-            .and_then(|(pid, server)| Some((pid.parse::<u32>().ok()?, server.to_owned())))
-            .filter(|(_, server)| !server.is_empty() && !server.contains('\n'))
-    };
-    let published = match contents.split_once('\n') {
-        Some((LISTENER_TAG, rest)) => {
-            split(rest).map(|(pid, server)| Published::Listener { pid, server })
-        }
-        _ => split(&contents).map(|(pid, server)| Published::Channel { pid, server }),
-    };
-    published.ok_or_else(|| Error::NotReady(name.to_owned()))
-}
-
-/// Replaces the file at `path` with `contents` in one step (written aside, then renamed), so a
-/// reader sees the old contents or the new, never a mix.
-pub(crate) fn publish(path: &Path, contents: &str) -> io::Result<()> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    // Relaxed: only makes the temporary name unique within this process.
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let tmp = path.with_extension(format!("ipc.tmp-{}-{n}", std::process::id()));
-    std::fs::write(&tmp, contents)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}
-
 /// A connector's end before it is handed out: see [`connector_side`].
 pub(crate) struct ConnectorState(State);
 
@@ -245,12 +188,13 @@ impl IpcDuplex {
     /// the connection completes in the background.
     pub fn create(name: &str) -> Result<IpcDuplex> {
         validate_name(name)?;
+        let path = rendezvous::checked_path(name, Kind::Rendezvous, true)?;
         if crate::ipc_listener::alive(name)? {
             return Err(Error::AlreadyExists(name.to_owned()));
         }
         let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
-        let path = rendezvous_path(name);
-        publish(&path, &format!("{}\n{server_name}", std::process::id()))?;
+        rendezvous::close_server_dir(&server_name)?;
+        rendezvous::publish(&path, &format!("{}\n{server_name}", std::process::id()))?;
         let rendezvous = Rendezvous(path);
         let (done, accepted) = mpsc::channel();
         let channel = name.to_owned();
@@ -303,15 +247,15 @@ impl IpcDuplex {
     /// `deadline` ([`Error::Timeout`]). `Err(NotFound)` when nothing is published (yet).
     pub(crate) fn connect_until(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex> {
         validate_name(name)?;
-        let (creator_pid, server_name) = match read_rendezvous(name)? {
+        let (creator_pid, server_name) = match rendezvous::read(name)? {
             Published::Channel { pid, server } => (pid, server),
             Published::Listener { .. } => {
                 return crate::ipc_listener::connect(name, deadline);
             }
         };
-        // A stale file (its creator died or already accepted) has no server behind it.
-        let bootstrap = IpcSender::<Halves>::connect(server_name)
-            .map_err(|_| Error::NotFound(name.to_owned()))?;
+        // A stale file (its creator died or already accepted) has no server behind it: that
+        // is `NotFound`.
+        let bootstrap = rendezvous::connect_server::<Halves>(name, &server_name, deadline)?;
         let (halves, state) = connector_side()?;
         bootstrap.send(halves).map_err(ipc_error)?;
         Ok(IpcDuplex::with_state(name, state.0, creator_pid))
@@ -562,15 +506,9 @@ impl Drop for IpcDuplex {
     fn drop(&mut self) {
         match &self.state {
             State::Pending { server_name, .. } => {
-                // Wake the accepting thread so that it ends: connect to our own server once.
-                if let (Ok(sender), Ok((tx, _keep_rx)), Ok((_keep_tx, rx)), Ok((btx, brx))) = (
-                    IpcSender::<Halves>::connect(server_name.clone()),
-                    ipc::bytes_channel(),
-                    ipc::bytes_channel(),
-                    ipc::channel::<u8>(),
-                ) {
-                    let _ = sender.send((tx, rx, btx, brx, 0));
-                }
+                // Wake the accepting thread so that it ends (unless a connector is in the
+                // middle of its handshake: then the thread ends with that).
+                rendezvous::wake(server_name);
             }
             State::Connected { bye_tx, .. } => {
                 // Before the data channels close (the fields drop after this): the peer that
@@ -609,7 +547,7 @@ mod tests {
         assert_eq!((word.as_str(), n), ("pong", 7));
         assert!(matches!(a.try_recv(), Err(Error::Empty)));
         assert!(
-            !rendezvous_path(&name).exists(),
+            !rendezvous::rendezvous_path(&name).exists(),
             "rendezvous file removed after accept"
         );
         drop(b);
@@ -624,9 +562,9 @@ mod tests {
     fn dropping_a_pending_creator_cleans_up() -> Result<()> {
         let name = format!("fallback-pending-{}", std::process::id());
         let a = IpcDuplex::create(&name)?;
-        assert!(rendezvous_path(&name).exists());
+        assert!(rendezvous::rendezvous_path(&name).exists());
         drop(a);
-        assert!(!rendezvous_path(&name).exists());
+        assert!(!rendezvous::rendezvous_path(&name).exists());
         assert!(matches!(IpcDuplex::connect(&name), Err(Error::NotFound(_))));
         Ok(())
     }

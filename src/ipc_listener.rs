@@ -1,39 +1,52 @@
 //! One server, many clients on the fallback backend: a listener that hands out one
 //! [`IpcDuplex`] per client.
 //!
-//! The listener owns an accept thread that loops: make an [`IpcOneShotServer`], publish its
-//! name in the rendezvous file (`listener\n<pid>\n<server>`, replaced in one step), accept one
-//! bootstrap message, and pass the resulting connection to [`IpcListener::accept`] through a
-//! queue. A client reads the file, connects to the server it names and sends a hello with the
-//! creator's halves of a new duplex (as for a plain channel) and a sender for the reply:
+//! The listener owns an accept thread that publishes one [`IpcOneShotServer`] after another in
+//! the rendezvous file (`listener\n<pid>\n<server>`, replaced in one step; the file's rules are
+//! in [`crate::rendezvous`]), and passes each resulting connection to [`IpcListener::accept`]
+//! through a queue. A client reads the file, connects to the server it names and sends a hello
+//! with the creator's halves of a new duplex (as for a plain channel) and a sender for the
+//! reply:
 //!
-//! * the server answers [`Reply::Accepted`] before queueing the connection, or
+//! * the accept thread answers [`Reply::Accepted`] before queueing the connection, or
 //!   [`Reply::Refused`] while it holds `max_clients` live connections (a lease in each
-//!   handed-out connection counts them; dropping it frees the place);
+//!   handed-out connection counts them; dropping it frees the place); only this thread adds to
+//!   the count;
 //! * several clients may read the same server name, and the one-shot server takes one of them:
 //!   the others' hellos are discarded with the server's socket, which closes their reply
 //!   channel without an answer. Such a client reads the file again and retries, within its
 //!   deadline.
 //!
-//! Liveness is an open-file-description lock ([`crate::lock`]) on a lock file beside the
+//! Each server waits for its one hello on a thread of its own ([`IpcOneShotServer::accept`] has
+//! no timeout), so a connection that sends nothing holds that server only, not the listener: a
+//! client whose answer is late (more than [`CLIENT_CHECK`]) says so by holding the
+//! [`WAITING_BYTE`] lock of the lock file, and when the current server has taken no hello for
+//! [`HELLO_WAIT`] while a client says so, the accept thread retires it (wakes its thread if it
+//! is idle, removes its socket so that nobody else connects to it) and publishes the next one.
+//! The waiting client sees the file name another server and retries there. At most
+//! [`MAX_SERVING`] servers wait for a hello at once: past that, nothing is retired until one of
+//! them ends, so silent connections cannot make threads without bound.
+//!
+//! Liveness is an open-file-description lock ([`crate::lock`]) on the lock file beside the
 //! rendezvous file (`shmlink-<name>.ipc.lock`), held for the listener's whole life: a second
 //! listener of the same name fails while it is held, and a listener whose process died
 //! (lock released by the kernel) is reclaimed by the next [`IpcListener::bind`]. A waiting
 //! client that sees the lock released stops waiting. Pids are only reported, never judged.
 //!
-//! Dropping the listener stops the accept thread (it wakes the thread's current server with a
-//! [`Hello::Wake`] after setting the stop flag; the thread publishes under the same mutex, so it
-//! either sees the flag or is already waiting on the server the wake reaches), then removes the
-//! rendezvous file and the lock file while still holding the lock.
+//! Dropping the listener stops the accept thread (it sets the stop flag under the mutex the
+//! thread publishes under, so nothing is published after it, and sends the thread a stop
+//! event); the thread wakes its servers' threads and removes their sockets, and the drop
+//! removes the rendezvous file and the lock file while still holding the lock. A server thread
+//! held by a connection that sends nothing ends when that connection closes; it publishes
+//! nothing and its socket is gone.
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::io;
+use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -41,20 +54,31 @@ use ipc_channel::ipc::{self, IpcOneShotServer, IpcSender};
 use ipc_channel::TryRecvError;
 use serde::{Deserialize, Serialize};
 
-use crate::fallback::{self, Halves, IpcDuplex, Published};
+use crate::fallback::{self, Halves, IpcDuplex};
 use crate::listener::MAX_CLIENTS;
 use crate::lock;
+use crate::rendezvous::{self, Connecting, Kind, Published};
 use crate::Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// How often a client waiting for the server's answer looks whether the listener still lives.
+/// How often a client waiting for the server's answer looks whether the listener still lives
+/// and still publishes the server it waits on; an answer later than this is late.
 const CLIENT_CHECK: Duration = Duration::from_millis(10);
-/// How long a dropped listener waits for its accept thread to end (it only stays longer when a
-/// client connected to its server and sent nothing); after that the thread is left to end alone.
+/// How long the current server may go without a hello while a client's answer is late before
+/// the accept thread retires it and publishes the next one.
+const HELLO_WAIT: Duration = Duration::from_millis(250);
+/// Most one-shot servers waiting for their hello at once (each on a thread).
+const MAX_SERVING: usize = 8;
+/// The byte of the lock file a client holds while its answer is late (the listener's own lock
+/// is on [`crate::layout::CREATOR_LOCK`]).
+const WAITING_BYTE: u64 = 1;
+const _: () = assert!(WAITING_BYTE != crate::layout::CREATOR_LOCK);
+/// How long a dropped listener waits for its accept thread to end (it only stays longer while
+/// the operating system keeps it from running); after that the thread is left to end alone.
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
-/// What a client (or the listener's own drop) sends to the current one-shot server.
+/// What a client sends to the current one-shot server.
 #[derive(Serialize, Deserialize)]
 enum Hello {
     /// A client: the creator's halves of its connection, and where to answer.
@@ -62,8 +86,6 @@ enum Hello {
         halves: Halves,
         reply: IpcSender<Reply>,
     },
-    /// Sent by the listener's drop to wake its accept thread; ignored unless it is stopping.
-    Wake,
 }
 
 /// The server's answer to a client's hello.
@@ -77,21 +99,28 @@ enum Reply {
 
 /// Where the lock file of listener `name` lives (beside its rendezvous file).
 pub fn lock_path(name: &str) -> PathBuf {
-    fallback::rendezvous_path(name).with_extension("ipc.lock")
+    rendezvous::path_of(name, Kind::Lock)
+}
+
+/// Opens the lock file of `name` (checked as [`rendezvous::open`] does); `Err(NotFound)`
+/// without one.
+fn open_lock(name: &str, write: bool) -> Result<File> {
+    let path = rendezvous::checked_path(name, Kind::Lock, false)?;
+    rendezvous::open(
+        &path,
+        name,
+        Kind::Lock,
+        OpenOptions::new().read(true).write(write),
+    )
 }
 
 /// True while a live listener holds the lock of `name`.
 pub(crate) fn alive(name: &str) -> Result<bool> {
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(lock_path(name))
-    {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::Io(e)),
-    };
-    lock::alive(file.as_raw_fd(), lock::End::Creator, 0)
+    match open_lock(name, false) {
+        Ok(file) => lock::alive(file.as_raw_fd(), lock::End::Creator, 0),
+        Err(Error::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Counts a listener's live connections; each handed-out connection holds one [`Lease`].
@@ -108,7 +137,6 @@ impl Drop for Lease {
 
 /// What the accept thread hands to [`IpcListener::accept`].
 pub(crate) type Accepted = (IpcDuplex, Lease);
-
 /// Connections the accept thread hands to `accept`: a deque under a mutex that is only held
 /// for a moment, so that every `accept_timeout` of several threads keeps its deadline.
 #[derive(Default)]
@@ -195,8 +223,6 @@ impl Queue {
 struct Control {
     /// Set by the listener's drop: the thread publishes nothing more and ends.
     stopping: bool,
-    /// The server the thread waits on, for the drop's wake.
-    current: Option<String>,
 }
 
 fn locked(control: &Mutex<Control>) -> MutexGuard<'_, Control> {
@@ -206,13 +232,26 @@ fn locked(control: &Mutex<Control>) -> MutexGuard<'_, Control> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// What wakes the accept thread.
+enum Event {
+    /// The thread of server `id` ended: with a hello, or without (a connection that closed or
+    /// sent something else, a wake).
+    Ended { id: u64, hello: Option<Hello> },
+    /// The listener was dropped.
+    Stop,
+}
+
 /// A listener on the fallback backend.
 pub(crate) struct IpcListener {
     name: String,
     max_clients: usize,
     queue: Arc<Queue>,
     control: Arc<Mutex<Control>>,
+    /// Stops the accept thread.
+    events: mpsc::Sender<Event>,
     thread: Option<JoinHandle<()>>,
+    rendezvous: PathBuf,
+    lock_path: PathBuf,
     /// Holds the listener's lock (released when this closes, after the files are removed).
     _lock_file: File,
 }
@@ -226,18 +265,21 @@ impl std::fmt::Debug for IpcListener {
     }
 }
 
-/// Opens (making it if need be) the lock file of `name` and takes its lock: `Ok(None)` when a
-/// live listener holds it.
-fn take_lock(name: &str) -> Result<Option<File>> {
-    let path = lock_path(name);
+/// Opens (making it, and its directory, if need be) the lock file of `name` and takes its
+/// lock: `Ok(None)` when a live listener holds it.
+fn take_lock(name: &str) -> Result<Option<(PathBuf, File)>> {
+    let path = rendezvous::checked_path(name, Kind::Lock, true)?;
     loop {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)?;
+        let file = rendezvous::open(
+            &path,
+            name,
+            Kind::Lock,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600),
+        )?;
         if !lock::take(&file, lock::End::Creator, false)? {
             return Ok(None);
         }
@@ -245,9 +287,11 @@ fn take_lock(name: &str) -> Result<Option<File>> {
         // lock: then we locked a file nobody else will look at; open the new one.
         let ours = file.metadata()?;
         match std::fs::symlink_metadata(&path) {
-            Ok(now) if now.dev() == ours.dev() && now.ino() == ours.ino() => return Ok(Some(file)),
+            Ok(now) if now.dev() == ours.dev() && now.ino() == ours.ino() => {
+                return Ok(Some((path, file)))
+            }
             Ok(_) => continue,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::Io(e)),
         }
     }
@@ -255,13 +299,13 @@ fn take_lock(name: &str) -> Result<Option<File>> {
 
 /// With the lock of `name` taken: if its rendezvous file still names the one-shot server of a
 /// listener that died, removes that server's socket and the directory ipc-channel made for it
-/// (nobody else removes them). Only a socket of this user, alone in a `.tmp*` directory of the
-/// temporary directory, is touched.
+/// (nobody else removes them). Only a socket of this user, alone in a `.tmp*` directory of this
+/// user in the temporary directory, is touched.
 fn remove_dead_server(name: &str) {
-    let Ok(Published::Listener { server, .. }) = fallback::read_rendezvous(name) else {
+    let Ok(Published::Listener { server, .. }) = rendezvous::read(name) else {
         return;
     };
-    let socket = std::path::Path::new(&server);
+    let socket = Path::new(&server);
     let Some(dir) = socket.parent() else {
         return;
     };
@@ -271,42 +315,9 @@ fn remove_dead_server(name: &str) {
             .file_name()
             .and_then(|d| d.to_str())
             .is_some_and(|d| d.starts_with(".tmp"));
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let ours = std::fs::symlink_metadata(socket)
-        .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) && m.uid() == me);
-    if made_by_ipc_channel && ours && std::fs::remove_file(socket).is_ok() {
+    if made_by_ipc_channel && rendezvous::unlink_server(&server) {
         // Fails, harmlessly, if anything else is in it.
         let _ = std::fs::remove_dir(dir);
-    }
-}
-
-/// With the lock of `name` taken: removes rendezvous files that a process killed while it
-/// published (between writing the file aside and renaming it into place) left behind. Only the
-/// lock holder publishes under this name, so any such file is left over; only this user's are
-/// touched.
-fn remove_unpublished(name: &str) {
-    let path = fallback::rendezvous_path(name);
-    let (Some(dir), Some(file)) = (path.parent(), path.file_name().and_then(|f| f.to_str())) else {
-        return;
-    };
-    let prefix = format!("{file}.tmp-");
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    for entry in entries.flatten() {
-        let leftover = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|f| f.starts_with(&prefix));
-        let ours = entry
-            .metadata()
-            .is_ok_and(|m| m.file_type().is_file() && m.uid() == me);
-        if leftover && ours {
-            let _ = std::fs::remove_file(entry.path());
-        }
     }
 }
 
@@ -319,36 +330,47 @@ impl IpcListener {
                 "listener {name:?}: max_clients {max_clients} must be between 1 and {MAX_CLIENTS}"
             )));
         }
-        let lock_file = take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.to_owned()))?;
+        let (lock_path, lock_file) =
+            take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.to_owned()))?;
         remove_dead_server(name);
-        remove_unpublished(name);
+        rendezvous::remove_unpublished(name);
+        let rendezvous = rendezvous::checked_path(name, Kind::Rendezvous, false)?;
         let control = Arc::new(Mutex::new(Control::default()));
         let queue = Arc::new(Queue::default());
-        let worker = Worker {
+        let (events, received) = mpsc::channel();
+        let mut worker = Worker {
             name: name.to_owned(),
+            rendezvous: rendezvous.clone(),
             max_clients,
             live: Arc::new(AtomicUsize::new(0)),
             control: Arc::clone(&control),
             queue: Arc::clone(&queue),
+            // The worker's own open of the lock file, without any lock: for asking whether a
+            // client holds the waiting byte.
+            waiting: open_lock(name, false).ok(),
+            events: received,
+            sender: events.clone(),
+            serving: Vec::new(),
+            next_id: 0,
         };
         // The first server is published before `bind` returns, so a client that connects
         // right after finds it.
-        let first = match worker.next_server() {
-            Ok(Some(first)) => first,
+        let first = worker.publish_next();
+        if !matches!(first, Ok(true)) {
+            drop(worker);
+            let _ = std::fs::remove_file(&rendezvous);
+            let _ = std::fs::remove_file(&lock_path);
             // Not stopping: only the listener's drop sets that.
-            other => {
-                let _ = std::fs::remove_file(lock_path(name));
-                return Err(other.err().unwrap_or_else(|| Error::disconnected(name)));
-            }
-        };
+            return Err(first.err().unwrap_or_else(|| Error::disconnected(name)));
+        }
         let thread = std::thread::Builder::new()
             .name(format!("shmlink-listen-{name}"))
-            .spawn(move || worker.run(first));
+            .spawn(move || worker.run());
         let thread = match thread {
             Ok(thread) => thread,
             Err(e) => {
-                let _ = std::fs::remove_file(fallback::rendezvous_path(name));
-                let _ = std::fs::remove_file(lock_path(name));
+                let _ = std::fs::remove_file(&rendezvous);
+                let _ = std::fs::remove_file(&lock_path);
                 return Err(Error::Io(e));
             }
         };
@@ -357,7 +379,10 @@ impl IpcListener {
             max_clients,
             queue,
             control,
+            events,
             thread: Some(thread),
+            rendezvous,
+            lock_path,
             _lock_file: lock_file,
         })
     }
@@ -394,17 +419,9 @@ impl IpcListener {
 
 impl Drop for IpcListener {
     fn drop(&mut self) {
-        let current = {
-            let mut control = locked(&self.control);
-            control.stopping = true;
-            control.current.take()
-        };
-        // The thread waits on `current` (or, if it had not published it yet, sees the flag).
-        if let Some(server) = current {
-            if let Ok(sender) = IpcSender::<Hello>::connect(server) {
-                let _ = sender.send(Hello::Wake);
-            }
-        }
+        // Under the mutex the thread publishes under: nothing is published after this.
+        locked(&self.control).stopping = true;
+        let _ = self.events.send(Event::Stop);
         if let Some(thread) = self.thread.take() {
             let deadline = Instant::now() + STOP_WAIT;
             while !thread.is_finished() && Instant::now() < deadline {
@@ -418,25 +435,48 @@ impl Drop for IpcListener {
         // Connections never accepted: dropped here, so their clients see a clean close.
         drop(self.queue.close());
         // Both removed while the lock is held: a new listener cannot have taken the name.
-        let _ = std::fs::remove_file(fallback::rendezvous_path(&self.name));
-        let _ = std::fs::remove_file(lock_path(&self.name));
+        let _ = std::fs::remove_file(&self.rendezvous);
+        let _ = std::fs::remove_file(&self.lock_path);
     }
+}
+
+/// A one-shot server whose thread has not ended yet.
+struct Serving {
+    id: u64,
+    server: String,
+    /// Published now (at most one is).
+    current: bool,
+    /// Taken out of service: woken, its socket removed.
+    retired: bool,
 }
 
 /// The accept thread's state.
 struct Worker {
     name: String,
+    rendezvous: PathBuf,
     max_clients: usize,
     /// Live connections (leases handed out and not dropped).
     live: Arc<AtomicUsize>,
     control: Arc<Mutex<Control>>,
     queue: Arc<Queue>,
+    /// An open of the lock file, to ask whether a client's answer is late.
+    waiting: Option<File>,
+    events: mpsc::Receiver<Event>,
+    /// Given to each server's thread.
+    sender: mpsc::Sender<Event>,
+    serving: Vec<Serving>,
+    next_id: u64,
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        // However the thread ends (a panic included), `accept` stops waiting for it.
+        // However the thread ends (a panic included), `accept` stops waiting for it, and no
+        // server of the listener stays waiting or reachable.
         self.queue.end();
+        for serving in self.serving.iter().filter(|s| !s.retired) {
+            rendezvous::wake(&serving.server);
+            rendezvous::unlink_server(&serving.server);
+        }
     }
 }
 
@@ -450,59 +490,137 @@ impl Worker {
     fn fail(&self, e: Error) {
         let control = locked(&self.control);
         if !control.stopping {
-            let _ = std::fs::remove_file(fallback::rendezvous_path(&self.name));
+            let _ = std::fs::remove_file(&self.rendezvous);
         }
         self.queue.push(Err(e));
     }
 
-    /// Makes the next one-shot server and publishes it; `Ok(None)` once the listener stops.
-    fn next_server(&self) -> Result<Option<IpcOneShotServer<Hello>>> {
+    /// Makes the next one-shot server, starts its thread and publishes it: `Ok(false)` once the
+    /// listener stops.
+    fn publish_next(&mut self) -> Result<bool> {
         let (server, server_name) = IpcOneShotServer::<Hello>::new()?;
+        rendezvous::close_server_dir(&server_name)?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let events = self.sender.clone();
+        std::thread::Builder::new()
+            .name(format!("shmlink-hello-{}", self.name))
+            .spawn(move || {
+                // A connector that died half-way or sent something else is an error here.
+                // ipc-channel panics on some malformed messages (a channel index out of
+                // range): that too is only a bad hello, not the end of the listener.
+                let hello =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.accept()))
+                        .ok()
+                        .and_then(|accepted| accepted.ok())
+                        .map(|(_bootstrap, hello)| hello);
+                // The listener may be gone: nobody to tell.
+                let _ = events.send(Event::Ended { id, hello });
+            })?;
+        self.serving.push(Serving {
+            id,
+            server: server_name.clone(),
+            current: false,
+            retired: false,
+        });
         // Published under the lock that the drop sets `stopping` under: once the drop has set
-        // it, nothing is published any more.
-        let mut control = locked(&self.control);
+        // it, nothing is published any more (the drop of the worker wakes this server).
+        let control = locked(&self.control);
         if control.stopping {
-            return Ok(None);
+            return Ok(false);
         }
         let contents = format!(
             "{}\n{}\n{server_name}",
-            fallback::LISTENER_TAG,
+            rendezvous::LISTENER_TAG,
             std::process::id()
         );
-        fallback::publish(&fallback::rendezvous_path(&self.name), &contents)?;
-        control.current = Some(server_name);
-        Ok(Some(server))
+        rendezvous::publish(&self.rendezvous, &contents)?;
+        drop(control);
+        if let Some(last) = self.serving.last_mut() {
+            last.current = true;
+        }
+        Ok(true)
     }
 
-    /// Serves `first` (already published), then each next server, until the listener stops.
-    fn run(self, first: IpcOneShotServer<Hello>) {
-        let mut server = first;
-        while self.serve(server) {
-            server = match self.next_server() {
-                Ok(Some(next)) => next,
-                Ok(None) => return,
-                Err(e) => {
-                    self.fail(e);
-                    return;
+    /// Publishes the next server; false (after reporting any error) when the thread must end.
+    fn next(&mut self) -> bool {
+        match self.publish_next() {
+            Ok(published) => published,
+            Err(e) => {
+                self.fail(e);
+                false
+            }
+        }
+    }
+
+    /// Serves until the listener stops (or publishing fails).
+    fn run(mut self) {
+        loop {
+            match self.events.recv_timeout(HELLO_WAIT) {
+                Ok(Event::Ended { id, hello }) => {
+                    let was_current = self.ended(id);
+                    if self.stopping() {
+                        return;
+                    }
+                    if let Some(Hello::Client { halves, reply }) = hello {
+                        if !self.answer(halves, reply) {
+                            return;
+                        }
+                    }
+                    if was_current && !self.next() {
+                        return;
+                    }
                 }
-            };
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if self.stopping() {
+                        return;
+                    }
+                    if self.stalled() {
+                        self.retire_current();
+                        if !self.next() {
+                            return;
+                        }
+                    }
+                }
+                Ok(Event::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
         }
     }
 
-    /// Takes one hello from `server` and answers it; false once the listener stops.
-    fn serve(&self, server: IpcOneShotServer<Hello>) -> bool {
-        // A connector that died half-way or sent something else is an error here: wait for
-        // the next one. ipc-channel panics on some malformed messages (a channel index out of
-        // range): that too is only a bad hello, not the end of the listener.
-        let hello = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.accept()))
-            .map_err(drop)
-            .and_then(|accepted| accepted.map(|(_bootstrap, hello)| hello).map_err(drop));
-        if self.stopping() {
+    /// Forgets the server `id`, whose thread ended; true if it was the published one.
+    fn ended(&mut self, id: u64) -> bool {
+        let Some(at) = self.serving.iter().position(|s| s.id == id) else {
             return false;
-        }
-        let Ok(Hello::Client { halves, reply }) = hello else {
-            return true;
         };
+        self.serving.swap_remove(at).current
+    }
+
+    /// True when the published server should be given up: a client's answer is late and there
+    /// is room for another server's thread.
+    fn stalled(&self) -> bool {
+        let late = match &self.waiting {
+            // Unknown (or no byte locks on this platform): assume a client waits.
+            Some(file) => {
+                lock::alive(file.as_raw_fd(), lock::End::Slot(WAITING_BYTE), 0).unwrap_or(true)
+            }
+            None => true,
+        };
+        late && self.serving.len() < MAX_SERVING && self.serving.iter().any(|s| s.current)
+    }
+
+    /// Takes the published server out of service: wakes its thread if it is waiting for a
+    /// connection, and removes its socket so that no other connection reaches it.
+    fn retire_current(&mut self) {
+        if let Some(serving) = self.serving.iter_mut().find(|s| s.current) {
+            serving.current = false;
+            serving.retired = true;
+            rendezvous::wake(&serving.server);
+            rendezvous::unlink_server(&serving.server);
+        }
+    }
+
+    /// Answers a client's hello; false once the listener is gone.
+    fn answer(&self, halves: Halves, reply: IpcSender<Reply>) -> bool {
         // Acquire: pairs with the Release decrement of a dropped lease. Only this thread adds,
         // so the count cannot grow between the check and the add.
         if self.live.load(Ordering::Acquire) >= self.max_clients {
@@ -527,7 +645,7 @@ impl Worker {
 pub(crate) fn connect(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex> {
     let past = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
     loop {
-        let (pid, server) = match fallback::read_rendezvous(name)? {
+        let (pid, server) = match rendezvous::read(name)? {
             Published::Listener { pid, server } => (pid, server),
             // Replaced by a plain channel meanwhile.
             Published::Channel { .. } => return IpcDuplex::connect_until(name, deadline),
@@ -536,7 +654,7 @@ pub(crate) fn connect(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex
         if !alive(name)? {
             return Err(Error::NotFound(name.to_owned()));
         }
-        if let Some(duplex) = attempt(name, pid, server, deadline)? {
+        if let Some(duplex) = attempt(name, pid, &server, deadline)? {
             return Ok(duplex);
         }
         // Not taken: another client got that server, which is being replaced. Read again.
@@ -547,15 +665,85 @@ pub(crate) fn connect(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex
     }
 }
 
+/// A client's wait for the server `server` of listener `name`, between two looks.
+struct Waiting<'a> {
+    name: &'a str,
+    server: &'a str,
+    pid: u32,
+    deadline: Option<Instant>,
+    /// The client's own open of the lock file, once its answer is late: it holds the waiting
+    /// byte (released when this closes) and asks whether the listener lives.
+    lock: Option<File>,
+}
+
+impl Waiting<'_> {
+    /// How long to wait before the next look.
+    fn slice(&self) -> Duration {
+        match self.deadline {
+            Some(d) => CLIENT_CHECK.min(d.saturating_duration_since(Instant::now())),
+            None => CLIENT_CHECK,
+        }
+    }
+
+    /// Looks after a wait that brought nothing: `Err(Timeout)` past the deadline, `PeerGone`
+    /// when the listener died, `Ok(false)` when it publishes another server now (this one will
+    /// not answer), else says that this client's answer is late and `Ok(true)`.
+    fn still_waiting(&mut self) -> Result<bool> {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(Error::Timeout);
+        }
+        if self.lock.is_none() {
+            match open_lock(self.name, true) {
+                Ok(file) => self.lock = Some(file),
+                Err(Error::NotFound(_)) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(file) = &self.lock else {
+            return Ok(false);
+        };
+        if !lock::alive(file.as_raw_fd(), lock::End::Creator, 0)? {
+            return Err(Error::PeerGone {
+                channel: self.name.to_owned(),
+                pid: self.pid,
+            });
+        }
+        // Held by another waiting client already: it says the same for both.
+        let _ = lock::take(file, lock::End::Slot(WAITING_BYTE), false)?;
+        Ok(matches!(rendezvous::read(self.name),
+            Ok(Published::Listener { server, .. }) if server == self.server))
+    }
+}
+
 /// One try with the server `server`: `Ok(None)` if it did not take our hello.
 fn attempt(
     name: &str,
     pid: u32,
-    server: String,
+    server: &str,
     deadline: Option<Instant>,
 ) -> Result<Option<IpcDuplex>> {
-    let Ok(bootstrap) = IpcSender::<Hello>::connect(server) else {
-        return Ok(None);
+    let mut waiting = Waiting {
+        name,
+        server,
+        pid,
+        deadline,
+        lock: None,
+    };
+    let connecting = match Connecting::<Hello>::start(name, server) {
+        Ok(connecting) => connecting,
+        Err(Error::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let bootstrap = loop {
+        match connecting.wait(waiting.slice()) {
+            Ok(Some(bootstrap)) => break bootstrap,
+            Ok(None) => {}
+            Err(Error::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        if !waiting.still_waiting()? {
+            return Ok(None);
+        }
     };
     let (halves, state) = fallback::connector_side()?;
     // Made before the answer comes, so that giving up says goodbye (a clean close) to a server
@@ -567,11 +755,7 @@ fn attempt(
     }
     drop(bootstrap);
     loop {
-        let mut wait = CLIENT_CHECK;
-        if let Some(d) = deadline {
-            wait = wait.min(d.saturating_duration_since(Instant::now()));
-        }
-        match answer.try_recv_timeout(wait) {
+        match answer.try_recv_timeout(waiting.slice()) {
             Ok(Reply::Accepted) => return Ok(Some(duplex)),
             Ok(Reply::Refused { limit }) => {
                 return Err(Error::TooManyClients {
@@ -584,14 +768,8 @@ fn attempt(
             // died, which the caller finds out).
             Err(TryRecvError::IpcError(_)) => return Ok(None),
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(Error::Timeout);
-        }
-        if !alive(name)? {
-            return Err(Error::PeerGone {
-                channel: name.to_owned(),
-                pid,
-            });
+        if !waiting.still_waiting()? {
+            return Ok(None);
         }
     }
 }
@@ -609,7 +787,7 @@ mod tests {
     #[test]
     fn files_left_by_a_publisher_killed_half_way_are_removed_by_the_next_bind() -> Result<()> {
         let name = format!("ipc-listener-unpublished-{}", std::process::id());
-        let path = fallback::rendezvous_path(&name);
+        let path = rendezvous::checked_path(&name, Kind::Rendezvous, true)?;
         let leftover = path.with_extension("ipc.tmp-4242-7");
         std::fs::write(&leftover, "half-published")?;
         let listener = IpcListener::bind(&name, 1)?;
@@ -687,7 +865,7 @@ mod tests {
         assert!(matches!(IpcDuplex::create(&name), Err(Error::AlreadyExists(n)) if n == name));
         assert!(alive(&name)?);
         drop(listener);
-        assert!(!fallback::rendezvous_path(&name).exists());
+        assert!(!rendezvous::rendezvous_path(&name).exists());
         assert!(!lock_path(&name).exists());
         assert!(!alive(&name)?);
         assert!(matches!(
@@ -703,7 +881,7 @@ mod tests {
         let name = format!("ipc-listener-garbage-{}", std::process::id());
         let listener = IpcListener::bind(&name, 4)?;
         for _ in 0..3 {
-            let Ok(Published::Listener { server, .. }) = fallback::read_rendezvous(&name) else {
+            let Ok(Published::Listener { server, .. }) = rendezvous::read(&name) else {
                 panic!("listener not published");
             };
             if let Ok(sender) = IpcSender::<(u64, String)>::connect(server.clone()) {
@@ -712,7 +890,7 @@ mod tests {
             // Wait until the thread has moved on to its next server.
             let start = Instant::now();
             while start.elapsed() < LIMIT
-                && matches!(fallback::read_rendezvous(&name),
+                && matches!(rendezvous::read(&name),
                     Ok(Published::Listener { server: now, .. }) if now == server)
             {
                 std::thread::sleep(Duration::from_millis(1));
@@ -722,6 +900,128 @@ mod tests {
         let (mut server, _lease) = listener.accept(deadline())?;
         client.send(b"still here")?;
         assert_eq!(server.recv_timeout(LIMIT)?, b"still here");
+        Ok(())
+    }
+
+    /// The server the rendezvous file of `name` names now.
+    fn published(name: &str) -> String {
+        match rendezvous::read(name) {
+            Ok(Published::Listener { server, .. }) => server,
+            other => panic!("listener {name} not published: {other:?}"),
+        }
+    }
+
+    /// A connection to the server published now that sends nothing (until it is dropped).
+    fn silent_connection(name: &str) -> IpcSender<Hello> {
+        let start = Instant::now();
+        loop {
+            // Just after a client got in, the file may still name the server that took it.
+            if let Ok(sender) = IpcSender::<Hello>::connect(published(name)) {
+                return sender;
+            }
+            assert!(start.elapsed() < LIMIT, "no server of {name} to connect to");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A client gets in and its first message reaches the server.
+    fn gets_in(listener: &IpcListener, name: &str) -> Result<()> {
+        let mut client = connect(name, deadline())?;
+        let (mut server, _lease) = listener.accept(deadline())?;
+        client.send(b"in")?;
+        assert_eq!(server.recv_timeout(LIMIT)?, b"in");
+        Ok(())
+    }
+
+    #[test]
+    fn a_silent_connection_does_not_keep_other_clients_out() -> Result<()> {
+        let name = format!("ipc-listener-silent-{}", std::process::id());
+        let listener = IpcListener::bind(&name, 4)?;
+        // Connected to the current server for the whole test, and never says anything.
+        let silent = silent_connection(&name);
+        gets_in(&listener, &name)?;
+        gets_in(&listener, &name)?;
+        drop(silent);
+        Ok(())
+    }
+
+    #[test]
+    fn a_full_queue_of_silent_connections_does_not_keep_other_clients_out() -> Result<()> {
+        let name = format!("ipc-listener-queue-{}", std::process::id());
+        let listener = IpcListener::bind(&name, 4)?;
+        // One silent connection taken by the server's thread, and as many more as its queue
+        // holds: a connect to it would now wait until one of them goes. (Filled again after a
+        // pause until nothing more fits, since the thread takes its one connection meanwhile.)
+        let server = published(&name);
+        let mut silent = Vec::new();
+        loop {
+            let before = silent.len();
+            silent.extend(std::iter::from_fn(|| rendezvous::connect_now(&server)).take(100));
+            assert!(silent.len() < 1000, "the queue of connections never filled");
+            if silent.len() == before {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // On a thread of its own: a connect that waited on the full queue would fail the
+        // accept below at its deadline instead of hanging the test.
+        let client = {
+            let name = name.clone();
+            std::thread::spawn(move || -> Result<()> {
+                let mut client = connect(&name, deadline())?;
+                client.send(b"in")?;
+                client.recv_timeout(LIMIT).map(drop)
+            })
+        };
+        let (mut server, _lease) = listener.accept(deadline())?;
+        assert_eq!(server.recv_timeout(LIMIT)?, b"in");
+        server.send(b"bye")?;
+        client.join().expect("client thread")?;
+        drop(silent);
+        Ok(())
+    }
+
+    #[test]
+    fn silent_connections_hold_a_bounded_number_of_servers() -> Result<()> {
+        let name = format!("ipc-listener-bounded-{}", std::process::id());
+        let listener = IpcListener::bind(&name, 1)?;
+        let mut silent = Vec::new();
+        // Each silent connection holds one server (and its thread); the listener publishes
+        // another one while it has room for its thread.
+        for _ in 1..MAX_SERVING {
+            silent.push(silent_connection(&name));
+            gets_in(&listener, &name)?;
+        }
+        silent.push(silent_connection(&name));
+        let short = Some(Instant::now() + 4 * HELLO_WAIT);
+        assert!(matches!(connect(&name, short), Err(Error::Timeout)));
+        // Once they go, their servers' threads end and clients get in again.
+        drop(silent);
+        gets_in(&listener, &name)
+    }
+
+    #[test]
+    fn a_listener_held_by_a_silent_connection_drops_cleanly() -> Result<()> {
+        let name = format!("ipc-listener-silent-drop-{}", std::process::id());
+        let listener = IpcListener::bind(&name, 1)?;
+        let server = published(&name);
+        let silent = IpcSender::<Hello>::connect(server.clone()).expect("connect");
+        drop(listener);
+        assert!(!rendezvous::rendezvous_path(&name).exists());
+        assert!(!lock_path(&name).exists());
+        assert!(!Path::new(&server).exists(), "{server} left");
+        assert!(matches!(
+            connect(&name, deadline()),
+            Err(Error::NotFound(_))
+        ));
+        // Once the connection goes, the server's thread ends and removes its directory.
+        drop(silent);
+        let dir = Path::new(&server).parent().expect("a directory");
+        let start = Instant::now();
+        while dir.exists() && start.elapsed() < LIMIT {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!dir.exists(), "{} left", dir.display());
         Ok(())
     }
 }

@@ -234,6 +234,7 @@ mod lock;
 mod mapping;
 mod platform;
 mod process;
+mod rendezvous;
 pub mod ring;
 pub mod segments;
 mod selector;

@@ -2,12 +2,13 @@
 //! semver promise covers anything here.
 
 pub use crate::channel::SliceWriter;
-pub use crate::fallback::{forced, rendezvous_path, validate_name as validate_fallback_name};
+pub use crate::fallback::{forced, validate_name as validate_fallback_name};
 pub use crate::layout::{
     segment_size, PeerInfo, RingHeader, SegmentHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, READY,
     RINGS_OFFSET,
 };
 pub use crate::mapping::{shm_dir, unlink, validate_name, OS_PREFIX};
+pub use crate::rendezvous::rendezvous_path;
 
 /// Bytes a frame with a payload of `len` bytes occupies in a ring, header included.
 pub fn frame_size(len: usize) -> usize {

@@ -196,12 +196,17 @@ pub fn assert_nothing_left(needle: &str) {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
-/// Entries of /dev/shm, the temporary directory and the runtime directory whose names contain
-/// `needle`: what a run left behind.
+/// Entries of /dev/shm, the temporary directory, the runtime directory and the directory of the
+/// fallback's files whose names contain `needle`: what a run left behind.
 pub fn leftovers(needle: &str) -> Vec<String> {
     let mut dirs = vec![std::path::PathBuf::from("/dev/shm"), std::env::temp_dir()];
     if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR") {
         dirs.push(runtime.into());
+    }
+    if let Some(fallback) = shmlink::testing::rendezvous_path(needle).parent() {
+        if !dirs.iter().any(|d| d == fallback) {
+            dirs.push(fallback.to_owned());
+        }
     }
     let mut found = Vec::new();
     for dir in dirs {
