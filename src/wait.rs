@@ -17,10 +17,14 @@
 //!
 //! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
 //! process that dies is noticed by the process's death watcher (one thread holding a pidfd per
-//! watched peer, see `crate::platform`), which wakes it. Where no watcher can be had (no pidfds,
-//! or a peer in another pid namespace) it sleeps in slices of 10 ms and looks at the peer's
-//! process after each. Spinning endpoints look at the peer every few milliseconds. Every wait
-//! honours its optional deadline.
+//! watched peer, see `crate::platform`), which wakes it. The pidfd is of the process the peer
+//! recorded, which the peer chose; so the watcher also asks, once a second, whether each watched
+//! peer still holds its end (its lock), and wakes the sleepers of one that does not. Whatever a
+//! peer recorded, its death ends a wait within about a second, and a woken sleeper asks the
+//! peer's end itself before it reports anything. Where no watcher can be had (no pidfds, or a
+//! peer in another pid namespace) it sleeps in slices of 10 ms and looks at the peer's end
+//! after each. Spinning endpoints look at the peer every few milliseconds. Every wait honours
+//! its optional deadline.
 //!
 //! # The sleep/wake handshake
 //!
@@ -42,7 +46,7 @@
 //! that it may sleep (its wait mode is not `Spin`).
 //!
 //! A closing peer and the death watcher do not look at `sleepers`: they first record why (the
-//! peer state `CLOSED`, the watcher's "died" flag), then increment the futex word with Release
+//! peer state `CLOSED`, the watcher's news flag), then increment the futex word with Release
 //! and wake it. The sleeper reads the word (A, Acquire) *before* it looks at the state and the
 //! flag. If A reads the incremented word, it synchronises with that increment and sees the
 //! reason; if it reads an older value, `futex_wait(futex, s)` returns at once or is woken by
@@ -55,7 +59,7 @@ use crossbeam_utils::Backoff;
 
 use crate::error::{Error, Result};
 use crate::layout::WaitCell;
-use crate::platform::DeathWatch;
+use crate::platform::{DeathWatch, HoldsEnd};
 use crate::sync::{self, fence, Ordering};
 
 /// How an endpoint waits for data or for room.
@@ -164,19 +168,22 @@ pub(crate) trait Peer {
     /// its process is gone ([`Error::PeerGone`]). With `process` false this is one load from
     /// the mapping.
     fn check(&mut self, process: bool) -> Result<()>;
-    /// The peer's pid and process start time (clock ticks since boot), once it is connected.
+    /// The pid and process start time (clock ticks since boot) the peer recorded, once it is
+    /// connected. The peer chose them: they say which process to watch, never whether the peer
+    /// is alive.
     fn process(&mut self) -> Option<(u32, u64)>;
-    /// Records that the death watcher saw the peer's process exit, so that later looks report
-    /// it too, and returns the error that says so.
-    fn died(&mut self, pid: u32) -> Error;
+    /// What the death watcher asks, on its own thread, about once a second: whether the peer
+    /// still holds its end. Called once the peer is connected.
+    fn holds_end(&self) -> HoldsEnd;
 }
 
 /// Whether the death watcher covers this waiter's peer.
 enum Watch {
     /// Not tried yet (or the peer has not connected yet).
     Pending,
-    /// The watcher wakes us if the peer process (with this pid) dies.
-    Watched(DeathWatch, u32),
+    /// The watcher wakes us when the process the peer recorded exits, or when the peer no
+    /// longer holds its end.
+    Watched(DeathWatch),
     /// No watcher for this peer: sleep in slices and look at the peer after each.
     Unavailable,
 }
@@ -336,7 +343,8 @@ impl Policy {
 /// waits, and its registration with the death watcher.
 ///
 /// Must be dropped before the mapping holding the wait cells it slept on is unmapped (its
-/// registration points at a futex word in there).
+/// registration points at a futex word in there, and asks about the peer through the mapping's
+/// descriptor).
 pub(crate) struct Waiter {
     strategy: WaitStrategy,
     policy: Policy,
@@ -417,22 +425,23 @@ impl Waiter {
     pub(crate) fn watch(&mut self, cell: &WaitCell, peer: &mut impl Peer) -> Result<bool> {
         if let Watch::Pending = self.watch {
             if let Some((pid, start_time)) = peer.process() {
-                self.watch = match DeathWatch::register(pid, start_time, &cell.futex) {
-                    Some(w) => Watch::Watched(w, pid),
-                    None => Watch::Unavailable,
-                };
+                self.watch =
+                    match DeathWatch::register(pid, start_time, &cell.futex, peer.holds_end()) {
+                        Some(w) => Watch::Watched(w),
+                        None => Watch::Unavailable,
+                    };
                 // Whatever the watcher will say, the process may be gone already.
                 peer.check(true)?;
             }
         }
         match &self.watch {
-            Watch::Watched(w, pid) => {
-                if w.peer_died() {
-                    // Let the peer's own look speak first: the closed state, if it closed
-                    // before it exited, says more.
-                    let pid = *pid;
+            Watch::Watched(w) => {
+                if w.take_news() {
+                    // The process the peer recorded exited, or the peer's end looked free: its
+                    // end decides (a peer may have recorded another process, and a look may
+                    // have caught a tool holding a dead peer's end for a moment: then the
+                    // watcher looks again within a second).
                     peer.check(true)?;
-                    return Err(peer.died(pid));
                 }
                 Ok(true)
             }
@@ -641,11 +650,8 @@ mod tests {
         fn process(&mut self) -> Option<(u32, u64)> {
             None
         }
-        fn died(&mut self, pid: u32) -> Error {
-            Error::PeerGone {
-                channel: "anonymous".into(),
-                pid,
-            }
+        fn holds_end(&self) -> HoldsEnd {
+            Box::new(|| true)
         }
     }
 
