@@ -728,36 +728,138 @@ mod tests {
         assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "spins hit again: spin");
     }
 
-    #[test]
-    fn an_unwatched_sleeper_keeps_its_deadline_and_a_wake_ends_its_sleep() {
-        let cell = WaitCell {
+    fn cell() -> WaitCell {
+        WaitCell {
             futex: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
-        };
+        }
+    }
+
+    #[test]
+    fn an_unwatched_sleeper_keeps_its_deadline() {
+        let cell = cell();
         let mut w = Waiter::new(WaitStrategy::Block);
-        let r = w.wait_until(
-            &cell,
-            Some(Instant::now() + Duration::from_millis(30)),
-            || false,
-            &mut Anonymous,
-        );
-        assert!(matches!(r, Err(Error::Timeout)));
+        let timeout = Duration::from_millis(30);
+        let started = Instant::now();
+        let r = w.wait_until(&cell, Some(started + timeout), || false, &mut Anonymous);
+        assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+        assert!(started.elapsed() >= timeout, "ended before its deadline");
+        assert!(matches!(w.watch, Watch::Pending), "nothing to watch");
+        assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
+    }
+
+    /// A peer that recorded this very process (which the death watcher can watch, and which
+    /// outlives the test) and holds its end until `holds` is cleared.
+    #[cfg(target_os = "linux")]
+    struct Recorded {
+        holds: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Recorded {
+        fn new() -> Recorded {
+            Recorded {
+                holds: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            }
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Peer for Recorded {
+        fn check(&mut self, process: bool) -> Result<()> {
+            if process && !self.holds.load(Ordering::Relaxed) {
+                return Err(Error::PeerGone {
+                    channel: "recorded".into(),
+                    pid: std::process::id(),
+                });
+            }
+            Ok(())
+        }
+        fn process(&mut self) -> Option<(u32, u64)> {
+            let start = crate::process::start_time_at("/proc/self/stat")?;
+            Some((std::process::id(), start))
+        }
+        fn holds_end(&self) -> HoldsEnd {
+            let holds = self.holds.clone();
+            Box::new(move || holds.load(Ordering::Relaxed))
+        }
+    }
+
+    /// CPU time the calling thread has used so far.
+    #[cfg(target_os = "linux")]
+    fn thread_cpu() -> Duration {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+
+    /// A watched sleeper sleeps with no timeout (the death watcher covers its peer): only the
+    /// waker's wake-up can end this wait before its distant deadline, and it must, soon, having
+    /// used next to no CPU meanwhile.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_watched_sleeper_sleeps_until_a_wake_ends_its_sleep() {
+        let cell = cell();
+        let mut w = Waiter::new(WaitStrategy::Block);
+        let mut peer = Recorded::new();
+        let deadline = Duration::from_secs(20);
+        let asleep_for = Duration::from_millis(300);
         let data = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
                 // Give the waiter time to fall asleep; a bounded sleep, nothing to poll for.
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(asleep_for);
                 data.store(true, std::sync::atomic::Ordering::Release);
                 wake_if_sleeping(&cell);
             });
+            let (started, cpu) = (Instant::now(), thread_cpu());
             let r = w.wait_until(
                 &cell,
-                Some(Instant::now() + Duration::from_secs(10)),
+                Some(started + deadline),
                 || data.load(std::sync::atomic::Ordering::Acquire),
-                &mut Anonymous,
+                &mut peer,
             );
-            assert!(r.is_ok());
+            let (took, cpu) = (started.elapsed(), thread_cpu() - cpu);
+            assert!(r.is_ok(), "{r:?}");
+            assert!(
+                matches!(w.watch, Watch::Watched(_)),
+                "the watcher covers the peer, so the sleep has no timed slices"
+            );
+            assert!(took >= asleep_for, "woke with no data after {took:?}");
+            assert!(
+                took < deadline / 4,
+                "the wait ended only after {took:?}: not by the wake"
+            );
+            assert!(
+                cpu * 10 < took,
+                "used {cpu:?} of CPU in {took:?}: it did not sleep"
+            );
         });
         assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
+    }
+
+    /// The death watcher's look at the peer's end wakes a watched sleeper whose peer let go of
+    /// its end while the process it recorded lives on.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_watched_sleeper_hears_within_seconds_that_its_peer_let_go_of_its_end() {
+        let cell = cell();
+        let mut w = Waiter::new(WaitStrategy::Block);
+        let mut peer = Recorded::new();
+        let holds = peer.holds.clone();
+        let deadline = Duration::from_secs(20);
+        let r = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                holds.store(false, Ordering::Relaxed);
+            });
+            w.wait_until(&cell, Some(Instant::now() + deadline), || false, &mut peer)
+        });
+        assert!(matches!(r, Err(Error::PeerGone { .. })), "{r:?}");
+        assert!(matches!(w.watch, Watch::Watched(_)));
     }
 }
