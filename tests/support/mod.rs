@@ -7,6 +7,8 @@ use std::process::{Command, Stdio};
 mod common;
 pub use common::*;
 mod cost;
+// Only the tests that measure idle waits use it.
+#[allow(unused_imports)]
 pub use cost::*;
 
 /// Spawns `shmlink-echo` with `args`; stdin and stdout piped, stderr discarded.
