@@ -12,7 +12,7 @@ use super::HoldsEnd;
 /// How often the watcher asks whether each watched peer still holds its end. A peer's pidfd
 /// reports its exit at once, but the peer chose the pid it recorded: one that recorded a
 /// process that lives on (pid 1, say) is found dead by this look.
-pub(crate) const LOOK_PERIOD: Duration = Duration::from_secs(1);
+const LOOK_PERIOD: Duration = Duration::from_secs(1);
 
 /// The epoll data of the watcher's timer (registrations count from 1).
 const TIMER_KEY: u64 = 0;
