@@ -829,7 +829,6 @@ mod tests {
                 matches!(w.watch, Watch::Watched(_)),
                 "the watcher covers the peer, so the sleep has no timed slices"
             );
-            assert!(took >= asleep_for, "woke with no data after {took:?}");
             assert!(
                 took < deadline / 4,
                 "the wait ended only after {took:?}: not by the wake"
