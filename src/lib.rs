@@ -204,9 +204,12 @@
 //!
 //! Spinning waits ask about the peer every few milliseconds. A sleeping `Block` wait makes no
 //! timed wake-ups: on Linux a watcher thread holds a pidfd for each peer process and wakes the
-//! sleepers of a peer that dies. Where that is not possible (no pidfds, or a peer whose pid
-//! names another process in our PID namespace) it sleeps in 10 ms slices and asks after each.
-//! A [`Selector`] and the async API (feature `tokio`) follow the same rule.
+//! sleepers of a peer that dies, and asks once a second whether each peer still holds its lock
+//! (the pid is the peer's word, the lock is not), so a peer that recorded some other live
+//! process is still reported within about a second of its death. Where a pidfd cannot be had
+//! (no pidfds, or a peer whose pid names another process in our PID namespace) the wait sleeps
+//! in 10 ms slices and asks after each. A [`Selector`] and the async API (feature `tokio`)
+//! follow the same rule.
 //!
 //! ## Safety against the peer
 //!

@@ -9,8 +9,9 @@
 //! A peer process that dies without closing is noticed the way a channel's own `Block` wait
 //! notices it: the selector registers each channel's peer with the process's death watcher on
 //! the very word it sleeps on (the registration of the channel's receiving half, shared with
-//! its own receives), and the watcher records the death and wakes that word. So an idle
-//! selector makes no timed wake-ups at all.
+//! its own receives), and the watcher records the death (the exit of the process the peer
+//! recorded, or, whatever the peer recorded, its lock found free in the watcher's look once a
+//! second) and wakes that word. So an idle selector makes no timed wake-ups at all.
 //!
 //! Limits and degraded paths, all documented on [`Selector`]:
 //! * a peer the watcher cannot cover (no pidfds, a peer in another pid namespace, a channel

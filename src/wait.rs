@@ -17,10 +17,14 @@
 //!
 //! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
 //! process that dies is noticed by the process's death watcher (one thread holding a pidfd per
-//! watched peer, see `crate::platform`), which wakes it. Where no watcher can be had (no pidfds,
-//! or a peer in another pid namespace) it sleeps in slices of 10 ms and looks at the peer's
-//! process after each. Spinning endpoints look at the peer every few milliseconds. Every wait
-//! honours its optional deadline.
+//! watched peer, see `crate::platform`), which wakes it. The pidfd is of the process the peer
+//! recorded, which the peer chose; so the watcher also asks, once a second, whether each watched
+//! peer still holds its end (its lock), and wakes the sleepers of one that does not. Whatever a
+//! peer recorded, its death ends a wait within about a second, and a woken sleeper asks the
+//! peer's end itself before it reports anything. Where no watcher can be had (no pidfds, or a
+//! peer in another pid namespace) it sleeps in slices of 10 ms and looks at the peer's end
+//! after each. Spinning endpoints look at the peer every few milliseconds. Every wait honours
+//! its optional deadline.
 //!
 //! # The sleep/wake handshake
 //!
@@ -42,7 +46,7 @@
 //! that it may sleep (its wait mode is not `Spin`).
 //!
 //! A closing peer and the death watcher do not look at `sleepers`: they first record why (the
-//! peer state `CLOSED`, the watcher's "died" flag), then increment the futex word with Release
+//! peer state `CLOSED`, the watcher's news flag), then increment the futex word with Release
 //! and wake it. The sleeper reads the word (A, Acquire) *before* it looks at the state and the
 //! flag. If A reads the incremented word, it synchronises with that increment and sees the
 //! reason; if it reads an older value, `futex_wait(futex, s)` returns at once or is woken by
@@ -55,7 +59,7 @@ use crossbeam_utils::Backoff;
 
 use crate::error::{Error, Result};
 use crate::layout::WaitCell;
-use crate::platform::DeathWatch;
+use crate::platform::{DeathWatch, HoldsEnd};
 use crate::sync::{self, fence, Ordering};
 
 /// How an endpoint waits for data or for room.
@@ -164,19 +168,22 @@ pub(crate) trait Peer {
     /// its process is gone ([`Error::PeerGone`]). With `process` false this is one load from
     /// the mapping.
     fn check(&mut self, process: bool) -> Result<()>;
-    /// The peer's pid and process start time (clock ticks since boot), once it is connected.
+    /// The pid and process start time (clock ticks since boot) the peer recorded, once it is
+    /// connected. The peer chose them: they say which process to watch, never whether the peer
+    /// is alive.
     fn process(&mut self) -> Option<(u32, u64)>;
-    /// Records that the death watcher saw the peer's process exit, so that later looks report
-    /// it too, and returns the error that says so.
-    fn died(&mut self, pid: u32) -> Error;
+    /// What the death watcher asks, on its own thread, about once a second: whether the peer
+    /// still holds its end. Called once the peer is connected.
+    fn holds_end(&self) -> HoldsEnd;
 }
 
 /// Whether the death watcher covers this waiter's peer.
 enum Watch {
     /// Not tried yet (or the peer has not connected yet).
     Pending,
-    /// The watcher wakes us if the peer process (with this pid) dies.
-    Watched(DeathWatch, u32),
+    /// The watcher wakes us when the process the peer recorded exits, or when the peer no
+    /// longer holds its end.
+    Watched(DeathWatch),
     /// No watcher for this peer: sleep in slices and look at the peer after each.
     Unavailable,
 }
@@ -336,7 +343,8 @@ impl Policy {
 /// waits, and its registration with the death watcher.
 ///
 /// Must be dropped before the mapping holding the wait cells it slept on is unmapped (its
-/// registration points at a futex word in there).
+/// registration points at a futex word in there, and asks about the peer through the mapping's
+/// descriptor).
 pub(crate) struct Waiter {
     strategy: WaitStrategy,
     policy: Policy,
@@ -417,22 +425,23 @@ impl Waiter {
     pub(crate) fn watch(&mut self, cell: &WaitCell, peer: &mut impl Peer) -> Result<bool> {
         if let Watch::Pending = self.watch {
             if let Some((pid, start_time)) = peer.process() {
-                self.watch = match DeathWatch::register(pid, start_time, &cell.futex) {
-                    Some(w) => Watch::Watched(w, pid),
-                    None => Watch::Unavailable,
-                };
+                self.watch =
+                    match DeathWatch::register(pid, start_time, &cell.futex, peer.holds_end()) {
+                        Some(w) => Watch::Watched(w),
+                        None => Watch::Unavailable,
+                    };
                 // Whatever the watcher will say, the process may be gone already.
                 peer.check(true)?;
             }
         }
         match &self.watch {
-            Watch::Watched(w, pid) => {
-                if w.peer_died() {
-                    // Let the peer's own look speak first: the closed state, if it closed
-                    // before it exited, says more.
-                    let pid = *pid;
+            Watch::Watched(w) => {
+                if w.take_news() {
+                    // The process the peer recorded exited, or the peer's end looked free: its
+                    // end decides (a peer may have recorded another process, and a look may
+                    // have caught a tool holding a dead peer's end for a moment: then the
+                    // watcher looks again within a second).
                     peer.check(true)?;
-                    return Err(peer.died(pid));
                 }
                 Ok(true)
             }
@@ -641,11 +650,8 @@ mod tests {
         fn process(&mut self) -> Option<(u32, u64)> {
             None
         }
-        fn died(&mut self, pid: u32) -> Error {
-            Error::PeerGone {
-                channel: "anonymous".into(),
-                pid,
-            }
+        fn holds_end(&self) -> HoldsEnd {
+            Box::new(|| true)
         }
     }
 
@@ -722,36 +728,137 @@ mod tests {
         assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "spins hit again: spin");
     }
 
-    #[test]
-    fn an_unwatched_sleeper_keeps_its_deadline_and_a_wake_ends_its_sleep() {
-        let cell = WaitCell {
+    fn cell() -> WaitCell {
+        WaitCell {
             futex: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
-        };
+        }
+    }
+
+    #[test]
+    fn an_unwatched_sleeper_keeps_its_deadline() {
+        let cell = cell();
         let mut w = Waiter::new(WaitStrategy::Block);
-        let r = w.wait_until(
-            &cell,
-            Some(Instant::now() + Duration::from_millis(30)),
-            || false,
-            &mut Anonymous,
-        );
-        assert!(matches!(r, Err(Error::Timeout)));
+        let timeout = Duration::from_millis(30);
+        let started = Instant::now();
+        let r = w.wait_until(&cell, Some(started + timeout), || false, &mut Anonymous);
+        assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+        assert!(started.elapsed() >= timeout, "ended before its deadline");
+        assert!(matches!(w.watch, Watch::Pending), "nothing to watch");
+        assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
+    }
+
+    /// A peer that recorded this very process (which the death watcher can watch, and which
+    /// outlives the test) and holds its end until `holds` is cleared.
+    #[cfg(target_os = "linux")]
+    struct Recorded {
+        holds: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Recorded {
+        fn new() -> Recorded {
+            Recorded {
+                holds: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            }
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Peer for Recorded {
+        fn check(&mut self, process: bool) -> Result<()> {
+            if process && !self.holds.load(Ordering::Relaxed) {
+                return Err(Error::PeerGone {
+                    channel: "recorded".into(),
+                    pid: std::process::id(),
+                });
+            }
+            Ok(())
+        }
+        fn process(&mut self) -> Option<(u32, u64)> {
+            let start = crate::process::start_time_at("/proc/self/stat")?;
+            Some((std::process::id(), start))
+        }
+        fn holds_end(&self) -> HoldsEnd {
+            let holds = self.holds.clone();
+            Box::new(move || holds.load(Ordering::Relaxed))
+        }
+    }
+
+    /// CPU time the calling thread has used so far.
+    #[cfg(target_os = "linux")]
+    fn thread_cpu() -> Duration {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+
+    /// A watched sleeper sleeps with no timeout (the death watcher covers its peer): only the
+    /// waker's wake-up can end this wait before its distant deadline, and it must, soon, having
+    /// used next to no CPU meanwhile.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_watched_sleeper_sleeps_until_a_wake_ends_its_sleep() {
+        let cell = cell();
+        let mut w = Waiter::new(WaitStrategy::Block);
+        let mut peer = Recorded::new();
+        let deadline = Duration::from_secs(20);
+        let asleep_for = Duration::from_millis(300);
         let data = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
                 // Give the waiter time to fall asleep; a bounded sleep, nothing to poll for.
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(asleep_for);
                 data.store(true, std::sync::atomic::Ordering::Release);
                 wake_if_sleeping(&cell);
             });
+            let (started, cpu) = (Instant::now(), thread_cpu());
             let r = w.wait_until(
                 &cell,
-                Some(Instant::now() + Duration::from_secs(10)),
+                Some(started + deadline),
                 || data.load(std::sync::atomic::Ordering::Acquire),
-                &mut Anonymous,
+                &mut peer,
             );
-            assert!(r.is_ok());
+            let (took, cpu) = (started.elapsed(), thread_cpu() - cpu);
+            assert!(r.is_ok(), "{r:?}");
+            assert!(
+                matches!(w.watch, Watch::Watched(_)),
+                "the watcher covers the peer, so the sleep has no timed slices"
+            );
+            assert!(
+                took < deadline / 4,
+                "the wait ended only after {took:?}: not by the wake"
+            );
+            assert!(
+                cpu * 10 < took,
+                "used {cpu:?} of CPU in {took:?}: it did not sleep"
+            );
         });
         assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
+    }
+
+    /// The death watcher's look at the peer's end wakes a watched sleeper whose peer let go of
+    /// its end while the process it recorded lives on.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_watched_sleeper_hears_within_seconds_that_its_peer_let_go_of_its_end() {
+        let cell = cell();
+        let mut w = Waiter::new(WaitStrategy::Block);
+        let mut peer = Recorded::new();
+        let holds = peer.holds.clone();
+        let deadline = Duration::from_secs(20);
+        let r = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                holds.store(false, Ordering::Relaxed);
+            });
+            w.wait_until(&cell, Some(Instant::now() + deadline), || false, &mut peer)
+        });
+        assert!(matches!(r, Err(Error::PeerGone { .. })), "{r:?}");
+        assert!(matches!(w.watch, Watch::Watched(_)));
     }
 }

@@ -1,7 +1,11 @@
 //! Peer liveness that does not trust pids, with real processes: a connector killed in the middle
 //! of claiming its end leaves the channel usable, a segment is stale when nobody holds its
 //! creator lock whatever pid it names, and a live peer stays alive whatever pid it recorded
-//! (the pid a process in another PID namespace records means nothing here).
+//! (the pid a process in another PID namespace records means nothing here), nor does a dead one
+//! that recorded the pid of a process that lives on.
+//!
+//! Connectors that forge their record are this test binary run again with `SHMLINK_FORGE_AS_INIT`
+//! set (see `child`).
 
 mod support;
 
@@ -11,8 +15,11 @@ use std::time::{Duration, Instant};
 use memmap2::MmapMut;
 use shmlink::segments;
 use shmlink::testing::{PeerInfo, SegmentHeader, StopPoint, STOP_AT_ENV};
-use shmlink::{Channel, Config, Error, WaitStrategy};
-use support::{echo, echo_creator, serial, shm_path, unique, ChildGuard, NameGuard, WATCHDOG};
+use shmlink::{Channel, Config, Error, Selector, WaitStrategy};
+use support::{
+    echo, echo_creator, respawn, serial, shm_path, unique, wait_for_line, ChildGuard, NameGuard,
+    WATCHDOG,
+};
 
 fn small() -> Config {
     Config {
@@ -358,21 +365,40 @@ fn a_live_creator_is_alive_whatever_pid_it_recorded() {
     }
 }
 
+/// Set (to anything) on a machine that cannot make PID namespaces, to skip the test that needs
+/// one instead of failing it.
+const NO_PID_NAMESPACE: &str = "SHMLINK_TEST_NO_PID_NAMESPACE";
+
 /// A real peer in another PID namespace (`unshare --pid --fork --mount-proc`: it is pid 1 in
-/// its own namespace, with its own `/proc`). Needs root and util-linux `unshare`; skipped
-/// (with a note) where the namespace cannot be made.
+/// its own namespace, with its own `/proc`). Needs root and util-linux `unshare`, as CI has:
+/// fails, saying why, where the namespace cannot be made, unless [`NO_PID_NAMESPACE`] is set.
 #[test]
 fn a_peer_in_another_pid_namespace_is_alive_until_it_dies() {
     let _serial = serial();
-    let works = Command::new("unshare")
+    if let Some(v) = std::env::var_os(NO_PID_NAMESPACE) {
+        eprintln!("liveness: PID namespace test skipped: {NO_PID_NAMESPACE}={v:?} is set");
+        return;
+    }
+    let probe = Command::new("unshare")
         .args(["--pid", "--fork", "--kill-child", "--mount-proc", "true"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !works {
-        eprintln!("liveness: skipped: cannot make a PID namespace here (needs root and unshare)");
-        return;
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => {
+            eprintln!("liveness: PID namespace test runs: unshare made a namespace");
+        }
+        other => panic!(
+            "cannot make a PID namespace with `unshare --pid --fork --mount-proc` (needs root \
+             and util-linux): {}; set {NO_PID_NAMESPACE}=1 to skip this test on such a machine",
+            match other {
+                Ok(out) => format!(
+                    "{}, {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                Err(e) => e.to_string(),
+            }
+        ),
     }
     let name = unique("pidns");
     let _unlink = NameGuard(name.clone());
@@ -416,4 +442,125 @@ fn a_peer_in_another_pid_namespace_is_alive_until_it_dies() {
         other => panic!("expected PeerGone, got {other:?}"),
     }
     peer.reap();
+}
+
+/// Names the channel a re-executed `child` connects to before it records itself as init.
+const FORGE_AS_INIT: &str = "SHMLINK_FORGE_AS_INIT";
+
+/// The entry point of the re-executed connectors; a no-op in a normal test run. Connects to the
+/// channel, overwrites its own record with pid 1 and init's start time (the peer chooses what
+/// it records), says so, and holds its end until killed.
+#[test]
+fn child() {
+    let Ok(name) = std::env::var(FORGE_AS_INIT) else {
+        return;
+    };
+    let _ch = Channel::connect_timeout(&name, WaitStrategy::Block, WATCHDOG).expect("connect");
+    let seg = Segment::open(&name);
+    Segment::record_pid(&seg.header().connector, 1, start_time(1));
+    println!("forged");
+    loop {
+        std::thread::park();
+    }
+}
+
+/// A channel whose connector, a child process, recorded itself as pid 1 with init's start
+/// time, and killed after the creator's receiving half registered that record with the death
+/// watcher (a first short wait does): the watcher then holds a pidfd of init, which never
+/// exits, so only the connector's lock can tell that it died.
+fn connector_dead_as_init(tag: &str) -> (Channel, NameGuard) {
+    let name = unique(tag);
+    let guard = NameGuard(name.clone());
+    let mut ch = Channel::create(&name, &small()).expect("create");
+    let mut child = respawn("child", &[(FORGE_AS_INIT, &name)]);
+    wait_for_line(&mut child, "forged");
+    assert!(matches!(
+        ch.recv_timeout(Duration::from_millis(30)),
+        Err(Error::Timeout)
+    ));
+    assert_eq!(ch.peer_pid(), Some(1), "the forged record is what we read");
+    child.kill();
+    child.reap();
+    (ch, guard)
+}
+
+/// Runs `wait` in a thread of its own and returns what it gave and how long it took; fails the
+/// test if it has not returned within the watchdog (the thread is then left blocked).
+fn within_watchdog<T: Send + 'static>(
+    what: &str,
+    wait: impl FnOnce() -> T + Send + 'static,
+) -> (T, Duration) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        let _ = tx.send(wait());
+    });
+    let got = rx
+        .recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("{what}: still waiting {WATCHDOG:?} after its peer died"));
+    let took = started.elapsed();
+    eprintln!(
+        "liveness: {what} after a connector recorded as init died: returned after {:.0} ms",
+        took.as_secs_f64() * 1e3
+    );
+    (got, took)
+}
+
+/// `PeerGone` naming the forged pid.
+fn assert_gone_as_init<T: std::fmt::Debug>(what: &str, got: shmlink::Result<T>) {
+    match got {
+        Err(Error::PeerGone { pid, .. }) => assert_eq!(pid, 1, "{what}"),
+        other => panic!("{what}: expected PeerGone, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_recv_ends_when_a_connector_recorded_as_init_dies() {
+    let _serial = serial();
+    let (mut ch, _name) = connector_dead_as_init("init-recv");
+    let (got, _) = within_watchdog("recv()", move || ch.recv().map(|m| m.to_vec()));
+    assert_gone_as_init("recv()", got);
+}
+
+#[test]
+fn a_long_recv_timeout_ends_when_a_connector_recorded_as_init_dies() {
+    let _serial = serial();
+    let (mut ch, _name) = connector_dead_as_init("init-recv-timeout");
+    let (got, _) = within_watchdog("recv_timeout(5 s)", move || {
+        ch.recv_timeout(WATCHDOG / 2).map(|m| m.to_vec())
+    });
+    assert_gone_as_init("recv_timeout(5 s)", got);
+}
+
+#[test]
+fn a_selector_reports_a_connector_recorded_as_init_that_died() {
+    let _serial = serial();
+    let (ch, _name) = connector_dead_as_init("init-selector");
+    let ((ready, mut channels), _) = within_watchdog("Selector::wait", move || {
+        let mut channels = vec![ch];
+        let ready = Selector::new()
+            .wait(&mut channels, Some(WATCHDOG / 2))
+            .map(<[usize]>::to_vec);
+        (ready, channels)
+    });
+    assert_eq!(
+        ready.expect("wait"),
+        vec![0],
+        "the dead peer's channel is ready"
+    );
+    assert_gone_as_init("try_recv after the selector", channels[0].try_recv());
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_recv_ends_when_a_connector_recorded_as_init_dies() {
+    let _serial = serial();
+    let (ch, _name) = connector_dead_as_init("init-async");
+    let (got, _) = within_watchdog("async recv", move || {
+        ::tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(async move { shmlink::tokio::AsyncChannel::new(ch)?.recv().await })
+    });
+    assert_gone_as_init("async recv", got);
 }

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use shmlink::{Channel, Config, Connection, Endpoint, Error, Listener, Selector, WaitStrategy};
 use support::{
-    checked_echo, reap_killed, respawn, serial, unique, wait_for_line, ChildGuard, NameGuard,
-    WATCHDOG,
+    checked_echo, measure, reap_killed, respawn, serial, unique, wait_for_line, ChildGuard,
+    NameGuard, WATCHDOG,
 };
 
 const ROLE: &str = "SHMLINK_SVC_ROLE";
@@ -423,27 +423,6 @@ fn past_the_client_limit_connect_fails_with_a_typed_error() {
     assert_eq!(info.creator.pid, std::process::id());
 }
 
-/// CPU time this thread used so far.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// Voluntary context switches of this thread so far.
-fn voluntary_switches() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/status")
-        .expect("status")
-        .lines()
-        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("voluntary_ctxt_switches")
-}
-
 #[test]
 fn a_selector_over_100_idle_channels_sleeps_and_wakes_on_any() {
     let base = unique("sel");
@@ -457,33 +436,29 @@ fn a_selector_over_100_idle_channels_sleeps_and_wakes_on_any() {
         receivers.push(Channel::connect(&name, WaitStrategy::Block).unwrap());
     }
     let (tx, rx) = std::sync::mpsc::channel();
+    let idle = Duration::from_secs(2);
     let selector = std::thread::spawn(move || {
         let mut selector = Selector::new();
-        // Idle for two seconds: every peer is covered by the death watcher, so nothing but the
-        // deadline may wake the thread.
-        let (cpu0, sw0) = (thread_cpu(), voluntary_switches());
-        let ready = selector
-            .wait(&mut receivers, Some(Duration::from_secs(2)))
-            .unwrap()
-            .to_vec();
-        let (cpu, switches) = (thread_cpu() - cpu0, voluntary_switches() - sw0);
-        tx.send((ready, cpu, switches)).unwrap();
+        // Idle for two seconds: every peer is covered by the death watcher (whose look at their
+        // locks once a second runs on its own thread), so nothing but the deadline may wake
+        // this one.
+        let (ready, cost) = measure(|| selector.wait(&mut receivers, Some(idle)).unwrap().to_vec());
+        tx.send((ready, Some(cost))).unwrap();
         // Then wait with no timeout until a message comes.
         let ready = selector.wait(&mut receivers, None).unwrap().to_vec();
         let got = receivers[57].try_recv().unwrap().to_vec();
-        tx.send((ready, Duration::ZERO, 0)).unwrap();
+        tx.send((ready, None)).unwrap();
         got
     });
-    let (ready, cpu, switches) = rx.recv_timeout(WATCHDOG).unwrap();
+    let (ready, cost) = rx.recv_timeout(WATCHDOG).unwrap();
+    let cost = cost.expect("the idle wait's cost");
     assert!(ready.is_empty(), "idle channels reported ready: {ready:?}");
+    assert!(cost.wall >= idle, "the wait ended before its deadline");
     // One sleep until the deadline, give or take a lock taken while registering the peers.
-    assert!(
-        switches <= 5,
-        "{switches} wake-ups in 2 s of idling (used {cpu:?} of CPU)"
-    );
+    cost.assert_idle("services: a selector over 100 idle channels", 5);
     std::thread::sleep(Duration::from_millis(50));
     senders[57].send(b"for 57").unwrap();
-    let (ready, _, _) = rx.recv_timeout(WATCHDOG).expect("selector did not wake");
+    let (ready, _) = rx.recv_timeout(WATCHDOG).expect("selector did not wake");
     assert_eq!(ready, vec![57]);
     assert_eq!(selector.join().unwrap(), b"for 57");
 }
@@ -675,22 +650,16 @@ fn a_client_that_gives_up_waiting_frees_its_slot() {
 fn an_idle_accept_makes_no_timed_wake_ups() {
     let name = unique("idle-accept");
     let listener = Listener::bind(&name, &Config::default()).unwrap();
-    let (before, after) = std::thread::scope(|s| {
-        s.spawn(|| {
-            let before = voluntary_switches();
-            let got = listener.accept_timeout(Duration::from_secs(2));
-            assert!(matches!(got, Err(Error::Timeout)), "{got:?}");
-            (before, voluntary_switches())
-        })
-        .join()
-        .unwrap()
+    let idle = Duration::from_secs(2);
+    let (got, cost) = std::thread::scope(|s| {
+        s.spawn(|| measure(|| listener.accept_timeout(idle)))
+            .join()
+            .unwrap()
     });
-    // A sweep every 100 ms would be about 20.
-    assert!(
-        after - before <= 3,
-        "an idle accept woke {} times in 2 s",
-        after - before
-    );
+    assert!(matches!(got, Err(Error::Timeout)), "{got:?}");
+    assert!(cost.wall >= idle, "the accept ended before its deadline");
+    // A sweep every 100 ms would be about 20 wake-ups.
+    cost.assert_idle("services: an idle accept", 3);
 }
 
 #[test]

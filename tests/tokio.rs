@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use shmlink::tokio::{connect, AsyncChannel, AsyncListener};
 use shmlink::{Channel, Config, Error, WaitStrategy};
-use support::{respawn, unique, wait_for_line, ChildGuard, NameGuard, WATCHDOG};
+use support::{
+    process_cpu, respawn, thread_switches, unique, wait_for_line, ChildGuard, NameGuard,
+    IDLE_CPU_SHARE, WATCHDOG,
+};
 
 const ROLE: &str = "SHMLINK_TOKIO_ROLE";
 
@@ -177,25 +180,11 @@ fn an_async_recv_whose_peer_process_is_killed_says_peer_gone() {
 
 const IDLE: &str = "SHMLINK_TOKIO_IDLE";
 
-/// Voluntary context switches of this process's reactor thread so far.
-fn reactor_switches() -> u64 {
-    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
-        let dir = task.expect("task entry").path();
-        if std::fs::read_to_string(dir.join("comm")).is_ok_and(|c| c.trim() == "shmlink-reactor") {
-            return std::fs::read_to_string(dir.join("status"))
-                .expect("status")
-                .lines()
-                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-                .and_then(|v| v.trim().parse().ok())
-                .expect("voluntary_ctxt_switches");
-        }
-    }
-    panic!("no reactor thread");
-}
-
 /// The re-executed process of `an_idle_async_recv_makes_no_timed_wake_ups`: a task waits for
-/// two seconds on a channel whose peer (this process) stays alive and silent; prints how often
-/// the reactor woke meanwhile. A no-op in a normal test run.
+/// two seconds on a channel whose peer (this process) stays alive and silent. The process's
+/// threads must stay asleep meanwhile: the reactor woke at most for the first wait, the whole
+/// process used next to no CPU, and the receive was still waiting at the end. A no-op in a
+/// normal test run.
 #[test]
 fn idle_child() {
     let Ok(name) = std::env::var(IDLE) else {
@@ -209,31 +198,47 @@ fn idle_child() {
     });
     // Let the task give up polling and sleep through the reactor (nothing to poll for).
     std::thread::sleep(Duration::from_millis(200));
-    let before = reactor_switches();
-    std::thread::sleep(Duration::from_secs(2));
-    let switches = reactor_switches() - before;
+    let idle = Duration::from_secs(2);
+    let reactor = || thread_switches("shmlink-reactor").expect("no reactor thread");
+    let (before, cpu) = (reactor(), process_cpu());
+    std::thread::sleep(idle);
+    let (switches, cpu) = (reactor() - before, process_cpu() - cpu);
+    let waiting = !task.is_finished();
+    println!("reactor switches {switches}, process cpu {cpu:?}, still waiting {waiting}");
+    assert!(
+        waiting,
+        "the receive ended with no message: {:?}",
+        task.join()
+    );
+    // The peer is covered by the death watcher (whose look at its lock once a second runs on
+    // its own thread): nothing but the message may wake the reactor.
+    assert!(
+        switches <= 3,
+        "the reactor woke {switches} times in {idle:?} of idling"
+    );
+    // Every thread of the process (runtime, reactor, watcher, this one) slept.
+    assert!(
+        cpu * IDLE_CPU_SHARE <= idle,
+        "the idle process used {cpu:?} of CPU in {idle:?}"
+    );
     peer.send(b"wake up").unwrap();
     assert_eq!(task.join().unwrap().unwrap(), b"wake up");
-    println!("reactor switches {switches}");
 }
 
 #[test]
 fn an_idle_async_recv_makes_no_timed_wake_ups() {
     let name = unique("tokioidle");
     let _guard = NameGuard(name.clone());
-    // In a process of its own: the other tests' tasks would wake the reactor.
+    // In a process of its own: the other tests' tasks would wake the reactor, and their
+    // threads use CPU.
     let mut child = respawn("idle_child", &[(IDLE, &name)]);
-    assert!(child.reap().success(), "the idle child failed");
+    let status = child.reap();
     let out = child.read_all();
-    let switches: u64 = out
-        .lines()
-        .find_map(|l| l.split("reactor switches ").nth(1))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no count in {out:?}"));
-    // The peer is covered by the death watcher: nothing but the message may wake the reactor.
+    eprintln!("{}", out.trim());
+    assert!(status.success(), "the idle child failed (see its output)");
     assert!(
-        switches <= 3,
-        "the reactor woke {switches} times in 2 s of idling"
+        out.contains("still waiting true"),
+        "the idle child did not report its wait: {out:?}"
     );
 }
 

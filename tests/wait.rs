@@ -8,25 +8,29 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use shmlink::{Channel, Config, Error, WaitStrategy};
-use support::{echo, serial, unique, NameGuard};
+use support::{echo, measure, serial, thread_switches, unique, Cost, NameGuard};
 
 /// How long the idle receivers stay blocked.
 const IDLE: Duration = Duration::from_millis(2500);
-/// Voluntary context switches allowed to a thread blocked for `IDLE`: about one wake-up a
-/// second, with room for the few a first wait makes (starting the death watcher). A receiver
-/// that wakes every few milliseconds to look at its peer makes hundreds.
-const MAX_SWITCHES: u64 = 5;
+/// Voluntary context switches allowed to a thread blocked for `IDLE`: the sleep that ends the
+/// wait, with room for a lock or two taken on the way. The once-a-second look at the peer's
+/// lock happens on the death watcher's thread, not the sleeper's. A receiver that wakes every
+/// few milliseconds to look at its peer makes hundreds.
+const MAX_SWITCHES: u64 = 3;
 
-/// Voluntary context switches of the calling thread so far.
-fn voluntary_switches() -> u64 {
-    let status = std::fs::read_to_string("/proc/thread-self/status").expect("read status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-        .expect("voluntary_ctxt_switches in /proc/thread-self/status")
-        .trim()
-        .parse()
-        .expect("a number")
+/// The death watcher's thread wakes once a second to look at the peers' locks, and for nothing
+/// else while no peer dies: fails the test if it woke more often during `cost`'s wait. Call
+/// with its switches from before the wait.
+fn assert_watcher_looked_once_a_second(before: Option<u64>, cost: &Cost) {
+    let before = before.expect("the first round trip started the death watcher");
+    let woke = thread_switches("shmlink-watch").expect("the death watcher runs") - before;
+    let most = cost.wall.as_secs() + 2;
+    eprintln!("wait: the death watcher woke {woke} times meanwhile");
+    assert!(
+        woke <= most,
+        "the death watcher woke {woke} times in {:?} (at most {most})",
+        cost.wall
+    );
 }
 
 /// A channel to a fresh `shmlink-echo` (Block), after one round trip.
@@ -51,18 +55,16 @@ fn connected(test: &str, wait: WaitStrategy) -> (Channel, NameGuard, support::Ch
 fn an_idle_receiver_with_a_deadline_wakes_up_only_at_the_deadline() {
     let _serial = serial();
     let (mut ch, _name, _child) = connected("idle-deadline", WaitStrategy::Block);
-    let before = voluntary_switches();
-    let started = Instant::now();
-    assert!(matches!(ch.recv_timeout(IDLE), Err(Error::Timeout)));
-    let switches = voluntary_switches() - before;
-    eprintln!(
-        "wait: receiver blocked {:.0} ms with a deadline: {switches} voluntary context switches",
-        started.elapsed().as_secs_f64() * 1e3
-    );
+    let watcher = thread_switches("shmlink-watch");
+    let (got, cost) = measure(|| ch.recv_timeout(IDLE).map(|m| m.to_vec()));
+    assert!(matches!(got, Err(Error::Timeout)), "{got:?}");
     assert!(
-        switches <= MAX_SWITCHES,
-        "{switches} wake-ups while blocked for {IDLE:?}"
+        cost.wall >= IDLE,
+        "the wait ended {:?} before its deadline",
+        IDLE - cost.wall
     );
+    cost.assert_idle("wait: receiver blocked with a deadline", MAX_SWITCHES);
+    assert_watcher_looked_once_a_second(watcher, &cost);
 }
 
 #[test]
@@ -77,15 +79,11 @@ fn an_idle_receiver_without_a_deadline_sleeps_until_data_comes() {
             std::thread::sleep(IDLE);
             tx.send(b"wake up").expect("send");
         });
-        let before = voluntary_switches();
-        let msg = rx.recv().expect("recv");
-        let switches = voluntary_switches() - before;
-        assert_eq!(&*msg, b"wake up");
-        eprintln!("wait: receiver blocked {IDLE:?} without a deadline: {switches} switches");
-        assert!(
-            switches <= MAX_SWITCHES,
-            "{switches} wake-ups while blocked for {IDLE:?}"
-        );
+        let watcher = thread_switches("shmlink-watch");
+        let (msg, cost) = measure(|| rx.recv().map(|m| m.to_vec()));
+        assert_eq!(msg.expect("recv"), b"wake up");
+        cost.assert_idle("wait: receiver blocked without a deadline", MAX_SWITCHES);
+        assert_watcher_looked_once_a_second(watcher, &cost);
     });
 }
 

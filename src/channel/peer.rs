@@ -146,14 +146,12 @@ impl crate::wait::Peer for PeerWatch {
         }
     }
 
-    fn died(&mut self, pid: u32) -> Error {
-        // The watcher trusts a pidfd only for the process that recorded this pid and start
-        // time, so its report is about the peer itself.
-        self.gone = true;
-        Error::PeerGone {
-            channel: self.name.to_string(),
-            pid,
-        }
+    fn holds_end(&self) -> crate::platform::HoldsEnd {
+        // The descriptor stays open for as long as the mapping, which outlives the waiter's
+        // registration with the watcher (see `Waiter`). Relaxed: the pid (asked only where
+        // there are no byte locks) was published before PEER_PRESENT, which the caller saw.
+        let (fd, end, pid) = (self.fd, self.end, self.info().pid.load(Ordering::Relaxed));
+        Box::new(move || lock::alive(fd, end, pid).unwrap_or(true))
     }
 
     fn process(&mut self) -> Option<(u32, u64)> {

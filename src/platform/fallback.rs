@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::HoldsEnd;
 use crate::sync::{AtomicU32, Ordering};
 
 /// How long one slice of a sleep without a futex lasts.
@@ -27,12 +28,17 @@ pub(crate) struct DeathWatch(());
 
 impl DeathWatch {
     /// Always `None` on this platform.
-    pub(crate) fn register(_pid: u32, _start_time: u64, _word: &AtomicU32) -> Option<DeathWatch> {
+    pub(crate) fn register(
+        _pid: u32,
+        _start_time: u64,
+        _word: &AtomicU32,
+        _holds_end: HoldsEnd,
+    ) -> Option<DeathWatch> {
         None
     }
 
     /// Never true: there is no watcher.
-    pub(crate) fn peer_died(&self) -> bool {
+    pub(crate) fn take_news(&self) -> bool {
         false
     }
 }

@@ -1,11 +1,15 @@
-//! The library's test support: everything in `common.rs` (shared with the harness's tests), and
-//! `shmlink-echo` peers.
+//! The library's test support: everything in `common.rs` (shared with the harness's tests), what
+//! a wait costs (`cost.rs`), and `shmlink-echo` peers.
 #![allow(dead_code)]
 
 use std::process::{Command, Stdio};
 
 mod common;
 pub use common::*;
+mod cost;
+// Only the tests that measure idle waits use it.
+#[allow(unused_imports)]
+pub use cost::*;
 
 /// Spawns `shmlink-echo` with `args`; stdin and stdout piped, stderr discarded.
 pub fn echo(args: &[&str]) -> ChildGuard {
