@@ -27,7 +27,7 @@
 //! [`MAX_SERVING`] servers wait for a hello at once: past that, nothing is retired until one of
 //! them ends, so silent connections cannot make threads without bound.
 //!
-//! Liveness is an open-file-description lock ([`crate::lock`]) on the lock file beside the
+//! Liveness is an open-file-description lock (`crate::sys::lock`) on the lock file beside the
 //! rendezvous file (`shmlink-<name>.ipc.lock`), held for the listener's whole life: a second
 //! listener of the same name fails while it is held, and a listener whose process died
 //! (lock released by the kernel) is reclaimed by the next [`IpcListener::bind`]. A waiting
@@ -55,9 +55,10 @@ use ipc_channel::TryRecvError;
 use serde::{Deserialize, Serialize};
 
 use crate::fallback::{self, Halves, IpcDuplex};
+use crate::layout::CREATOR_LOCK;
 use crate::listener::MAX_CLIENTS;
-use crate::lock;
 use crate::rendezvous::{self, Connecting, Kind, Published};
+use crate::sys::lock;
 use crate::Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -73,7 +74,7 @@ const MAX_SERVING: usize = 8;
 /// The byte of the lock file a client holds while its answer is late (the listener's own lock
 /// is on [`crate::layout::CREATOR_LOCK`]).
 const WAITING_BYTE: u64 = 1;
-const _: () = assert!(WAITING_BYTE != crate::layout::CREATOR_LOCK);
+const _: () = assert!(WAITING_BYTE != CREATOR_LOCK);
 /// How long a dropped listener waits for its accept thread to end (it only stays longer while
 /// the operating system keeps it from running); after that the thread is left to end alone.
 const STOP_WAIT: Duration = Duration::from_secs(2);
@@ -117,7 +118,7 @@ fn open_lock(name: &str, write: bool) -> Result<File> {
 /// True while a live listener holds the lock of `name`.
 pub(crate) fn alive(name: &str) -> Result<bool> {
     match open_lock(name, false) {
-        Ok(file) => lock::alive(file.as_raw_fd(), lock::End::Creator, 0),
+        Ok(file) => lock::alive(file.as_raw_fd(), CREATOR_LOCK),
         Err(Error::NotFound(_)) => Ok(false),
         Err(e) => Err(e),
     }
@@ -280,7 +281,7 @@ fn take_lock(name: &str) -> Result<Option<(PathBuf, File)>> {
                 .create(true)
                 .mode(0o600),
         )?;
-        if !lock::take(&file, lock::End::Creator, false)? {
+        if !lock::take(&file, CREATOR_LOCK, false)? {
             return Ok(None);
         }
         // A listener that was closing may have removed the file between our open and our
@@ -600,9 +601,7 @@ impl Worker {
     fn stalled(&self) -> bool {
         let late = match &self.waiting {
             // Unknown (or no byte locks on this platform): assume a client waits.
-            Some(file) => {
-                lock::alive(file.as_raw_fd(), lock::End::Slot(WAITING_BYTE), 0).unwrap_or(true)
-            }
+            Some(file) => lock::alive(file.as_raw_fd(), WAITING_BYTE).unwrap_or(true),
             None => true,
         };
         late && self.serving.len() < MAX_SERVING && self.serving.iter().any(|s| s.current)
@@ -702,14 +701,14 @@ impl Waiting<'_> {
         let Some(file) = &self.lock else {
             return Ok(false);
         };
-        if !lock::alive(file.as_raw_fd(), lock::End::Creator, 0)? {
+        if !lock::alive(file.as_raw_fd(), CREATOR_LOCK)? {
             return Err(Error::PeerGone {
                 channel: self.name.to_owned(),
                 pid: self.pid,
             });
         }
         // Held by another waiting client already: it says the same for both.
-        let _ = lock::take(file, lock::End::Slot(WAITING_BYTE), false)?;
+        let _ = lock::take(file, WAITING_BYTE, false)?;
         Ok(matches!(rendezvous::read(self.name),
             Ok(Published::Listener { server, .. }) if server == self.server))
     }

@@ -224,7 +224,7 @@ pub fn check_capacity(capacity: usize) -> Result<()> {
 impl PeerInfo {
     /// Records the process holding this end and how it waits. Relaxed stores: published by the
     /// Release store that follows them (of `state`, or of the header's `ready`).
-    pub(crate) fn record(&self, me: crate::process::ProcessId, wait_mode: u32) {
+    pub(crate) fn record(&self, me: crate::sys::ProcessId, wait_mode: u32) {
         use std::sync::atomic::Ordering::Relaxed;
         self.pid.store(me.pid, Relaxed);
         self.start_time.store(me.start_time, Relaxed);

@@ -226,6 +226,12 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "shmlink runs on Linux only: it sleeps on futexes in shared memory, learns of a peer's death \
+     from pidfds and open-file-description locks, and has no other implementation of these"
+);
+
 mod channel;
 mod endpoint;
 mod error;
@@ -233,15 +239,13 @@ mod fallback;
 mod ipc_listener;
 mod layout;
 mod listener;
-mod lock;
 mod mapping;
-mod platform;
-mod process;
 mod rendezvous;
 pub mod ring;
 pub mod segments;
 mod selector;
 mod sync;
+mod sys;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 mod wait;

@@ -49,13 +49,11 @@ use crossbeam_utils::CachePadded;
 use crate::channel::{mode_of, Channel, Config};
 use crate::error::{Error, Result, KIND_CHANNEL, KIND_LISTENER};
 use crate::layout::{
-    check_capacity, SegmentHeader, HEADER_SIZE, LISTENER_MAGIC, MAGIC, PEER_CLOSED, PEER_PRESENT,
-    READY, RINGS_OFFSET,
+    check_capacity, SegmentHeader, CREATOR_LOCK, HEADER_SIZE, LISTENER_MAGIC, MAGIC, PEER_CLOSED,
+    PEER_PRESENT, READY, RINGS_OFFSET,
 };
-use crate::lock;
 use crate::mapping::{self, Mapping};
-use crate::platform::futex;
-use crate::process::ProcessId;
+use crate::sys::{futex_wait, futex_wake, lock, ProcessId};
 use crate::wait::WaitStrategy;
 
 /// Bumped whenever the listener layout or its slot protocol changes.
@@ -357,7 +355,7 @@ impl Shared {
         // Release: pairs with the Acquire load in `Listener::accept_deadline`: a server that
         // reads the new value sees the pending slot published before it.
         bell.fetch_add(1, Ordering::Release);
-        futex::wake(bell);
+        futex_wake(bell);
     }
 }
 
@@ -515,7 +513,7 @@ impl Listener {
                 }
                 nap = Some(nap.map_or(d - now, |n| n.min(d - now)));
             }
-            futex::wait_for(bell, seen, nap);
+            futex_wait(bell, seen, nap);
         }
     }
 
@@ -577,7 +575,7 @@ impl Listener {
                             // Release: pairs with the client's Acquire load of `accepted`; our
                             // connect (connector PRESENT) happened before.
                             slot.accepted.fetch_add(1, Ordering::Release);
-                            futex::wake(&slot.accepted);
+                            futex_wake(&slot.accepted);
                             return Ok((
                                 Some(Connection {
                                     channel,
@@ -595,7 +593,7 @@ impl Listener {
                 state @ (SLOT_CLAIMED | SLOT_NAMED) => {
                     // A claimer holds its slot's lock from before its claim until it is
                     // accepted: a claimed slot without it lost its client.
-                    if lock::alive(self.shared.map.file().as_raw_fd(), slot_lock(i), pid)? {
+                    if lock::alive(self.shared.map.file().as_raw_fd(), slot_lock(i))? {
                         busy = true;
                         continue;
                     }
@@ -660,8 +658,8 @@ impl Listener {
 }
 
 /// The lock a client holds on slot `i` while it waits to be accepted.
-fn slot_lock(i: usize) -> lock::End {
-    lock::End::Slot((SLOTS_OFFSET + i * size_of::<Slot>()) as u64)
+fn slot_lock(i: usize) -> u64 {
+    (SLOTS_OFFSET + i * size_of::<Slot>()) as u64
 }
 
 fn connection_name(listener: &str, pid: u32, seq: u64) -> String {
@@ -735,12 +733,8 @@ fn claim(shared: &Shared, pid: u32) -> Result<Option<Claim<'_>>> {
 }
 
 /// True while the server holds its creator lock on the listener.
-fn server_alive(shared: &Shared, server: ProcessId) -> Result<bool> {
-    lock::alive(
-        shared.map.file().as_raw_fd(),
-        lock::End::Creator,
-        server.pid,
-    )
+fn server_alive(shared: &Shared) -> Result<bool> {
+    lock::alive(shared.map.file().as_raw_fd(), CREATOR_LOCK)
 }
 
 fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) -> Result<Channel> {
@@ -753,7 +747,7 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         pid: server.pid,
     };
     // A listener whose server died: nobody would ever accept us, so claim nothing.
-    if !server_alive(shared, server)? {
+    if !server_alive(shared)? {
         return Err(server_gone());
     }
     // Relaxed: published with `ready`, which `Shared::open` read with Acquire.
@@ -811,7 +805,7 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         if state == PEER_CLOSED {
             return Err(Error::disconnected(&shared.name));
         }
-        if !server_alive(shared, server)? {
+        if !server_alive(shared)? {
             return Err(server_gone());
         }
         let mut nap = CLIENT_CHECK;
@@ -822,7 +816,7 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
             }
             nap = nap.min(d - now);
         }
-        futex::wait(&slot.accepted, seen, nap);
+        futex_wait(&slot.accepted, seen, Some(nap));
         // Acquire: as above.
         seen = slot.accepted.load(Ordering::Acquire);
     }
@@ -840,7 +834,7 @@ impl Drop for Listener {
         for i in 0..self.shared.slots {
             let slot = self.shared.slot(i);
             slot.accepted.fetch_add(1, Ordering::Release);
-            futex::wake(&slot.accepted);
+            futex_wake(&slot.accepted);
         }
         // Names of clients that died after their connection was dropped (while they were
         // alive) and after the last retry: nobody else would remove them.

@@ -49,7 +49,7 @@ impl wait::Peer for Stand {
         None
     }
 
-    fn holds_end(&self) -> crate::platform::HoldsEnd {
+    fn holds_end(&self) -> crate::sys::HoldsEnd {
         Box::new(|| true)
     }
 }

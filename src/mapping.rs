@@ -16,7 +16,6 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
@@ -24,7 +23,8 @@ use std::time::{Duration, Instant};
 use memmap2::MmapMut;
 
 use crate::error::{Error, Result};
-use crate::lock;
+use crate::layout::CREATOR_LOCK;
+use crate::sys::{self, lock};
 
 /// Prefix of every OS-level name this crate creates.
 pub const OS_PREFIX: &str = "shmlink-";
@@ -103,20 +103,13 @@ pub fn shm_dir() -> Option<&'static Path> {
 /// Removes the OS name of a channel. The memory stays mapped in processes that still use it.
 pub fn unlink(name: &str) -> Result<()> {
     validate_object_name(name)?;
-    let os = std::ffi::CString::new(os_name(name)).map_err(|_| Error::InvalidName {
-        name: name.to_owned(),
-        reason: "the name contains a NUL byte",
-    })?;
-    // SAFETY: `os` is a valid NUL-terminated string; shm_unlink only reads it.
-    if unsafe { libc::shm_unlink(os.as_ptr()) } != 0 {
-        let err = io::Error::last_os_error();
-        return Err(if err.kind() == io::ErrorKind::NotFound {
+    sys::shm_unlink(&c_name(name)?).map_err(|err| {
+        if err.kind() == io::ErrorKind::NotFound {
             Error::NotFound(name.to_owned())
         } else {
             Error::Io(err)
-        });
-    }
-    Ok(())
+        }
+    })
 }
 
 /// Calls `connect` until it finds something under its name that is ready, or `deadline`
@@ -186,16 +179,10 @@ pub(crate) fn open_shm_file(name: &str) -> Result<File> {
     validate_object_name(name)?;
     let os = c_name(name)?;
     let flags = libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
-    // SAFETY: `os` is a valid NUL-terminated string; shm_open only reads it and returns a new
-    // descriptor (or -1).
-    let fd = unsafe { libc::shm_open(os.as_ptr(), flags, 0) };
-    if fd < 0 {
-        let err = io::Error::last_os_error();
+    let file = sys::shm_open(&os, flags, 0).map_err(|err| {
         let entry = shm_dir().map(|dir| dir.join(format!("{OS_PREFIX}{name}")));
-        return Err(open_error(err, entry.as_deref(), name));
-    }
-    // SAFETY: `fd` is a descriptor we just opened and own; `File` closes it once.
-    let file = unsafe { File::from_raw_fd(fd) };
+        open_error(err, entry.as_deref(), name)
+    })?;
     check_regular(&file, name)?;
     Ok(file)
 }
@@ -284,8 +271,7 @@ pub(crate) fn still_named(file: &File, name: &str) -> bool {
 /// was checked when it was opened).
 fn check_private(file: &File, name: &str) -> Result<()> {
     let meta = file.metadata()?;
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = sys::euid();
     let mode = meta.mode() & 0o7777;
     if meta.uid() != me || mode != 0o600 {
         return Err(Error::NotPrivate {
@@ -304,7 +290,7 @@ fn prepare_new(file: &File, len: usize) -> Result<MmapMut> {
     // Lock before sizing: a zero-sized object without a lock is one whose creator is (for a few
     // microseconds) between these calls, or died there. Waits only while a process that looks
     // at segments holds it for a moment.
-    lock::take(file, lock::End::Creator, true)?;
+    lock::take(file, CREATOR_LOCK, true)?;
     // The umask may have taken bits away from 0600, never added: make it exact.
     file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     file.set_len(len as u64)?;
@@ -327,18 +313,13 @@ impl Mapping {
         validate_object_name(name)?;
         let os = c_name(name)?;
         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC;
-        // SAFETY: `os` is a valid NUL-terminated string; shm_open only reads it.
-        let fd = unsafe { libc::shm_open(os.as_ptr(), flags, 0o600 as libc::mode_t) };
-        if fd < 0 {
-            let err = io::Error::last_os_error();
-            return Err(if err.kind() == io::ErrorKind::AlreadyExists {
+        let file = sys::shm_open(&os, flags, 0o600).map_err(|err| {
+            if err.kind() == io::ErrorKind::AlreadyExists {
                 Error::AlreadyExists(name.to_owned())
             } else {
                 Error::Io(err)
-            });
-        }
-        // SAFETY: `fd` is a descriptor we just opened and own; `File` closes it once.
-        let file = unsafe { File::from_raw_fd(fd) };
+            }
+        })?;
         let made = prepare_new(&file, len);
         match made {
             Ok(map) => Ok(Self::from_parts(
@@ -348,8 +329,7 @@ impl Mapping {
                 true,
             )),
             Err(e) => {
-                // SAFETY: as above.
-                unsafe { libc::shm_unlink(os.as_ptr()) };
+                let _ = sys::shm_unlink(&os);
                 Err(e)
             }
         }

@@ -23,11 +23,11 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
 use crate::layout::{
-    check_capacity, SegmentHeader, HEADER_SIZE, LISTENER_MAGIC, MAGIC, PEER_ABSENT, PEER_CLAIMING,
-    PEER_CLOSED, PEER_PRESENT, READY,
+    check_capacity, SegmentHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE, LISTENER_MAGIC,
+    MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT, READY,
 };
-use crate::lock;
 use crate::mapping::{self, Mapping, OS_PREFIX};
+use crate::sys::lock;
 
 /// An unlocked, zero-sized segment older than this lost its creator mid-creation.
 pub const INIT_GRACE: Duration = Duration::from_secs(5);
@@ -168,7 +168,7 @@ fn look(name: &str) -> Result<Looked> {
     // (or is in the few microseconds between making the object and locking it, when its size
     // is still 0). We hold it while we look and, in `reclaim`, while we unlink, so two
     // reclaimers cannot both act on the same object.
-    let owner_locked = !lock::take(&file, lock::End::Creator, false)?;
+    let owner_locked = !lock::take(&file, CREATOR_LOCK, false)?;
     let unknown = EndpointInfo {
         state: "unknown",
         pid: 0,
@@ -199,7 +199,7 @@ fn look(name: &str) -> Result<Looked> {
     let creator = endpoint(&hdr.creator, owner_locked);
     let connector = endpoint(&hdr.connector, false);
     let connector = EndpointInfo {
-        alive: lock::alive(file.as_raw_fd(), lock::End::Connector, connector.pid)?,
+        alive: lock::alive(file.as_raw_fd(), CONNECTOR_LOCK)?,
         ..connector
     };
     // Nobody holds the creator's lock: the creator is gone, whatever pid the segment names.

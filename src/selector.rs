@@ -30,8 +30,9 @@ use std::time::{Duration, Instant};
 use crate::channel::Channel;
 use crate::error::Result;
 use crate::listener::{Connection, Listener};
-use crate::platform::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::ring::full_fence;
+use crate::sync;
+use crate::sys::{wait_any, FutexWaitv, WaitAny, WAITV_MAX};
 use crate::wait::{Policy, WaitStrategy, UNWATCHED_SLICE};
 /// The sleep slice of the degraded paths.
 const POLL_SLICE: Duration = Duration::from_millis(1);
@@ -78,7 +79,7 @@ const POLL_SLICE: Duration = Duration::from_millis(1);
 pub struct Selector {
     start: usize,
     ready: Vec<usize>,
-    waiters: Vec<Waiter>,
+    waiters: Vec<FutexWaitv>,
     /// Channels whose sleeper count we raised, to lower again.
     announced: Vec<usize>,
     /// Whether the last scan found a channel whose peer the death watcher does not cover.
@@ -357,7 +358,7 @@ impl Selector {
         self.announced.clear();
         let mut partial = n + usize::from(bell_seen.is_some()) > WAITV_MAX;
         if let (Some(bell), Some(seen)) = (set.bell(), bell_seen) {
-            self.waiters.push(Waiter::new(bell, seen));
+            self.waiters.push(FutexWaitv::new(bell, seen));
         }
         for k in 0..n {
             if self.waiters.len() == WAITV_MAX {
@@ -376,7 +377,7 @@ impl Selector {
             let seen = cell.futex.load(Ordering::Acquire);
             // Relaxed RMW, ordered by the fence below (F1 of the channel's handshake).
             cell.sleepers.fetch_add(1, Ordering::Relaxed);
-            self.waiters.push(Waiter::cell(&cell.futex, seen));
+            self.waiters.push(sync::futex_waitv(&cell.futex, seen));
             self.announced.push(i);
         }
         // F1: pairs with F2 in the peer's `wake_if_sleeping`: either we see its frame below, or
@@ -391,7 +392,7 @@ impl Selector {
             } else {
                 nap
             };
-            if futex::wait_any(&self.waiters, timeout) == WaitAny::Unsupported {
+            if wait_any(&self.waiters, timeout) == WaitAny::Unsupported {
                 polled = true;
             }
         }

@@ -1,9 +1,10 @@
 //! The synchronisation primitives the ring and the wait code are written against.
 //!
-//! Normally these are the standard atomics and the platform's futex calls. Built with
-//! `RUSTFLAGS="--cfg loom"`, they are loom's model-checked atomics and a futex stand-in that
-//! parks the calling model thread until the word changes, so loom explores every interleaving of
-//! the real `ring` and `wait` code (see the `loom_tests` module).
+//! Normally these are the standard atomics, the futex calls and the death watcher of
+//! `crate::sys`. Built with `RUSTFLAGS="--cfg loom"`, they are loom's model-checked atomics, a
+//! futex stand-in that parks the calling model thread until the word changes, and a death
+//! watcher that declines every registration, so loom explores every interleaving of the real
+//! `ring` and `wait` code (see the `loom_tests` module).
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
@@ -11,22 +12,11 @@ pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
+#[cfg(loom)]
 use std::time::Duration;
 
-/// Sleeps while `*word == expected`, for at most `timeout` (`None`: until woken). May return
-/// early for no reason; callers re-check their condition.
 #[cfg(not(loom))]
-#[inline]
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    crate::platform::futex_wait(word, expected, timeout)
-}
-
-/// Wakes every thread sleeping on `word` (in any process that maps it).
-#[cfg(not(loom))]
-#[inline]
-pub(crate) fn futex_wake(word: &AtomicU32) {
-    crate::platform::futex_wake(word)
-}
+pub(crate) use crate::sys::{futex_wait, futex_wake, DeathWatch};
 
 /// Under loom: returns once the word differs from `expected`, whatever the timeout (the models
 /// use no deadlines, and a timed sleep that ended early would hide a lost wake-up). A lost
@@ -43,6 +33,43 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, _timeout: Option<Durat
 /// Under loom the waiter polls the word, so there is no one to wake.
 #[cfg(loom)]
 pub(crate) fn futex_wake(_word: &AtomicU32) {}
+
+/// Under loom there is no death watcher: [`DeathWatch::register`] always declines, so waiters
+/// sleep in slices and look at the peer after each (the models' peers never die).
+#[cfg(loom)]
+pub(crate) struct DeathWatch(());
+
+#[cfg(loom)]
+impl DeathWatch {
+    /// Always `None` under loom.
+    pub(crate) fn register(
+        _pid: u32,
+        _start_time: u64,
+        _word: &AtomicU32,
+        _holds_end: crate::sys::HoldsEnd,
+    ) -> Option<DeathWatch> {
+        None
+    }
+
+    /// Never true: there is no watcher.
+    pub(crate) fn take_news(&self) -> bool {
+        false
+    }
+}
+
+/// A `futex_waitv` entry for a wait cell's word (loom's atomic in loom builds, where the wait is
+/// never made: the address of the object stands in for the address of its value, which for the
+/// standard atomic is the same).
+pub(crate) fn futex_waitv(word: &AtomicU32, expected: u32) -> crate::sys::FutexWaitv {
+    #[cfg(not(loom))]
+    {
+        crate::sys::FutexWaitv::new(word, expected)
+    }
+    #[cfg(loom)]
+    {
+        crate::sys::FutexWaitv::at(word as *const AtomicU32 as usize, expected)
+    }
+}
 
 #[cfg(all(loom, test))]
 pub(crate) use self::loom_storage::announce;

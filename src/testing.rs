@@ -59,7 +59,7 @@ pub(crate) fn stop_point(point: StopPoint) {
 /// Takes the creator's lock on a freshly made segment file the way `Channel::create` does,
 /// waiting for it; the lock lasts as long as `file` stays open. For tools that forge segments.
 pub fn take_creator_lock(file: &std::fs::File) -> crate::Result<()> {
-    crate::lock::take(file, crate::lock::End::Creator, true).map(|_| ())
+    crate::sys::lock::take(file, crate::layout::CREATOR_LOCK, true).map(|_| ())
 }
 
 pub use crate::layout::{CONNECTOR_LOCK, CREATOR_LOCK};

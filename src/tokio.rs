@@ -70,8 +70,8 @@ use crate::channel::{Channel, Config};
 use crate::error::{Error, Result};
 use crate::layout::WaitCell;
 use crate::listener::{Connection, Listener};
-use crate::platform::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::ring::full_fence;
+use crate::sys::{futex_wake, wait_any, FutexWaitv, WaitAny, WAITV_MAX};
 use crate::wait::{Plan, Policy, WaitStrategy, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
 
 /// The sleep slice when not every waiting word fits one kernel wait.
@@ -139,7 +139,7 @@ impl Reactor {
             // in the table we read next.
             let control = self.control.load(Ordering::Acquire);
             waiters.clear();
-            waiters.push(Waiter::new(&self.control, control));
+            waiters.push(FutexWaitv::new(&self.control, control));
             let mut overflow = false;
             let mut timed = false;
             {
@@ -151,7 +151,7 @@ impl Reactor {
                         continue;
                     }
                     // SAFETY: see `Entry::word`: we hold the lock.
-                    waiters.push(Waiter::new(unsafe { &*entry.word }, entry.seen));
+                    waiters.push(FutexWaitv::new(unsafe { &*entry.word }, entry.seen));
                 }
             }
             if !timed {
@@ -165,7 +165,7 @@ impl Reactor {
             } else {
                 tick_in
             };
-            if futex::wait_any(&waiters, timeout) == WaitAny::Unsupported {
+            if wait_any(&waiters, timeout) == WaitAny::Unsupported {
                 std::thread::sleep(timeout.map_or(POLL_SLICE, |t| t.min(POLL_SLICE)));
             }
             let tick = timed && last_tick.elapsed() >= UNWATCHED_SLICE;
@@ -234,7 +234,7 @@ impl Registration {
         }
         // Release: pairs with the Acquire load at the top of the reactor's loop.
         reactor.control.fetch_add(1, Ordering::Release);
-        futex::wake(&reactor.control);
+        futex_wake(&reactor.control);
     }
 
     fn disarm(&self) {

@@ -17,7 +17,7 @@
 //!
 //! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
 //! process that dies is noticed by the process's death watcher (one thread holding a pidfd per
-//! watched peer, see `crate::platform`), which wakes it. The pidfd is of the process the peer
+//! watched peer, see `crate::sys`), which wakes it. The pidfd is of the process the peer
 //! recorded, which the peer chose; so the watcher also asks, once a second, whether each watched
 //! peer still holds its end (its lock), and wakes the sleepers of one that does not. Whatever a
 //! peer recorded, its death ends a wait within about a second, and a woken sleeper asks the
@@ -59,8 +59,8 @@ use crossbeam_utils::Backoff;
 
 use crate::error::{Error, Result};
 use crate::layout::WaitCell;
-use crate::platform::{DeathWatch, HoldsEnd};
-use crate::sync::{self, fence, Ordering};
+use crate::sync::{self, fence, DeathWatch, Ordering};
+use crate::sys::HoldsEnd;
 
 /// How an endpoint waits for data or for room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -750,12 +750,10 @@ mod tests {
 
     /// A peer that recorded this very process (which the death watcher can watch, and which
     /// outlives the test) and holds its end until `holds` is cleared.
-    #[cfg(target_os = "linux")]
     struct Recorded {
         holds: std::sync::Arc<std::sync::atomic::AtomicBool>,
     }
 
-    #[cfg(target_os = "linux")]
     impl Recorded {
         fn new() -> Recorded {
             Recorded {
@@ -764,7 +762,6 @@ mod tests {
         }
     }
 
-    #[cfg(target_os = "linux")]
     impl Peer for Recorded {
         fn check(&mut self, process: bool) -> Result<()> {
             if process && !self.holds.load(Ordering::Relaxed) {
@@ -776,7 +773,7 @@ mod tests {
             Ok(())
         }
         fn process(&mut self) -> Option<(u32, u64)> {
-            let start = crate::process::start_time_at("/proc/self/stat")?;
+            let start = crate::sys::start_time_at("/proc/self/stat")?;
             Some((std::process::id(), start))
         }
         fn holds_end(&self) -> HoldsEnd {
@@ -786,7 +783,6 @@ mod tests {
     }
 
     /// CPU time the calling thread has used so far.
-    #[cfg(target_os = "linux")]
     fn thread_cpu() -> Duration {
         let mut ts = libc::timespec {
             tv_sec: 0,
@@ -800,7 +796,6 @@ mod tests {
     /// A watched sleeper sleeps with no timeout (the death watcher covers its peer): only the
     /// waker's wake-up can end this wait before its distant deadline, and it must, soon, having
     /// used next to no CPU meanwhile.
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_watched_sleeper_sleeps_until_a_wake_ends_its_sleep() {
         let cell = cell();
@@ -843,7 +838,6 @@ mod tests {
 
     /// The death watcher's look at the peer's end wakes a watched sleeper whose peer let go of
     /// its end while the process it recorded lives on.
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_watched_sleeper_hears_within_seconds_that_its_peer_let_go_of_its_end() {
         let cell = cell();
