@@ -55,8 +55,8 @@ use ipc_channel::TryRecvError;
 use serde::{Deserialize, Serialize};
 
 use crate::fallback::{self, Halves, IpcDuplex};
+use crate::layout::listener::MAX_CLIENTS;
 use crate::layout::CREATOR_LOCK;
-use crate::listener::MAX_CLIENTS;
 use crate::rendezvous::{self, Connecting, Kind, Published};
 use crate::sys::lock;
 use crate::Error;

@@ -22,9 +22,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
+use crate::layout::listener::{is_listener_size, LISTENER_MAGIC};
 use crate::layout::{
-    check_capacity, SegmentHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE, LISTENER_MAGIC,
-    MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT, READY,
+    check_capacity, SegmentHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE, MAGIC, PEER_ABSENT,
+    PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT, READY,
 };
 use crate::mapping::{self, Mapping, OS_PREFIX};
 use crate::sys::lock;
@@ -155,8 +156,7 @@ fn look(name: &str) -> Result<Looked> {
         // size is a creator at work (or dead) between the two.
         // A listener starts with the same header fields (its creator is the server): it is
         // listed, judged and reclaimed like a channel.
-        let listener =
-            magic == LISTENER_MAGIC || (magic == 0 && crate::listener::is_listener_size(size));
+        let listener = magic == LISTENER_MAGIC || (magic == 0 && is_listener_size(size));
         if magic != MAGIC && !(magic == 0 && is_segment_size(size)) && !listener {
             return Ok(Looked::Other(format!(
                 "{size} bytes without the shmlink magic (first word {magic:#018x})"

@@ -67,7 +67,7 @@ pub use crate::layout::{CONNECTOR_LOCK, CREATOR_LOCK};
 /// A listener's client slots: where the first starts, how long each is (its first `u64` is
 /// `pid << 32 | state`), and the state the server gives a slot it holds a connection in. For
 /// tests that forge slot states.
-pub use crate::listener::{
+pub use crate::layout::listener::{
     SLOTS_OFFSET as LISTENER_SLOTS_OFFSET, SLOT_ACTIVE as LISTENER_SLOT_ACTIVE,
     SLOT_SIZE as LISTENER_SLOT_SIZE,
 };

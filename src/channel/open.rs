@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, KIND_CHANNEL, KIND_LISTENER};
+use crate::layout::listener::LISTENER_MAGIC;
 use crate::layout::{
     check_capacity, segment_size, RingHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE,
-    LAYOUT_VERSION, LISTENER_MAGIC, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_PRESENT, READY,
-    RINGS_OFFSET,
+    LAYOUT_VERSION, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
 };
 use crate::mapping::{self, Mapping};
 use crate::ring::{Consumer, Producer, RingPtrs};

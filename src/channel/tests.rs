@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::error::Error;
+use crate::layout::listener::LISTENER_MAGIC;
 use crate::layout::*;
 use crate::ring::{frame_size, kind, Producer};
 use crate::sys::ProcessId;
