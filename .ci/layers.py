@@ -76,8 +76,9 @@ def main(root):
     reexports = {}
     lib = strip(open(os.path.join(root, "lib.rs")).read())
     for m in re.finditer(r"pub\s+use\s+(" + IDENT + r")::([^;]*);", lib):
-        for name in re.findall(r"(?:\bas\s+)?(" + IDENT + ")", m.group(2)):
-            reexports.setdefault(name, m.group(1))
+        items = m.group(2).split("{")[-1].strip("} \n").split(",")
+        for item in filter(None, (i.strip() for i in items)):
+            reexports.setdefault(re.split(r"::|\s+as\s+", item)[-1].strip(), m.group(1))
     edges = collections.defaultdict(dict)  # module -> {imported module: "file:line"}
     for d, dirs, files in os.walk(root):
         rel = os.path.relpath(d, root)

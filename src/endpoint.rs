@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::KIND_LISTENER;
 use crate::fallback::{self, IpcDuplex};
 use crate::ipc_listener::{self, IpcListener};
-use crate::listener::{SlotLease, DEFAULT_MAX_CLIENTS};
 use crate::mapping;
+use crate::service::listener::{SlotLease, DEFAULT_MAX_CLIENTS};
 use crate::{Channel, Config, Connection, Error, Listener, ReadGuard, WaitStrategy};
 
 type Result<T, E = Error> = std::result::Result<T, E>;

@@ -238,12 +238,11 @@ mod error;
 mod fallback;
 mod ipc_listener;
 mod layout;
-mod listener;
 mod mapping;
 mod rendezvous;
 pub mod ring;
 pub mod segments;
-mod selector;
+mod service;
 mod sync;
 mod sys;
 #[cfg(feature = "tokio")]
@@ -254,10 +253,9 @@ pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE
 pub use endpoint::{Backend, Endpoint, EndpointListener, Received};
 pub use error::{Error, Result};
 pub use layout::listener::MAX_CLIENTS;
-pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS};
 pub use mapping::MAX_NAME_LEN;
 pub use ring::{ReadGuard, WriteGrant};
-pub use selector::Selector;
+pub use service::{Connection, Listener, Selector, DEFAULT_MAX_CLIENTS};
 pub use wait::WaitStrategy;
 
 #[doc(hidden)]

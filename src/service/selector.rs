@@ -27,9 +27,9 @@ use std::borrow::BorrowMut;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use super::listener::{Connection, Listener};
 use crate::channel::Channel;
 use crate::error::Result;
-use crate::listener::{Connection, Listener};
 use crate::ring::full_fence;
 use crate::sync;
 use crate::sys::{wait_any, FutexWaitv, WaitAny, WAITV_MAX};
