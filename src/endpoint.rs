@@ -9,8 +9,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::KIND_LISTENER;
-use crate::fallback::{self, IpcDuplex};
-use crate::ipc_listener::{self, IpcListener};
+use crate::ipc::listener::{self as ipc_listener, IpcListener};
+use crate::ipc::{self, IpcDuplex};
 use crate::mapping;
 use crate::service::listener::{SlotLease, DEFAULT_MAX_CLIENTS};
 use crate::{Channel, Config, Connection, Error, Listener, ReadGuard, WaitStrategy};
@@ -150,7 +150,7 @@ impl Endpoint {
     /// (the `SHMLINK_FORCE_FALLBACK` environment variable set to anything but `0`, or the
     /// `force-fallback` cargo feature).
     pub fn create(name: &str, config: &Config) -> Result<Endpoint> {
-        if fallback::forced() {
+        if ipc::forced() {
             return Endpoint::create_with(name, config, Backend::IpcChannel);
         }
         match Channel::create(name, config) {
@@ -204,7 +204,7 @@ impl Endpoint {
             inner: Inner::Ipc(duplex),
             _lease: None,
         };
-        if fallback::forced() {
+        if ipc::forced() {
             match IpcDuplex::connect_until(name, deadline) {
                 Ok(duplex) => return Ok(ipc(duplex)),
                 // Not published there: look for shared memory.
@@ -488,7 +488,7 @@ impl EndpointListener {
         config: &Config,
         max_clients: usize,
     ) -> Result<EndpointListener> {
-        if fallback::forced() {
+        if ipc::forced() {
             return EndpointListener::bind_with(name, config, Backend::IpcChannel, max_clients);
         }
         match Listener::bind_with_limit(name, config, max_clients) {

@@ -235,11 +235,9 @@ compile_error!(
 mod channel;
 mod endpoint;
 mod error;
-mod fallback;
-mod ipc_listener;
+mod ipc;
 mod layout;
 mod mapping;
-mod rendezvous;
 pub mod ring;
 pub mod segments;
 mod service;

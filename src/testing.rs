@@ -2,13 +2,13 @@
 //! semver promise covers anything here.
 
 pub use crate::channel::SliceWriter;
-pub use crate::fallback::{forced, validate_name as validate_fallback_name};
+pub use crate::ipc::rendezvous::rendezvous_path;
+pub use crate::ipc::{forced, validate_name as validate_fallback_name};
 pub use crate::layout::{
     segment_size, PeerInfo, RingHeader, SegmentHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, READY,
     RINGS_OFFSET,
 };
 pub use crate::mapping::{shm_dir, unlink, validate_name, OS_PREFIX};
-pub use crate::rendezvous::rendezvous_path;
 
 /// Bytes a frame with a payload of `len` bytes occupies in a ring, header included.
 pub fn frame_size(len: usize) -> usize {
@@ -73,4 +73,4 @@ pub use crate::layout::listener::{
 };
 
 /// Where the fallback listener `name` keeps its lock file (beside its rendezvous file).
-pub use crate::ipc_listener::lock_path as fallback_listener_lock_path;
+pub use crate::ipc::listener::lock_path as fallback_listener_lock_path;

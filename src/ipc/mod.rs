@@ -1,14 +1,16 @@
-//! The fallback backend: a duplex byte channel over the `ipc-channel` crate, for hosts where a
-//! shared-memory mapping cannot be made.
+//! The ipc-channel backend (the fallback of `Endpoint`): a duplex byte channel over the
+//! `ipc-channel` crate, for hosts where a shared-memory mapping cannot be made. This file is the
+//! duplex ([`IpcDuplex`]); `rendezvous.rs` is where the backend's ends meet (its files and the
+//! one-shot servers they name), `listener.rs` its listener.
 //!
 //! Bootstrap: the creator opens an [`IpcOneShotServer`] and publishes the server's name in a
 //! rendezvous file named after the channel (`shmlink-<name>.ipc`, in a directory no other user
-//! can write, opened and read under the rules of [`crate::rendezvous`]). The connector reads
-//! the file, checks the server and connects to it, and sends it the two halves the creator
-//! needs: a sender for the creator-to-connector
-//! direction's receiver it keeps, and a receiver for the direction it sends on. The creator
-//! accepts in a background thread, so [`IpcDuplex::create`] returns at once (like a mapping
-//! that exists before anybody connects); the first send or receive waits for the connector.
+//! can write, opened and read under the rules of `rendezvous.rs`). The connector reads the
+//! file, checks the server and connects to it, and sends it the two halves the creator needs: a
+//! sender for the creator-to-connector direction's receiver it keeps, and a receiver for the
+//! direction it sends on. The creator accepts in a background thread, so [`IpcDuplex::create`]
+//! returns at once (like a mapping that exists before anybody connects); the first send or
+//! receive waits for the connector.
 //!
 //! A peer that exits closes its ends, so a receive returns instead of hanging. Which error it
 //! returns depends on how the peer went: each end also holds a small "goodbye" channel from the
@@ -19,7 +21,7 @@
 //! comes with its halves). Received messages are owned buffers (the channel allocates them);
 //! the duplex keeps the last one and lends it out.
 //!
-//! A listener ([`crate::ipc_listener`]) uses the same rendezvous file, marked as a listener's
+//! A listener (`listener.rs`) uses the same rendezvous file, marked as a listener's
 //! (`listener\n<pid>\n<server>`); [`IpcDuplex::connect_until`] connects to either.
 
 use std::io;
@@ -34,8 +36,11 @@ use ipc_channel::{IpcError, TryRecvError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::rendezvous::{self, Kind, Published};
+pub(crate) mod listener;
+pub(crate) mod rendezvous;
+
 use crate::Error;
+use rendezvous::{Kind, Published};
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -83,7 +88,8 @@ impl Drop for Rendezvous {
     }
 }
 
-enum State {
+/// Where an end's connection to its peer stands.
+enum Link {
     /// Creator, before the connector arrived.
     Pending {
         accepted: mpsc::Receiver<Result<Halves>>,
@@ -106,7 +112,7 @@ enum State {
 /// One end of a duplex byte channel over ipc-channel.
 pub struct IpcDuplex {
     name: String,
-    state: State,
+    link: Link,
     /// The peer's process id: from the rendezvous file (connector) or the handshake (creator).
     peer_pid: Option<u32>,
     /// How the peer ended, once a closed channel showed that it did.
@@ -119,14 +125,14 @@ pub struct IpcDuplex {
 
 impl std::fmt::Debug for IpcDuplex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = match self.state {
-            State::Pending { .. } => "pending",
-            State::Connected { .. } => "connected",
-            State::Broken => "broken",
+        let link = match self.link {
+            Link::Pending { .. } => "pending",
+            Link::Connected { .. } => "connected",
+            Link::Broken => "broken",
         };
         f.debug_struct("IpcDuplex")
             .field("name", &self.name)
-            .field("state", &state)
+            .field("link", &link)
             .finish()
     }
 }
@@ -159,10 +165,10 @@ fn io_error(e: io::Error) -> Error {
 }
 
 /// A connector's end before it is handed out: see [`connector_side`].
-pub(crate) struct ConnectorState(State);
+pub(crate) struct ConnectorLink(Link);
 
 /// The channels of one connection: the halves for the creator, and the connector's own end.
-pub(crate) fn connector_side() -> Result<(Halves, ConnectorState)> {
+pub(crate) fn connector_side() -> Result<(Halves, ConnectorLink)> {
     let (to_connector, from_creator) = ipc::bytes_channel()?;
     let (to_creator, from_connector) = ipc::bytes_channel()?;
     let (bye_to_connector, bye_from_creator) = ipc::channel::<u8>()?;
@@ -174,13 +180,13 @@ pub(crate) fn connector_side() -> Result<(Halves, ConnectorState)> {
         bye_from_connector,
         std::process::id(),
     );
-    let state = State::Connected {
+    let link = Link::Connected {
         tx: to_creator,
         rx: from_creator,
         bye_tx: bye_to_creator,
         bye_rx: bye_from_creator,
     };
-    Ok((halves, ConnectorState(state)))
+    Ok((halves, ConnectorLink(link)))
 }
 
 impl IpcDuplex {
@@ -189,7 +195,7 @@ impl IpcDuplex {
     pub fn create(name: &str) -> Result<IpcDuplex> {
         validate_name(name)?;
         let path = rendezvous::checked_path(name, Kind::Rendezvous, true)?;
-        if crate::ipc_listener::alive(name)? {
+        if listener::alive(name)? {
             return Err(Error::AlreadyExists(name.to_owned()));
         }
         let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
@@ -222,7 +228,7 @@ impl IpcDuplex {
             })?;
         Ok(IpcDuplex {
             name: name.to_owned(),
-            state: State::Pending {
+            link: Link::Pending {
                 accepted,
                 server_name,
                 _rendezvous: rendezvous,
@@ -235,7 +241,7 @@ impl IpcDuplex {
     }
 
     /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
-    /// (see [`crate::ipc_listener`]), waiting until that listener has accepted.
+    /// (see `listener.rs`), waiting until that listener has accepted.
     /// `Err(NotFound)` when no creator has published it (yet).
     #[cfg(test)]
     pub fn connect(name: &str) -> Result<IpcDuplex> {
@@ -243,29 +249,29 @@ impl IpcDuplex {
     }
 
     /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
-    /// (see [`crate::ipc_listener`]), waiting until that listener has answered: at most until
+    /// (see `listener.rs`), waiting until that listener has answered: at most until
     /// `deadline` ([`Error::Timeout`]). `Err(NotFound)` when nothing is published (yet).
     pub(crate) fn connect_until(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex> {
         validate_name(name)?;
         let (creator_pid, server_name) = match rendezvous::read(name)? {
             Published::Channel { pid, server } => (pid, server),
             Published::Listener { .. } => {
-                return crate::ipc_listener::connect(name, deadline);
+                return listener::connect(name, deadline);
             }
         };
         // A stale file (its creator died or already accepted) has no server behind it: that
         // is `NotFound`.
         let bootstrap = rendezvous::connect_server::<Halves>(name, &server_name, deadline)?;
-        let (halves, state) = connector_side()?;
+        let (halves, link) = connector_side()?;
         bootstrap.send(halves).map_err(ipc_error)?;
-        Ok(IpcDuplex::with_state(name, state.0, creator_pid))
+        Ok(IpcDuplex::with_link(name, link.0, creator_pid))
     }
 
-    /// An end in `state`, connected to the process `peer_pid`.
-    fn with_state(name: &str, state: State, peer_pid: u32) -> IpcDuplex {
+    /// An end in `link`, connected to the process `peer_pid`.
+    fn with_link(name: &str, link: Link, peer_pid: u32) -> IpcDuplex {
         IpcDuplex {
             name: name.to_owned(),
-            state,
+            link,
             peer_pid: Some(peer_pid),
             ended: None,
             inbox: Vec::new(),
@@ -276,9 +282,9 @@ impl IpcDuplex {
     /// The creator's end made from the halves a connector sent (a listener's connection).
     pub(crate) fn from_halves(name: &str, halves: Halves) -> IpcDuplex {
         let (tx, rx, bye_tx, bye_rx, pid) = halves;
-        IpcDuplex::with_state(
+        IpcDuplex::with_link(
             name,
-            State::Connected {
+            Link::Connected {
                 tx,
                 rx,
                 bye_tx,
@@ -290,8 +296,8 @@ impl IpcDuplex {
 
     /// The connector's end of a connection whose creator is the process `peer_pid` and got
     /// the other halves.
-    pub(crate) fn connector(name: &str, state: ConnectorState, peer_pid: u32) -> IpcDuplex {
-        IpcDuplex::with_state(name, state.0, peer_pid)
+    pub(crate) fn connector(name: &str, link: ConnectorLink, peer_pid: u32) -> IpcDuplex {
+        IpcDuplex::with_link(name, link.0, peer_pid)
     }
 
     /// [`IpcDuplex::connect`], retried until the channel appears or `timeout` passes.
@@ -330,7 +336,7 @@ impl IpcDuplex {
         if self.wait_connected(Some(Duration::ZERO)).is_err() || self.ended.is_some() {
             return false;
         }
-        let State::Connected { bye_rx, .. } = &self.state else {
+        let Link::Connected { bye_rx, .. } = &self.link else {
             return false;
         };
         match bye_rx.try_recv() {
@@ -350,7 +356,7 @@ impl IpcDuplex {
     /// [`Error::PeerGone`] if it did not.
     fn peer_ended(&mut self) -> Error {
         if self.ended.is_none() {
-            let State::Connected { bye_rx, .. } = &self.state else {
+            let Link::Connected { bye_rx, .. } = &self.link else {
                 return Error::disconnected(&self.name);
             };
             // The goodbye was sent before the peer's data channels closed, so it is there
@@ -381,10 +387,10 @@ impl IpcDuplex {
     /// Waits until the connector has arrived: forever with `None`, else at most `timeout`
     /// (`Err(Timeout)`, and the call may be repeated).
     pub fn wait_connected(&mut self, timeout: Option<Duration>) -> Result<()> {
-        let result = match &self.state {
-            State::Connected { .. } => return Ok(()),
-            State::Broken => return Err(Error::disconnected(&self.name)),
-            State::Pending { accepted, .. } => match timeout {
+        let result = match &self.link {
+            Link::Connected { .. } => return Ok(()),
+            Link::Broken => return Err(Error::disconnected(&self.name)),
+            Link::Pending { accepted, .. } => match timeout {
                 None => accepted.recv().map_err(|_| Error::disconnected("")),
                 Some(t) => match accepted.recv_timeout(t) {
                     Ok(r) => Ok(r),
@@ -395,8 +401,8 @@ impl IpcDuplex {
         };
         match result.and_then(|r| r) {
             Ok((tx, rx, bye_tx, bye_rx, pid)) => {
-                // Dropping the pending state removes the rendezvous file.
-                self.state = State::Connected {
+                // Dropping the pending link removes the rendezvous file.
+                self.link = Link::Connected {
                     tx,
                     rx,
                     bye_tx,
@@ -406,7 +412,7 @@ impl IpcDuplex {
                 Ok(())
             }
             Err(e) => {
-                self.state = State::Broken;
+                self.link = Link::Broken;
                 Err(e.in_channel(&self.name))
             }
         }
@@ -414,8 +420,8 @@ impl IpcDuplex {
 
     fn halves(&mut self) -> Result<(&IpcBytesSender, &IpcBytesReceiver)> {
         self.wait_connected(None)?;
-        match &self.state {
-            State::Connected { tx, rx, .. } => Ok((tx, rx)),
+        match &self.link {
+            Link::Connected { tx, rx, .. } => Ok((tx, rx)),
             _ => Err(Error::disconnected(&self.name)),
         }
     }
@@ -504,18 +510,18 @@ impl IpcDuplex {
 
 impl Drop for IpcDuplex {
     fn drop(&mut self) {
-        match &self.state {
-            State::Pending { server_name, .. } => {
+        match &self.link {
+            Link::Pending { server_name, .. } => {
                 // Wake the accepting thread so that it ends (unless a connector is in the
                 // middle of its handshake: then the thread ends with that).
                 rendezvous::wake(server_name);
             }
-            State::Connected { bye_tx, .. } => {
+            Link::Connected { bye_tx, .. } => {
                 // Before the data channels close (the fields drop after this): the peer that
                 // sees them closed finds the goodbye and reports a clean close.
                 let _ = bye_tx.send(GOODBYE);
             }
-            State::Broken => {}
+            Link::Broken => {}
         }
     }
 }

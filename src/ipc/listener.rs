@@ -3,7 +3,7 @@
 //!
 //! The listener owns an accept thread that publishes one [`IpcOneShotServer`] after another in
 //! the rendezvous file (`listener\n<pid>\n<server>`, replaced in one step; the file's rules are
-//! in [`crate::rendezvous`]), and passes each resulting connection to [`IpcListener::accept`]
+//! in `rendezvous.rs`), and passes each resulting connection to [`IpcListener::accept`]
 //! through a queue. A client reads the file, connects to the server it names and sends a hello
 //! with the creator's halves of a new duplex (as for a plain channel) and a sender for the
 //! reply:
@@ -54,10 +54,10 @@ use ipc_channel::ipc::{self, IpcOneShotServer, IpcSender};
 use ipc_channel::TryRecvError;
 use serde::{Deserialize, Serialize};
 
-use crate::fallback::{self, Halves, IpcDuplex};
+use super::rendezvous::{self, Connecting, Kind, Published};
+use super::{connector_side, validate_name, Halves, IpcDuplex};
 use crate::layout::listener::MAX_CLIENTS;
 use crate::layout::CREATOR_LOCK;
-use crate::rendezvous::{self, Connecting, Kind, Published};
 use crate::sys::lock;
 use crate::Error;
 
@@ -325,7 +325,7 @@ fn remove_dead_server(name: &str) {
 impl IpcListener {
     /// Makes the listener `name`, admitting at most `max_clients` live connections.
     pub(crate) fn bind(name: &str, max_clients: usize) -> Result<IpcListener> {
-        fallback::validate_name(name)?;
+        validate_name(name)?;
         if !(1..=MAX_CLIENTS).contains(&max_clients) {
             return Err(Error::InvalidConfig(format!(
                 "listener {name:?}: max_clients {max_clients} must be between 1 and {MAX_CLIENTS}"
@@ -744,10 +744,10 @@ fn attempt(
             return Ok(None);
         }
     };
-    let (halves, state) = fallback::connector_side()?;
+    let (halves, link) = connector_side()?;
     // Made before the answer comes, so that giving up says goodbye (a clean close) to a server
     // that accepted us after all.
-    let duplex = IpcDuplex::connector(name, state, pid);
+    let duplex = IpcDuplex::connector(name, link, pid);
     let (reply, answer) = ipc::channel::<Reply>()?;
     if bootstrap.send(Hello::Client { halves, reply }).is_err() {
         return Ok(None);
