@@ -147,11 +147,11 @@
 //! ## Backends
 //!
 //! [`Endpoint`] runs on the shared-memory [`Channel`] where a mapping can be made and on an
-//! `ipc-channel` fallback where it cannot (or when `SHMLINK_FORCE_FALLBACK=1` or the
-//! `force-fallback` feature asks for it); [`Endpoint::create_with`] chooses explicitly. The
-//! connecting side finds whichever its creator used. Both report a killed peer as
-//! [`Error::PeerGone`]. An [`EndpointListener`] is the listener on either backend (the client
-//! side is [`Endpoint::connect`]); the selector and the async API are shared-memory only.
+//! `ipc-channel` fallback where it cannot (or when the `force-fallback` feature asks for it);
+//! [`Endpoint::create_with`] chooses explicitly. The connecting side finds whichever its
+//! creator used. Both report a killed peer as [`Error::PeerGone`]. An [`EndpointListener`] is
+//! the listener on either backend (the client side is [`Endpoint::connect`]); the selector and
+//! the async API are shared-memory only.
 //!
 //! Mappings whose creator died can be listed and removed with [`segments`] (or the
 //! `shmlink-clean` program). [`ring::new`] runs the same ring on the heap, between threads.
@@ -224,7 +224,7 @@
 //! names only with processes you trust that much.
 
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
-#![warn(clippy::undocumented_unsafe_blocks)]
+#![warn(clippy::undocumented_unsafe_blocks, unreachable_pub)]
 
 #[cfg(not(target_os = "linux"))]
 compile_error!(
@@ -256,6 +256,7 @@ pub use ring::{ReadGuard, WriteGrant};
 pub use service::{Connection, Listener, Selector, DEFAULT_MAX_CLIENTS};
 pub use wait::WaitStrategy;
 
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod testing;
 

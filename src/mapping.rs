@@ -27,7 +27,7 @@ use crate::layout::CREATOR_LOCK;
 use crate::sys::{self, lock};
 
 /// Prefix of every OS-level name this crate creates.
-pub const OS_PREFIX: &str = "shmlink-";
+pub(crate) const OS_PREFIX: &str = "shmlink-";
 /// Longest name of a channel or a listener, on either backend, in bytes. The whole rule: 1 to
 /// `MAX_NAME_LEN` bytes of ASCII letters, digits, `.`, `_` and `-`, not starting with `.` or
 /// `-` ([`Error::InvalidName`] otherwise).
@@ -50,7 +50,7 @@ const _: () = {
 
 /// Checks a name a user chose, for a channel or a listener on either backend: 1 to
 /// [`MAX_NAME_LEN`] bytes of `[A-Za-z0-9._-]`, not starting with `.` or `-`.
-pub fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     check_name(name, MAX_NAME_LEN, "the name is longer than 200 bytes")
 }
 
@@ -90,18 +90,18 @@ fn check_name(name: &str, max: usize, too_long: &'static str) -> Result<()> {
 }
 
 /// The OS-level name of a channel: `/shmlink-<name>`.
-pub fn os_name(name: &str) -> String {
+pub(crate) fn os_name(name: &str) -> String {
     format!("/{OS_PREFIX}{name}")
 }
 
 /// Where named mappings show up in the file system, where the platform has such a place.
-pub fn shm_dir() -> Option<&'static Path> {
+pub(crate) fn shm_dir() -> Option<&'static Path> {
     let dir = Path::new("/dev/shm");
     dir.is_dir().then_some(dir)
 }
 
 /// Removes the OS name of a channel. The memory stays mapped in processes that still use it.
-pub fn unlink(name: &str) -> Result<()> {
+pub(crate) fn unlink(name: &str) -> Result<()> {
     validate_object_name(name)?;
     sys::shm_unlink(&c_name(name)?).map_err(|err| {
         if err.kind() == io::ErrorKind::NotFound {
@@ -309,7 +309,7 @@ impl Mapping {
     /// Creates `/shmlink-<name>` exclusively, `len` bytes of zeros, mode 0600, and holds the
     /// creator's lock on it until the mapping drops (or the process dies): that lock is how a
     /// connector and [`crate::segments`] tell a live creator from a dead one.
-    pub fn create_named(name: &str, len: usize) -> Result<Mapping> {
+    pub(crate) fn create_named(name: &str, len: usize) -> Result<Mapping> {
         validate_object_name(name)?;
         let os = c_name(name)?;
         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC;
@@ -338,7 +338,7 @@ impl Mapping {
     /// Opens `/shmlink-<name>` read-write at whatever size it has, if it is a regular object
     /// ([`Error::NotAChannel`] if not) owned by our effective user with mode 0600
     /// ([`Error::NotPrivate`] if not).
-    pub fn open_named(name: &str) -> Result<Mapping> {
+    pub(crate) fn open_named(name: &str) -> Result<Mapping> {
         let file = open_shm_file(name)?;
         check_private(&file, name)?;
         if file.metadata()?.len() == 0 {
@@ -370,7 +370,7 @@ impl Mapping {
 
     /// Creates a file at `path` exclusively (mode 0600), sized to `len` bytes, and maps it. The
     /// creator holds an exclusive advisory lock on it, as for named mappings.
-    pub fn create_file(path: &Path, len: usize) -> Result<Mapping> {
+    pub(crate) fn create_file(path: &Path, len: usize) -> Result<Mapping> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -399,7 +399,7 @@ impl Mapping {
     /// Opens and maps an existing file at `path`, if it is a regular file ([`Error::NotAChannel`]
     /// if not: a link is not followed, a FIFO is opened without blocking) owned by our
     /// effective user with mode 0600 ([`Error::NotPrivate`] if not).
-    pub fn open_file(path: &Path) -> Result<Mapping> {
+    pub(crate) fn open_file(path: &Path) -> Result<Mapping> {
         let shown = path.display().to_string();
         let file = OpenOptions::new()
             .read(true)
@@ -443,17 +443,17 @@ impl Mapping {
     }
 
     /// Start of the mapping (page-aligned).
-    pub fn ptr(&self) -> NonNull<u8> {
+    pub(crate) fn ptr(&self) -> NonNull<u8> {
         self.ptr
     }
 
     /// Length in bytes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Stops this instance from removing the name on drop (or makes it do so).
-    pub fn set_owner(&mut self, owner: bool) {
+    pub(crate) fn set_owner(&mut self, owner: bool) {
         self.backing.owner = owner;
     }
 }

@@ -206,6 +206,7 @@ impl Channel {
         {
             return Err(Error::AlreadyConnected(name));
         }
+        #[cfg(feature = "test-hooks")]
         crate::testing::stop_point(crate::testing::StopPoint::ConnectClaimed);
         info.record(me, mode_of(wait));
         info.max_message

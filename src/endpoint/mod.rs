@@ -149,9 +149,9 @@ fn mapping_unavailable(e: &Error) -> bool {
 
 impl Endpoint {
     /// Creates the channel `name`: a shared-memory ring, or the ipc-channel fallback when no
-    /// mapping can be made (an operating-system error) or the fallback is forced
-    /// (the `SHMLINK_FORCE_FALLBACK` environment variable set to anything but `0`, or the
-    /// `force-fallback` cargo feature).
+    /// mapping can be made (an operating-system error) or the fallback is forced by the
+    /// `force-fallback` cargo feature. [`create_with`](Endpoint::create_with) chooses the
+    /// backend explicitly.
     pub fn create(name: &str, config: &Config) -> Result<Endpoint> {
         if ipc::forced() {
             return Endpoint::create_with(name, config, Backend::IpcChannel);

@@ -99,7 +99,8 @@ enum Reply {
 }
 
 /// Where the lock file of listener `name` lives (beside its rendezvous file).
-pub fn lock_path(name: &str) -> PathBuf {
+#[cfg(any(test, feature = "test-hooks"))]
+pub(crate) fn lock_path(name: &str) -> PathBuf {
     rendezvous::path_of(name, Kind::Lock)
 }
 

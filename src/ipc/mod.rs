@@ -45,7 +45,7 @@ use rendezvous::{Kind, Published};
 type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Largest message sent in one piece (ipc-channel splits large messages itself).
-pub const MAX_MESSAGE: usize = 256 << 20;
+pub(crate) const MAX_MESSAGE: usize = 256 << 20;
 
 /// What the connector sends the creator: the creator's data sender and receiver, its goodbye
 /// sender and receiver, and the connector's pid.
@@ -60,21 +60,19 @@ pub(crate) type Halves = (
 /// The byte a clean close sends on the goodbye channel.
 const GOODBYE: u8 = 1;
 
-/// Environment variable that forces [`crate::Endpoint::create`] onto this backend when set to
-/// anything but `0` or the empty string.
-pub const FORCE_ENV: &str = "SHMLINK_FORCE_FALLBACK";
-
-/// True when the fallback is forced, by `SHMLINK_FORCE_FALLBACK` or the `force-fallback` cargo feature.
-pub fn forced() -> bool {
-    if cfg!(feature = "force-fallback") {
+/// True when `Endpoint::create` and `EndpointListener::bind` must use this backend: with the
+/// `force-fallback` cargo feature (and, in test builds, when `crate::testing` says so).
+pub(crate) fn forced() -> bool {
+    #[cfg(feature = "test-hooks")]
+    if crate::testing::fallback_forced_by_env() {
         return true;
     }
-    std::env::var_os(FORCE_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+    cfg!(feature = "force-fallback")
 }
 
 /// Checks a user-facing channel name before it reaches the file system (the same rules as
 /// the shared-memory backend: [`crate::mapping::validate_name`]).
-pub fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     crate::mapping::validate_name(name)
 }
 
@@ -110,7 +108,7 @@ enum Link {
 }
 
 /// One end of a duplex byte channel over ipc-channel.
-pub struct IpcDuplex {
+pub(crate) struct IpcDuplex {
     name: String,
     link: Link,
     /// The peer's process id: from the rendezvous file (connector) or the handshake (creator).
@@ -192,7 +190,7 @@ pub(crate) fn connector_side() -> Result<(Halves, ConnectorLink)> {
 impl IpcDuplex {
     /// Creates the channel `name` and publishes it for [`IpcDuplex::connect_until`]. Returns at once;
     /// the connection completes in the background.
-    pub fn create(name: &str) -> Result<IpcDuplex> {
+    pub(crate) fn create(name: &str) -> Result<IpcDuplex> {
         validate_name(name)?;
         let path = rendezvous::checked_path(name, Kind::Rendezvous, true)?;
         if listener::alive(name)? {
@@ -244,7 +242,7 @@ impl IpcDuplex {
     /// (see `listener.rs`), waiting until that listener has accepted.
     /// `Err(NotFound)` when no creator has published it (yet).
     #[cfg(test)]
-    pub fn connect(name: &str) -> Result<IpcDuplex> {
+    pub(crate) fn connect(name: &str) -> Result<IpcDuplex> {
         IpcDuplex::connect_until(name, None)
     }
 
@@ -302,7 +300,7 @@ impl IpcDuplex {
 
     /// [`IpcDuplex::connect`], retried until the channel appears or `timeout` passes.
     #[cfg(test)]
-    pub fn connect_timeout(name: &str, timeout: Duration) -> Result<IpcDuplex> {
+    pub(crate) fn connect_timeout(name: &str, timeout: Duration) -> Result<IpcDuplex> {
         let deadline = Instant::now() + timeout;
         loop {
             match IpcDuplex::connect(name) {
@@ -316,23 +314,23 @@ impl IpcDuplex {
     }
 
     /// The channel's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// Largest message [`IpcDuplex::send`] accepts.
-    pub fn max_message(&self) -> usize {
+    pub(crate) fn max_message(&self) -> usize {
         MAX_MESSAGE
     }
 
     /// The peer's process id, once it has connected.
-    pub fn peer_pid(&mut self) -> Option<u32> {
+    pub(crate) fn peer_pid(&mut self) -> Option<u32> {
         let _ = self.wait_connected(Some(Duration::ZERO));
         self.peer_pid
     }
 
     /// True while the peer is connected and has neither closed its end nor died.
-    pub fn is_peer_connected(&mut self) -> bool {
+    pub(crate) fn is_peer_connected(&mut self) -> bool {
         if self.wait_connected(Some(Duration::ZERO)).is_err() || self.ended.is_some() {
             return false;
         }
@@ -386,7 +384,7 @@ impl IpcDuplex {
 
     /// Waits until the connector has arrived: forever with `None`, else at most `timeout`
     /// (`Err(Timeout)`, and the call may be repeated).
-    pub fn wait_connected(&mut self, timeout: Option<Duration>) -> Result<()> {
+    pub(crate) fn wait_connected(&mut self, timeout: Option<Duration>) -> Result<()> {
         let result = match &self.link {
             Link::Connected { .. } => return Ok(()),
             Link::Broken => return Err(Error::disconnected(&self.name)),
@@ -427,7 +425,7 @@ impl IpcDuplex {
     }
 
     /// Sends one message.
-    pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn send(&mut self, bytes: &[u8]) -> Result<()> {
         if bytes.len() > MAX_MESSAGE {
             return Err(Error::TooLarge {
                 len: bytes.len(),
@@ -440,7 +438,7 @@ impl IpcDuplex {
     }
 
     /// Serialises `value` as JSON into a reused buffer and sends it.
-    pub fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+    pub(crate) fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let result = match serde_json::to_writer(&mut out, value) {
@@ -452,7 +450,7 @@ impl IpcDuplex {
     }
 
     /// Waits for one message and lends it out until the next call.
-    pub fn recv(&mut self) -> Result<&[u8]> {
+    pub(crate) fn recv(&mut self) -> Result<&[u8]> {
         let (_, rx) = self.halves()?;
         match rx.recv().map_err(ipc_error) {
             Ok(bytes) => self.inbox = bytes,
@@ -462,7 +460,7 @@ impl IpcDuplex {
     }
 
     /// One message if one is waiting now, else `Err(Empty)`.
-    pub fn try_recv(&mut self) -> Result<&[u8]> {
+    pub(crate) fn try_recv(&mut self) -> Result<&[u8]> {
         match self.wait_connected(Some(Duration::ZERO)) {
             Err(Error::Timeout) => return Err(Error::Empty),
             other => other?,
@@ -480,7 +478,7 @@ impl IpcDuplex {
     }
 
     /// Waits at most `timeout` for one message (`Err(Timeout)` after that).
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<&[u8]> {
+    pub(crate) fn recv_timeout(&mut self, timeout: Duration) -> Result<&[u8]> {
         let deadline = Instant::now() + timeout;
         let mut turns = 0u32;
         loop {
@@ -502,7 +500,7 @@ impl IpcDuplex {
     }
 
     /// Waits for one message and decodes it as JSON.
-    pub fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T> {
+    pub(crate) fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T> {
         let bytes = self.recv()?;
         Ok(serde_json::from_slice(bytes)?)
     }

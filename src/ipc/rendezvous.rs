@@ -144,7 +144,9 @@ fn checked_dir(name: &str, create: bool) -> Result<PathBuf> {
     }
 }
 
-/// Where the `kind` file of channel `name` lives, without checking or making its directory.
+/// Where the `kind` file of channel `name` lives, without checking or making its directory
+/// (for tests, which look for the files).
+#[cfg(any(test, feature = "test-hooks"))]
 pub(crate) fn path_of(name: &str, kind: Kind) -> PathBuf {
     dir_path().join(kind.file_name(name))
 }
@@ -155,7 +157,8 @@ pub(crate) fn checked_path(name: &str, kind: Kind, create: bool) -> Result<PathB
 }
 
 /// Where the rendezvous file of channel `name` lives (its directory neither checked nor made).
-pub fn rendezvous_path(name: &str) -> PathBuf {
+#[cfg(any(test, feature = "test-hooks"))]
+pub(crate) fn rendezvous_path(name: &str) -> PathBuf {
     path_of(name, Kind::Rendezvous)
 }
 

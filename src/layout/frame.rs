@@ -20,21 +20,21 @@ pub(crate) const FRAME_ALIGN: usize = 64;
 /// Frame kinds stored in bits 32..35 of the header word. Zero is never a valid header.
 pub(crate) mod kind {
     /// A whole message.
-    pub const DATA: u8 = 1;
+    pub(crate) const DATA: u8 = 1;
     /// Skip to offset 0 of the region.
-    pub const PAD: u8 = 2;
+    pub(crate) const PAD: u8 = 2;
     /// First fragment of a message too large for one frame; the payload starts with the total
     /// length as a little-endian `u64`.
-    pub const FRAG_FIRST: u8 = 3;
+    pub(crate) const FRAG_FIRST: u8 = 3;
     /// A middle fragment.
-    pub const FRAG_MORE: u8 = 4;
+    pub(crate) const FRAG_MORE: u8 = 4;
     /// The last fragment.
-    pub const FRAG_LAST: u8 = 5;
+    pub(crate) const FRAG_LAST: u8 = 5;
     /// Drop the fragments received so far: the sender gave up on the message part-way (a send
     /// that timed out). Empty.
-    pub const FRAG_ABORT: u8 = 6;
+    pub(crate) const FRAG_ABORT: u8 = 6;
     /// The highest valid kind.
-    pub const MAX: u8 = 6;
+    pub(crate) const MAX: u8 = 6;
 }
 
 pub(crate) const TAG_SHIFT: u32 = 35;

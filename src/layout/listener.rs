@@ -30,9 +30,10 @@ pub(crate) const LISTENER_MAGIC: u64 = u64::from_le_bytes(*b"SHMLLSN\0");
 /// Bumped whenever the listener layout or its slot protocol changes.
 pub(crate) const LISTENER_VERSION: u32 = 2;
 /// Offset of the first slot.
-pub const SLOTS_OFFSET: usize = 4096;
+pub(crate) const SLOTS_OFFSET: usize = 4096;
 /// Bytes per slot.
-pub const SLOT_SIZE: usize = size_of::<Slot>();
+#[cfg(feature = "test-hooks")]
+pub(crate) const SLOT_SIZE: usize = size_of::<Slot>();
 /// Most clients one listener admits at once.
 pub const MAX_CLIENTS: usize = 4096;
 
@@ -45,7 +46,7 @@ pub(crate) const SLOT_NAMED: u64 = 2;
 /// The client's channel exists and waits for the server.
 pub(crate) const SLOT_PENDING: u64 = 3;
 /// The server holds the connection.
-pub const SLOT_ACTIVE: u64 = 4;
+pub(crate) const SLOT_ACTIVE: u64 = 4;
 
 /// Fixed fields of the listener, after the segment header.
 #[repr(C)]

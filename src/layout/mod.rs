@@ -18,32 +18,37 @@ pub(crate) mod frame;
 pub(crate) mod listener;
 mod segment;
 
-pub use segment::{
-    check_capacity, segment_size, PeerInfo, RingHeader, SegmentHeader, WaitCell, CONNECTOR_LOCK,
-    CREATOR_LOCK, MODE_BLOCK, MODE_SPIN, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT,
+pub(crate) use segment::{
+    check_capacity, segment_size, WaitCell, CONNECTOR_LOCK, CREATOR_LOCK, MODE_BLOCK, MODE_SPIN,
+    PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT,
 };
+// The shared structs are `pub` (not `pub(crate)`) for the test hooks (`crate::testing`), which
+// let the crate's tests and fuzz target forge mappings; without the hooks nothing reaches them.
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
+pub use segment::{PeerInfo, RingHeader, SegmentHeader};
 
 /// `b"SHMLINK\0"` read as a little-endian `u64`.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMLINK\0");
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"SHMLINK\0");
 /// Bumped whenever the layout or the frame protocol changes.
-pub const LAYOUT_VERSION: u32 = 5;
+pub(crate) const LAYOUT_VERSION: u32 = 5;
 /// Bytes before the first ring region; a page, so regions start page-aligned.
-pub const HEADER_SIZE: usize = 4096;
+pub(crate) const HEADER_SIZE: usize = 4096;
 /// Offset of the two ring headers inside the segment header page.
-pub const RINGS_OFFSET: usize = 1024;
+pub(crate) const RINGS_OFFSET: usize = 1024;
 /// Alignment (and size) of every [`Padded`] cell, the same on every architecture.
-pub const CELL_ALIGN: usize = 128;
+pub(crate) const CELL_ALIGN: usize = 128;
 /// Width of a pointer in the process that made the mapping, in bits.
-pub const POINTER_WIDTH: u32 = usize::BITS;
+pub(crate) const POINTER_WIDTH: u32 = usize::BITS;
 
 /// Value of [`SegmentHeader::ready`] once the creator has initialised everything.
-pub const READY: u32 = 0x5245_4459; // "REDY"
+pub(crate) const READY: u32 = 0x5245_4459; // "REDY"
 
 /// A value alone on [`CELL_ALIGN`] bytes: two cells never share a cache line (nor a pair of
 /// lines that the prefetcher fetches together). The alignment is written out rather than taken
 /// from a per-architecture constant, so that the layout is the same for every build.
 #[repr(C, align(128))]
 #[derive(Debug, Default)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct Padded<T>(pub T);
 
 impl<T> std::ops::Deref for Padded<T> {

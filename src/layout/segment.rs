@@ -36,38 +36,39 @@ use super::{Padded, CELL_ALIGN, HEADER_SIZE, LAYOUT_VERSION, MAGIC, POINTER_WIDT
 use crate::error::{Error, Result};
 
 /// Smallest ring capacity accepted.
-pub const MIN_CAPACITY: usize = 256;
+pub(crate) const MIN_CAPACITY: usize = 256;
 /// Largest ring capacity accepted (frame tags and lengths are 32-bit quantities).
-pub const MAX_CAPACITY: usize = 1 << 31;
+pub(crate) const MAX_CAPACITY: usize = 1 << 31;
 
 /// [`PeerInfo::state`]: nobody has claimed this end yet.
-pub const PEER_ABSENT: u32 = 0;
+pub(crate) const PEER_ABSENT: u32 = 0;
 /// [`PeerInfo::state`]: a process holds this end (alive while it holds the end's lock).
-pub const PEER_PRESENT: u32 = 1;
+pub(crate) const PEER_PRESENT: u32 = 1;
 /// [`PeerInfo::state`]: the process that held this end closed it.
-pub const PEER_CLOSED: u32 = 2;
+pub(crate) const PEER_CLOSED: u32 = 2;
 
 /// [`PeerInfo::state`]: a connector holding [`CONNECTOR_LOCK`] has claimed this end and is
 /// filling in its details. Without a lock holder it is a claimer that died: the next connector
 /// takes the slot over.
-pub const PEER_CLAIMING: u32 = 3;
+pub(crate) const PEER_CLAIMING: u32 = 3;
 
 /// The byte of the shared object whose write lock the creator holds for its lifetime.
-pub const CREATOR_LOCK: u64 = offset_of!(SegmentHeader, creator) as u64;
+pub(crate) const CREATOR_LOCK: u64 = offset_of!(SegmentHeader, creator) as u64;
 /// The byte of the shared object whose write lock the connector holds for its lifetime.
-pub const CONNECTOR_LOCK: u64 = offset_of!(SegmentHeader, connector) as u64;
+pub(crate) const CONNECTOR_LOCK: u64 = offset_of!(SegmentHeader, connector) as u64;
 
 /// [`PeerInfo::wait_mode`] values; `0` means "not announced yet".
 #[allow(dead_code)]
-pub const MODE_UNKNOWN: u32 = 0;
+pub(crate) const MODE_UNKNOWN: u32 = 0;
 /// The endpoint busy-waits and never sleeps in the kernel.
-pub const MODE_SPIN: u32 = 1;
+pub(crate) const MODE_SPIN: u32 = 1;
 /// The endpoint may sleep on the futex words and must be woken.
-pub const MODE_BLOCK: u32 = 2;
+pub(crate) const MODE_BLOCK: u32 = 2;
 
 /// What one endpoint records about itself.
 #[repr(C)]
 #[derive(Debug)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct PeerInfo {
     /// `PEER_ABSENT`, `PEER_CLAIMING`, `PEER_PRESENT` or `PEER_CLOSED`.
     pub state: AtomicU32,
@@ -90,6 +91,7 @@ pub struct PeerInfo {
 /// The first bytes of every mapping.
 #[repr(C)]
 #[derive(Debug)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct SegmentHeader {
     /// [`MAGIC`].
     pub magic: AtomicU64,
@@ -118,6 +120,7 @@ pub struct SegmentHeader {
 /// Sleep/wake state for one side of one ring.
 #[repr(C)]
 #[derive(Debug)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct WaitCell {
     /// The futex word: bumped by the waker before each wake call.
     pub futex: AtomicU32,
@@ -128,6 +131,7 @@ pub struct WaitCell {
 /// Shared state of one ring. The frames themselves live in the region.
 #[repr(C)]
 #[derive(Debug)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct RingHeader {
     /// Producer index: bytes ever published (free-running).
     pub tail: Padded<AtomicU64>,
@@ -173,12 +177,12 @@ const _: () = {
 };
 
 /// Bytes a mapping with two rings of `capacity` bytes needs.
-pub fn segment_size(capacity: usize) -> usize {
+pub(crate) fn segment_size(capacity: usize) -> usize {
     HEADER_SIZE + 2 * capacity
 }
 
 /// Checks a capacity chosen by a caller.
-pub fn check_capacity(capacity: usize) -> Result<()> {
+pub(crate) fn check_capacity(capacity: usize) -> Result<()> {
     if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
         return Err(Error::InvalidConfig(format!(
             "ring capacity {capacity} must be a power of two between {MIN_CAPACITY} and {MAX_CAPACITY}"
@@ -211,7 +215,7 @@ impl SegmentHeader {
     }
 
     /// Writes the layout parameters of this build (the fields `validate` compares).
-    pub fn write_layout(&self) {
+    pub(crate) fn write_layout(&self) {
         use std::sync::atomic::Ordering::Relaxed;
         // Relaxed: published by the creator's Release store of `ready`.
         self.frame_align.store(FRAME_ALIGN as u32, Relaxed);
@@ -222,7 +226,7 @@ impl SegmentHeader {
     /// Checks the fixed fields of a header the creator has marked ready, against the real
     /// length of the mapping; `magic` is the first word, as the caller read it. Returns the ring
     /// capacity. `name` names the channel in errors.
-    pub fn validate(&self, magic: u64, mapping_len: usize, name: &str) -> Result<usize> {
+    pub(crate) fn validate(&self, magic: u64, mapping_len: usize, name: &str) -> Result<usize> {
         use std::sync::atomic::Ordering::Relaxed;
         if magic != MAGIC {
             return Err(Error::BadMagic {
