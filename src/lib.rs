@@ -5,6 +5,9 @@
 //! rings (one per direction) making a duplex [`Channel`]. Where no mapping can be made,
 //! [`Endpoint`] offers the same calls over an `ipc-channel` fallback.
 //!
+//! shmlink runs on Linux only: it sleeps on futexes in shared memory, learns of a dead peer
+//! from pidfds and open-file-description locks, and does not compile for other targets.
+//!
 //! ## A first channel
 //!
 //! One process creates the channel by name, the other connects to it by name; then both can
@@ -158,7 +161,7 @@
 //!
 //! ## Memory layout
 //!
-//! One mapping, `/shmlink-<name>` (on Linux `/dev/shm/shmlink-<name>`), created exclusively with
+//! One mapping, `/shmlink-<name>` (`/dev/shm/shmlink-<name>`), created exclusively with
 //! mode 0600:
 //!
 //! ```text
@@ -197,13 +200,13 @@
 //! wake-up call when a sleeper announced itself). A wait ends when the peer closes
 //! ([`Error::Disconnected`], after everything it sent has been read) or dies
 //! ([`Error::PeerGone`]). Whether the peer is alive is not read from its pid: each endpoint holds
-//! a lock on its own byte of the shared object (an open-file-description lock on Linux), which
+//! a lock on its own byte of the shared object (an open-file-description lock), which
 //! the kernel releases when the process dies, however it dies. So pid reuse is never mistaken for
 //! the peer, and peers in different PID namespaces (containers sharing `/dev/shm`) see each
 //! other correctly; the recorded pid only names the peer in errors and listings.
 //!
 //! Spinning waits ask about the peer every few milliseconds. A sleeping `Block` wait makes no
-//! timed wake-ups: on Linux a watcher thread holds a pidfd for each peer process and wakes the
+//! timed wake-ups: a watcher thread holds a pidfd for each peer process and wakes the
 //! sleepers of a peer that dies, and asks once a second whether each peer still holds its lock
 //! (the pid is the peer's word, the lock is not), so a peer that recorded some other live
 //! process is still reported within about a second of its death. Where a pidfd cannot be had

@@ -3,7 +3,7 @@
 //!
 //! Every endpoint holds a write lock on its own byte of the segment (the creator from the moment
 //! it makes the segment until it drops it, the connector from its claim until it drops it; see
-//! the layout docs). They are open-file-description locks on Linux: the kernel releases them when
+//! the layout docs). They are open-file-description locks: the kernel releases them when
 //! the holder dies, however it dies, and asking about them involves no pid. So "can the
 //! creator's lock be taken?" tells a dead creator from a live one without trusting pids, which
 //! the system reuses and which another PID namespace numbers differently: the pids recorded in

@@ -46,13 +46,12 @@
 //!
 //! A peer process that dies without closing is noticed as by a `Block` receive: before it
 //! sleeps, the task registers the peer with the process's death watcher (a thread holding a
-//! pidfd per peer, on Linux, and looking at each peer's lock once a second) on the word it sleeps
-//! on; the watcher records the death and changes the word, and the woken task reports
-//! [`Error::PeerGone`]. So idle tasks cost no timed
-//! wake-ups. Only a task whose peer the watcher cannot cover (no pidfds, a peer in another pid
-//! namespace) is woken every 10 ms to look at it. With more than 127 waiting tasks, or without
-//! `futex_waitv` (older kernels, other platforms), the reactor looks every millisecond instead
-//! of sleeping until woken.
+//! pidfd per peer and looking at each peer's lock once a second) on the word it sleeps on; the
+//! watcher records the death and changes the word, and the woken task reports
+//! [`Error::PeerGone`]. So idle tasks cost no timed wake-ups. Only a task whose peer the watcher
+//! cannot cover (no pidfds, a peer in another pid namespace) is woken every 10 ms to look at
+//! it. With more than 127 waiting tasks, or without `futex_waitv` (kernels before 5.16), the
+//! reactor looks every millisecond instead of sleeping until woken.
 //!
 //! The futures only need a `Waker`; the `tokio` runtime is used for [`connect`], whose wait for
 //! the server runs on tokio's blocking pool. Channels for tasks wait with

@@ -601,7 +601,7 @@ impl Worker {
     /// is room for another server's thread.
     fn stalled(&self) -> bool {
         let late = match &self.waiting {
-            // Unknown (or no byte locks on this platform): assume a client waits.
+            // Unknown: assume a client waits.
             Some(file) => lock::alive(file.as_raw_fd(), WAITING_BYTE).unwrap_or(true),
             None => true,
         };

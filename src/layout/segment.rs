@@ -79,7 +79,7 @@ pub struct PeerInfo {
     pub pid: AtomicU32,
     /// Reserved, zero.
     pub _reserved: AtomicU32,
-    /// Start time of the holder process (clock ticks since boot on Linux, 0 where unknown).
+    /// Start time of the holder process (clock ticks since boot, 0 where unknown).
     /// Information only, like `pid`.
     pub start_time: AtomicU64,
     /// Largest message this endpoint accepts, in bytes. Written before `state` becomes

@@ -20,7 +20,7 @@
 //! * at most 128 words per kernel wait: with more channels the selector sleeps on the first 128
 //!   (in rotating order) and looks at all of them at least every millisecond;
 //! * channels whose receiving end waits with `Spin` or `SpinYield` are never woken by their
-//!   peer, and without `futex_waitv` (older kernels, other platforms) nothing is: in both cases
+//!   peer, and without `futex_waitv` (kernels before 5.16) nothing is: in both cases
 //!   the selector looks every millisecond instead of sleeping.
 
 use std::borrow::BorrowMut;
@@ -67,14 +67,14 @@ const POLL_SLICE: Duration = Duration::from_millis(1);
 ///
 /// The receiving ends should wait with [`WaitStrategy::Block`] (the default): their peers only
 /// make wake-up calls for ends that announced they may sleep. Then an idle selector sleeps
-/// until a message, a close or a death wakes it, with no timed wake-ups: on Linux the
-/// process's death watcher (a thread holding a pidfd per peer) wakes it when a peer process
+/// until a message, a close or a death wakes it, with no timed wake-ups: the process's death
+/// watcher (a thread holding a pidfd per peer) wakes it when a peer process
 /// dies, so the dead peer's channel is ready at once and its next receive reports
 /// [`Error::PeerGone`](crate::Error::PeerGone). A peer the watcher cannot cover (no pidfds,
 /// a peer in another pid namespace, one that has not connected yet) is looked at every 10 ms
 /// instead, as a `Block` receive does. Ends with another strategy, more than 128 channels, or
-/// a platform without `futex_waitv` make the selector look every millisecond instead of
-/// sleeping until woken.
+/// a kernel without `futex_waitv` (before 5.16) make the selector look every millisecond
+/// instead of sleeping until woken.
 #[derive(Debug, Default)]
 pub struct Selector {
     start: usize,

@@ -12,7 +12,7 @@
 //!   (with a short probe spin now and then to notice when spinning pays again). Right after it
 //!   woke its peer (which cannot answer before it has run) it sleeps at once, or polls politely
 //!   for a while, whichever has lately been quicker. It sleeps in the kernel on a futex word
-//!   inside the mapping (Linux) until the peer wakes it. This policy (`Policy`, in `policy.rs`) also
+//!   inside the mapping until the peer wakes it. This policy (`Policy`, in `policy.rs`) also
 //!   drives the async waits of `crate::tokio`, which sleep through a reactor thread instead.
 //!
 //! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
