@@ -15,7 +15,7 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 /// [`Endpoint::connect`] to the listener's name gets its own duplex connection, which
 /// [`accept`](EndpointListener::accept) hands to the server as an [`Endpoint`].
 ///
-/// On shared memory this is a [`Listener`] (each accepted endpoint wraps a [`Connection`]).
+/// On shared memory this is a [`Listener`] (each accepted endpoint wraps a [`Connection`](crate::Connection)).
 /// On the fallback an accept thread publishes the listener in its rendezvous file, answers
 /// each client that connects, and queues its connection for `accept`. Both behave alike:
 ///

@@ -43,7 +43,7 @@ pub(crate) const POINTER_WIDTH: u32 = usize::BITS;
 /// Value of [`SegmentHeader::ready`] once the creator has initialised everything.
 pub(crate) const READY: u32 = 0x5245_4459; // "REDY"
 
-/// A value alone on [`CELL_ALIGN`] bytes: two cells never share a cache line (nor a pair of
+/// A value alone on `CELL_ALIGN` bytes: two cells never share a cache line (nor a pair of
 /// lines that the prefetcher fetches together). The alignment is written out rather than taken
 /// from a per-architecture constant, so that the layout is the same for every build.
 #[repr(C, align(128))]

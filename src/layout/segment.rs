@@ -93,17 +93,17 @@ pub struct PeerInfo {
 #[derive(Debug)]
 #[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct SegmentHeader {
-    /// [`MAGIC`].
+    /// `MAGIC`.
     pub magic: AtomicU64,
-    /// [`LAYOUT_VERSION`].
+    /// `LAYOUT_VERSION`.
     pub version: AtomicU32,
-    /// [`HEADER_SIZE`]: offset of the first region.
+    /// `HEADER_SIZE`: offset of the first region.
     pub header_size: AtomicU32,
     /// Bytes in each ring region (a power of two).
     pub capacity: AtomicU64,
     /// Bytes in the whole mapping.
     pub total_size: AtomicU64,
-    /// [`READY`](super::READY) once initialised; written last by the creator.
+    /// `READY` once initialised; written last by the creator.
     pub ready: AtomicU32,
     /// The frame alignment the creator's build uses (`FRAME_ALIGN`, 64).
     pub frame_align: AtomicU32,
