@@ -35,7 +35,8 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, _timeout: Option<Durat
 pub(crate) fn futex_wake(_word: &AtomicU32) {}
 
 /// Under loom there is no death watcher: [`DeathWatch::register`] always declines, so waiters
-/// sleep in slices and look at the peer after each (the models' peers never die).
+/// take the path of an unwatched peer and look at it after each sleep (the models' peers never
+/// die).
 #[cfg(loom)]
 pub(crate) struct DeathWatch(());
 

@@ -956,7 +956,9 @@ mod tests {
         let mut silent = Vec::new();
         loop {
             let before = silent.len();
-            silent.extend(std::iter::from_fn(|| rendezvous::connect_now(&server)).take(100));
+            silent.extend(
+                std::iter::from_fn(|| crate::sys::connect_seqpacket_now(&server)).take(100),
+            );
             assert!(silent.len() < 1000, "the queue of connections never filled");
             if silent.len() == before {
                 break;

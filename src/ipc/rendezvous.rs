@@ -29,7 +29,6 @@ use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -501,13 +500,7 @@ pub(crate) fn unlink_server(server: &str) -> bool {
 /// nothing when the server's queue of connections is full (its thread is not waiting in
 /// `accept` then: it takes one of those) or the server is gone.
 pub(crate) fn wake(server: &str) {
-    drop(connect_now(server));
-}
-
-/// A connection to the one-shot server `server`, made without blocking: `None` when the server
-/// is gone or its queue of connections is full.
-pub(crate) fn connect_now(server: &str) -> Option<OwnedFd> {
-    sys::connect_seqpacket_now(server)
+    drop(sys::connect_seqpacket_now(server));
 }
 
 #[cfg(test)]
