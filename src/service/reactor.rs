@@ -81,8 +81,8 @@ impl Reactor {
             let mut overflow = false;
             let mut timed = false;
             {
-                let state = self.lock();
-                for entry in state.entries.iter().flatten() {
+                let table = self.lock();
+                for entry in table.entries.iter().flatten() {
                     timed |= entry.timed;
                     if waiters.len() == WAITV_MAX {
                         overflow = true;
@@ -111,8 +111,8 @@ impl Reactor {
                 last_tick = Instant::now();
             }
             {
-                let mut state = self.lock();
-                for slot in state.entries.iter_mut() {
+                let mut table = self.lock();
+                for slot in table.entries.iter_mut() {
                     let fire = match slot {
                         Some(e) => {
                             // SAFETY: see `Entry::word`: we hold the lock.
@@ -145,12 +145,12 @@ pub(crate) struct Registration {
 
 impl Registration {
     pub(crate) fn new() -> Registration {
-        let mut state = Reactor::get().lock();
-        let id = match state.free.pop() {
+        let mut table = Reactor::get().lock();
+        let id = match table.free.pop() {
             Some(id) => id,
             None => {
-                state.entries.push(None);
-                state.entries.len() - 1
+                table.entries.push(None);
+                table.entries.len() - 1
             }
         };
         Registration { id }
@@ -162,8 +162,8 @@ impl Registration {
     pub(crate) fn arm(&self, word: &AtomicU32, seen: u32, timed: bool, waker: &Waker) {
         let reactor = Reactor::get();
         {
-            let mut state = reactor.lock();
-            state.entries[self.id] = Some(Entry {
+            let mut table = reactor.lock();
+            table.entries[self.id] = Some(Entry {
                 word,
                 seen,
                 timed,
@@ -182,8 +182,8 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut state = Reactor::get().lock();
-        state.entries[self.id] = None;
-        state.free.push(self.id);
+        let mut table = Reactor::get().lock();
+        table.entries[self.id] = None;
+        table.free.push(self.id);
     }
 }
