@@ -606,9 +606,10 @@ struct Claim<'a> {
 }
 
 impl Claim<'_> {
-    /// Stores `word`. Release: pairs with the server's Acquire load of the slot word in `scan`:
-    /// publishes `seq` and `start_time`.
-    fn set(&mut self, word: u64) {
+    /// Moves the slot to `state`, keeping our pid in the word. Release: pairs with the
+    /// server's Acquire load of the slot word in `scan`: publishes `seq` and `start_time`.
+    fn set_state(&mut self, state: u64) {
+        let word = (self.word & !0xffff_ffff) | state;
         self.slot.word.store(word, Ordering::Release);
         self.word = word;
     }
@@ -664,6 +665,8 @@ fn server_alive(shared: &ListenerMap) -> Result<bool> {
     lock::alive(shared.map.file().as_raw_fd(), CREATOR_LOCK)
 }
 
+/// Connects to the listener of `shared` as a client: claims a slot, makes the channel the
+/// server will connect to, and waits until it has (at most until `deadline`).
 fn connect_to(
     shared: &ListenerMap,
     wait: WaitStrategy,
@@ -673,13 +676,9 @@ fn connect_to(
     if state != PEER_PRESENT {
         return Err(Error::disconnected(&shared.name));
     }
-    let server_gone = || Error::PeerGone {
-        channel: shared.name.clone(),
-        pid: server.pid,
-    };
     // A listener whose server died: nobody would ever accept us, so claim nothing.
     if !server_alive(shared)? {
-        return Err(server_gone());
+        return Err(server_gone(shared, server));
     }
     // Relaxed: published with `ready`, which `ListenerMap::open` read with Acquire.
     let capacity = shared.header().capacity.load(Ordering::Relaxed);
@@ -701,28 +700,58 @@ fn connect_to(
             limit: shared.slots,
         });
     };
+    let channel = create_channel(shared, &mut claim, me, &Config { capacity, wait })?;
+    await_accept(shared, claim, channel, server, deadline)
+}
+
+/// [`Error::PeerGone`] for the listener's server.
+fn server_gone(shared: &ListenerMap, server: ProcessId) -> Error {
+    Error::PeerGone {
+        channel: shared.name.clone(),
+        pid: server.pid,
+    }
+}
+
+/// Makes the client's channel for the slot `claim` holds, under the next free connection
+/// number, naming it in the slot first.
+fn create_channel(
+    shared: &ListenerMap,
+    claim: &mut Claim<'_>,
+    me: ProcessId,
+    config: &Config,
+) -> Result<Channel> {
     let slot = claim.slot;
-    let config = Config { capacity, wait };
-    let channel = loop {
+    loop {
         // Relaxed: only needs to be unique within this process.
         let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
         // Name the channel in the slot before making it, so the server can remove it should we
         // die before publishing the slot.
         slot.seq.store(seq, Ordering::Relaxed);
         slot.start_time.store(me.start_time, Ordering::Relaxed);
-        claim.set((u64::from(me.pid) << 32) | SLOT_NAMED);
-        match Channel::create_for_listener(&connection_name(&shared.name, me.pid, seq), &config) {
-            Ok(channel) => break channel,
+        claim.set_state(SLOT_NAMED);
+        match Channel::create_for_listener(&connection_name(&shared.name, me.pid, seq), config) {
+            Ok(channel) => return Ok(channel),
             // A live channel of ours under that name (made by hand?): take the next number.
             Err(Error::AlreadyExists(_)) => continue,
             Err(e) => return Err(e),
         }
-    };
+    }
+}
+
+/// Publishes the slot `claim` holds (its channel made), rings the doorbell and waits until the
+/// server has connected to `channel`, or closed or lost the listener, or `deadline` passed.
+fn await_accept(
+    shared: &ListenerMap,
+    mut claim: Claim<'_>,
+    mut channel: Channel,
+    server: ProcessId,
+    deadline: Option<Instant>,
+) -> Result<Channel> {
+    let slot = claim.slot;
     // Acquire: pairs with the server's Release increment after it connected.
     let mut seen = slot.accepted.load(Ordering::Acquire);
-    claim.set((u64::from(me.pid) << 32) | SLOT_PENDING);
+    claim.set_state(SLOT_PENDING);
     shared.ring_doorbell();
-    let mut channel = channel;
     loop {
         if channel.is_peer_connected() {
             claim.accepted();
@@ -737,7 +766,7 @@ fn connect_to(
             return Err(Error::disconnected(&shared.name));
         }
         if !server_alive(shared)? {
-            return Err(server_gone());
+            return Err(server_gone(shared, server));
         }
         let mut nap = CLIENT_CHECK;
         if let Some(d) = deadline {
