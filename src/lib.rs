@@ -5,6 +5,9 @@
 //! rings (one per direction) making a duplex [`Channel`]. Where no mapping can be made,
 //! [`Endpoint`] offers the same calls over an `ipc-channel` fallback.
 //!
+//! shmlink runs on Linux only: it sleeps on futexes in shared memory, learns of a dead peer
+//! from pidfds and open-file-description locks, and does not compile for other targets.
+//!
 //! ## A first channel
 //!
 //! One process creates the channel by name, the other connects to it by name; then both can
@@ -147,18 +150,18 @@
 //! ## Backends
 //!
 //! [`Endpoint`] runs on the shared-memory [`Channel`] where a mapping can be made and on an
-//! `ipc-channel` fallback where it cannot (or when `SHMLINK_FORCE_FALLBACK=1` or the
-//! `force-fallback` feature asks for it); [`Endpoint::create_with`] chooses explicitly. The
-//! connecting side finds whichever its creator used. Both report a killed peer as
-//! [`Error::PeerGone`]. An [`EndpointListener`] is the listener on either backend (the client
-//! side is [`Endpoint::connect`]); the selector and the async API are shared-memory only.
+//! `ipc-channel` fallback where it cannot (or when the `force-fallback` feature asks for it);
+//! [`Endpoint::create_with`] chooses explicitly. The connecting side finds whichever its
+//! creator used. Both report a killed peer as [`Error::PeerGone`]. An [`EndpointListener`] is
+//! the listener on either backend (the client side is [`Endpoint::connect`]); the selector and
+//! the async API are shared-memory only.
 //!
 //! Mappings whose creator died can be listed and removed with [`segments`] (or the
 //! `shmlink-clean` program). [`ring::new`] runs the same ring on the heap, between threads.
 //!
 //! ## Memory layout
 //!
-//! One mapping, `/shmlink-<name>` (on Linux `/dev/shm/shmlink-<name>`), created exclusively with
+//! One mapping, `/shmlink-<name>` (`/dev/shm/shmlink-<name>`), created exclusively with
 //! mode 0600:
 //!
 //! ```text
@@ -197,13 +200,13 @@
 //! wake-up call when a sleeper announced itself). A wait ends when the peer closes
 //! ([`Error::Disconnected`], after everything it sent has been read) or dies
 //! ([`Error::PeerGone`]). Whether the peer is alive is not read from its pid: each endpoint holds
-//! a lock on its own byte of the shared object (an open-file-description lock on Linux), which
+//! a lock on its own byte of the shared object (an open-file-description lock), which
 //! the kernel releases when the process dies, however it dies. So pid reuse is never mistaken for
 //! the peer, and peers in different PID namespaces (containers sharing `/dev/shm`) see each
 //! other correctly; the recorded pid only names the peer in errors and listings.
 //!
 //! Spinning waits ask about the peer every few milliseconds. A sleeping `Block` wait makes no
-//! timed wake-ups: on Linux a watcher thread holds a pidfd for each peer process and wakes the
+//! timed wake-ups: a watcher thread holds a pidfd for each peer process and wakes the
 //! sleepers of a peer that dies, and asks once a second whether each peer still holds its lock
 //! (the pid is the peer's word, the lock is not), so a peer that recorded some other live
 //! process is still reported within about a second of its death. Where a pidfd cannot be had
@@ -224,24 +227,25 @@
 //! names only with processes you trust that much.
 
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
-#![warn(clippy::undocumented_unsafe_blocks)]
+#![warn(clippy::undocumented_unsafe_blocks, unreachable_pub)]
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "shmlink runs on Linux only: it sleeps on futexes in shared memory, learns of a peer's death \
+     from pidfds and open-file-description locks, and has no other implementation of these"
+);
 
 mod channel;
 mod endpoint;
 mod error;
-mod fallback;
-mod ipc_listener;
+mod ipc;
 mod layout;
-mod listener;
-mod lock;
 mod mapping;
-mod platform;
-mod process;
-mod rendezvous;
 pub mod ring;
 pub mod segments;
-mod selector;
+mod service;
 mod sync;
+mod sys;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 mod wait;
@@ -249,12 +253,13 @@ mod wait;
 pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
 pub use endpoint::{Backend, Endpoint, EndpointListener, Received};
 pub use error::{Error, Result};
-pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS, MAX_CLIENTS};
+pub use layout::listener::MAX_CLIENTS;
 pub use mapping::MAX_NAME_LEN;
 pub use ring::{ReadGuard, WriteGrant};
-pub use selector::Selector;
+pub use service::{Connection, Listener, Selector, DEFAULT_MAX_CLIENTS};
 pub use wait::WaitStrategy;
 
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod testing;
 

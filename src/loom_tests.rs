@@ -49,7 +49,7 @@ impl wait::Peer for Stand {
         None
     }
 
-    fn holds_end(&self) -> crate::platform::HoldsEnd {
+    fn holds_end(&self) -> crate::sys::HoldsEnd {
         Box::new(|| true)
     }
 }
@@ -93,9 +93,9 @@ fn expect(rx: &mut Consumer, data: &[u8]) {
 #[test]
 fn loom_frames_cross_and_space_comes_back() {
     model(|| {
-        crate::sync::announce(MODE_SPIN);
+        crate::ring::announce(MODE_SPIN);
         let (mut tx, mut rx) = ring::new(512).unwrap();
-        crate::sync::announce(MODE_BLOCK);
+        crate::ring::announce(MODE_BLOCK);
         let producer = thread::spawn(move || {
             for i in 0..3 {
                 send(&mut tx, &message(i, 150));

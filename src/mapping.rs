@@ -16,7 +16,6 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
@@ -24,10 +23,11 @@ use std::time::{Duration, Instant};
 use memmap2::MmapMut;
 
 use crate::error::{Error, Result};
-use crate::lock;
+use crate::layout::CREATOR_LOCK;
+use crate::sys::{self, lock};
 
 /// Prefix of every OS-level name this crate creates.
-pub const OS_PREFIX: &str = "shmlink-";
+pub(crate) const OS_PREFIX: &str = "shmlink-";
 /// Longest name of a channel or a listener, on either backend, in bytes. The whole rule: 1 to
 /// `MAX_NAME_LEN` bytes of ASCII letters, digits, `.`, `_` and `-`, not starting with `.` or
 /// `-` ([`Error::InvalidName`] otherwise).
@@ -50,7 +50,7 @@ const _: () = {
 
 /// Checks a name a user chose, for a channel or a listener on either backend: 1 to
 /// [`MAX_NAME_LEN`] bytes of `[A-Za-z0-9._-]`, not starting with `.` or `-`.
-pub fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     check_name(name, MAX_NAME_LEN, "the name is longer than 200 bytes")
 }
 
@@ -90,33 +90,26 @@ fn check_name(name: &str, max: usize, too_long: &'static str) -> Result<()> {
 }
 
 /// The OS-level name of a channel: `/shmlink-<name>`.
-pub fn os_name(name: &str) -> String {
+pub(crate) fn os_name(name: &str) -> String {
     format!("/{OS_PREFIX}{name}")
 }
 
 /// Where named mappings show up in the file system, where the platform has such a place.
-pub fn shm_dir() -> Option<&'static Path> {
+pub(crate) fn shm_dir() -> Option<&'static Path> {
     let dir = Path::new("/dev/shm");
     dir.is_dir().then_some(dir)
 }
 
 /// Removes the OS name of a channel. The memory stays mapped in processes that still use it.
-pub fn unlink(name: &str) -> Result<()> {
+pub(crate) fn unlink(name: &str) -> Result<()> {
     validate_object_name(name)?;
-    let os = std::ffi::CString::new(os_name(name)).map_err(|_| Error::InvalidName {
-        name: name.to_owned(),
-        reason: "the name contains a NUL byte",
-    })?;
-    // SAFETY: `os` is a valid NUL-terminated string; shm_unlink only reads it.
-    if unsafe { libc::shm_unlink(os.as_ptr()) } != 0 {
-        let err = io::Error::last_os_error();
-        return Err(if err.kind() == io::ErrorKind::NotFound {
+    sys::shm_unlink(&c_name(name)?).map_err(|err| {
+        if err.kind() == io::ErrorKind::NotFound {
             Error::NotFound(name.to_owned())
         } else {
             Error::Io(err)
-        });
-    }
-    Ok(())
+        }
+    })
 }
 
 /// Calls `connect` until it finds something under its name that is ready, or `deadline`
@@ -186,16 +179,10 @@ pub(crate) fn open_shm_file(name: &str) -> Result<File> {
     validate_object_name(name)?;
     let os = c_name(name)?;
     let flags = libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
-    // SAFETY: `os` is a valid NUL-terminated string; shm_open only reads it and returns a new
-    // descriptor (or -1).
-    let fd = unsafe { libc::shm_open(os.as_ptr(), flags, 0) };
-    if fd < 0 {
-        let err = io::Error::last_os_error();
+    let file = sys::shm_open(&os, flags, 0).map_err(|err| {
         let entry = shm_dir().map(|dir| dir.join(format!("{OS_PREFIX}{name}")));
-        return Err(open_error(err, entry.as_deref(), name));
-    }
-    // SAFETY: `fd` is a descriptor we just opened and own; `File` closes it once.
-    let file = unsafe { File::from_raw_fd(fd) };
+        open_error(err, entry.as_deref(), name)
+    })?;
     check_regular(&file, name)?;
     Ok(file)
 }
@@ -284,8 +271,7 @@ pub(crate) fn still_named(file: &File, name: &str) -> bool {
 /// was checked when it was opened).
 fn check_private(file: &File, name: &str) -> Result<()> {
     let meta = file.metadata()?;
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = sys::euid();
     let mode = meta.mode() & 0o7777;
     if meta.uid() != me || mode != 0o600 {
         return Err(Error::NotPrivate {
@@ -304,7 +290,7 @@ fn prepare_new(file: &File, len: usize) -> Result<MmapMut> {
     // Lock before sizing: a zero-sized object without a lock is one whose creator is (for a few
     // microseconds) between these calls, or died there. Waits only while a process that looks
     // at segments holds it for a moment.
-    lock::take(file, lock::End::Creator, true)?;
+    lock::take(file, CREATOR_LOCK, true)?;
     // The umask may have taken bits away from 0600, never added: make it exact.
     file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     file.set_len(len as u64)?;
@@ -323,22 +309,17 @@ impl Mapping {
     /// Creates `/shmlink-<name>` exclusively, `len` bytes of zeros, mode 0600, and holds the
     /// creator's lock on it until the mapping drops (or the process dies): that lock is how a
     /// connector and [`crate::segments`] tell a live creator from a dead one.
-    pub fn create_named(name: &str, len: usize) -> Result<Mapping> {
+    pub(crate) fn create_named(name: &str, len: usize) -> Result<Mapping> {
         validate_object_name(name)?;
         let os = c_name(name)?;
         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC;
-        // SAFETY: `os` is a valid NUL-terminated string; shm_open only reads it.
-        let fd = unsafe { libc::shm_open(os.as_ptr(), flags, 0o600 as libc::mode_t) };
-        if fd < 0 {
-            let err = io::Error::last_os_error();
-            return Err(if err.kind() == io::ErrorKind::AlreadyExists {
+        let file = sys::shm_open(&os, flags, 0o600).map_err(|err| {
+            if err.kind() == io::ErrorKind::AlreadyExists {
                 Error::AlreadyExists(name.to_owned())
             } else {
                 Error::Io(err)
-            });
-        }
-        // SAFETY: `fd` is a descriptor we just opened and own; `File` closes it once.
-        let file = unsafe { File::from_raw_fd(fd) };
+            }
+        })?;
         let made = prepare_new(&file, len);
         match made {
             Ok(map) => Ok(Self::from_parts(
@@ -348,8 +329,7 @@ impl Mapping {
                 true,
             )),
             Err(e) => {
-                // SAFETY: as above.
-                unsafe { libc::shm_unlink(os.as_ptr()) };
+                let _ = sys::shm_unlink(&os);
                 Err(e)
             }
         }
@@ -358,7 +338,7 @@ impl Mapping {
     /// Opens `/shmlink-<name>` read-write at whatever size it has, if it is a regular object
     /// ([`Error::NotAChannel`] if not) owned by our effective user with mode 0600
     /// ([`Error::NotPrivate`] if not).
-    pub fn open_named(name: &str) -> Result<Mapping> {
+    pub(crate) fn open_named(name: &str) -> Result<Mapping> {
         let file = open_shm_file(name)?;
         check_private(&file, name)?;
         if file.metadata()?.len() == 0 {
@@ -390,7 +370,7 @@ impl Mapping {
 
     /// Creates a file at `path` exclusively (mode 0600), sized to `len` bytes, and maps it. The
     /// creator holds an exclusive advisory lock on it, as for named mappings.
-    pub fn create_file(path: &Path, len: usize) -> Result<Mapping> {
+    pub(crate) fn create_file(path: &Path, len: usize) -> Result<Mapping> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -419,7 +399,7 @@ impl Mapping {
     /// Opens and maps an existing file at `path`, if it is a regular file ([`Error::NotAChannel`]
     /// if not: a link is not followed, a FIFO is opened without blocking) owned by our
     /// effective user with mode 0600 ([`Error::NotPrivate`] if not).
-    pub fn open_file(path: &Path) -> Result<Mapping> {
+    pub(crate) fn open_file(path: &Path) -> Result<Mapping> {
         let shown = path.display().to_string();
         let file = OpenOptions::new()
             .read(true)
@@ -463,17 +443,17 @@ impl Mapping {
     }
 
     /// Start of the mapping (page-aligned).
-    pub fn ptr(&self) -> NonNull<u8> {
+    pub(crate) fn ptr(&self) -> NonNull<u8> {
         self.ptr
     }
 
     /// Length in bytes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Stops this instance from removing the name on drop (or makes it do so).
-    pub fn set_owner(&mut self, owner: bool) {
+    pub(crate) fn set_owner(&mut self, owner: bool) {
         self.backing.owner = owner;
     }
 }

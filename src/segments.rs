@@ -3,7 +3,7 @@
 //!
 //! Every endpoint holds a write lock on its own byte of the segment (the creator from the moment
 //! it makes the segment until it drops it, the connector from its claim until it drops it; see
-//! the layout docs). They are open-file-description locks on Linux: the kernel releases them when
+//! the layout docs). They are open-file-description locks: the kernel releases them when
 //! the holder dies, however it dies, and asking about them involves no pid. So "can the
 //! creator's lock be taken?" tells a dead creator from a live one without trusting pids, which
 //! the system reuses and which another PID namespace numbers differently: the pids recorded in
@@ -22,12 +22,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
+use crate::layout::listener::{is_listener_size, LISTENER_MAGIC};
 use crate::layout::{
-    check_capacity, SegmentHeader, HEADER_SIZE, LISTENER_MAGIC, MAGIC, PEER_ABSENT, PEER_CLAIMING,
-    PEER_CLOSED, PEER_PRESENT, READY,
+    check_capacity, SegmentHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE, MAGIC, PEER_ABSENT,
+    PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT, READY,
 };
-use crate::lock;
 use crate::mapping::{self, Mapping, OS_PREFIX};
+use crate::sys::lock;
 
 /// An unlocked, zero-sized segment older than this lost its creator mid-creation.
 pub const INIT_GRACE: Duration = Duration::from_secs(5);
@@ -155,8 +156,7 @@ fn look(name: &str) -> Result<Looked> {
         // size is a creator at work (or dead) between the two.
         // A listener starts with the same header fields (its creator is the server): it is
         // listed, judged and reclaimed like a channel.
-        let listener =
-            magic == LISTENER_MAGIC || (magic == 0 && crate::listener::is_listener_size(size));
+        let listener = magic == LISTENER_MAGIC || (magic == 0 && is_listener_size(size));
         if magic != MAGIC && !(magic == 0 && is_segment_size(size)) && !listener {
             return Ok(Looked::Other(format!(
                 "{size} bytes without the shmlink magic (first word {magic:#018x})"
@@ -168,7 +168,7 @@ fn look(name: &str) -> Result<Looked> {
     // (or is in the few microseconds between making the object and locking it, when its size
     // is still 0). We hold it while we look and, in `reclaim`, while we unlink, so two
     // reclaimers cannot both act on the same object.
-    let owner_locked = !lock::take(&file, lock::End::Creator, false)?;
+    let owner_locked = !lock::take(&file, CREATOR_LOCK, false)?;
     let unknown = EndpointInfo {
         state: "unknown",
         pid: 0,
@@ -199,7 +199,7 @@ fn look(name: &str) -> Result<Looked> {
     let creator = endpoint(&hdr.creator, owner_locked);
     let connector = endpoint(&hdr.connector, false);
     let connector = EndpointInfo {
-        alive: lock::alive(file.as_raw_fd(), lock::End::Connector, connector.pid)?,
+        alive: lock::alive(file.as_raw_fd(), CONNECTOR_LOCK)?,
         ..connector
     };
     // Nobody holds the creator's lock: the creator is gone, whatever pid the segment names.

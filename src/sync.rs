@@ -1,9 +1,10 @@
 //! The synchronisation primitives the ring and the wait code are written against.
 //!
-//! Normally these are the standard atomics and the platform's futex calls. Built with
-//! `RUSTFLAGS="--cfg loom"`, they are loom's model-checked atomics and a futex stand-in that
-//! parks the calling model thread until the word changes, so loom explores every interleaving of
-//! the real `ring` and `wait` code (see the `loom_tests` module).
+//! Normally these are the standard atomics, the futex calls and the death watcher of
+//! `crate::sys`. Built with `RUSTFLAGS="--cfg loom"`, they are loom's model-checked atomics, a
+//! futex stand-in that parks the calling model thread until the word changes, and a death
+//! watcher that declines every registration, so loom explores every interleaving of the real
+//! `ring` and `wait` code (see the `loom_tests` module).
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
@@ -11,22 +12,11 @@ pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
+#[cfg(loom)]
 use std::time::Duration;
 
-/// Sleeps while `*word == expected`, for at most `timeout` (`None`: until woken). May return
-/// early for no reason; callers re-check their condition.
 #[cfg(not(loom))]
-#[inline]
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    crate::platform::futex_wait(word, expected, timeout)
-}
-
-/// Wakes every thread sleeping on `word` (in any process that maps it).
-#[cfg(not(loom))]
-#[inline]
-pub(crate) fn futex_wake(word: &AtomicU32) {
-    crate::platform::futex_wake(word)
-}
+pub(crate) use crate::sys::{futex_wait, futex_wake, DeathWatch};
 
 /// Under loom: returns once the word differs from `expected`, whatever the timeout (the models
 /// use no deadlines, and a timed sleep that ended early would hide a lost wake-up). A lost
@@ -44,133 +34,40 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, _timeout: Option<Durat
 #[cfg(loom)]
 pub(crate) fn futex_wake(_word: &AtomicU32) {}
 
-#[cfg(all(loom, test))]
-pub(crate) use self::loom_storage::announce;
+/// Under loom there is no death watcher: [`DeathWatch::register`] always declines, so waiters
+/// take the path of an unwatched peer and look at it after each sleep (the models' peers never
+/// die).
 #[cfg(loom)]
-pub(crate) use self::loom_storage::{LoomRegion, LoomStorage};
+pub(crate) struct DeathWatch(());
 
-/// Heap rings for the models: the ring header and the header words as loom atomics, and every
-/// 64-byte line of payload guarded by a loom cell, so loom checks that the producer's writes of a
-/// payload happen before the consumer's reads of it and those before the next lap's writes.
 #[cfg(loom)]
-mod loom_storage {
-    use std::ptr::NonNull;
-
-    use super::{AtomicU32, AtomicU64};
-    use crate::error::Result;
-    use crate::layout::{Padded, RingHeader, WaitCell, MODE_BLOCK};
-
-    thread_local! {
-        static ANNOUNCE: std::cell::Cell<u32> = const { std::cell::Cell::new(MODE_BLOCK) };
+impl DeathWatch {
+    /// Always `None` under loom.
+    pub(crate) fn register(
+        _pid: u32,
+        _start_time: u64,
+        _word: &AtomicU32,
+        _holds_end: crate::sys::HoldsEnd,
+    ) -> Option<DeathWatch> {
+        None
     }
 
-    /// The wait mode both ends of the heap rings this thread makes next announce: `MODE_BLOCK`
-    /// (the default) makes every publish and release take the wake-up path, with its SeqCst
-    /// fence; `MODE_SPIN` leaves only the ring's own orderings to check.
-    #[cfg(test)]
-    pub(crate) fn announce(mode: u32) {
-        ANNOUNCE.with(|a| a.set(mode));
+    /// Never true: there is no watcher.
+    pub(crate) fn take_news(&self) -> bool {
+        false
     }
+}
 
-    /// Everything a heap ring holds, under loom.
-    pub(crate) struct LoomStorage {
-        header: Box<RingHeader>,
-        modes: Box<[AtomicU32; 2]>,
-        region: Box<LoomRegion>,
+/// A `futex_waitv` entry for a wait cell's word (loom's atomic in loom builds, where the wait is
+/// never made: the address of the object stands in for the address of its value, which for the
+/// standard atomic is the same).
+pub(crate) fn futex_waitv(word: &AtomicU32, expected: u32) -> crate::sys::FutexWaitv {
+    #[cfg(not(loom))]
+    {
+        crate::sys::FutexWaitv::new(word, expected)
     }
-
-    /// The region of a heap ring, under loom.
-    pub(crate) struct LoomRegion {
-        words: Box<[AtomicU64]>,
-        bytes: Box<[std::cell::UnsafeCell<u8>]>,
-        lines: Box<[loom::cell::UnsafeCell<()>]>,
-    }
-
-    // SAFETY: the payload bytes are shared between one producer and one consumer by the frame
-    // protocol, which is what the models check (through `lines`); everything else is atomics.
-    unsafe impl Send for LoomStorage {}
-    // SAFETY: as above.
-    unsafe impl Sync for LoomStorage {}
-
-    fn cell() -> WaitCell {
-        WaitCell {
-            futex: AtomicU32::new(0),
-            sleepers: AtomicU32::new(0),
-        }
-    }
-
-    impl LoomStorage {
-        pub(crate) fn new(capacity: usize) -> Result<LoomStorage> {
-            Ok(LoomStorage {
-                header: Box::new(RingHeader {
-                    tail: Padded(AtomicU64::new(0)),
-                    head: Padded(AtomicU64::new(0)),
-                    data_wait: Padded(cell()),
-                    space_wait: Padded(cell()),
-                }),
-                modes: Box::new([
-                    AtomicU32::new(ANNOUNCE.with(|a| a.get())),
-                    AtomicU32::new(ANNOUNCE.with(|a| a.get())),
-                ]),
-                region: Box::new(LoomRegion {
-                    words: (0..capacity / 8).map(|_| AtomicU64::new(0)).collect(),
-                    bytes: (0..capacity)
-                        .map(|_| std::cell::UnsafeCell::new(0))
-                        .collect(),
-                    lines: (0..capacity / 64)
-                        .map(|_| loom::cell::UnsafeCell::new(()))
-                        .collect(),
-                }),
-            })
-        }
-
-        /// As `Owned::parts`: the header, the mode words and the region (a `LoomRegion`).
-        pub(crate) fn parts(
-            &self,
-        ) -> (
-            NonNull<RingHeader>,
-            NonNull<AtomicU32>,
-            NonNull<AtomicU32>,
-            NonNull<u8>,
-        ) {
-            (
-                NonNull::from(&*self.header),
-                NonNull::from(&self.modes[0]),
-                NonNull::from(&self.modes[1]),
-                NonNull::from(&*self.region).cast(),
-            )
-        }
-    }
-
-    impl LoomRegion {
-        pub(crate) fn word(&self, offset: usize) -> &AtomicU64 {
-            &self.words[offset / 8]
-        }
-
-        pub(crate) fn bytes(&self, offset: usize) -> *mut u8 {
-            self.bytes.as_ptr().wrapping_add(offset) as *mut u8
-        }
-
-        fn lines(&self, offset: usize, len: usize) -> &[loom::cell::UnsafeCell<()>] {
-            if len == 0 {
-                return &[];
-            }
-            &self.lines[offset / 64..=(offset + len - 1) / 64]
-        }
-
-        /// The producer writes `len` payload bytes at `ptr`.
-        pub(crate) fn track_write(&self, ptr: *mut u8, len: usize) {
-            let offset = ptr as usize - self.bytes.as_ptr() as usize;
-            for line in self.lines(offset, len) {
-                line.with_mut(|_| ());
-            }
-        }
-
-        /// The consumer reads `len` payload bytes at `offset`.
-        pub(crate) fn track_read(&self, offset: usize, len: usize) {
-            for line in self.lines(offset, len) {
-                line.with(|_| ());
-            }
-        }
+    #[cfg(loom)]
+    {
+        crate::sys::FutexWaitv::at(word as *const AtomicU32 as usize, expected)
     }
 }

@@ -1,27 +1,110 @@
-//! Hooks for the crate's own tests, fuzz targets and harness. Not part of the public API: no
-//! semver promise covers anything here.
+//! Hooks for the crate's own tests, fuzz targets and harness: compiled only with the cargo
+//! feature `test-hooks`, which those enable and a dependent never needs. Not part of the public
+//! API: no semver promise covers anything here.
+//!
+//! Two hooks read the environment, and only here: [`STOP_AT_ENV`] stops a process at a chosen
+//! point of `connect`, and [`FORCE_FALLBACK_ENV`] puts `Endpoint::create` and
+//! `EndpointListener::bind` on the ipc-channel backend (outside tests the backend is chosen with
+//! `Backend`, `create_with` / `bind_with`, or the `force-fallback` feature).
+
+use crate::layout;
 
 pub use crate::channel::SliceWriter;
-pub use crate::fallback::{forced, validate_name as validate_fallback_name};
-pub use crate::layout::{
-    segment_size, PeerInfo, RingHeader, SegmentHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, READY,
-    RINGS_OFFSET,
-};
-pub use crate::mapping::{shm_dir, unlink, validate_name, OS_PREFIX};
-pub use crate::rendezvous::rendezvous_path;
+pub use crate::layout::{PeerInfo, RingHeader, SegmentHeader};
+
+/// Bytes before the first ring region of a channel's mapping.
+pub const HEADER_SIZE: usize = layout::HEADER_SIZE;
+/// Offset of the two ring headers in a channel's mapping.
+pub const RINGS_OFFSET: usize = layout::RINGS_OFFSET;
+/// The first word of a channel's mapping.
+pub const MAGIC: u64 = layout::MAGIC;
+/// The layout version this build writes and reads.
+pub const LAYOUT_VERSION: u32 = layout::LAYOUT_VERSION;
+/// The value of the ready word once a creator has initialised its mapping.
+pub const READY: u32 = layout::READY;
+/// The byte of a channel's object the creator keeps locked while it lives.
+pub const CREATOR_LOCK: u64 = layout::CREATOR_LOCK;
+/// The byte of a channel's object the connector keeps locked while it lives.
+pub const CONNECTOR_LOCK: u64 = layout::CONNECTOR_LOCK;
+/// Every frame starts on a boundary of this many bytes.
+pub const FRAME_ALIGN: usize = layout::frame::FRAME_ALIGN;
+
+/// Bytes a mapping with two rings of `capacity` bytes needs.
+pub fn segment_size(capacity: usize) -> usize {
+    layout::segment_size(capacity)
+}
 
 /// Bytes a frame with a payload of `len` bytes occupies in a ring, header included.
 pub fn frame_size(len: usize) -> usize {
-    crate::ring::frame_size(len)
+    layout::frame::frame_size(len)
 }
 
 /// Largest payload one frame carries in a ring of `capacity` bytes.
 pub fn max_payload(capacity: usize) -> usize {
-    crate::ring::max_payload(capacity)
+    layout::frame::max_payload(capacity)
 }
 
-/// Every frame starts on a boundary of this many bytes.
-pub const FRAME_ALIGN: usize = crate::ring::FRAME_ALIGN;
+/// A listener's client slots: where the first starts and how long each is (its first `u64` is
+/// `pid << 32 | state`). For tests that forge slot states.
+pub const LISTENER_SLOTS_OFFSET: usize = layout::listener::SLOTS_OFFSET;
+/// Bytes per listener slot.
+pub const LISTENER_SLOT_SIZE: usize = layout::listener::SLOT_SIZE;
+/// The state the server gives a slot it holds a connection in.
+pub const LISTENER_SLOT_ACTIVE: u64 = layout::listener::SLOT_ACTIVE;
+
+/// The prefix of a channel's name in the shared-memory namespace.
+pub const OS_PREFIX: &str = crate::mapping::OS_PREFIX;
+
+/// Checks a channel or listener name (the one rule of every name).
+pub fn validate_name(name: &str) -> crate::Result<()> {
+    crate::mapping::validate_name(name)
+}
+
+/// Checks a name on the ipc-channel backend (the same rule).
+pub fn validate_fallback_name(name: &str) -> crate::Result<()> {
+    crate::ipc::validate_name(name)
+}
+
+/// Where the shared-memory objects are listed (`/dev/shm`), if that directory exists.
+pub fn shm_dir() -> Option<&'static std::path::Path> {
+    crate::mapping::shm_dir()
+}
+
+/// Removes the name of the channel `name`.
+pub fn unlink(name: &str) -> crate::Result<()> {
+    crate::mapping::unlink(name)
+}
+
+/// Where the ipc-channel backend's rendezvous file of `name` is.
+pub fn rendezvous_path(name: &str) -> std::path::PathBuf {
+    crate::ipc::rendezvous::rendezvous_path(name)
+}
+
+/// Where the ipc-channel listener `name` keeps its lock file (beside its rendezvous file).
+pub fn fallback_listener_lock_path(name: &str) -> std::path::PathBuf {
+    crate::ipc::listener::lock_path(name)
+}
+
+/// Takes the creator's lock on a freshly made segment file the way `Channel::create` does,
+/// waiting for it; the lock lasts as long as `file` stays open. For tools that forge segments.
+pub fn take_creator_lock(file: &std::fs::File) -> crate::Result<()> {
+    crate::sys::lock::take(file, layout::CREATOR_LOCK, true).map(|_| ())
+}
+
+/// The environment variable that puts `Endpoint::create` and `EndpointListener::bind` on the
+/// ipc-channel backend when set to anything but `0` or the empty string.
+pub const FORCE_FALLBACK_ENV: &str = "SHMLINK_FORCE_FALLBACK";
+
+/// True when the ipc-channel backend is forced, by [`FORCE_FALLBACK_ENV`] or the
+/// `force-fallback` cargo feature.
+pub fn forced() -> bool {
+    crate::ipc::forced()
+}
+
+/// Whether [`FORCE_FALLBACK_ENV`] asks for the ipc-channel backend.
+pub(crate) fn fallback_forced_by_env() -> bool {
+    std::env::var_os(FORCE_FALLBACK_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+}
 
 /// The environment variable that names a [`StopPoint`] (by [`StopPoint::name`]): a process
 /// started with it stops itself (SIGSTOP) when it gets there, so a test can kill it at exactly
@@ -55,22 +138,3 @@ pub(crate) fn stop_point(point: StopPoint) {
         unsafe { libc::raise(libc::SIGSTOP) };
     }
 }
-
-/// Takes the creator's lock on a freshly made segment file the way `Channel::create` does,
-/// waiting for it; the lock lasts as long as `file` stays open. For tools that forge segments.
-pub fn take_creator_lock(file: &std::fs::File) -> crate::Result<()> {
-    crate::lock::take(file, crate::lock::End::Creator, true).map(|_| ())
-}
-
-pub use crate::layout::{CONNECTOR_LOCK, CREATOR_LOCK};
-
-/// A listener's client slots: where the first starts, how long each is (its first `u64` is
-/// `pid << 32 | state`), and the state the server gives a slot it holds a connection in. For
-/// tests that forge slot states.
-pub use crate::listener::{
-    SLOTS_OFFSET as LISTENER_SLOTS_OFFSET, SLOT_ACTIVE as LISTENER_SLOT_ACTIVE,
-    SLOT_SIZE as LISTENER_SLOT_SIZE,
-};
-
-/// Where the fallback listener `name` keeps its lock file (beside its rendezvous file).
-pub use crate::ipc_listener::lock_path as fallback_listener_lock_path;

@@ -46,13 +46,12 @@
 //!
 //! A peer process that dies without closing is noticed as by a `Block` receive: before it
 //! sleeps, the task registers the peer with the process's death watcher (a thread holding a
-//! pidfd per peer, on Linux, and looking at each peer's lock once a second) on the word it sleeps
-//! on; the watcher records the death and changes the word, and the woken task reports
-//! [`Error::PeerGone`]. So idle tasks cost no timed
-//! wake-ups. Only a task whose peer the watcher cannot cover (no pidfds, a peer in another pid
-//! namespace) is woken every 10 ms to look at it. With more than 127 waiting tasks, or without
-//! `futex_waitv` (older kernels, other platforms), the reactor looks every millisecond instead
-//! of sleeping until woken.
+//! pidfd per peer and looking at each peer's lock once a second) on the word it sleeps on; the
+//! watcher records the death and changes the word, and the woken task reports
+//! [`Error::PeerGone`]. So idle tasks cost no timed wake-ups. Only a task whose peer the watcher
+//! cannot cover (no pidfds, a peer in another pid namespace) is woken every 10 ms to look at
+//! it. With more than 127 waiting tasks, or without `futex_waitv` (kernels before 5.16), the
+//! reactor looks every millisecond instead of sleeping until woken.
 //!
 //! The futures only need a `Waker`; the `tokio` runtime is used for [`connect`], whose wait for
 //! the server runs on tokio's blocking pool. Channels for tasks wait with
@@ -61,194 +60,17 @@
 
 use std::borrow::BorrowMut;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::Instant;
 
 use crate::channel::{Channel, Config};
 use crate::error::{Error, Result};
 use crate::layout::WaitCell;
-use crate::listener::{Connection, Listener};
-use crate::platform::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::ring::full_fence;
-use crate::wait::{Plan, Policy, WaitStrategy, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
-
-/// The sleep slice when not every waiting word fits one kernel wait.
-const POLL_SLICE: Duration = Duration::from_millis(1);
-
-/// One task waiting on one word.
-struct Entry {
-    /// A futex word in a channel's or listener's mapping. Dereferenced only with the reactor's
-    /// lock held: its owner removes the entry (under the lock) before the memory can go.
-    word: *const AtomicU32,
-    /// The value the task read before it looked at its ring one last time.
-    seen: u32,
-    /// The death watcher does not cover the task's peer: wake it every [`UNWATCHED_SLICE`]
-    /// anyway, so that it looks at the peer.
-    timed: bool,
-    waker: Waker,
-}
-
-#[derive(Default)]
-struct State {
-    /// Indexed by registration id; `None` when that registration is not waiting.
-    entries: Vec<Option<Entry>>,
-    /// Ids free for reuse.
-    free: Vec<usize>,
-}
-
-// SAFETY: `Entry::word` points into a mapping that stays mapped while the entry exists (see
-// `Entry`); it is only read through, atomically, under the reactor's mutex.
-unsafe impl Send for State {}
-
-struct Reactor {
-    state: Mutex<State>,
-    /// Bumped (and woken) whenever a task starts waiting, so the reactor adds its word.
-    control: AtomicU32,
-}
-
-impl Reactor {
-    fn get() -> &'static Reactor {
-        static REACTOR: OnceLock<&'static Reactor> = OnceLock::new();
-        REACTOR.get_or_init(|| {
-            let reactor: &'static Reactor = Box::leak(Box::new(Reactor {
-                state: Mutex::new(State::default()),
-                control: AtomicU32::new(0),
-            }));
-            std::thread::Builder::new()
-                .name("shmlink-reactor".into())
-                .spawn(move || reactor.run())
-                .expect("spawn the shmlink reactor thread");
-            reactor
-        })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while the lock was held leaves the table consistent (plain assignments).
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn run(&self) {
-        let mut waiters = Vec::with_capacity(WAITV_MAX);
-        let mut woken = Vec::new();
-        // When the timed entries were last woken.
-        let mut last_tick = Instant::now();
-        loop {
-            // Acquire: pairs with the Release increment in `arm`; the entry added before it is
-            // in the table we read next.
-            let control = self.control.load(Ordering::Acquire);
-            waiters.clear();
-            waiters.push(Waiter::new(&self.control, control));
-            let mut overflow = false;
-            let mut timed = false;
-            {
-                let state = self.lock();
-                for entry in state.entries.iter().flatten() {
-                    timed |= entry.timed;
-                    if waiters.len() == WAITV_MAX {
-                        overflow = true;
-                        continue;
-                    }
-                    // SAFETY: see `Entry::word`: we hold the lock.
-                    waiters.push(Waiter::new(unsafe { &*entry.word }, entry.seen));
-                }
-            }
-            if !timed {
-                // The first timed entry gets a whole slice.
-                last_tick = Instant::now();
-            }
-            // No timeout while every waiting task's peer is watched and every word fits.
-            let tick_in = timed.then(|| UNWATCHED_SLICE.saturating_sub(last_tick.elapsed()));
-            let timeout = if overflow {
-                Some(tick_in.map_or(POLL_SLICE, |t| t.min(POLL_SLICE)))
-            } else {
-                tick_in
-            };
-            if futex::wait_any(&waiters, timeout) == WaitAny::Unsupported {
-                std::thread::sleep(timeout.map_or(POLL_SLICE, |t| t.min(POLL_SLICE)));
-            }
-            let tick = timed && last_tick.elapsed() >= UNWATCHED_SLICE;
-            if tick {
-                last_tick = Instant::now();
-            }
-            {
-                let mut state = self.lock();
-                for slot in state.entries.iter_mut() {
-                    let fire = match slot {
-                        Some(e) => {
-                            // SAFETY: see `Entry::word`: we hold the lock.
-                            let word = unsafe { &*e.word };
-                            // Acquire: pairs with the Release increment of the waker (or of
-                            // the death watcher).
-                            (tick && e.timed) || word.load(Ordering::Acquire) != e.seen
-                        }
-                        None => false,
-                    };
-                    if fire {
-                        if let Some(e) = slot.take() {
-                            woken.push(e.waker);
-                        }
-                    }
-                }
-            }
-            for waker in woken.drain(..) {
-                waker.wake();
-            }
-        }
-    }
-}
-
-/// A task's place in the reactor's table; removed (under the lock) when dropped.
-#[derive(Debug)]
-struct Registration {
-    id: usize,
-}
-
-impl Registration {
-    fn new() -> Registration {
-        let mut state = Reactor::get().lock();
-        let id = match state.free.pop() {
-            Some(id) => id,
-            None => {
-                state.entries.push(None);
-                state.entries.len() - 1
-            }
-        };
-        Registration { id }
-    }
-
-    /// Asks the reactor to wake `waker` once `word` no longer holds `seen` (and, if `timed`,
-    /// at the next tick of [`UNWATCHED_SLICE`]). The caller keeps the memory of `word` mapped
-    /// until it calls `disarm` or drops the registration.
-    fn arm(&self, word: &AtomicU32, seen: u32, timed: bool, waker: &Waker) {
-        let reactor = Reactor::get();
-        {
-            let mut state = reactor.lock();
-            state.entries[self.id] = Some(Entry {
-                word,
-                seen,
-                timed,
-                waker: waker.clone(),
-            });
-        }
-        // Release: pairs with the Acquire load at the top of the reactor's loop.
-        reactor.control.fetch_add(1, Ordering::Release);
-        futex::wake(&reactor.control);
-    }
-
-    fn disarm(&self) {
-        Reactor::get().lock().entries[self.id] = None;
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let mut state = Reactor::get().lock();
-        state.entries[self.id] = None;
-        state.free.push(self.id);
-    }
-}
+use crate::service::reactor::Registration;
+use crate::service::{Connection, Listener};
+use crate::wait::{Plan, Policy, WaitStrategy, SPINS_PER_CLOCK_READ};
 
 /// Whether a sleeper is announced on a wait cell; withdrawn when the task looks again or goes
 /// away.

@@ -62,11 +62,12 @@ fn child() {
 
 /// The forged states `forge_slots` writes, slot by slot in turn: (pid, state).
 const FORGED: [(u64, u64); 4] = [
-    (1, 3),       // active, "held" by init
+    (1, ACTIVE),  // active, "held" by init
     (4242, 0x77), // no known state
-    (0, 3),       // active, no pid
+    (0, ACTIVE),  // active, no pid
     (7, 0xffff),  // no known state
 ];
+const ACTIVE: u64 = shmlink::testing::LISTENER_SLOT_ACTIVE;
 
 /// A hostile process of the same user: writes forged states into every slot word of the
 /// listener `name` (`limit` slots) without holding any slot's lock, and exits.

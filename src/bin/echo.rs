@@ -10,9 +10,10 @@
 //! * `--capacity BYTES`: ring capacity for `--create` (default 65536).
 //! * `--half-create`: make the segment and hold its creator lock like a creator that is still
 //!   initialising it, print `ready`, and then never finish (wait until stdin closes). For tests
-//!   of segments whose creator died before it was ready.
+//!   of segments whose creator died before it was ready; only in builds with the `test-hooks`
+//!   feature (the crate's own tests have it).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -106,7 +107,9 @@ fn stream(ch: &mut Channel) -> Result<u64, Error> {
 
 /// Makes the segment the way `Channel::create` does up to the point where it would mark it
 /// ready, then stops there.
+#[cfg(feature = "test-hooks")]
 fn half_create(name: &str, capacity: usize) -> Result<u64, Error> {
+    use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -148,7 +151,12 @@ fn half_create(name: &str, capacity: usize) -> Result<u64, Error> {
 
 fn run(opts: &Options) -> Result<u64, Error> {
     if opts.half_create {
+        #[cfg(feature = "test-hooks")]
         return half_create(&opts.name, opts.capacity);
+        #[cfg(not(feature = "test-hooks"))]
+        return Err(Error::InvalidConfig(
+            "--half-create is a test hook: build with the test-hooks feature".into(),
+        ));
     }
     let mut ch = if opts.create {
         let ch = Channel::create(

@@ -13,7 +13,9 @@ mod send;
 mod tests;
 
 pub use recv::RecvHalf;
-pub use send::{SendHalf, SliceWriter};
+pub use send::SendHalf;
+#[cfg(feature = "test-hooks")]
+pub use send::SliceWriter;
 
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;

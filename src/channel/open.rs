@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, KIND_CHANNEL, KIND_LISTENER};
+use crate::layout::listener::LISTENER_MAGIC;
 use crate::layout::{
-    check_capacity, segment_size, RingHeader, HEADER_SIZE, LAYOUT_VERSION, LISTENER_MAGIC, MAGIC,
-    PEER_ABSENT, PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
+    check_capacity, segment_size, RingHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE,
+    LAYOUT_VERSION, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
 };
-use crate::lock;
 use crate::mapping::{self, Mapping};
-use crate::process::ProcessId;
 use crate::ring::{Consumer, Producer, RingPtrs};
+use crate::sys::{lock, ProcessId};
 use crate::wait::{WaitStrategy, Waiter};
 
 use super::*;
@@ -192,7 +192,7 @@ impl Channel {
         // connector holds (or is claiming) the end. It stays ours until this mapping's
         // descriptor closes, which the kernel does if we die, so a claimer that dies before it
         // is present leaves a slot the next connector can take.
-        if !lock::take(map.file(), lock::End::Connector, false)? {
+        if !lock::take(map.file(), CONNECTOR_LOCK, false)? {
             return Err(Error::AlreadyConnected(name));
         }
         // Holding the lock, we are the only connector that writes the slot. ABSENT, or CLAIMING
@@ -206,6 +206,7 @@ impl Channel {
         {
             return Err(Error::AlreadyConnected(name));
         }
+        #[cfg(feature = "test-hooks")]
         crate::testing::stop_point(crate::testing::StopPoint::ConnectClaimed);
         info.record(me, mode_of(wait));
         info.max_message
@@ -274,11 +275,11 @@ impl Channel {
                 return Err(e);
             }
         };
-        let peer_end = match role {
-            Role::Creator => lock::End::Connector,
-            Role::Connector => lock::End::Creator,
+        let peer_lock = match role {
+            Role::Creator => CONNECTOR_LOCK,
+            Role::Connector => CREATOR_LOCK,
         };
-        let peer = PeerWatch::new(peer, map.file().as_raw_fd(), peer_end, label);
+        let peer = PeerWatch::new(peer, map.file().as_raw_fd(), peer_lock, label);
         let shared = Arc::new(Shared {
             me,
             out_data: NonNull::from(tx.data_cell()),

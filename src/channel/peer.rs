@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::layout::{PeerInfo, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT};
-use crate::lock;
-use crate::process::ProcessId;
+use crate::sys::{lock, HoldsEnd, ProcessId};
 use crate::wait::CHECK_INTERVAL;
 
 /// Watches the other endpoint: did it close, does its process still hold its end?
@@ -22,8 +21,8 @@ pub(super) struct PeerWatch {
     /// This endpoint's descriptor of the shared object, kept open by the mapping `info` points
     /// into for as long as the watch exists.
     fd: RawFd,
-    /// The peer's end: whose lock to ask about.
-    end: lock::End,
+    /// The byte the peer's end keeps locked while it lives.
+    lock_byte: u64,
     /// What the peer recorded about itself, read once it is present. Information only.
     pub(super) id: Option<ProcessId>,
     pub(super) last_check: Option<Instant>,
@@ -38,14 +37,14 @@ impl PeerWatch {
     pub(super) fn new(
         info: NonNull<PeerInfo>,
         fd: RawFd,
-        end: lock::End,
+        lock_byte: u64,
         name: Arc<str>,
     ) -> PeerWatch {
         PeerWatch {
             info,
             name,
             fd,
-            end,
+            lock_byte,
             id: None,
             last_check: None,
             gone: false,
@@ -90,12 +89,13 @@ impl PeerWatch {
             PEER_PRESENT => {
                 // SAFETY: as in `info`; a copy of the pointer so `self.id` can be borrowed.
                 let info = unsafe { self.info.as_ref() };
-                let id = *self.id.get_or_insert_with(|| ProcessId {
+                // Read once, for errors: the lock below decides.
+                self.id.get_or_insert_with(|| ProcessId {
                     // Relaxed: published before PEER_PRESENT, which `state` read with Acquire.
                     pid: info.pid.load(Ordering::Relaxed),
                     start_time: info.start_time.load(Ordering::Relaxed),
                 });
-                if lock::alive(self.fd, self.end, id.pid)? {
+                if lock::alive(self.fd, self.lock_byte)? {
                     self.last_check = Some(Instant::now());
                     return Ok(());
                 }
@@ -146,12 +146,11 @@ impl crate::wait::Peer for PeerWatch {
         }
     }
 
-    fn holds_end(&self) -> crate::platform::HoldsEnd {
+    fn holds_end(&self) -> HoldsEnd {
         // The descriptor stays open for as long as the mapping, which outlives the waiter's
-        // registration with the watcher (see `Waiter`). Relaxed: the pid (asked only where
-        // there are no byte locks) was published before PEER_PRESENT, which the caller saw.
-        let (fd, end, pid) = (self.fd, self.end, self.info().pid.load(Ordering::Relaxed));
-        Box::new(move || lock::alive(fd, end, pid).unwrap_or(true))
+        // registration with the watcher (see `Waiter`).
+        let (fd, byte) = (self.fd, self.lock_byte);
+        Box::new(move || lock::alive(fd, byte).unwrap_or(true))
     }
 
     fn process(&mut self) -> Option<(u32, u64)> {

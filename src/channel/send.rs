@@ -346,11 +346,14 @@ unsafe impl Send for SendHalf {}
 /// serde_json::to_writer(&mut out, &[1, 2, 3]).unwrap();
 /// assert_eq!(out.written(), 7);
 /// ```
+// `pub` for the test hooks (`crate::testing`): the harness and the JSON bench use it.
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct SliceWriter<'a> {
     buf: &'a mut [u8],
     pos: usize,
 }
 
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 impl<'a> SliceWriter<'a> {
     /// A writer at the start of `buf`.
     #[inline]

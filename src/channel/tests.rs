@@ -2,9 +2,10 @@
 
 use super::*;
 use crate::error::Error;
+use crate::layout::listener::LISTENER_MAGIC;
 use crate::layout::*;
-use crate::process::ProcessId;
 use crate::ring::{frame_size, kind, Producer};
+use crate::sys::ProcessId;
 use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::rc::Rc;

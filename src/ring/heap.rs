@@ -23,9 +23,9 @@ pub(crate) struct Owned {
     pub(super) layout: Layout,
 }
 
-/// Under loom, heap storage made of loom's atomics (see `crate::sync`).
+/// Under loom, heap storage made of loom's atomics (see `loom.rs`).
 #[cfg(loom)]
-pub(crate) use crate::sync::LoomStorage as Owned;
+pub(crate) use super::loom::LoomStorage as Owned;
 
 // SAFETY: the allocation is plain memory accessed only through atomics and the frame protocol;
 // it can be freed from any thread.
@@ -60,36 +60,34 @@ impl Owned {
         let owned = Owned { ptr, layout };
         // In one process both ends are told the other spins until one of them blocks (`Block`
         // is not offered for in-process rings), so no wake-ups are needed.
-        let (_, mode_c, mode_p, _) = owned.parts();
+        let parts = owned.parts();
         // SAFETY: the words are inside the allocation and suitably aligned (see `parts`).
         unsafe {
-            mode_c.as_ref().store(MODE_SPIN, Ordering::Relaxed);
-            mode_p.as_ref().store(MODE_SPIN, Ordering::Relaxed);
+            parts
+                .consumer_mode
+                .as_ref()
+                .store(MODE_SPIN, Ordering::Relaxed);
+            parts
+                .producer_mode
+                .as_ref()
+                .store(MODE_SPIN, Ordering::Relaxed);
         }
         Ok(owned)
     }
 
-    /// The ring header, the two peer-mode words (read by the producer, by the consumer) and the
-    /// region.
-    pub(crate) fn parts(
-        &self,
-    ) -> (
-        NonNull<RingHeader>,
-        NonNull<AtomicU32>,
-        NonNull<AtomicU32>,
-        NonNull<u8>,
-    ) {
+    /// Where the ring header, the two mode words and the region are in the allocation.
+    pub(crate) fn parts(&self) -> RingParts {
         // All-zero bytes are a valid `RingHeader` (atomics and padding) and a valid empty region.
         // SAFETY: every offset is inside the allocation: the header is at 0, the mode words right
         // after it (4-aligned since the header size is a multiple of 128), the region after those.
         unsafe {
             let modes = self.ptr.as_ptr().add(std::mem::size_of::<RingHeader>());
-            (
-                self.ptr.cast::<RingHeader>(),
-                NonNull::new_unchecked(modes as *mut AtomicU32),
-                NonNull::new_unchecked(modes.add(4) as *mut AtomicU32),
-                NonNull::new_unchecked(self.ptr.as_ptr().add(HEAP_REGION_OFFSET)),
-            )
+            RingParts {
+                header: self.ptr.cast::<RingHeader>(),
+                consumer_mode: NonNull::new_unchecked(modes as *mut AtomicU32),
+                producer_mode: NonNull::new_unchecked(modes.add(4) as *mut AtomicU32),
+                region: NonNull::new_unchecked(self.ptr.as_ptr().add(HEAP_REGION_OFFSET)),
+            }
         }
     }
 }
@@ -108,19 +106,10 @@ impl Owned {
 pub fn new(capacity: usize) -> Result<(Producer, Consumer)> {
     check_capacity(capacity)?;
     let owned = std::sync::Arc::new(Owned::new(capacity)?);
-    let (header, mode_c, mode_p, region) = owned.parts();
-    let base = RingPtrs {
-        header,
-        region,
-        capacity,
-        peer_mode: mode_c,
-    };
+    let (producer_ptrs, consumer_ptrs) = owned.parts().ends(capacity);
     // SAFETY: the memory is kept alive by the `Arc` each end holds.
-    let producer = unsafe { Producer::new(base, Some(owned.clone()), std::sync::Arc::from("")) }?;
-    let consumer_ptrs = RingPtrs {
-        peer_mode: mode_p,
-        ..base
-    };
+    let producer =
+        unsafe { Producer::new(producer_ptrs, Some(owned.clone()), std::sync::Arc::from("")) }?;
     // SAFETY: as above.
     let consumer = unsafe { Consumer::new(consumer_ptrs, Some(owned), std::sync::Arc::from("")) }?;
     Ok((producer, consumer))

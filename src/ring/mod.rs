@@ -48,12 +48,16 @@
 
 mod consumer;
 mod heap;
+#[cfg(loom)]
+mod loom;
 mod producer;
 mod ptrs;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-pub(crate) use crate::layout::{
+#[cfg(all(loom, test))]
+pub(crate) use self::loom::announce;
+pub(crate) use crate::layout::frame::{
     decode, encode, frame_size, kind, max_payload, tag_of, FRAME_ALIGN, FRAME_HEADER, REWIND_AT,
 };
 pub(crate) use consumer::Frame;
@@ -61,7 +65,7 @@ pub use consumer::{Consumer, ReadGuard};
 pub use heap::new;
 pub(crate) use heap::Owned;
 pub use producer::{Producer, WriteGrant};
-pub(crate) use ptrs::RingPtrs;
+pub(crate) use ptrs::{RingParts, RingPtrs};
 
 use crate::sync::Ordering;
 

@@ -68,9 +68,38 @@ impl RingPtrs {
 
     /// Under loom the region pointer of a heap ring points at a `LoomRegion`.
     #[cfg(loom)]
-    pub(super) fn loom_region(&self) -> &crate::sync::LoomRegion {
+    pub(super) fn loom_region(&self) -> &super::loom::LoomRegion {
         // SAFETY: under loom only `ring::new` makes rings, and it points `region` at the
         // `LoomRegion` its storage keeps alive for as long as the ends.
-        unsafe { self.region.cast::<crate::sync::LoomRegion>().as_ref() }
+        unsafe { self.region.cast::<super::loom::LoomRegion>().as_ref() }
+    }
+}
+
+/// Where the parts of a heap ring's storage are (the ring header, the mode word each end
+/// announces, the region), as its storage (`Owned`, or loom's) lays them out.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RingParts {
+    pub header: NonNull<RingHeader>,
+    /// The mode the consumer announced: read by the producer.
+    pub consumer_mode: NonNull<AtomicU32>,
+    /// The mode the producer announced: read by the consumer.
+    pub producer_mode: NonNull<AtomicU32>,
+    pub region: NonNull<u8>,
+}
+
+impl RingParts {
+    /// The pointers of the producer and of the consumer of a ring of `capacity` bytes.
+    pub(crate) fn ends(self, capacity: usize) -> (RingPtrs, RingPtrs) {
+        let producer = RingPtrs {
+            header: self.header,
+            region: self.region,
+            capacity,
+            peer_mode: self.consumer_mode,
+        };
+        let consumer = RingPtrs {
+            peer_mode: self.producer_mode,
+            ..producer
+        };
+        (producer, consumer)
     }
 }

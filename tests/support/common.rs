@@ -1,5 +1,5 @@
 //! Test support shared by every integration test of the workspace (the library's in `tests/`,
-//! the harness's in `bin/tests/`, which include this file by path): names unique to a test, a
+//! the harness's in `harness/tests/`, which include this file by path): names unique to a test, a
 //! lock that serialises tests which busy-spin across processes, child processes that are always
 //! reaped, names that are always unlinked, and a watchdog that turns a hang into a failure.
 

@@ -1,12 +1,14 @@
-//! Linux: futexes on words in shared memory, and one watcher thread per process that holds a
-//! pidfd for each watched peer, asks about each peer's end once a second, and wakes the
-//! sleepers of a peer whose process exits or whose end is no longer held.
+//! The death watcher: one thread per process that holds a pidfd for each watched peer, asks
+//! about each peer's end once a second, and wakes the sleepers of a peer whose process exits or
+//! whose end is no longer held.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+use super::futex::futex_wake;
+use super::process::start_time_at;
 use super::HoldsEnd;
 
 /// How often the watcher asks whether each watched peer still holds its end. A peer's pidfd
@@ -16,38 +18,6 @@ const LOOK_PERIOD: Duration = Duration::from_secs(1);
 
 /// The epoll data of the watcher's timer (registrations count from 1).
 const TIMER_KEY: u64 = 0;
-
-/// Sleeps while `*word == expected`, for at most `timeout` (`None`: until woken).
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `word` is a valid, aligned 4-byte atomic for the duration of the call; `ts_ptr` is
-    // null or points to `ts`, alive until the call returns. FUTEX_WAIT without
-    // FUTEX_PRIVATE_FLAG keys the wait on the physical page, so it works across processes that
-    // map the same object. The kernel only reads `word` and the timespec.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            ts_ptr,
-        );
-    }
-}
-
-/// Wakes every thread sleeping on `word`, in any process that maps it.
-pub(crate) fn futex_wake(word: &AtomicU32) {
-    // SAFETY: as in `futex_wait`; FUTEX_WAKE only uses the address as a key.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
-    }
-}
 
 /// A futex word in a mapping, woken by the watcher when the peer may be gone.
 struct Target {
@@ -275,7 +245,7 @@ impl DeathWatch {
         // processes never share a pid, the pidfd opened in between names the peer too. A
         // different start time means pid reuse, or a peer whose pid belongs to another
         // namespace.
-        if crate::process::start_time_at(&format!("/proc/{pid}/stat")) != Some(start_time) {
+        if start_time_at(&format!("/proc/{pid}/stat")) != Some(start_time) {
             return None;
         }
         let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
@@ -332,6 +302,7 @@ impl Drop for DeathWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::futex_wait;
     use std::time::Instant;
 
     /// Sleeps on `word` (bounded) until it is no longer `seen`.
@@ -350,8 +321,7 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        let start =
-            crate::process::start_time_at(&format!("/proc/{pid}/stat")).expect("start time");
+        let start = start_time_at(&format!("/proc/{pid}/stat")).expect("start time");
         let word = AtomicU32::new(0);
         let held = || -> HoldsEnd { Box::new(|| true) };
         assert!(
@@ -374,7 +344,7 @@ mod tests {
     fn the_watcher_wakes_the_word_of_a_peer_that_no_longer_holds_its_end() {
         // The peer recorded a process that outlives it (here: this one).
         let me = std::process::id();
-        let start = crate::process::start_time_at("/proc/self/stat").expect("start time");
+        let start = start_time_at("/proc/self/stat").expect("start time");
         let holds = Arc::new(AtomicBool::new(true));
         let asked = Arc::new(AtomicU32::new(0));
         let probe: HoldsEnd = {

@@ -1,16 +1,50 @@
-//! The futex calls the services (listener, selector, async reactor) sleep and wake with.
+//! Futexes: sleeping on a 32-bit word of shared memory until another thread (in any process
+//! that maps the word) changes it and wakes it.
 //!
-//! * [`wait`] / [`wake`]: one word, `FUTEX_WAIT` / `FUTEX_WAKE` (shared, not private: the words
-//!   live in mappings other processes use).
+//! * [`futex_wait`] / [`futex_wake`]: one word, `FUTEX_WAIT` / `FUTEX_WAKE` (shared, not
+//!   private: the words live in mappings other processes use). The ring and wait code reach
+//!   them through `crate::sync`, which swaps in a stand-in under loom; the services (listener,
+//!   selector, async reactor), whose words are standard atomics, call them directly.
 //! * [`wait_any`]: many words in one call, `futex_waitv` (Linux 5.16 and later, at most
-//!   [`WAITV_MAX`] words). Where it is missing (an older kernel, another platform) the call
-//!   reports it and the caller polls in short slices instead.
-//!
-//! [`wait`] and [`wake`] are the platform's single-word calls (elsewhere than Linux, [`wait`]
-//! polls the word in short slices and [`wake`] does nothing).
+//!   [`WAITV_MAX`] words), each described by a [`FutexWaitv`]. Where the kernel lacks it the
+//!   call reports it and the caller polls in short slices instead.
 
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
+
+/// Sleeps while `*word == expected`, for at most `timeout` (`None`: until woken). May return
+/// early for no reason (a signal, a wake-up meant for an earlier value); callers re-check
+/// their condition.
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `word` is a valid, aligned 4-byte atomic for the duration of the call; `ts_ptr` is
+    // null or points to `ts`, alive until the call returns. FUTEX_WAIT without
+    // FUTEX_PRIVATE_FLAG keys the wait on the physical page, so it works across processes that
+    // map the same object. The kernel only reads `word` and the timespec.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            ts_ptr,
+        );
+    }
+}
+
+/// Wakes every thread sleeping on `word`, in any process that maps it.
+pub(crate) fn futex_wake(word: &AtomicU32) {
+    // SAFETY: as in `futex_wait`; FUTEX_WAKE only uses the address as a key.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
+    }
+}
 
 /// Most words one [`wait_any`] call waits on (the kernel's `FUTEX_WAITV_MAX`).
 pub(crate) const WAITV_MAX: usize = 128;
@@ -22,7 +56,7 @@ pub(crate) const WAITV_MAX: usize = 128;
 /// now, which at worst is a spurious wake-up, never a memory access by Rust code.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Waiter {
+pub(crate) struct FutexWaitv {
     val: u64,
     uaddr: u64,
     flags: u32,
@@ -32,24 +66,18 @@ pub(crate) struct Waiter {
 /// `FUTEX2_SIZE_U32`: the word is 32 bits wide (shared between processes: no private flag).
 const FUTEX2_SIZE_U32: u32 = 0x02;
 
-impl Waiter {
-    /// Waits on a wait cell's word (`crate::sync`'s atomic: loom's in loom builds, where this is
-    /// never called, so the address of the object stands in for the address of its value, which
-    /// for the standard atomic is the same).
-    pub(crate) fn cell(word: &crate::sync::AtomicU32, expected: u32) -> Waiter {
-        Waiter {
-            val: u64::from(expected),
-            uaddr: word as *const crate::sync::AtomicU32 as usize as u64,
-            flags: FUTEX2_SIZE_U32,
-            reserved: 0,
-        }
+impl FutexWaitv {
+    /// Waits on `word` while it holds `expected`.
+    pub(crate) fn new(word: &AtomicU32, expected: u32) -> FutexWaitv {
+        FutexWaitv::at(word.as_ptr() as usize, expected)
     }
 
-    /// Waits on `word` while it holds `expected`.
-    pub(crate) fn new(word: &AtomicU32, expected: u32) -> Waiter {
-        Waiter {
+    /// Waits on the 4-byte word at address `addr` while it holds `expected` (for a word that is
+    /// not a standard atomic: see `crate::sync::futex_waitv`).
+    pub(crate) fn at(addr: usize, expected: u32) -> FutexWaitv {
+        FutexWaitv {
             val: u64::from(expected),
-            uaddr: word.as_ptr() as usize as u64,
+            uaddr: addr as u64,
             flags: FUTEX2_SIZE_U32,
             reserved: 0,
         }
@@ -61,14 +89,13 @@ impl Waiter {
 pub(crate) enum WaitAny {
     /// Woken, a value differed already, the timeout passed or a signal came: look again.
     Returned,
-    /// The platform or kernel has no `futex_waitv`: nothing was waited for.
+    /// The kernel has no `futex_waitv`: nothing was waited for.
     Unsupported,
 }
 
 /// Sleeps until one of `waiters` is woken or no longer holds its value, or `timeout` passes
 /// (`None`: no timeout). At most [`WAITV_MAX`] waiters; an empty list sleeps for the timeout.
-#[cfg(target_os = "linux")]
-pub(crate) fn wait_any(waiters: &[Waiter], timeout: Option<Duration>) -> WaitAny {
+pub(crate) fn wait_any(waiters: &[FutexWaitv], timeout: Option<Duration>) -> WaitAny {
     use std::sync::atomic::{AtomicBool, Ordering};
     static MISSING: AtomicBool = AtomicBool::new(false);
     // Relaxed: a cache of a fact about the kernel; a stale read only costs one failing call.
@@ -105,7 +132,7 @@ pub(crate) fn wait_any(waiters: &[Waiter], timeout: Option<Duration>) -> WaitAny
     // SAFETY: `waiters` points to `n` initialised `struct futex_waitv` records (same
     // `#[repr(C)]` layout: u64 val, u64 uaddr, u32 flags, u32 reserved = 0) that live for the
     // call; `ts` is null or points to a timespec on our stack. The kernel only reads them and
-    // the words they name (see `Waiter`).
+    // the words they name (see `FutexWaitv`).
     let r = unsafe {
         libc::syscall(
             libc::SYS_futex_waitv,
@@ -122,51 +149,3 @@ pub(crate) fn wait_any(waiters: &[Waiter], timeout: Option<Duration>) -> WaitAny
     }
     WaitAny::Returned
 }
-
-/// Elsewhere there is no multi-word wait: callers poll.
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn wait_any(_waiters: &[Waiter], _timeout: Option<Duration>) -> WaitAny {
-    WaitAny::Unsupported
-}
-
-/// Sleeps while `word` holds `expected`, for at most `timeout`.
-#[cfg(not(loom))]
-pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    super::futex_wait(word, expected, Some(timeout));
-}
-
-/// Sleeps while `word` holds `expected`, for at most `timeout` (`None`: until woken).
-#[cfg(not(loom))]
-pub(crate) fn wait_for(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    super::futex_wait(word, expected, timeout);
-}
-
-/// Wakes every thread sleeping on `word` (in any process).
-#[cfg(not(loom))]
-pub(crate) fn wake(word: &AtomicU32) {
-    super::futex_wake(word);
-}
-
-/// Under loom the platform's calls take loom's atomics, and the services (which keep the
-/// standard ones) are not model-checked: poll the word in short slices.
-#[cfg(loom)]
-pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    wait_for(word, expected, Some(timeout));
-}
-
-/// Under loom: as `wait`, polling (`None`: until the word changes).
-#[cfg(loom)]
-pub(crate) fn wait_for(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    use std::sync::atomic::Ordering;
-    let until = timeout.map(|t| std::time::Instant::now() + t);
-    // Acquire: pairs with the Release increment the waker makes before `wake`.
-    while word.load(Ordering::Acquire) == expected
-        && until.is_none_or(|u| std::time::Instant::now() < u)
-    {
-        std::thread::sleep(Duration::from_micros(50));
-    }
-}
-
-/// Under loom: nothing to do, sleepers poll.
-#[cfg(loom)]
-pub(crate) fn wake(_word: &AtomicU32) {}

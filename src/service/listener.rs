@@ -3,15 +3,8 @@
 //! The listener is a small mapping under the listener's name (`/shmlink-<name>`, its own magic
 //! number, so [`Channel::connect`] refuses it with [`Error::WrongKind`] and
 //! [`segments`](crate::segments) lists it like a channel whose creator is the server). It holds
-//! a fixed number of client slots (the limit on concurrent clients) and a doorbell futex word:
-//!
-//! ```text
-//! 0      SegmentHeader: listener magic, version, header size, the connections' ring capacity,
-//!        total size, ready word, creator = the server process
-//! 1024   slot count, doorbell word
-//! 4096   slots, 64 bytes each: state word (client pid << 32 | state), sequence number,
-//!        client start time, a futex word the server bumps once it has connected
-//! ```
+//! a fixed number of client slots (the limit on concurrent clients) and a doorbell futex word
+//! (the bytes are drawn in `crate::layout::listener`).
 //!
 //! A client ([`Listener::connect`]) claims a free slot with a compare-and-swap, creates its own
 //! channel under a name derived from the listener's (`<name>.<pid>.<seq>`), publishes the slot
@@ -38,34 +31,26 @@
 //! clients uses a listener.
 
 use std::borrow::{Borrow, BorrowMut};
-use std::mem::{offset_of, size_of};
+use std::mem::size_of;
 use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::CachePadded;
-
 use crate::channel::{mode_of, Channel, Config};
 use crate::error::{Error, Result, KIND_CHANNEL, KIND_LISTENER};
-use crate::layout::{
-    check_capacity, SegmentHeader, HEADER_SIZE, LISTENER_MAGIC, MAGIC, PEER_CLOSED, PEER_PRESENT,
-    READY, RINGS_OFFSET,
+use crate::layout::listener::{
+    listener_size, slot_lock, ListenerHeader, Slot, LISTENER_MAGIC, LISTENER_VERSION, MAX_CLIENTS,
+    SLOTS_OFFSET, SLOT_ACTIVE, SLOT_CLAIMED, SLOT_FREE, SLOT_NAMED, SLOT_PENDING,
 };
-use crate::lock;
+use crate::layout::{
+    check_capacity, SegmentHeader, CREATOR_LOCK, MAGIC, PEER_CLOSED, PEER_PRESENT, READY,
+    RINGS_OFFSET,
+};
 use crate::mapping::{self, Mapping};
-use crate::platform::futex;
-use crate::process::ProcessId;
+use crate::sys::{futex_wait, futex_wake, lock, ProcessId};
 use crate::wait::WaitStrategy;
 
-/// Bumped whenever the listener layout or its slot protocol changes.
-const LISTENER_VERSION: u32 = 1;
-/// Offset of the first slot.
-pub const SLOTS_OFFSET: usize = 4096;
-/// Bytes per slot.
-pub const SLOT_SIZE: usize = size_of::<Slot>();
-/// Most clients one listener admits at once.
-pub const MAX_CLIENTS: usize = 4096;
 /// Concurrent clients a listener admits by default ([`Listener::bind`]).
 pub const DEFAULT_MAX_CLIENTS: usize = 64;
 /// How often a client waiting to be accepted looks whether the server still runs.
@@ -74,67 +59,12 @@ const CLIENT_CHECK: Duration = Duration::from_millis(10);
 /// claimed and not yet published (or a name waits to be removed again).
 const SWEEP_PERIOD: Duration = Duration::from_millis(100);
 
-/// Slot states (low 32 bits of the slot word; the high 32 bits hold the client's pid).
-const SLOT_FREE: u64 = 0;
-/// Claimed by a client that has not written its sequence number yet.
-const SLOT_CLAIMED: u64 = 1;
-/// The client is creating its channel; the sequence number is written.
-const SLOT_NAMED: u64 = 4;
-/// The client's channel exists and waits for the server.
-const SLOT_PENDING: u64 = 2;
-/// The server holds the connection.
-pub const SLOT_ACTIVE: u64 = 3;
 /// How long the server keeps trying to remove the name of a client that looked alive when its
 /// connection ended (a process that is being killed holds its files for a moment).
 const RECLAIM_FOR: Duration = Duration::from_secs(5);
 
-/// Fixed fields of the listener, after the segment header.
-#[repr(C)]
-struct ListenerHeader {
-    /// Number of slots.
-    slots: AtomicU32,
-    _reserved: AtomicU32,
-    /// Bumped (and woken) by every client that publishes a pending slot.
-    doorbell: CachePadded<AtomicU32>,
-}
-
-/// One client slot.
-#[repr(C, align(64))]
-struct Slot {
-    /// `pid << 32 | state`.
-    word: AtomicU64,
-    /// The client's connection number: its channel is `<listener>.<pid>.<seq>`.
-    seq: AtomicU64,
-    /// The client's process start time (0 where unknown).
-    start_time: AtomicU64,
-    /// Bumped (and woken) by the server once it has connected to the client's channel.
-    accepted: AtomicU32,
-}
-
-const _: () = {
-    assert!(size_of::<SegmentHeader>() <= RINGS_OFFSET);
-    assert!(RINGS_OFFSET + size_of::<ListenerHeader>() <= SLOTS_OFFSET);
-    assert!(size_of::<Slot>() == 64);
-    assert!(offset_of!(Slot, word) == 0);
-    assert!(SLOTS_OFFSET >= HEADER_SIZE);
-    assert!(RINGS_OFFSET % std::mem::align_of::<ListenerHeader>() == 0);
-    assert!(SLOTS_OFFSET % std::mem::align_of::<Slot>() == 0);
-};
-
-fn listener_size(slots: usize) -> usize {
-    SLOTS_OFFSET + slots * size_of::<Slot>()
-}
-
-/// True for a size `Listener::bind` gives its mapping (so a listener whose server died before it
-/// wrote the header is still recognised, and reclaimed).
-pub(crate) fn is_listener_size(size: u64) -> bool {
-    size.checked_sub(SLOTS_OFFSET as u64)
-        .filter(|slots| slots % size_of::<Slot>() as u64 == 0)
-        .is_some_and(|slots| (1..=MAX_CLIENTS as u64).contains(&(slots / size_of::<Slot>() as u64)))
-}
-
 /// The listener mapping, shared by the listener and the connections it handed out.
-struct Shared {
+struct ListenerMap {
     map: Mapping,
     slots: usize,
     name: String,
@@ -149,11 +79,11 @@ struct Shared {
     lease_lock: Mutex<()>,
 }
 
-// SAFETY: the mapping is plain memory that stays valid while `Shared` lives; every access to it
+// SAFETY: the mapping is plain memory that stays valid while `ListenerMap` lives; every access to it
 // goes through atomics (`SegmentHeader`, `ListenerHeader`, `Slot` are all atomics).
-unsafe impl Sync for Shared {}
+unsafe impl Sync for ListenerMap {}
 
-impl Shared {
+impl ListenerMap {
     fn header(&self) -> &SegmentHeader {
         // SAFETY: the mapping is page-aligned and at least SLOTS_OFFSET bytes (checked when it
         // was made or opened); the header is all atomics, valid for any bytes.
@@ -181,8 +111,8 @@ impl Shared {
         }
     }
 
-    fn new(map: Mapping, name: &str, slots: usize) -> Shared {
-        Shared {
+    fn new(map: Mapping, name: &str, slots: usize) -> ListenerMap {
+        ListenerMap {
             map,
             slots,
             name: name.to_owned(),
@@ -193,7 +123,7 @@ impl Shared {
     }
 
     /// Opens the listener `name` as a client and checks its header. Every error names it.
-    fn open(name: &str) -> Result<Shared> {
+    fn open(name: &str) -> Result<ListenerMap> {
         let map = Mapping::open_named(name)?;
         if map.len() < SLOTS_OFFSET {
             return Err(Error::size_mismatch(
@@ -204,7 +134,7 @@ impl Shared {
                 ),
             ));
         }
-        let probe = Shared::new(map, name, 0);
+        let probe = ListenerMap::new(map, name, 0);
         let hdr = probe.header();
         // Acquire: pairs with the Release store of `ready` in `Listener::bind`.
         let ready = hdr.ready.load(Ordering::Acquire);
@@ -249,7 +179,7 @@ impl Shared {
                 ),
             ));
         }
-        Ok(Shared { slots, ..probe })
+        Ok(ListenerMap { slots, ..probe })
     }
 
     /// Leases slot `i`, whose word is `pending` (a client waiting there), to a connection: marks
@@ -357,7 +287,7 @@ impl Shared {
         // Release: pairs with the Acquire load in `Listener::accept_deadline`: a server that
         // reads the new value sees the pending slot published before it.
         bell.fetch_add(1, Ordering::Release);
-        futex::wake(bell);
+        futex_wake(bell);
     }
 }
 
@@ -382,7 +312,7 @@ impl Shared {
 /// Clients connect with [`Listener::connect`]. To serve many connections from one thread, put
 /// them in a [`Selector`](crate::Selector).
 pub struct Listener {
-    shared: Arc<Shared>,
+    shared: Arc<ListenerMap>,
     config: Config,
     /// Where the next scan starts, so no slot is always served last.
     next: AtomicUsize,
@@ -435,9 +365,9 @@ impl Listener {
             }
             other => other?,
         };
-        let shared = Shared {
+        let shared = ListenerMap {
             leased: (0..max_clients).map(|_| AtomicBool::new(false)).collect(),
-            ..Shared::new(map, name, max_clients)
+            ..ListenerMap::new(map, name, max_clients)
         };
         let hdr = shared.header();
         let me = ProcessId::current();
@@ -450,7 +380,7 @@ impl Listener {
             .store(max_clients as u32, Ordering::Relaxed);
         hdr.creator.record(me, mode_of(config.wait));
         hdr.creator.state.store(PEER_PRESENT, Ordering::Relaxed);
-        // Release: pairs with the Acquire load of `ready` in `Shared::open`.
+        // Release: pairs with the Acquire load of `ready` in `ListenerMap::open`.
         hdr.ready.store(READY, Ordering::Release);
         // A previous server's clients that died after it dropped their connections.
         reclaim_dead_connections(name);
@@ -501,7 +431,7 @@ impl Listener {
     fn accept_deadline(&self, deadline: Option<Instant>) -> Result<Connection> {
         let bell = &self.shared.control().doorbell;
         loop {
-            // Acquire: pairs with the Release increment in `Shared::ring_doorbell`.
+            // Acquire: pairs with the Release increment in `ListenerMap::ring_doorbell`.
             let seen = bell.load(Ordering::Acquire);
             let (conn, busy) = self.scan_for_work()?;
             if let Some(conn) = conn {
@@ -515,7 +445,7 @@ impl Listener {
                 }
                 nap = Some(nap.map_or(d - now, |n| n.min(d - now)));
             }
-            futex::wait_for(bell, seen, nap);
+            futex_wait(bell, seen, nap);
         }
     }
 
@@ -577,7 +507,7 @@ impl Listener {
                             // Release: pairs with the client's Acquire load of `accepted`; our
                             // connect (connector PRESENT) happened before.
                             slot.accepted.fetch_add(1, Ordering::Release);
-                            futex::wake(&slot.accepted);
+                            futex_wake(&slot.accepted);
                             return Ok((
                                 Some(Connection {
                                     channel,
@@ -595,7 +525,7 @@ impl Listener {
                 state @ (SLOT_CLAIMED | SLOT_NAMED) => {
                     // A claimer holds its slot's lock from before its claim until it is
                     // accepted: a claimed slot without it lost its client.
-                    if lock::alive(self.shared.map.file().as_raw_fd(), slot_lock(i), pid)? {
+                    if lock::alive(self.shared.map.file().as_raw_fd(), slot_lock(i))? {
                         busy = true;
                         continue;
                     }
@@ -634,7 +564,7 @@ impl Listener {
     /// leaves no slot taken.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
         mapping::validate_name(name)?;
-        let shared = Shared::open(name)?;
+        let shared = ListenerMap::open(name)?;
         connect_to(&shared, wait, None)
     }
 
@@ -654,14 +584,9 @@ impl Listener {
     pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
         mapping::validate_name(name)?;
         let deadline = Instant::now() + timeout;
-        let shared = mapping::retry_until_there(deadline, || Shared::open(name))?;
+        let shared = mapping::retry_until_there(deadline, || ListenerMap::open(name))?;
         connect_to(&shared, wait, Some(deadline))
     }
-}
-
-/// The lock a client holds on slot `i` while it waits to be accepted.
-fn slot_lock(i: usize) -> lock::End {
-    lock::End::Slot((SLOTS_OFFSET + i * size_of::<Slot>()) as u64)
 }
 
 fn connection_name(listener: &str, pid: u32, seq: u64) -> String {
@@ -681,9 +606,10 @@ struct Claim<'a> {
 }
 
 impl Claim<'_> {
-    /// Stores `word`. Release: pairs with the server's Acquire load of the slot word in `scan`:
-    /// publishes `seq` and `start_time`.
-    fn set(&mut self, word: u64) {
+    /// Moves the slot to `state`, keeping our pid in the word. Release: pairs with the
+    /// server's Acquire load of the slot word in `scan`: publishes `seq` and `start_time`.
+    fn set_state(&mut self, state: u64) {
+        let word = (self.word & !0xffff_ffff) | state;
         self.slot.word.store(word, Ordering::Release);
         self.word = word;
     }
@@ -708,7 +634,7 @@ impl Drop for Claim<'_> {
 }
 
 /// Claims a free slot of `shared` for the process `pid`: its lock first, then the word.
-fn claim(shared: &Shared, pid: u32) -> Result<Option<Claim<'_>>> {
+fn claim(shared: &ListenerMap, pid: u32) -> Result<Option<Claim<'_>>> {
     let claimed = (u64::from(pid) << 32) | SLOT_CLAIMED;
     let file = shared.map.file();
     for i in 0..shared.slots {
@@ -735,28 +661,26 @@ fn claim(shared: &Shared, pid: u32) -> Result<Option<Claim<'_>>> {
 }
 
 /// True while the server holds its creator lock on the listener.
-fn server_alive(shared: &Shared, server: ProcessId) -> Result<bool> {
-    lock::alive(
-        shared.map.file().as_raw_fd(),
-        lock::End::Creator,
-        server.pid,
-    )
+fn server_alive(shared: &ListenerMap) -> Result<bool> {
+    lock::alive(shared.map.file().as_raw_fd(), CREATOR_LOCK)
 }
 
-fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) -> Result<Channel> {
+/// Connects to the listener of `shared` as a client: claims a slot, makes the channel the
+/// server will connect to, and waits until it has (at most until `deadline`).
+fn connect_to(
+    shared: &ListenerMap,
+    wait: WaitStrategy,
+    deadline: Option<Instant>,
+) -> Result<Channel> {
     let (state, server) = shared.server();
     if state != PEER_PRESENT {
         return Err(Error::disconnected(&shared.name));
     }
-    let server_gone = || Error::PeerGone {
-        channel: shared.name.clone(),
-        pid: server.pid,
-    };
     // A listener whose server died: nobody would ever accept us, so claim nothing.
-    if !server_alive(shared, server)? {
-        return Err(server_gone());
+    if !server_alive(shared)? {
+        return Err(server_gone(shared, server));
     }
-    // Relaxed: published with `ready`, which `Shared::open` read with Acquire.
+    // Relaxed: published with `ready`, which `ListenerMap::open` read with Acquire.
     let capacity = shared.header().capacity.load(Ordering::Relaxed);
     let capacity = usize::try_from(capacity)
         .ok()
@@ -776,28 +700,58 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
             limit: shared.slots,
         });
     };
+    let channel = create_channel(shared, &mut claim, me, &Config { capacity, wait })?;
+    await_accept(shared, claim, channel, server, deadline)
+}
+
+/// [`Error::PeerGone`] for the listener's server.
+fn server_gone(shared: &ListenerMap, server: ProcessId) -> Error {
+    Error::PeerGone {
+        channel: shared.name.clone(),
+        pid: server.pid,
+    }
+}
+
+/// Makes the client's channel for the slot `claim` holds, under the next free connection
+/// number, naming it in the slot first.
+fn create_channel(
+    shared: &ListenerMap,
+    claim: &mut Claim<'_>,
+    me: ProcessId,
+    config: &Config,
+) -> Result<Channel> {
     let slot = claim.slot;
-    let config = Config { capacity, wait };
-    let channel = loop {
+    loop {
         // Relaxed: only needs to be unique within this process.
         let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
         // Name the channel in the slot before making it, so the server can remove it should we
         // die before publishing the slot.
         slot.seq.store(seq, Ordering::Relaxed);
         slot.start_time.store(me.start_time, Ordering::Relaxed);
-        claim.set((u64::from(me.pid) << 32) | SLOT_NAMED);
-        match Channel::create_for_listener(&connection_name(&shared.name, me.pid, seq), &config) {
-            Ok(channel) => break channel,
+        claim.set_state(SLOT_NAMED);
+        match Channel::create_for_listener(&connection_name(&shared.name, me.pid, seq), config) {
+            Ok(channel) => return Ok(channel),
             // A live channel of ours under that name (made by hand?): take the next number.
             Err(Error::AlreadyExists(_)) => continue,
             Err(e) => return Err(e),
         }
-    };
+    }
+}
+
+/// Publishes the slot `claim` holds (its channel made), rings the doorbell and waits until the
+/// server has connected to `channel`, or closed or lost the listener, or `deadline` passed.
+fn await_accept(
+    shared: &ListenerMap,
+    mut claim: Claim<'_>,
+    mut channel: Channel,
+    server: ProcessId,
+    deadline: Option<Instant>,
+) -> Result<Channel> {
+    let slot = claim.slot;
     // Acquire: pairs with the server's Release increment after it connected.
     let mut seen = slot.accepted.load(Ordering::Acquire);
-    claim.set((u64::from(me.pid) << 32) | SLOT_PENDING);
+    claim.set_state(SLOT_PENDING);
     shared.ring_doorbell();
-    let mut channel = channel;
     loop {
         if channel.is_peer_connected() {
             claim.accepted();
@@ -811,8 +765,8 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
         if state == PEER_CLOSED {
             return Err(Error::disconnected(&shared.name));
         }
-        if !server_alive(shared, server)? {
-            return Err(server_gone());
+        if !server_alive(shared)? {
+            return Err(server_gone(shared, server));
         }
         let mut nap = CLIENT_CHECK;
         if let Some(d) = deadline {
@@ -822,7 +776,7 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
             }
             nap = nap.min(d - now);
         }
-        futex::wait(&slot.accepted, seen, nap);
+        futex_wait(&slot.accepted, seen, Some(nap));
         // Acquire: as above.
         seen = slot.accepted.load(Ordering::Acquire);
     }
@@ -830,7 +784,7 @@ fn connect_to(shared: &Shared, wait: WaitStrategy, deadline: Option<Instant>) ->
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        // Release: pairs with the Acquire load in `Shared::server`: clients waiting to be
+        // Release: pairs with the Acquire load in `ListenerMap::server`: clients waiting to be
         // accepted stop waiting.
         self.shared
             .header()
@@ -840,7 +794,7 @@ impl Drop for Listener {
         for i in 0..self.shared.slots {
             let slot = self.shared.slot(i);
             slot.accepted.fetch_add(1, Ordering::Release);
-            futex::wake(&slot.accepted);
+            futex_wake(&slot.accepted);
         }
         // Names of clients that died after their connection was dropped (while they were
         // alive) and after the last retry: nobody else would remove them.
@@ -882,7 +836,7 @@ fn reclaim_dead_connections(listener: &str) {
 /// Holds a slot while the server holds the connection.
 pub(crate) struct SlotLease {
     /// The listener; once it is gone there is no slot to free.
-    shared: Weak<Shared>,
+    shared: Weak<ListenerMap>,
     index: usize,
     /// The slot word the lease made (the client's pid, active).
     active: u64,

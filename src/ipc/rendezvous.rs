@@ -25,12 +25,10 @@
 //! server directory removed and made again by someone else is not trusted either
 //! ([`Connecting`]).
 
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -39,6 +37,7 @@ use std::time::{Duration, Instant};
 use ipc_channel::ipc::IpcSender;
 use serde::{Deserialize, Serialize};
 
+use crate::sys::{self, euid};
 use crate::Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -48,12 +47,6 @@ pub(crate) const MAX_RENDEZVOUS: usize = 4096;
 
 /// First line of a listener's rendezvous file.
 pub(crate) const LISTENER_TAG: &str = "listener";
-
-/// The effective user id: the owner every file and directory here must have.
-pub(crate) fn euid() -> u32 {
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    unsafe { libc::geteuid() }
-}
 
 /// The fallback's files of one channel or listener.
 #[derive(Clone, Copy, Debug)]
@@ -150,7 +143,9 @@ fn checked_dir(name: &str, create: bool) -> Result<PathBuf> {
     }
 }
 
-/// Where the `kind` file of channel `name` lives, without checking or making its directory.
+/// Where the `kind` file of channel `name` lives, without checking or making its directory
+/// (for tests, which look for the files).
+#[cfg(any(test, feature = "test-hooks"))]
 pub(crate) fn path_of(name: &str, kind: Kind) -> PathBuf {
     dir_path().join(kind.file_name(name))
 }
@@ -161,7 +156,8 @@ pub(crate) fn checked_path(name: &str, kind: Kind, create: bool) -> Result<PathB
 }
 
 /// Where the rendezvous file of channel `name` lives (its directory neither checked nor made).
-pub fn rendezvous_path(name: &str) -> PathBuf {
+#[cfg(any(test, feature = "test-hooks"))]
+pub(crate) fn rendezvous_path(name: &str) -> PathBuf {
     path_of(name, Kind::Rendezvous)
 }
 
@@ -504,46 +500,13 @@ pub(crate) fn unlink_server(server: &str) -> bool {
 /// nothing when the server's queue of connections is full (its thread is not waiting in
 /// `accept` then: it takes one of those) or the server is gone.
 pub(crate) fn wake(server: &str) {
-    drop(connect_now(server));
-}
-
-/// A connection to the one-shot server `server`, made without blocking: `None` when the server
-/// is gone or its queue of connections is full.
-pub(crate) fn connect_now(server: &str) -> Option<OwnedFd> {
-    let path = CString::new(server).ok()?;
-    // SAFETY: an all-zero `sockaddr_un` is a valid (empty) address.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    let bytes = path.as_bytes_with_nul();
-    if bytes.len() > addr.sun_path.len() {
-        return None;
-    }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (to, from) in addr.sun_path.iter_mut().zip(bytes) {
-        *to = *from as libc::c_char;
-    }
-    let kind = libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
-    // SAFETY: socket takes no pointers and returns a new descriptor or -1.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, kind, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: `fd` is a descriptor we just made and own; `OwnedFd` closes it once, on drop.
-    let socket = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: `addr` is a valid `sockaddr_un` on our stack for the whole call, and the length
-    // passed is its size; a refused or failed connect is only an error return.
-    let connected = unsafe {
-        libc::connect(
-            fd,
-            std::ptr::addr_of!(addr).cast::<libc::sockaddr>(),
-            std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
-        )
-    };
-    (connected == 0).then_some(socket)
+    drop(sys::connect_seqpacket_now(server));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::CString;
 
     /// A directory of its own under the temporary directory, removed on drop.
     struct Scratch(PathBuf);

@@ -20,18 +20,19 @@
 //! * at most 128 words per kernel wait: with more channels the selector sleeps on the first 128
 //!   (in rotating order) and looks at all of them at least every millisecond;
 //! * channels whose receiving end waits with `Spin` or `SpinYield` are never woken by their
-//!   peer, and without `futex_waitv` (older kernels, other platforms) nothing is: in both cases
+//!   peer, and without `futex_waitv` (kernels before 5.16) nothing is: in both cases
 //!   the selector looks every millisecond instead of sleeping.
 
 use std::borrow::BorrowMut;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use super::listener::{Connection, Listener};
 use crate::channel::Channel;
 use crate::error::Result;
-use crate::listener::{Connection, Listener};
-use crate::platform::futex::{self, WaitAny, Waiter, WAITV_MAX};
 use crate::ring::full_fence;
+use crate::sync;
+use crate::sys::{wait_any, FutexWaitv, WaitAny, WAITV_MAX};
 use crate::wait::{Policy, WaitStrategy, UNWATCHED_SLICE};
 /// The sleep slice of the degraded paths.
 const POLL_SLICE: Duration = Duration::from_millis(1);
@@ -66,19 +67,19 @@ const POLL_SLICE: Duration = Duration::from_millis(1);
 ///
 /// The receiving ends should wait with [`WaitStrategy::Block`] (the default): their peers only
 /// make wake-up calls for ends that announced they may sleep. Then an idle selector sleeps
-/// until a message, a close or a death wakes it, with no timed wake-ups: on Linux the
-/// process's death watcher (a thread holding a pidfd per peer) wakes it when a peer process
+/// until a message, a close or a death wakes it, with no timed wake-ups: the process's death
+/// watcher (a thread holding a pidfd per peer) wakes it when a peer process
 /// dies, so the dead peer's channel is ready at once and its next receive reports
 /// [`Error::PeerGone`](crate::Error::PeerGone). A peer the watcher cannot cover (no pidfds,
 /// a peer in another pid namespace, one that has not connected yet) is looked at every 10 ms
 /// instead, as a `Block` receive does. Ends with another strategy, more than 128 channels, or
-/// a platform without `futex_waitv` make the selector look every millisecond instead of
-/// sleeping until woken.
+/// a kernel without `futex_waitv` (before 5.16) make the selector look every millisecond
+/// instead of sleeping until woken.
 #[derive(Debug, Default)]
 pub struct Selector {
     start: usize,
     ready: Vec<usize>,
-    waiters: Vec<Waiter>,
+    waiters: Vec<FutexWaitv>,
     /// Channels whose sleeper count we raised, to lower again.
     announced: Vec<usize>,
     /// Whether the last scan found a channel whose peer the death watcher does not cover.
@@ -357,7 +358,7 @@ impl Selector {
         self.announced.clear();
         let mut partial = n + usize::from(bell_seen.is_some()) > WAITV_MAX;
         if let (Some(bell), Some(seen)) = (set.bell(), bell_seen) {
-            self.waiters.push(Waiter::new(bell, seen));
+            self.waiters.push(FutexWaitv::new(bell, seen));
         }
         for k in 0..n {
             if self.waiters.len() == WAITV_MAX {
@@ -376,7 +377,7 @@ impl Selector {
             let seen = cell.futex.load(Ordering::Acquire);
             // Relaxed RMW, ordered by the fence below (F1 of the channel's handshake).
             cell.sleepers.fetch_add(1, Ordering::Relaxed);
-            self.waiters.push(Waiter::cell(&cell.futex, seen));
+            self.waiters.push(sync::futex_waitv(&cell.futex, seen));
             self.announced.push(i);
         }
         // F1: pairs with F2 in the peer's `wake_if_sleeping`: either we see its frame below, or
@@ -391,7 +392,7 @@ impl Selector {
             } else {
                 nap
             };
-            if futex::wait_any(&self.waiters, timeout) == WaitAny::Unsupported {
+            if wait_any(&self.waiters, timeout) == WaitAny::Unsupported {
                 polled = true;
             }
         }

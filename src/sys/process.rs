@@ -4,30 +4,25 @@
 
 /// What an endpoint records about its process: the pid plus the process start time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProcessId {
+pub(crate) struct ProcessId {
     /// The process id.
-    pub pid: u32,
-    /// Start time in clock ticks since boot (Linux), or 0 where unknown.
-    pub start_time: u64,
+    pub(crate) pid: u32,
+    /// Start time in clock ticks since boot, or 0 where unknown.
+    pub(crate) start_time: u64,
 }
 
 impl ProcessId {
     /// This process. The start time comes from `/proc/self`, which names this process even
     /// when `/proc` belongs to another PID namespace than ours.
-    pub fn current() -> ProcessId {
-        #[cfg(target_os = "linux")]
-        let start_time = start_time_at("/proc/self/stat");
-        #[cfg(not(target_os = "linux"))]
-        let start_time = None;
+    pub(crate) fn current() -> ProcessId {
         ProcessId {
             pid: std::process::id(),
-            start_time: start_time.unwrap_or(0),
+            start_time: start_time_at("/proc/self/stat").unwrap_or(0),
         }
     }
 }
 
 /// Start time (clock ticks since boot) from a `stat` file of `/proc`, allocation-free.
-#[cfg(target_os = "linux")]
 pub(crate) fn start_time_at(path: &str) -> Option<u64> {
     use std::io::Read;
 

@@ -3,7 +3,7 @@
 //!
 //! The listener owns an accept thread that publishes one [`IpcOneShotServer`] after another in
 //! the rendezvous file (`listener\n<pid>\n<server>`, replaced in one step; the file's rules are
-//! in [`crate::rendezvous`]), and passes each resulting connection to [`IpcListener::accept`]
+//! in `rendezvous.rs`), and passes each resulting connection to [`IpcListener::accept`]
 //! through a queue. A client reads the file, connects to the server it names and sends a hello
 //! with the creator's halves of a new duplex (as for a plain channel) and a sender for the
 //! reply:
@@ -27,7 +27,7 @@
 //! [`MAX_SERVING`] servers wait for a hello at once: past that, nothing is retired until one of
 //! them ends, so silent connections cannot make threads without bound.
 //!
-//! Liveness is an open-file-description lock ([`crate::lock`]) on the lock file beside the
+//! Liveness is an open-file-description lock (`crate::sys::lock`) on the lock file beside the
 //! rendezvous file (`shmlink-<name>.ipc.lock`), held for the listener's whole life: a second
 //! listener of the same name fails while it is held, and a listener whose process died
 //! (lock released by the kernel) is reclaimed by the next [`IpcListener::bind`]. A waiting
@@ -54,10 +54,11 @@ use ipc_channel::ipc::{self, IpcOneShotServer, IpcSender};
 use ipc_channel::TryRecvError;
 use serde::{Deserialize, Serialize};
 
-use crate::fallback::{self, Halves, IpcDuplex};
-use crate::listener::MAX_CLIENTS;
-use crate::lock;
-use crate::rendezvous::{self, Connecting, Kind, Published};
+use super::rendezvous::{self, Connecting, Kind, Published};
+use super::{connector_side, validate_name, Halves, IpcDuplex};
+use crate::layout::listener::MAX_CLIENTS;
+use crate::layout::CREATOR_LOCK;
+use crate::sys::lock;
 use crate::Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -73,7 +74,7 @@ const MAX_SERVING: usize = 8;
 /// The byte of the lock file a client holds while its answer is late (the listener's own lock
 /// is on [`crate::layout::CREATOR_LOCK`]).
 const WAITING_BYTE: u64 = 1;
-const _: () = assert!(WAITING_BYTE != crate::layout::CREATOR_LOCK);
+const _: () = assert!(WAITING_BYTE != CREATOR_LOCK);
 /// How long a dropped listener waits for its accept thread to end (it only stays longer while
 /// the operating system keeps it from running); after that the thread is left to end alone.
 const STOP_WAIT: Duration = Duration::from_secs(2);
@@ -98,7 +99,8 @@ enum Reply {
 }
 
 /// Where the lock file of listener `name` lives (beside its rendezvous file).
-pub fn lock_path(name: &str) -> PathBuf {
+#[cfg(any(test, feature = "test-hooks"))]
+pub(crate) fn lock_path(name: &str) -> PathBuf {
     rendezvous::path_of(name, Kind::Lock)
 }
 
@@ -117,7 +119,7 @@ fn open_lock(name: &str, write: bool) -> Result<File> {
 /// True while a live listener holds the lock of `name`.
 pub(crate) fn alive(name: &str) -> Result<bool> {
     match open_lock(name, false) {
-        Ok(file) => lock::alive(file.as_raw_fd(), lock::End::Creator, 0),
+        Ok(file) => lock::alive(file.as_raw_fd(), CREATOR_LOCK),
         Err(Error::NotFound(_)) => Ok(false),
         Err(e) => Err(e),
     }
@@ -280,7 +282,7 @@ fn take_lock(name: &str) -> Result<Option<(PathBuf, File)>> {
                 .create(true)
                 .mode(0o600),
         )?;
-        if !lock::take(&file, lock::End::Creator, false)? {
+        if !lock::take(&file, CREATOR_LOCK, false)? {
             return Ok(None);
         }
         // A listener that was closing may have removed the file between our open and our
@@ -324,7 +326,7 @@ fn remove_dead_server(name: &str) {
 impl IpcListener {
     /// Makes the listener `name`, admitting at most `max_clients` live connections.
     pub(crate) fn bind(name: &str, max_clients: usize) -> Result<IpcListener> {
-        fallback::validate_name(name)?;
+        validate_name(name)?;
         if !(1..=MAX_CLIENTS).contains(&max_clients) {
             return Err(Error::InvalidConfig(format!(
                 "listener {name:?}: max_clients {max_clients} must be between 1 and {MAX_CLIENTS}"
@@ -599,10 +601,8 @@ impl Worker {
     /// is room for another server's thread.
     fn stalled(&self) -> bool {
         let late = match &self.waiting {
-            // Unknown (or no byte locks on this platform): assume a client waits.
-            Some(file) => {
-                lock::alive(file.as_raw_fd(), lock::End::Slot(WAITING_BYTE), 0).unwrap_or(true)
-            }
+            // Unknown: assume a client waits.
+            Some(file) => lock::alive(file.as_raw_fd(), WAITING_BYTE).unwrap_or(true),
             None => true,
         };
         late && self.serving.len() < MAX_SERVING && self.serving.iter().any(|s| s.current)
@@ -702,14 +702,14 @@ impl Waiting<'_> {
         let Some(file) = &self.lock else {
             return Ok(false);
         };
-        if !lock::alive(file.as_raw_fd(), lock::End::Creator, 0)? {
+        if !lock::alive(file.as_raw_fd(), CREATOR_LOCK)? {
             return Err(Error::PeerGone {
                 channel: self.name.to_owned(),
                 pid: self.pid,
             });
         }
         // Held by another waiting client already: it says the same for both.
-        let _ = lock::take(file, lock::End::Slot(WAITING_BYTE), false)?;
+        let _ = lock::take(file, WAITING_BYTE, false)?;
         Ok(matches!(rendezvous::read(self.name),
             Ok(Published::Listener { server, .. }) if server == self.server))
     }
@@ -745,10 +745,10 @@ fn attempt(
             return Ok(None);
         }
     };
-    let (halves, state) = fallback::connector_side()?;
+    let (halves, link) = connector_side()?;
     // Made before the answer comes, so that giving up says goodbye (a clean close) to a server
     // that accepted us after all.
-    let duplex = IpcDuplex::connector(name, state, pid);
+    let duplex = IpcDuplex::connector(name, link, pid);
     let (reply, answer) = ipc::channel::<Reply>()?;
     if bootstrap.send(Hello::Client { halves, reply }).is_err() {
         return Ok(None);
@@ -956,7 +956,9 @@ mod tests {
         let mut silent = Vec::new();
         loop {
             let before = silent.len();
-            silent.extend(std::iter::from_fn(|| rendezvous::connect_now(&server)).take(100));
+            silent.extend(
+                std::iter::from_fn(|| crate::sys::connect_seqpacket_now(&server)).take(100),
+            );
             assert!(silent.len() < 1000, "the queue of connections never filled");
             if silent.len() == before {
                 break;

@@ -1,4 +1,5 @@
-//! The `#[repr(C)]` header at the start of every shared mapping.
+//! A channel's mapping: the segment header (whose fields a listener's mapping starts with too),
+//! the endpoints' records, the ring headers and their wait cells.
 //!
 //! ```text
 //! offset 0      SegmentHeader   magic, version, sizes, ready word, one PeerInfo per endpoint
@@ -7,14 +8,10 @@
 //! + capacity    region 1        `capacity` bytes of frames
 //! ```
 //!
-//! Everything here lives in memory another process can write, so readers validate each field
-//! before they use it (see [`SegmentHeader::validate`]). Only offsets and counters are stored,
-//! never pointers: each process maps the segment at its own address.
-//!
 //! # Liveness: byte locks, not pids
 //!
 //! Whether an endpoint is alive is not stored in the header at all: each endpoint holds a write
-//! lock (an open-file-description lock on Linux, see `lock.rs`) on one byte of the shared object
+//! lock (an open-file-description lock, see `crate::sys::lock`) on one byte of the shared object
 //! for its whole lifetime, the byte at the offset of its own [`PeerInfo`]:
 //!
 //! ```text
@@ -34,75 +31,44 @@ use std::mem::offset_of;
 #[cfg(not(loom))]
 use std::mem::{align_of, size_of};
 
+use super::frame::FRAME_ALIGN;
+use super::{Padded, CELL_ALIGN, HEADER_SIZE, LAYOUT_VERSION, MAGIC, POINTER_WIDTH};
 use crate::error::{Error, Result};
 
-/// `b"SHMLINK\0"` read as a little-endian `u64`.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMLINK\0");
-/// `b"SHMLLSN\0"` read as a little-endian `u64`: the magic number of a listener's mapping (see
-/// `listener.rs`), which starts with the same header fields as a channel's.
-pub(crate) const LISTENER_MAGIC: u64 = u64::from_le_bytes(*b"SHMLLSN\0");
-/// Bumped whenever the layout or the frame protocol changes.
-pub const LAYOUT_VERSION: u32 = 5;
-/// Bytes before the first ring region; a page, so regions start page-aligned.
-pub const HEADER_SIZE: usize = 4096;
-/// Offset of the two ring headers inside the segment header page.
-pub const RINGS_OFFSET: usize = 1024;
 /// Smallest ring capacity accepted.
-pub const MIN_CAPACITY: usize = 256;
+pub(crate) const MIN_CAPACITY: usize = 256;
 /// Largest ring capacity accepted (frame tags and lengths are 32-bit quantities).
-pub const MAX_CAPACITY: usize = 1 << 31;
-
-/// Alignment (and size) of every [`Padded`] cell, the same on every architecture.
-pub const CELL_ALIGN: usize = 128;
-/// Width of a pointer in the process that made the mapping, in bits.
-pub const POINTER_WIDTH: u32 = usize::BITS;
-
-/// Value of [`SegmentHeader::ready`] once the creator has initialised everything.
-pub const READY: u32 = 0x5245_4459; // "REDY"
+pub(crate) const MAX_CAPACITY: usize = 1 << 31;
 
 /// [`PeerInfo::state`]: nobody has claimed this end yet.
-pub const PEER_ABSENT: u32 = 0;
+pub(crate) const PEER_ABSENT: u32 = 0;
 /// [`PeerInfo::state`]: a process holds this end (alive while it holds the end's lock).
-pub const PEER_PRESENT: u32 = 1;
+pub(crate) const PEER_PRESENT: u32 = 1;
 /// [`PeerInfo::state`]: the process that held this end closed it.
-pub const PEER_CLOSED: u32 = 2;
+pub(crate) const PEER_CLOSED: u32 = 2;
 
 /// [`PeerInfo::state`]: a connector holding [`CONNECTOR_LOCK`] has claimed this end and is
 /// filling in its details. Without a lock holder it is a claimer that died: the next connector
 /// takes the slot over.
-pub const PEER_CLAIMING: u32 = 3;
+pub(crate) const PEER_CLAIMING: u32 = 3;
 
 /// The byte of the shared object whose write lock the creator holds for its lifetime.
-pub const CREATOR_LOCK: u64 = offset_of!(SegmentHeader, creator) as u64;
+pub(crate) const CREATOR_LOCK: u64 = offset_of!(SegmentHeader, creator) as u64;
 /// The byte of the shared object whose write lock the connector holds for its lifetime.
-pub const CONNECTOR_LOCK: u64 = offset_of!(SegmentHeader, connector) as u64;
+pub(crate) const CONNECTOR_LOCK: u64 = offset_of!(SegmentHeader, connector) as u64;
 
 /// [`PeerInfo::wait_mode`] values; `0` means "not announced yet".
 #[allow(dead_code)]
-pub const MODE_UNKNOWN: u32 = 0;
+pub(crate) const MODE_UNKNOWN: u32 = 0;
 /// The endpoint busy-waits and never sleeps in the kernel.
-pub const MODE_SPIN: u32 = 1;
+pub(crate) const MODE_SPIN: u32 = 1;
 /// The endpoint may sleep on the futex words and must be woken.
-pub const MODE_BLOCK: u32 = 2;
-
-/// A value alone on [`CELL_ALIGN`] bytes: two cells never share a cache line (nor a pair of
-/// lines that the prefetcher fetches together). The alignment is written out rather than taken
-/// from a per-architecture constant, so that the layout is the same for every build.
-#[repr(C, align(128))]
-#[derive(Debug, Default)]
-pub struct Padded<T>(pub T);
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-    #[inline]
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
+pub(crate) const MODE_BLOCK: u32 = 2;
 
 /// What one endpoint records about itself.
 #[repr(C)]
 #[derive(Debug)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct PeerInfo {
     /// `PEER_ABSENT`, `PEER_CLAIMING`, `PEER_PRESENT` or `PEER_CLOSED`.
     pub state: AtomicU32,
@@ -113,7 +79,7 @@ pub struct PeerInfo {
     pub pid: AtomicU32,
     /// Reserved, zero.
     pub _reserved: AtomicU32,
-    /// Start time of the holder process (clock ticks since boot on Linux, 0 where unknown).
+    /// Start time of the holder process (clock ticks since boot, 0 where unknown).
     /// Information only, like `pid`.
     pub start_time: AtomicU64,
     /// Largest message this endpoint accepts, in bytes. Written before `state` becomes
@@ -125,18 +91,19 @@ pub struct PeerInfo {
 /// The first bytes of every mapping.
 #[repr(C)]
 #[derive(Debug)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct SegmentHeader {
-    /// [`MAGIC`].
+    /// `MAGIC`.
     pub magic: AtomicU64,
-    /// [`LAYOUT_VERSION`].
+    /// `LAYOUT_VERSION`.
     pub version: AtomicU32,
-    /// [`HEADER_SIZE`]: offset of the first region.
+    /// `HEADER_SIZE`: offset of the first region.
     pub header_size: AtomicU32,
     /// Bytes in each ring region (a power of two).
     pub capacity: AtomicU64,
     /// Bytes in the whole mapping.
     pub total_size: AtomicU64,
-    /// [`READY`] once initialised; written last by the creator.
+    /// `READY` once initialised; written last by the creator.
     pub ready: AtomicU32,
     /// The frame alignment the creator's build uses (`FRAME_ALIGN`, 64).
     pub frame_align: AtomicU32,
@@ -153,6 +120,7 @@ pub struct SegmentHeader {
 /// Sleep/wake state for one side of one ring.
 #[repr(C)]
 #[derive(Debug)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct WaitCell {
     /// The futex word: bumped by the waker before each wake call.
     pub futex: AtomicU32,
@@ -163,6 +131,7 @@ pub struct WaitCell {
 /// Shared state of one ring. The frames themselves live in the region.
 #[repr(C)]
 #[derive(Debug)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub struct RingHeader {
     /// Producer index: bytes ever published (free-running).
     pub tail: Padded<AtomicU64>,
@@ -177,6 +146,7 @@ pub struct RingHeader {
 // The sizes hold for the real atomics; loom's model-checked ones are larger.
 #[cfg(not(loom))]
 const _: () = {
+    use super::RINGS_OFFSET;
     assert!(offset_of!(SegmentHeader, magic) == 0);
     assert!(offset_of!(SegmentHeader, version) == 8);
     assert!(offset_of!(SegmentHeader, header_size) == 12);
@@ -207,12 +177,12 @@ const _: () = {
 };
 
 /// Bytes a mapping with two rings of `capacity` bytes needs.
-pub fn segment_size(capacity: usize) -> usize {
+pub(crate) fn segment_size(capacity: usize) -> usize {
     HEADER_SIZE + 2 * capacity
 }
 
 /// Checks a capacity chosen by a caller.
-pub fn check_capacity(capacity: usize) -> Result<()> {
+pub(crate) fn check_capacity(capacity: usize) -> Result<()> {
     if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
         return Err(Error::InvalidConfig(format!(
             "ring capacity {capacity} must be a power of two between {MIN_CAPACITY} and {MAX_CAPACITY}"
@@ -224,7 +194,7 @@ pub fn check_capacity(capacity: usize) -> Result<()> {
 impl PeerInfo {
     /// Records the process holding this end and how it waits. Relaxed stores: published by the
     /// Release store that follows them (of `state`, or of the header's `ready`).
-    pub(crate) fn record(&self, me: crate::process::ProcessId, wait_mode: u32) {
+    pub(crate) fn record(&self, me: crate::sys::ProcessId, wait_mode: u32) {
         use std::sync::atomic::Ordering::Relaxed;
         self.pid.store(me.pid, Relaxed);
         self.start_time.store(me.start_time, Relaxed);
@@ -245,11 +215,10 @@ impl SegmentHeader {
     }
 
     /// Writes the layout parameters of this build (the fields `validate` compares).
-    pub fn write_layout(&self) {
+    pub(crate) fn write_layout(&self) {
         use std::sync::atomic::Ordering::Relaxed;
         // Relaxed: published by the creator's Release store of `ready`.
-        self.frame_align
-            .store(crate::ring::FRAME_ALIGN as u32, Relaxed);
+        self.frame_align.store(FRAME_ALIGN as u32, Relaxed);
         self.cell_align.store(CELL_ALIGN as u32, Relaxed);
         self.pointer_width.store(POINTER_WIDTH, Relaxed);
     }
@@ -257,7 +226,7 @@ impl SegmentHeader {
     /// Checks the fixed fields of a header the creator has marked ready, against the real
     /// length of the mapping; `magic` is the first word, as the caller read it. Returns the ring
     /// capacity. `name` names the channel in errors.
-    pub fn validate(&self, magic: u64, mapping_len: usize, name: &str) -> Result<usize> {
+    pub(crate) fn validate(&self, magic: u64, mapping_len: usize, name: &str) -> Result<usize> {
         use std::sync::atomic::Ordering::Relaxed;
         if magic != MAGIC {
             return Err(Error::BadMagic {
@@ -276,11 +245,7 @@ impl SegmentHeader {
             });
         }
         for (field, cell, expected) in [
-            (
-                "frame alignment",
-                &self.frame_align,
-                crate::ring::FRAME_ALIGN as u32,
-            ),
+            ("frame alignment", &self.frame_align, FRAME_ALIGN as u32),
             ("cell alignment", &self.cell_align, CELL_ALIGN as u32),
             ("pointer width", &self.pointer_width, POINTER_WIDTH),
         ] {
@@ -323,75 +288,4 @@ impl SegmentHeader {
         }
         Ok(capacity)
     }
-}
-
-// Frame words: the `u64` at the start of every frame in a ring region (see the ring module's
-// docs for the protocol that publishes and observes them).
-
-/// Size of a frame header word.
-pub(crate) const FRAME_HEADER: usize = 8;
-/// How far into a lap the producer of a ring of at least four times this size goes before it
-/// tries to rewind to the start of the region (see `Producer::maybe_rewind`).
-pub(crate) const REWIND_AT: u64 = 128 * 1024;
-/// Every frame starts on a cache-line boundary, so two frames never share a line: a consumer
-/// polling the next header never pulls the line the producer is filling, and a message of up to
-/// 56 bytes moves exactly one line.
-pub(crate) const FRAME_ALIGN: usize = 64;
-
-/// Frame kinds stored in bits 32..35 of the header word. Zero is never a valid header.
-pub(crate) mod kind {
-    /// A whole message.
-    pub const DATA: u8 = 1;
-    /// Skip to offset 0 of the region.
-    pub const PAD: u8 = 2;
-    /// First fragment of a message too large for one frame; the payload starts with the total
-    /// length as a little-endian `u64`.
-    pub const FRAG_FIRST: u8 = 3;
-    /// A middle fragment.
-    pub const FRAG_MORE: u8 = 4;
-    /// The last fragment.
-    pub const FRAG_LAST: u8 = 5;
-    /// Drop the fragments received so far: the sender gave up on the message part-way (a send
-    /// that timed out). Empty.
-    pub const FRAG_ABORT: u8 = 6;
-    /// The highest valid kind.
-    pub const MAX: u8 = 6;
-}
-
-pub(crate) const TAG_SHIFT: u32 = 35;
-pub(crate) const TAG_MASK: u64 = (1 << 29) - 1;
-pub(crate) const KIND_SHIFT: u32 = 32;
-
-#[inline]
-pub(crate) fn tag_of(index: u64) -> u64 {
-    (index >> 3) & TAG_MASK
-}
-
-#[inline]
-pub(crate) fn encode(index: u64, kind: u8, len: u32) -> u64 {
-    (tag_of(index) << TAG_SHIFT) | (u64::from(kind) << KIND_SHIFT) | u64::from(len)
-}
-
-#[inline]
-pub(crate) fn decode(word: u64) -> (u64, u8, u32) {
-    (
-        word >> TAG_SHIFT,
-        ((word >> KIND_SHIFT) & 0x7) as u8,
-        word as u32,
-    )
-}
-
-/// Bytes a frame with a payload of `len` bytes occupies, header included.
-#[inline]
-pub(crate) const fn frame_size(len: usize) -> usize {
-    (FRAME_HEADER + len + FRAME_ALIGN - 1) & !(FRAME_ALIGN - 1)
-}
-
-/// Largest payload one frame can carry in a ring of `capacity` bytes.
-///
-/// A frame (rounded up to whole cache lines) plus the next header word must fit in half the
-/// ring, so that a frame that has to skip the end of the region always fits once the consumer
-/// has caught up.
-pub(crate) const fn max_payload(capacity: usize) -> usize {
-    capacity / 2 - FRAME_ALIGN - FRAME_HEADER
 }

@@ -1,14 +1,16 @@
-//! The fallback backend: a duplex byte channel over the `ipc-channel` crate, for hosts where a
-//! shared-memory mapping cannot be made.
+//! The ipc-channel backend (the fallback of `Endpoint`): a duplex byte channel over the
+//! `ipc-channel` crate, for hosts where a shared-memory mapping cannot be made. This file is the
+//! duplex ([`IpcDuplex`]); `rendezvous.rs` is where the backend's ends meet (its files and the
+//! one-shot servers they name), `listener.rs` its listener.
 //!
 //! Bootstrap: the creator opens an [`IpcOneShotServer`] and publishes the server's name in a
 //! rendezvous file named after the channel (`shmlink-<name>.ipc`, in a directory no other user
-//! can write, opened and read under the rules of [`crate::rendezvous`]). The connector reads
-//! the file, checks the server and connects to it, and sends it the two halves the creator
-//! needs: a sender for the creator-to-connector
-//! direction's receiver it keeps, and a receiver for the direction it sends on. The creator
-//! accepts in a background thread, so [`IpcDuplex::create`] returns at once (like a mapping
-//! that exists before anybody connects); the first send or receive waits for the connector.
+//! can write, opened and read under the rules of `rendezvous.rs`). The connector reads the
+//! file, checks the server and connects to it, and sends it the two halves the creator needs: a
+//! sender for the creator-to-connector direction's receiver it keeps, and a receiver for the
+//! direction it sends on. The creator accepts in a background thread, so [`IpcDuplex::create`]
+//! returns at once (like a mapping that exists before anybody connects); the first send or
+//! receive waits for the connector.
 //!
 //! A peer that exits closes its ends, so a receive returns instead of hanging. Which error it
 //! returns depends on how the peer went: each end also holds a small "goodbye" channel from the
@@ -19,7 +21,7 @@
 //! comes with its halves). Received messages are owned buffers (the channel allocates them);
 //! the duplex keeps the last one and lends it out.
 //!
-//! A listener ([`crate::ipc_listener`]) uses the same rendezvous file, marked as a listener's
+//! A listener (`listener.rs`) uses the same rendezvous file, marked as a listener's
 //! (`listener\n<pid>\n<server>`); [`IpcDuplex::connect_until`] connects to either.
 
 use std::io;
@@ -34,13 +36,16 @@ use ipc_channel::{IpcError, TryRecvError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::rendezvous::{self, Kind, Published};
+pub(crate) mod listener;
+pub(crate) mod rendezvous;
+
 use crate::Error;
+use rendezvous::{Kind, Published};
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Largest message sent in one piece (ipc-channel splits large messages itself).
-pub const MAX_MESSAGE: usize = 256 << 20;
+pub(crate) const MAX_MESSAGE: usize = 256 << 20;
 
 /// What the connector sends the creator: the creator's data sender and receiver, its goodbye
 /// sender and receiver, and the connector's pid.
@@ -55,21 +60,19 @@ pub(crate) type Halves = (
 /// The byte a clean close sends on the goodbye channel.
 const GOODBYE: u8 = 1;
 
-/// Environment variable that forces [`crate::Endpoint::create`] onto this backend when set to
-/// anything but `0` or the empty string.
-pub const FORCE_ENV: &str = "SHMLINK_FORCE_FALLBACK";
-
-/// True when the fallback is forced, by `SHMLINK_FORCE_FALLBACK` or the `force-fallback` cargo feature.
-pub fn forced() -> bool {
-    if cfg!(feature = "force-fallback") {
+/// True when `Endpoint::create` and `EndpointListener::bind` must use this backend: with the
+/// `force-fallback` cargo feature (and, in test builds, when `crate::testing` says so).
+pub(crate) fn forced() -> bool {
+    #[cfg(feature = "test-hooks")]
+    if crate::testing::fallback_forced_by_env() {
         return true;
     }
-    std::env::var_os(FORCE_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+    cfg!(feature = "force-fallback")
 }
 
 /// Checks a user-facing channel name before it reaches the file system (the same rules as
 /// the shared-memory backend: [`crate::mapping::validate_name`]).
-pub fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     crate::mapping::validate_name(name)
 }
 
@@ -83,7 +86,8 @@ impl Drop for Rendezvous {
     }
 }
 
-enum State {
+/// Where an end's connection to its peer stands.
+enum Link {
     /// Creator, before the connector arrived.
     Pending {
         accepted: mpsc::Receiver<Result<Halves>>,
@@ -104,9 +108,9 @@ enum State {
 }
 
 /// One end of a duplex byte channel over ipc-channel.
-pub struct IpcDuplex {
+pub(crate) struct IpcDuplex {
     name: String,
-    state: State,
+    link: Link,
     /// The peer's process id: from the rendezvous file (connector) or the handshake (creator).
     peer_pid: Option<u32>,
     /// How the peer ended, once a closed channel showed that it did.
@@ -119,14 +123,14 @@ pub struct IpcDuplex {
 
 impl std::fmt::Debug for IpcDuplex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = match self.state {
-            State::Pending { .. } => "pending",
-            State::Connected { .. } => "connected",
-            State::Broken => "broken",
+        let link = match self.link {
+            Link::Pending { .. } => "pending",
+            Link::Connected { .. } => "connected",
+            Link::Broken => "broken",
         };
         f.debug_struct("IpcDuplex")
             .field("name", &self.name)
-            .field("state", &state)
+            .field("link", &link)
             .finish()
     }
 }
@@ -159,10 +163,10 @@ fn io_error(e: io::Error) -> Error {
 }
 
 /// A connector's end before it is handed out: see [`connector_side`].
-pub(crate) struct ConnectorState(State);
+pub(crate) struct ConnectorLink(Link);
 
 /// The channels of one connection: the halves for the creator, and the connector's own end.
-pub(crate) fn connector_side() -> Result<(Halves, ConnectorState)> {
+pub(crate) fn connector_side() -> Result<(Halves, ConnectorLink)> {
     let (to_connector, from_creator) = ipc::bytes_channel()?;
     let (to_creator, from_connector) = ipc::bytes_channel()?;
     let (bye_to_connector, bye_from_creator) = ipc::channel::<u8>()?;
@@ -174,22 +178,22 @@ pub(crate) fn connector_side() -> Result<(Halves, ConnectorState)> {
         bye_from_connector,
         std::process::id(),
     );
-    let state = State::Connected {
+    let link = Link::Connected {
         tx: to_creator,
         rx: from_creator,
         bye_tx: bye_to_creator,
         bye_rx: bye_from_creator,
     };
-    Ok((halves, ConnectorState(state)))
+    Ok((halves, ConnectorLink(link)))
 }
 
 impl IpcDuplex {
     /// Creates the channel `name` and publishes it for [`IpcDuplex::connect_until`]. Returns at once;
     /// the connection completes in the background.
-    pub fn create(name: &str) -> Result<IpcDuplex> {
+    pub(crate) fn create(name: &str) -> Result<IpcDuplex> {
         validate_name(name)?;
         let path = rendezvous::checked_path(name, Kind::Rendezvous, true)?;
-        if crate::ipc_listener::alive(name)? {
+        if listener::alive(name)? {
             return Err(Error::AlreadyExists(name.to_owned()));
         }
         let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
@@ -222,7 +226,7 @@ impl IpcDuplex {
             })?;
         Ok(IpcDuplex {
             name: name.to_owned(),
-            state: State::Pending {
+            link: Link::Pending {
                 accepted,
                 server_name,
                 _rendezvous: rendezvous,
@@ -235,37 +239,37 @@ impl IpcDuplex {
     }
 
     /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
-    /// (see [`crate::ipc_listener`]), waiting until that listener has accepted.
+    /// (see `listener.rs`), waiting until that listener has accepted.
     /// `Err(NotFound)` when no creator has published it (yet).
     #[cfg(test)]
-    pub fn connect(name: &str) -> Result<IpcDuplex> {
+    pub(crate) fn connect(name: &str) -> Result<IpcDuplex> {
         IpcDuplex::connect_until(name, None)
     }
 
     /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
-    /// (see [`crate::ipc_listener`]), waiting until that listener has answered: at most until
+    /// (see `listener.rs`), waiting until that listener has answered: at most until
     /// `deadline` ([`Error::Timeout`]). `Err(NotFound)` when nothing is published (yet).
     pub(crate) fn connect_until(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex> {
         validate_name(name)?;
         let (creator_pid, server_name) = match rendezvous::read(name)? {
             Published::Channel { pid, server } => (pid, server),
             Published::Listener { .. } => {
-                return crate::ipc_listener::connect(name, deadline);
+                return listener::connect(name, deadline);
             }
         };
         // A stale file (its creator died or already accepted) has no server behind it: that
         // is `NotFound`.
         let bootstrap = rendezvous::connect_server::<Halves>(name, &server_name, deadline)?;
-        let (halves, state) = connector_side()?;
+        let (halves, link) = connector_side()?;
         bootstrap.send(halves).map_err(ipc_error)?;
-        Ok(IpcDuplex::with_state(name, state.0, creator_pid))
+        Ok(IpcDuplex::with_link(name, link.0, creator_pid))
     }
 
-    /// An end in `state`, connected to the process `peer_pid`.
-    fn with_state(name: &str, state: State, peer_pid: u32) -> IpcDuplex {
+    /// An end in `link`, connected to the process `peer_pid`.
+    fn with_link(name: &str, link: Link, peer_pid: u32) -> IpcDuplex {
         IpcDuplex {
             name: name.to_owned(),
-            state,
+            link,
             peer_pid: Some(peer_pid),
             ended: None,
             inbox: Vec::new(),
@@ -276,9 +280,9 @@ impl IpcDuplex {
     /// The creator's end made from the halves a connector sent (a listener's connection).
     pub(crate) fn from_halves(name: &str, halves: Halves) -> IpcDuplex {
         let (tx, rx, bye_tx, bye_rx, pid) = halves;
-        IpcDuplex::with_state(
+        IpcDuplex::with_link(
             name,
-            State::Connected {
+            Link::Connected {
                 tx,
                 rx,
                 bye_tx,
@@ -290,13 +294,13 @@ impl IpcDuplex {
 
     /// The connector's end of a connection whose creator is the process `peer_pid` and got
     /// the other halves.
-    pub(crate) fn connector(name: &str, state: ConnectorState, peer_pid: u32) -> IpcDuplex {
-        IpcDuplex::with_state(name, state.0, peer_pid)
+    pub(crate) fn connector(name: &str, link: ConnectorLink, peer_pid: u32) -> IpcDuplex {
+        IpcDuplex::with_link(name, link.0, peer_pid)
     }
 
     /// [`IpcDuplex::connect`], retried until the channel appears or `timeout` passes.
     #[cfg(test)]
-    pub fn connect_timeout(name: &str, timeout: Duration) -> Result<IpcDuplex> {
+    pub(crate) fn connect_timeout(name: &str, timeout: Duration) -> Result<IpcDuplex> {
         let deadline = Instant::now() + timeout;
         loop {
             match IpcDuplex::connect(name) {
@@ -310,27 +314,27 @@ impl IpcDuplex {
     }
 
     /// The channel's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// Largest message [`IpcDuplex::send`] accepts.
-    pub fn max_message(&self) -> usize {
+    pub(crate) fn max_message(&self) -> usize {
         MAX_MESSAGE
     }
 
     /// The peer's process id, once it has connected.
-    pub fn peer_pid(&mut self) -> Option<u32> {
+    pub(crate) fn peer_pid(&mut self) -> Option<u32> {
         let _ = self.wait_connected(Some(Duration::ZERO));
         self.peer_pid
     }
 
     /// True while the peer is connected and has neither closed its end nor died.
-    pub fn is_peer_connected(&mut self) -> bool {
+    pub(crate) fn is_peer_connected(&mut self) -> bool {
         if self.wait_connected(Some(Duration::ZERO)).is_err() || self.ended.is_some() {
             return false;
         }
-        let State::Connected { bye_rx, .. } = &self.state else {
+        let Link::Connected { bye_rx, .. } = &self.link else {
             return false;
         };
         match bye_rx.try_recv() {
@@ -350,7 +354,7 @@ impl IpcDuplex {
     /// [`Error::PeerGone`] if it did not.
     fn peer_ended(&mut self) -> Error {
         if self.ended.is_none() {
-            let State::Connected { bye_rx, .. } = &self.state else {
+            let Link::Connected { bye_rx, .. } = &self.link else {
                 return Error::disconnected(&self.name);
             };
             // The goodbye was sent before the peer's data channels closed, so it is there
@@ -380,11 +384,11 @@ impl IpcDuplex {
 
     /// Waits until the connector has arrived: forever with `None`, else at most `timeout`
     /// (`Err(Timeout)`, and the call may be repeated).
-    pub fn wait_connected(&mut self, timeout: Option<Duration>) -> Result<()> {
-        let result = match &self.state {
-            State::Connected { .. } => return Ok(()),
-            State::Broken => return Err(Error::disconnected(&self.name)),
-            State::Pending { accepted, .. } => match timeout {
+    pub(crate) fn wait_connected(&mut self, timeout: Option<Duration>) -> Result<()> {
+        let result = match &self.link {
+            Link::Connected { .. } => return Ok(()),
+            Link::Broken => return Err(Error::disconnected(&self.name)),
+            Link::Pending { accepted, .. } => match timeout {
                 None => accepted.recv().map_err(|_| Error::disconnected("")),
                 Some(t) => match accepted.recv_timeout(t) {
                     Ok(r) => Ok(r),
@@ -395,8 +399,8 @@ impl IpcDuplex {
         };
         match result.and_then(|r| r) {
             Ok((tx, rx, bye_tx, bye_rx, pid)) => {
-                // Dropping the pending state removes the rendezvous file.
-                self.state = State::Connected {
+                // Dropping the pending link removes the rendezvous file.
+                self.link = Link::Connected {
                     tx,
                     rx,
                     bye_tx,
@@ -406,7 +410,7 @@ impl IpcDuplex {
                 Ok(())
             }
             Err(e) => {
-                self.state = State::Broken;
+                self.link = Link::Broken;
                 Err(e.in_channel(&self.name))
             }
         }
@@ -414,14 +418,14 @@ impl IpcDuplex {
 
     fn halves(&mut self) -> Result<(&IpcBytesSender, &IpcBytesReceiver)> {
         self.wait_connected(None)?;
-        match &self.state {
-            State::Connected { tx, rx, .. } => Ok((tx, rx)),
+        match &self.link {
+            Link::Connected { tx, rx, .. } => Ok((tx, rx)),
             _ => Err(Error::disconnected(&self.name)),
         }
     }
 
     /// Sends one message.
-    pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn send(&mut self, bytes: &[u8]) -> Result<()> {
         if bytes.len() > MAX_MESSAGE {
             return Err(Error::TooLarge {
                 len: bytes.len(),
@@ -434,7 +438,7 @@ impl IpcDuplex {
     }
 
     /// Serialises `value` as JSON into a reused buffer and sends it.
-    pub fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+    pub(crate) fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let result = match serde_json::to_writer(&mut out, value) {
@@ -446,7 +450,7 @@ impl IpcDuplex {
     }
 
     /// Waits for one message and lends it out until the next call.
-    pub fn recv(&mut self) -> Result<&[u8]> {
+    pub(crate) fn recv(&mut self) -> Result<&[u8]> {
         let (_, rx) = self.halves()?;
         match rx.recv().map_err(ipc_error) {
             Ok(bytes) => self.inbox = bytes,
@@ -456,7 +460,7 @@ impl IpcDuplex {
     }
 
     /// One message if one is waiting now, else `Err(Empty)`.
-    pub fn try_recv(&mut self) -> Result<&[u8]> {
+    pub(crate) fn try_recv(&mut self) -> Result<&[u8]> {
         match self.wait_connected(Some(Duration::ZERO)) {
             Err(Error::Timeout) => return Err(Error::Empty),
             other => other?,
@@ -474,7 +478,7 @@ impl IpcDuplex {
     }
 
     /// Waits at most `timeout` for one message (`Err(Timeout)` after that).
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<&[u8]> {
+    pub(crate) fn recv_timeout(&mut self, timeout: Duration) -> Result<&[u8]> {
         let deadline = Instant::now() + timeout;
         let mut turns = 0u32;
         loop {
@@ -496,7 +500,7 @@ impl IpcDuplex {
     }
 
     /// Waits for one message and decodes it as JSON.
-    pub fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T> {
+    pub(crate) fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T> {
         let bytes = self.recv()?;
         Ok(serde_json::from_slice(bytes)?)
     }
@@ -504,18 +508,18 @@ impl IpcDuplex {
 
 impl Drop for IpcDuplex {
     fn drop(&mut self) {
-        match &self.state {
-            State::Pending { server_name, .. } => {
+        match &self.link {
+            Link::Pending { server_name, .. } => {
                 // Wake the accepting thread so that it ends (unless a connector is in the
                 // middle of its handshake: then the thread ends with that).
                 rendezvous::wake(server_name);
             }
-            State::Connected { bye_tx, .. } => {
+            Link::Connected { bye_tx, .. } => {
                 // Before the data channels close (the fields drop after this): the peer that
                 // sees them closed finds the goodbye and reports a clean close.
                 let _ = bye_tx.send(GOODBYE);
             }
-            State::Broken => {}
+            Link::Broken => {}
         }
     }
 }

@@ -1,0 +1,13 @@
+//! Services, for servers with many clients: a [`Listener`] that hands out one channel per client,
+//! a [`Selector`] that waits on many channels from one thread, and the reactor thread behind
+//! the async API (`crate::tokio`). All three sleep on futex words in the channels' and the
+//! listener's mappings (`futex_waitv` for many at once) and rely on the death watcher for the
+//! peers of the channels they wait on.
+
+pub(crate) mod listener;
+#[cfg(feature = "tokio")]
+pub(crate) mod reactor;
+mod selector;
+
+pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS};
+pub use selector::Selector;

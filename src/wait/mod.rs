@@ -1,0 +1,141 @@
+//! How an endpoint waits when the ring is empty (or full).
+//!
+//! * [`WaitStrategy::Spin`] busy-polls with `spin_loop` hints: the lowest latency, one core at
+//!   100% while waiting. After 20 us without data it also yields the core between batches of
+//!   polls. Use it only where each endpoint has a core of its own: when processes outnumber the
+//!   cores, a spinner burns the time slices its peer needs.
+//! * [`WaitStrategy::SpinYield`] backs off with [`crossbeam_utils::Backoff`] and then yields the
+//!   core to other threads between polls.
+//! * [`WaitStrategy::Block`] adapts: it spins (for 20 us) only while at least a quarter of its
+//!   recent spins found data; when its peer is mostly asleep, descheduled or waiting for the
+//!   core we would spin on, it sleeps at once
+//!   (with a short probe spin now and then to notice when spinning pays again). Right after it
+//!   woke its peer (which cannot answer before it has run) it sleeps at once, or polls politely
+//!   for a while, whichever has lately been quicker. It sleeps in the kernel on a futex word
+//!   inside the mapping until the peer wakes it. This policy (`Policy`, in `policy.rs`) also
+//!   drives the async waits of `crate::tokio`, which sleep through a reactor thread instead.
+//!
+//! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
+//! process that dies is noticed by the process's death watcher (one thread holding a pidfd per
+//! watched peer, see `crate::sys`), which wakes it. The pidfd is of the process the peer
+//! recorded, which the peer chose; so the watcher also asks, once a second, whether each watched
+//! peer still holds its end (its lock), and wakes the sleepers of one that does not. Whatever a
+//! peer recorded, its death ends a wait within about a second, and a woken sleeper asks the
+//! peer's end itself before it reports anything. Where no watcher can be had (no pidfds, or a
+//! peer in another pid namespace) it sleeps in slices of 10 ms and looks at the peer's end
+//! after each. Spinning endpoints look at the peer every few milliseconds. Every wait honours
+//! its optional deadline.
+//!
+//! # The sleep/wake handshake
+//!
+//! ```text
+//! sleeper                                   waker
+//! s = futex.load(Acquire)       <- A        publish data (Release store)
+//! peer closed or dead? -> return            fence(SeqCst)            <- F2
+//! sleepers += 1                             if sleepers != 0 {
+//! fence(SeqCst)                 <- F1           futex += 1 (Release)
+//! if data is there: sleepers -= 1, return       futex_wake(futex)
+//! futex_wait(futex, s)                      }
+//! sleepers -= 1
+//! ```
+//!
+//! F1 and F2 are SeqCst fences, so the two "store then load" sequences cannot both read the old
+//! value: either the sleeper sees the data, or the waker sees `sleepers != 0`. In the second case
+//! the waker changes the futex word after the sleeper read `s`, so `futex_wait` returns at once
+//! or is woken: a wake-up cannot be lost. The waker pays for F2 only when the peer announced
+//! that it may sleep (its wait mode is not `Spin`).
+//!
+//! A closing peer and the death watcher do not look at `sleepers`: they first record why (the
+//! peer state `CLOSED`, the watcher's news flag), then increment the futex word with Release
+//! and wake it. The sleeper reads the word (A, Acquire) *before* it looks at the state and the
+//! flag. If A reads the incremented word, it synchronises with that increment and sees the
+//! reason; if it reads an older value, `futex_wait(futex, s)` returns at once or is woken by
+//! the call that follows the increment. Either way the sleeper does not sleep through it.
+//!
+//! `policy.rs` holds the `Block` policy (what a wait learnt, the plan for the next one) and its
+//! tuned constants; `waiter.rs` the per-half `Waiter`, its death-watch registration, and the
+//! handshake's two sides (`sleep`, `wake_if_sleeping`).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+mod policy;
+mod waiter;
+
+#[cfg(feature = "tokio")]
+pub(crate) use policy::Plan;
+pub(crate) use policy::Policy;
+pub(crate) use waiter::{wake, wake_if_sleeping, Peer, Waiter};
+
+/// How an endpoint waits for data or for room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum WaitStrategy {
+    /// Busy-poll with `spin_loop` hints. Lowest latency; burns a core while waiting.
+    Spin,
+    /// Exponential backoff, then `yield` between polls.
+    SpinYield,
+    /// Spin briefly while spinning has recently paid off, else sleep in the kernel until woken.
+    /// Costs a wake-up syscall on the sending side when the receiver is asleep; idle, it makes
+    /// no timed wake-ups.
+    #[default]
+    Block,
+}
+
+impl WaitStrategy {
+    /// The name used on command lines: `spin`, `yield` or `block`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitStrategy::Spin => "spin",
+            WaitStrategy::SpinYield => "yield",
+            WaitStrategy::Block => "block",
+        }
+    }
+
+    /// Every strategy, in order of increasing politeness.
+    pub const ALL: [WaitStrategy; 3] = [
+        WaitStrategy::Spin,
+        WaitStrategy::SpinYield,
+        WaitStrategy::Block,
+    ];
+}
+
+impl std::fmt::Display for WaitStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Parses the names [`as_str`](WaitStrategy::as_str) prints and the variant names, in any case:
+///
+/// ```
+/// use shmlink::WaitStrategy;
+/// assert_eq!("block".parse::<WaitStrategy>()?, WaitStrategy::Block);
+/// assert_eq!("Block".parse::<WaitStrategy>()?, WaitStrategy::Block);
+/// assert_eq!("SpinYield".parse::<WaitStrategy>()?, WaitStrategy::SpinYield);
+/// assert_eq!("spin-yield".parse::<WaitStrategy>()?, WaitStrategy::SpinYield);
+/// assert!("nap".parse::<WaitStrategy>().is_err());
+/// # Ok::<(), shmlink::Error>(())
+/// ```
+impl FromStr for WaitStrategy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "spin" => Ok(WaitStrategy::Spin),
+            "yield" | "spin-yield" | "spinyield" | "spin_yield" => Ok(WaitStrategy::SpinYield),
+            "block" => Ok(WaitStrategy::Block),
+            _ => Err(Error::InvalidConfig(format!(
+                "unknown wait strategy {s:?} (expected spin, yield or block)"
+            ))),
+        }
+    }
+}
+
+/// How often a spinning side looks at its peer's process, and the least time between two such
+/// looks in `PeerWatch::check_throttled`.
+pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(5);
+/// How long a `Block` sleeper without a death watcher sleeps before it looks at the peer.
+pub(crate) const UNWATCHED_SLICE: Duration = Duration::from_millis(10);
+/// Polls between two looks at the clock while spinning.
+pub(crate) const SPINS_PER_CLOCK_READ: u32 = 128;

@@ -1,0 +1,288 @@
+//! The `Block` policy: when to spin, when to sleep at once, when to poll after waking the peer,
+//! learnt from recent waits. Its constants are tuned by measurement (`just waits`, and the
+//! `--clients` rows of the harness for the async waits).
+
+use std::time::Duration;
+
+/// How long `Block` spins before it sleeps, when it spins.
+const BLOCK_SPIN: Duration = Duration::from_micros(20);
+/// Fixed-point one for the share of recent spins that found data.
+const ONE: u32 = 1 << 10;
+/// `Block` keeps spinning while at least this share of its recent spins found data. Below it,
+/// the peer is mostly asleep, descheduled, or waiting for the very core we spin on, and a spin
+/// only burns the time slice it needs (the scheduler then also favours the processes that did
+/// not spin). A miss costs little more than the spin, while a wait that spun too little costs
+/// a sleep and a wake-up on both sides, so even a minority of hits keeps spinning on.
+const MIN_HIT_SHARE: u32 = ONE / 4;
+/// A `Block` endpoint that stopped spinning still spins on one wait in this many, to notice
+/// when spinning pays again.
+const PROBE_EVERY: u32 = 256;
+/// How long `Block` may poll (yielding between batches) right after it woke its peer, when
+/// that has recently been quicker than sleeping: enough to cover the peer's wake-up on an
+/// otherwise idle core (tens of microseconds on a virtual machine), so that two endpoints that
+/// keep waking each other can fall back into spinning instead of sleeping turn by turn.
+const POST_WAKE_SPIN: Duration = Duration::from_micros(150);
+/// A sleep right after waking the peer that lasts longer than this means the peer's answer
+/// waited for a core to wake up from idle, not for the work itself.
+const SLOW_WAKE: Duration = Duration::from_micros(25);
+/// While it polls after waking its peer, a `Block` endpoint still sleeps at once in one such
+/// wait in this many, to see whether sleeping has become quick (the machine got busy).
+const POST_WAKE_EXPLORE: u32 = 32;
+
+/// What one endpoint learnt from its recent waits, and the plan for its next one: the policy of
+/// [`WaitStrategy::Block`](super::WaitStrategy::Block), shared by the synchronous waits
+/// ([`Waiter`](super::Waiter)) and the async ones (`crate::tokio`), which differ only in how
+/// they sleep.
+#[derive(Clone, Debug)]
+pub(crate) struct Policy {
+    /// Moving average (weight 1/8) of the share of recent spins that found data, out of
+    /// [`ONE`].
+    hit_share: u32,
+    /// Waits since the last spin, for the occasional probe.
+    since_spin: u32,
+    /// Moving average (weight 1/8), out of [`ONE`], of the share of sleeps right after waking
+    /// the peer that took longer than [`SLOW_WAKE`] but no longer than [`POST_WAKE_SPIN`].
+    slow_wakes: u32,
+    /// Waits right after waking the peer, for the occasional try of the slower way.
+    post_wakes: u32,
+    /// A sleep right after waking the peer that lasts longer than this (and no longer than
+    /// [`POST_WAKE_SPIN`]) would have been saved by polling: [`SLOW_WAKE`] for a thread, zero
+    /// for a task (see [`Policy::for_tasks`]).
+    slow_wake: Duration,
+}
+
+/// How one `Block` wait goes, as [`Policy::plan`] chose it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Poll for this long (zero: not at all), then sleep until woken.
+    Spin(Duration),
+    /// Right after waking the peer, when polling has lately been quicker than sleeping: poll
+    /// for at most [`POST_WAKE_SPIN`], letting others run between batches, then sleep.
+    PollAfterWake,
+    /// Right after waking the peer: sleep at once (and time the sleep).
+    SleepAfterWake,
+}
+
+impl Plan {
+    /// How long to poll before sleeping, and whether to let others run between batches.
+    pub(crate) fn poll(self) -> (Duration, bool) {
+        match self {
+            Plan::Spin(budget) => (budget, false),
+            Plan::PollAfterWake => (POST_WAKE_SPIN, true),
+            Plan::SleepAfterWake => (Duration::ZERO, false),
+        }
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            hit_share: ONE,
+            since_spin: 0,
+            slow_wakes: 0,
+            post_wakes: 0,
+            slow_wake: SLOW_WAKE,
+        }
+    }
+}
+
+impl Policy {
+    /// The policy of an async task. A task sleeps through the reactor, so its wake-up costs
+    /// two hand-offs between threads (peer, reactor, runtime thread) however idle the cores
+    /// are: any sleep right after waking the peer that a poll of [`POST_WAKE_SPIN`] would have
+    /// saved counts against sleeping (a task's poll yields to the runtime between batches, so
+    /// the thread's other tasks still run).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn for_tasks() -> Policy {
+        Policy {
+            slow_wake: Duration::ZERO,
+            ..Policy::default()
+        }
+    }
+
+    /// How the next wait goes. Right after this thread woke the peer, the peer answers only
+    /// once it has been woken and got a core, perhaps the one we would spin on: poll or sleep,
+    /// whichever has lately been quicker (see `post_wake_polls`). Otherwise spin for the learnt
+    /// budget (see `spin_budget`).
+    pub(crate) fn plan(&mut self) -> Plan {
+        if take_woke_peer() {
+            if self.post_wake_polls() {
+                Plan::PollAfterWake
+            } else {
+                Plan::SleepAfterWake
+            }
+        } else {
+            Plan::Spin(self.spin_budget())
+        }
+    }
+
+    /// Folds the end of a wait that went by `plan` into what the policy knows: data came
+    /// while it polled (`slept` false) or only after it went to sleep, `took()` after the wait
+    /// began (asked only when the plan needs it: a clock read per message is not free). Call it
+    /// only for waits that ended with data: one that ends in a timeout or an error says nothing
+    /// about whether polling pays.
+    #[inline]
+    pub(crate) fn learn(&mut self, plan: Plan, slept: bool, took: impl FnOnce() -> Duration) {
+        match plan {
+            Plan::Spin(budget) if !budget.is_zero() => self.learn_spin(!slept),
+            Plan::SleepAfterWake => self.learn_post_wake(took()),
+            _ => {}
+        }
+    }
+
+    /// Folds the outcome of a spin into the moving average: it found data (`hit`), or it ran
+    /// out and data came only after the waiter went to sleep.
+    #[inline]
+    fn learn_spin(&mut self, hit: bool) {
+        self.since_spin = 0;
+        self.hit_share = self.hit_share - self.hit_share / 8 + if hit { ONE / 8 } else { 0 };
+    }
+
+    /// How long `Block` spins before it sleeps: [`BLOCK_SPIN`], or nothing when too few of its
+    /// recent spins found data (bar an occasional probe). The length is fixed rather than
+    /// fitted to how soon recent spins found data: a spin cut to the typical wait misses the
+    /// slightly longer ones, and each miss costs a sleep and a wake-up on both sides.
+    fn spin_budget(&mut self) -> Duration {
+        // Under loom the models check the sleep path; spinning would only add polls.
+        if cfg!(loom) {
+            return Duration::ZERO;
+        }
+        if self.hit_share < MIN_HIT_SHARE {
+            self.since_spin += 1;
+            if self.since_spin < PROBE_EVERY {
+                return Duration::ZERO;
+            }
+        }
+        BLOCK_SPIN
+    }
+
+    /// Right after waking the peer: poll (`true`, for at most [`POST_WAKE_SPIN`], yielding
+    /// between batches) or sleep at once (`false`). Sleeping at once is right when the woken
+    /// peer gets a core quickly: on a busy machine it may need ours, and a wake-up there takes a
+    /// few microseconds. When most of those sleeps last longer than [`SLOW_WAKE`], the cores
+    /// are idle and each wake-up is paid twice per round trip; polling then keeps our core
+    /// awake, catches the answer as soon as it comes, and lets the two ends fall back into
+    /// spinning. One post-wake wait in [`POST_WAKE_EXPLORE`] sleeps anyway, to notice the
+    /// machine getting busy.
+    fn post_wake_polls(&mut self) -> bool {
+        if cfg!(loom) {
+            return false;
+        }
+        self.post_wakes = self.post_wakes.wrapping_add(1);
+        self.slow_wakes > ONE / 2 && self.post_wakes % POST_WAKE_EXPLORE != 0
+    }
+
+    /// Folds how long a sleep right after waking the peer took into [`Policy::slow_wakes`]. Only
+    /// a sleep that a poll of [`POST_WAKE_SPIN`] would have saved counts as slow: a longer one
+    /// waited for the peer to have something to say (a paced exchange), not for a core.
+    fn learn_post_wake(&mut self, took: Duration) {
+        let slow = took > self.slow_wake && took <= POST_WAKE_SPIN;
+        self.slow_wakes = self.slow_wakes - self.slow_wakes / 8 + if slow { ONE / 8 } else { 0 };
+    }
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// Set when this thread's last publish woke a sleeping peer: the peer needs a core (maybe
+    /// ours) and a wake-up before it can answer, so our next wait does not spin (see
+    /// `Policy::plan`).
+    static WOKE_PEER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks that this thread's last publish woke a sleeping peer (see `Policy::plan`).
+#[inline]
+pub(super) fn note_woke_peer() {
+    #[cfg(not(loom))]
+    WOKE_PEER.with(|w| w.set(true));
+}
+
+/// Takes the "just woke the peer" mark of this thread.
+#[inline]
+fn take_woke_peer() -> bool {
+    #[cfg(not(loom))]
+    {
+        WOKE_PEER.with(|w| w.replace(false))
+    }
+    #[cfg(loom)]
+    {
+        false
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_waking_its_peer_block_polls_only_while_sleeps_wait_for_an_idle_core() {
+        let mut p = Policy::default();
+        let polls = |p: &mut Policy| {
+            (0..POST_WAKE_EXPLORE)
+                .filter(|_| p.post_wake_polls())
+                .count()
+        };
+        assert_eq!(polls(&mut p), 0, "a new policy sleeps at once after a wake");
+        // Sleeps that a short poll would have saved: the peer's core was waking from idle.
+        for _ in 0..16 {
+            p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(60));
+        }
+        assert_eq!(
+            polls(&mut p),
+            POST_WAKE_EXPLORE as usize - 1,
+            "polls, but still sleeps once in a while to notice a busy machine"
+        );
+        // Quick wake-ups (a busy machine) or long gaps (a paced peer): sleep at once again.
+        for took in [Duration::from_micros(3), Duration::from_millis(1)] {
+            let mut p = Policy::default();
+            for _ in 0..16 {
+                p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(60));
+            }
+            for _ in 0..16 {
+                p.learn(Plan::SleepAfterWake, true, || took);
+            }
+            assert_eq!(
+                polls(&mut p),
+                0,
+                "sleeps of {took:?} do not call for polling"
+            );
+        }
+    }
+
+    #[test]
+    fn a_task_polls_after_waking_its_peer_whenever_that_beats_a_sleep() {
+        // Quick post-wake sleeps (a busy machine): a thread keeps sleeping at once, a task,
+        // whose every sleep costs two hand-offs through the reactor, polls.
+        for (mut p, polls) in [(Policy::default(), false), (Policy::for_tasks(), true)] {
+            for _ in 0..16 {
+                p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(3));
+            }
+            assert_eq!(p.post_wake_polls(), polls, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn block_stops_spinning_when_spins_miss_and_probes_until_they_hit_again() {
+        let mut p = Policy::default();
+        assert_eq!(
+            p.plan(),
+            Plan::Spin(BLOCK_SPIN),
+            "a new policy spins a little"
+        );
+        for _ in 0..16 {
+            p.learn(Plan::Spin(BLOCK_SPIN), true, || BLOCK_SPIN * 2);
+        }
+        let mut spins = 0;
+        for _ in 0..PROBE_EVERY {
+            if p.plan() != Plan::Spin(Duration::ZERO) {
+                spins += 1;
+            }
+        }
+        assert_eq!(spins, 1, "only the probe spins once spins miss");
+        // A wait that did not spin teaches nothing.
+        p.learn(Plan::Spin(Duration::ZERO), false, || Duration::ZERO);
+        for _ in 0..16 {
+            p.learn(Plan::Spin(BLOCK_SPIN), false, || Duration::from_micros(1));
+        }
+        assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "spins hit again: spin");
+    }
+}

@@ -1,0 +1,467 @@
+//! The waiting state of one half of a channel, and the two sides of the sleep/wake handshake
+//! (see the module docs of `crate::wait`).
+
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::Backoff;
+
+use super::policy::{note_woke_peer, Policy};
+use super::{WaitStrategy, CHECK_INTERVAL, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
+use crate::error::{Error, Result};
+use crate::layout::WaitCell;
+use crate::sync::{self, fence, DeathWatch, Ordering};
+use crate::sys::HoldsEnd;
+
+/// After spinning this long without data, `Spin` yields the core once per batch of polls, so a
+/// peer that shares the core (an oversubscribed machine) gets to run instead of waiting for the
+/// end of our time slice. A message that arrives sooner never pays for it.
+const SPIN_POLITE_AFTER: Duration = Duration::from_micros(20);
+
+/// What a waiter needs to know about the other endpoint.
+pub(crate) trait Peer {
+    /// `Err` once the peer closed ([`Error::Disconnected`]) or, when `process` is true, once
+    /// its process is gone ([`Error::PeerGone`]). With `process` false this is one load from
+    /// the mapping.
+    fn check(&mut self, process: bool) -> Result<()>;
+    /// The pid and process start time (clock ticks since boot) the peer recorded, once it is
+    /// connected. The peer chose them: they say which process to watch, never whether the peer
+    /// is alive.
+    fn process(&mut self) -> Option<(u32, u64)>;
+    /// What the death watcher asks, on its own thread, about once a second: whether the peer
+    /// still holds its end. Called once the peer is connected.
+    fn holds_end(&self) -> HoldsEnd;
+}
+
+/// Whether the death watcher covers this waiter's peer.
+enum Watch {
+    /// Not tried yet (or the peer has not connected yet).
+    Pending,
+    /// The watcher wakes us when the process the peer recorded exits, or when the peer no
+    /// longer holds its end.
+    Watched(DeathWatch),
+    /// No watcher for this peer: sleep in slices and look at the peer after each.
+    Unavailable,
+}
+
+/// The waiting state of one half of a channel: its strategy, what it learnt from its recent
+/// waits, and its registration with the death watcher.
+///
+/// Must be dropped before the mapping holding the wait cells it slept on is unmapped (its
+/// registration points at a futex word in there, and asks about the peer through the mapping's
+/// descriptor).
+pub(crate) struct Waiter {
+    strategy: WaitStrategy,
+    policy: Policy,
+    watch: Watch,
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiter")
+            .field("strategy", &self.strategy)
+            .field("policy", &self.policy)
+            .field("watched", &matches!(self.watch, Watch::Watched(..)))
+            .finish()
+    }
+}
+
+impl Waiter {
+    /// A waiter that has not waited yet.
+    pub(crate) fn new(strategy: WaitStrategy) -> Waiter {
+        Waiter {
+            strategy,
+            policy: Policy::default(),
+            watch: Watch::Pending,
+        }
+    }
+
+    /// Waits until `ready()` returns true.
+    ///
+    /// When the peer closed or died, `ready()` is tried once more (so data sent just before is
+    /// still delivered) and the error is returned. `cell` is where `Block` sleeps. Returns
+    /// [`Error::Timeout`] past `deadline`.
+    #[inline]
+    pub(crate) fn wait_until(
+        &mut self,
+        cell: &WaitCell,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> bool,
+        peer: &mut impl Peer,
+    ) -> Result<()> {
+        if ready() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        match self.strategy {
+            WaitStrategy::Block => self.wait_block(cell, started, deadline, &mut ready, peer),
+            _ => self.wait_spin(started, deadline, &mut ready, peer),
+        }
+    }
+
+    /// Makes sure the death watcher covers the peer, on `cell`'s futex word: `Ok(true)` while
+    /// it does, `Ok(false)` when it cannot (the peer has not connected yet, no pidfds, a peer in
+    /// another pid namespace), `Err` once the peer closed or its process is gone.
+    ///
+    /// Read `cell`'s futex word (Acquire) before calling this: the watcher records a death
+    /// before it bumps the word, so a sleeper that read the word first and then found no death
+    /// here is woken by the bump (see the module docs).
+    pub(crate) fn watch(&mut self, cell: &WaitCell, peer: &mut impl Peer) -> Result<bool> {
+        if let Watch::Pending = self.watch {
+            if let Some((pid, start_time)) = peer.process() {
+                self.watch =
+                    match DeathWatch::register(pid, start_time, &cell.futex, peer.holds_end()) {
+                        Some(w) => Watch::Watched(w),
+                        None => Watch::Unavailable,
+                    };
+                // Whatever the watcher will say, the process may be gone already.
+                peer.check(true)?;
+            }
+        }
+        match &self.watch {
+            Watch::Watched(w) => {
+                if w.take_news() {
+                    // The process the peer recorded exited, or the peer's end looked free: its
+                    // end decides (a peer may have recorded another process, and a look may
+                    // have caught a tool holding a dead peer's end for a moment: then the
+                    // watcher looks again within a second).
+                    peer.check(true)?;
+                }
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// `Spin` and `SpinYield`: poll, looking at the peer every [`CHECK_INTERVAL`].
+    fn wait_spin(
+        &mut self,
+        started: Instant,
+        deadline: Option<Instant>,
+        ready: &mut impl FnMut() -> bool,
+        peer: &mut impl Peer,
+    ) -> Result<()> {
+        let mut next_check = started + CHECK_INTERVAL;
+        let backoff = Backoff::new();
+        loop {
+            for _ in 0..SPINS_PER_CLOCK_READ {
+                if ready() {
+                    return Ok(());
+                }
+                if self.strategy == WaitStrategy::Spin {
+                    std::hint::spin_loop();
+                } else if backoff.is_completed() {
+                    std::thread::yield_now();
+                } else {
+                    backoff.snooze();
+                }
+            }
+            let now = Instant::now();
+            if self.strategy == WaitStrategy::Spin
+                && now.duration_since(started) >= SPIN_POLITE_AFTER
+            {
+                std::thread::yield_now();
+            }
+            if now >= next_check {
+                if let Err(e) = peer.check(true) {
+                    return finish(ready, e);
+                }
+                next_check = now + CHECK_INTERVAL;
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return finish(ready, Error::Timeout);
+            }
+        }
+    }
+
+    /// `Block`: poll as the policy plans (yielding between batches right after waking the
+    /// peer), then sleep until woken, and teach the policy how it went.
+    fn wait_block(
+        &mut self,
+        cell: &WaitCell,
+        started: Instant,
+        deadline: Option<Instant>,
+        ready: &mut impl FnMut() -> bool,
+        peer: &mut impl Peer,
+    ) -> Result<()> {
+        let plan = self.policy.plan();
+        let (budget, polite) = plan.poll();
+        if !budget.is_zero() {
+            let until = started + budget;
+            loop {
+                for _ in 0..SPINS_PER_CLOCK_READ {
+                    if ready() {
+                        self.policy.learn(plan, false, || started.elapsed());
+                        return Ok(());
+                    }
+                    std::hint::spin_loop();
+                }
+                let now = Instant::now();
+                if now >= until || deadline.is_some_and(|d| now >= d) {
+                    break;
+                }
+                if polite {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        if self.sleep_until(cell, deadline, ready, peer)? {
+            self.policy.learn(plan, true, || started.elapsed());
+        }
+        Ok(())
+    }
+
+    /// Sleeps until `ready()`: `Ok(true)` once it is, or the error that ends the wait (data
+    /// that arrived meanwhile wins over it, see `finish`, as `Ok(false)`).
+    fn sleep_until(
+        &mut self,
+        cell: &WaitCell,
+        deadline: Option<Instant>,
+        ready: &mut impl FnMut() -> bool,
+        peer: &mut impl Peer,
+    ) -> Result<bool> {
+        loop {
+            // A: Acquire, pairs with the Release increments in `wake` and in the death watcher
+            // (see the module docs); it must come before the looks at the peer below.
+            let seen = cell.futex.load(Ordering::Acquire);
+            let (timeout, unwatched) = match self.prepare_sleep(cell, peer, deadline) {
+                Ok(Some(t)) => t,
+                Ok(None) => return finish(ready, Error::Timeout).map(|()| false),
+                Err(e) => return finish(ready, e).map(|()| false),
+            };
+            if sleep(cell, seen, timeout, ready) || ready() {
+                return Ok(true);
+            }
+            if unwatched {
+                if let Err(e) = peer.check(true) {
+                    return finish(ready, e).map(|()| false);
+                }
+            }
+        }
+    }
+
+    /// The looks at the peer before a sleep, after the futex word was read: `Err` if the peer
+    /// closed or died, `Ok(None)` past the deadline, else how long to sleep and whether nobody
+    /// watches the peer's process for us.
+    fn prepare_sleep(
+        &mut self,
+        cell: &WaitCell,
+        peer: &mut impl Peer,
+        deadline: Option<Instant>,
+    ) -> Result<Option<(Option<Duration>, bool)>> {
+        let watched = self.watch(cell, peer)?;
+        peer.check(false)?;
+        let now = Instant::now();
+        let left = match deadline {
+            Some(d) if now >= d => return Ok(None),
+            Some(d) => Some(d - now),
+            None => None,
+        };
+        Ok(Some(if watched {
+            (left, false)
+        } else {
+            (
+                Some(left.map_or(UNWATCHED_SLICE, |l| l.min(UNWATCHED_SLICE))),
+                true,
+            )
+        }))
+    }
+}
+
+/// The end of a wait that failed with `e`: data that arrived meanwhile wins.
+#[inline]
+fn finish(ready: &mut impl FnMut() -> bool, e: Error) -> Result<()> {
+    if ready() {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+/// Announces a sleeper on `cell` and sleeps while the futex word still holds `seen` (for at
+/// most `timeout`), unless `ready()` turns true after announcing. True if it saw `ready()`.
+fn sleep(
+    cell: &WaitCell,
+    seen: u32,
+    timeout: Option<Duration>,
+    ready: &mut impl FnMut() -> bool,
+) -> bool {
+    // Relaxed RMW, ordered by the SeqCst fence F1 right after it.
+    cell.sleepers.fetch_add(1, Ordering::Relaxed);
+    // F1: see the module docs; pairs with F2 in `wake_if_sleeping`.
+    fence(Ordering::SeqCst);
+    let now_ready = ready();
+    if !now_ready {
+        sync::futex_wait(&cell.futex, seen, timeout);
+    }
+    cell.sleepers.fetch_sub(1, Ordering::Relaxed);
+    now_ready
+}
+
+/// Wakes whoever sleeps on `cell`, if anyone announced it. Called after publishing.
+#[inline]
+pub(crate) fn wake_if_sleeping(cell: &WaitCell) {
+    // F2: see the module docs; pairs with F1 in `sleep`.
+    fence(Ordering::SeqCst);
+    // Relaxed: ordered by F2.
+    if cell.sleepers.load(Ordering::Relaxed) != 0 {
+        wake(cell);
+        note_woke_peer();
+    }
+}
+
+/// Wakes every sleeper on `cell` unconditionally (used on close, after the closed state is
+/// stored).
+pub(crate) fn wake(cell: &WaitCell) {
+    // Release: pairs with the Acquire load A of the futex word in `Waiter::wait_block`.
+    cell.futex.fetch_add(1, Ordering::Release);
+    sync::futex_wake(&cell.futex);
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::AtomicU32;
+
+    /// A peer that is always there and never tells its process.
+    struct Anonymous;
+
+    impl Peer for Anonymous {
+        fn check(&mut self, _process: bool) -> Result<()> {
+            Ok(())
+        }
+        fn process(&mut self) -> Option<(u32, u64)> {
+            None
+        }
+        fn holds_end(&self) -> HoldsEnd {
+            Box::new(|| true)
+        }
+    }
+
+    fn cell() -> WaitCell {
+        WaitCell {
+            futex: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+        }
+    }
+
+    #[test]
+    fn an_unwatched_sleeper_keeps_its_deadline() {
+        let cell = cell();
+        let mut w = Waiter::new(WaitStrategy::Block);
+        let timeout = Duration::from_millis(30);
+        let started = Instant::now();
+        let r = w.wait_until(&cell, Some(started + timeout), || false, &mut Anonymous);
+        assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+        assert!(started.elapsed() >= timeout, "ended before its deadline");
+        assert!(matches!(w.watch, Watch::Pending), "nothing to watch");
+        assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
+    }
+
+    /// A peer that recorded this very process (which the death watcher can watch, and which
+    /// outlives the test) and holds its end until `holds` is cleared.
+    struct Recorded {
+        holds: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Recorded {
+        fn new() -> Recorded {
+            Recorded {
+                holds: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            }
+        }
+    }
+
+    impl Peer for Recorded {
+        fn check(&mut self, process: bool) -> Result<()> {
+            if process && !self.holds.load(Ordering::Relaxed) {
+                return Err(Error::PeerGone {
+                    channel: "recorded".into(),
+                    pid: std::process::id(),
+                });
+            }
+            Ok(())
+        }
+        fn process(&mut self) -> Option<(u32, u64)> {
+            let start = crate::sys::start_time_at("/proc/self/stat")?;
+            Some((std::process::id(), start))
+        }
+        fn holds_end(&self) -> HoldsEnd {
+            let holds = self.holds.clone();
+            Box::new(move || holds.load(Ordering::Relaxed))
+        }
+    }
+
+    /// CPU time the calling thread has used so far.
+    fn thread_cpu() -> Duration {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+
+    /// A watched sleeper sleeps with no timeout (the death watcher covers its peer): only the
+    /// waker's wake-up can end this wait before its distant deadline, and it must, soon, having
+    /// used next to no CPU meanwhile.
+    #[test]
+    fn a_watched_sleeper_sleeps_until_a_wake_ends_its_sleep() {
+        let cell = cell();
+        let mut w = Waiter::new(WaitStrategy::Block);
+        let mut peer = Recorded::new();
+        let deadline = Duration::from_secs(20);
+        let asleep_for = Duration::from_millis(300);
+        let data = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Give the waiter time to fall asleep; a bounded sleep, nothing to poll for.
+                std::thread::sleep(asleep_for);
+                data.store(true, std::sync::atomic::Ordering::Release);
+                wake_if_sleeping(&cell);
+            });
+            let (started, cpu) = (Instant::now(), thread_cpu());
+            let r = w.wait_until(
+                &cell,
+                Some(started + deadline),
+                || data.load(std::sync::atomic::Ordering::Acquire),
+                &mut peer,
+            );
+            let (took, cpu) = (started.elapsed(), thread_cpu() - cpu);
+            assert!(r.is_ok(), "{r:?}");
+            assert!(
+                matches!(w.watch, Watch::Watched(_)),
+                "the watcher covers the peer, so the sleep has no timed slices"
+            );
+            assert!(
+                took < deadline / 4,
+                "the wait ended only after {took:?}: not by the wake"
+            );
+            assert!(
+                cpu * 10 < took,
+                "used {cpu:?} of CPU in {took:?}: it did not sleep"
+            );
+        });
+        assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
+    }
+
+    /// The death watcher's look at the peer's end wakes a watched sleeper whose peer let go of
+    /// its end while the process it recorded lives on.
+    #[test]
+    fn a_watched_sleeper_hears_within_seconds_that_its_peer_let_go_of_its_end() {
+        let cell = cell();
+        let mut w = Waiter::new(WaitStrategy::Block);
+        let mut peer = Recorded::new();
+        let holds = peer.holds.clone();
+        let deadline = Duration::from_secs(20);
+        let r = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                holds.store(false, Ordering::Relaxed);
+            });
+            w.wait_until(&cell, Some(Instant::now() + deadline), || false, &mut peer)
+        });
+        assert!(matches!(r, Err(Error::PeerGone { .. })), "{r:?}");
+        assert!(matches!(w.watch, Watch::Watched(_)));
+    }
+}
