@@ -132,6 +132,17 @@ impl Kind {
         self == Kind::Pipe
     }
 
+    /// Whether the kernel carries the messages (pipes, sockets, queues): the rows "the best
+    /// kernel transport" is chosen from.
+    pub fn is_kernel(self) -> bool {
+        match self {
+            Kind::Pipe | Kind::Fifo | Kind::Socketpair | Kind::PosixMq | Kind::Uds | Kind::Tcp => {
+                true
+            }
+            Kind::Shm | Kind::IpcChannel | Kind::RawSync | Kind::Floor => false,
+        }
+    }
+
     /// Whether both processes busy-spin while they wait (whatever the wait strategy).
     pub fn always_spins(self) -> bool {
         matches!(self, Kind::RawSync | Kind::Floor)
