@@ -477,6 +477,19 @@ pub(crate) fn poll_until<T>(
     }
 }
 
+/// Waits on the listening side until the connecting side has stored 2 in the mapping's `ready`
+/// word (failing when the peer dies or `timeout` passes).
+pub(crate) fn await_connected(
+    ready: &std::sync::atomic::AtomicU32,
+    peer: Peer,
+    timeout: Duration,
+) -> Result<()> {
+    poll_until(peer, timeout, || {
+        // Acquire: pairs with the Release store of 2 in the transport's `connect`.
+        Ok((ready.load(std::sync::atomic::Ordering::Acquire) == 2).then_some(()))
+    })
+}
+
 /// Runs `visitor` with the concrete transport type of `kind`: the way to pick a backend at run
 /// time while the message loop stays monomorphic.
 pub fn dispatch<V: Visitor>(kind: Kind, visitor: V) -> V::Output {
