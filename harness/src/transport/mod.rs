@@ -14,7 +14,7 @@
 //! | kind | file | what moves the bytes |
 //! | --- | --- | --- |
 //! | `shm` | `shm.rs` | the shmlink duplex channel ([`shmlink::Endpoint`], so it falls back like the library) |
-//! | `ipc-channel` | `ipc_channel.rs` | the library's ipc-channel fallback, chosen explicitly (`shmlink::Backend::IpcChannel`) |
+//! | `ipc-channel` | `shm.rs` | the same, with the library's ipc-channel fallback chosen explicitly (`shmlink::Backend::IpcChannel`) |
 //! | `raw-sync` | `raw_sync.rs` | a single-slot mailbox per direction signalled with `raw_sync` busy events |
 //! | `pipe` | `pipe.rs` | the child's stdin / stdout, length-prefixed |
 //! | `fifo` | `fifo.rs` | two named pipes, length-prefixed |
@@ -57,7 +57,6 @@ macro_rules! framed_methods {
 
 pub mod fifo;
 pub mod floor;
-pub mod ipc_channel;
 pub mod pipe;
 pub mod posixmq;
 pub mod raw_sync;
@@ -495,7 +494,7 @@ pub(crate) fn await_connected(
 pub fn dispatch<V: Visitor>(kind: Kind, visitor: V) -> V::Output {
     match kind {
         Kind::Shm => visitor.visit::<shm::Shm>(),
-        Kind::IpcChannel => visitor.visit::<ipc_channel::IpcChannel>(),
+        Kind::IpcChannel => visitor.visit::<shm::IpcChannel>(),
         Kind::RawSync => visitor.visit::<raw_sync::RawSync>(),
         Kind::Pipe => visitor.visit::<pipe::Pipe>(),
         Kind::Fifo => visitor.visit::<fifo::Fifo>(),
