@@ -56,9 +56,15 @@ fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::Join
     })
 }
 
-/// Runs `ipc-parent` with `args`, which must succeed and print one document.
-fn document(args: &[&str], env: &[(&str, &str)]) -> Document {
-    let (ok, stdout, stderr) = run_parent(args, env);
+/// Runs `ipc-parent` with `args` (words separated by spaces), `--json` and, when given,
+/// `--name NAME`: it must succeed and print one document.
+fn document(args: &str, name: Option<&str>, env: &[(&str, &str)]) -> Document {
+    let mut args: Vec<&str> = args.split_whitespace().collect();
+    args.push("--json");
+    if let Some(name) = name {
+        args.extend(["--name", name]);
+    }
+    let (ok, stdout, stderr) = run_parent(&args, env);
     assert!(ok, "ipc-parent {args:?} failed:\n{stderr}");
     match serde_json::from_str(&stdout) {
         Ok(doc) => doc,
@@ -153,17 +159,8 @@ fn default_ping_pong_document_has_every_transport_and_block_beside_spin() {
     let _serial = serial();
     let name = unique("all");
     let doc = document(
-        &[
-            "--duration",
-            "200ms",
-            "--rounds",
-            "1",
-            "--warmup",
-            "50ms",
-            "--json",
-            "--name",
-            &name,
-        ],
+        "--duration 200ms --rounds 1 --warmup 50ms",
+        Some(&name),
         &[],
     );
     check_run(&doc, "ping-pong", 1);
@@ -207,24 +204,8 @@ fn raw_messages_report_their_size() {
     let _serial = serial();
     let name = unique("raw");
     let doc = document(
-        &[
-            "ping-pong",
-            "--transport",
-            "shm,uds",
-            "--wait",
-            "spin",
-            "--message",
-            "raw",
-            "--size",
-            "4KiB",
-            "--duration",
-            "100ms",
-            "--warmup",
-            "20ms",
-            "--json",
-            "--name",
-            &name,
-        ],
+        "ping-pong --transport shm,uds --wait spin --message raw --size 4KiB --duration 100ms --warmup 20ms",
+        Some(&name),
         &[],
     );
     check_run(&doc, "ping-pong", 1);
@@ -253,22 +234,10 @@ fn pinned_runs_record_their_cpus_and_the_topology() {
         .collect::<Vec<_>>()
         .join(",");
     let doc = document(
-        &[
-            "ping-pong",
-            "--transport",
-            "shm",
-            "--wait",
-            "block",
-            "--pin",
-            &list,
-            "--duration",
-            "100ms",
-            "--warmup",
-            "20ms",
-            "--json",
-            "--name",
-            &name,
-        ],
+        &format!(
+            "ping-pong --transport shm --wait block --pin {list} --duration 100ms --warmup 20ms"
+        ),
+        Some(&name),
         &[],
     );
     let pinning = &doc.run.pinning;
@@ -286,16 +255,8 @@ fn pinned_runs_record_their_cpus_and_the_topology() {
     // Alone, --pin chooses: the parent on one CPU, the child on one (another where there is
     // another).
     let doc = document(
-        &[
-            "--transport",
-            "serde",
-            "--pin",
-            "--duration",
-            "20ms",
-            "--warmup",
-            "0s",
-            "--json",
-        ],
+        "--transport serde --pin --duration 20ms --warmup 0s",
+        None,
         &[],
     );
     let pinning = &doc.run.pinning;
@@ -313,20 +274,8 @@ fn sweep_reports_every_transport_and_memcpy_at_every_size() {
     let _serial = serial();
     let name = unique("sweep");
     let doc = document(
-        &[
-            "sweep",
-            "--sizes",
-            "1KiB,1MiB",
-            "--duration",
-            "100ms",
-            "--rounds",
-            "1",
-            "--warmup",
-            "20ms",
-            "--json",
-            "--name",
-            &name,
-        ],
+        "sweep --sizes 1KiB,1MiB --duration 100ms --rounds 1 --warmup 20ms",
+        Some(&name),
         &[],
     );
     check_run(&doc, "sweep", 1);
@@ -391,10 +340,8 @@ fn stream_checks_every_transport_at_every_size_beside_ring_and_memcpy() {
     let saved = dir.join("stream.json");
     let saved_s = saved.to_string_lossy().into_owned();
     let doc = document(
-        &[
-            "stream", "--sizes", "8,9KiB", "--count", "1500", "--rounds", "2", "--warmup", "10ms",
-            "--json", "--save", &saved_s, "--name", &name,
-        ],
+        &format!("stream --sizes 8,9KiB --count 1500 --rounds 2 --warmup 10ms --save {saved_s}"),
+        Some(&name),
         &[],
     );
     check_run(&doc, "stream", 2);
@@ -475,19 +422,8 @@ fn forced_fallback_runs_shm_over_ipc_channel() {
     let _serial = serial();
     let name = unique("forced");
     let doc = document(
-        &[
-            "--transport",
-            "shm",
-            "--wait",
-            "spin",
-            "--duration",
-            "100ms",
-            "--warmup",
-            "20ms",
-            "--json",
-            "--name",
-            &name,
-        ],
+        "--transport shm --wait spin --duration 100ms --warmup 20ms",
+        Some(&name),
         &[("SHMLINK_FORCE_FALLBACK", "1")],
     );
     let r = &ping_pong(&doc).results[0];
@@ -502,10 +438,8 @@ fn clients_run_reports_every_row_at_every_count() {
     let _serial = serial();
     let name = unique("clients");
     let doc = document(
-        &[
-            "clients", "1,2", "--count", "200", "--warmup", "10ms", "--rounds", "2", "--json",
-            "--name", &name,
-        ],
+        "clients 1,2 --count 200 --warmup 10ms --rounds 2",
+        Some(&name),
         &[],
     );
     check_run(&doc, "clients", 2);

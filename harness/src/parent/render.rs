@@ -412,6 +412,33 @@ fn matrix(
     format!("\n{}", t.render())
 }
 
+/// A table of results by size: for every size, its rows in the document's order, each the size,
+/// the row's label and backend, then `cells`.
+fn by_size<R>(
+    columns: &[&str],
+    sizes: &[usize],
+    results: &[R],
+    id: impl Fn(&R) -> (usize, &RowId),
+    cells: impl Fn(&R) -> Vec<String>,
+) -> Table {
+    let mut all = vec!["size", "transport", "backend"];
+    all.extend_from_slice(columns);
+    let mut t = Table::new(&all);
+    for &size in sizes {
+        for r in results.iter().filter(|r| id(r).0 == size) {
+            let row = id(r).1;
+            let mut line = vec![
+                size_label(size),
+                row.label(),
+                row.backend.clone().unwrap_or_else(|| "-".to_owned()),
+            ];
+            line.extend(cells(r));
+            t.row(line);
+        }
+    }
+    t
+}
+
 fn sweep(s: &Sweep) -> String {
     let rounds = s.results.first().map_or(0, |r| r.figures.rounds.len());
     let mut out = format!(
@@ -420,30 +447,27 @@ fn sweep(s: &Sweep) -> String {
          memcpy row's\n\n",
         size_label(s.ring_size)
     );
-    let mut t = Table::new(&[
-        "size",
-        "transport",
-        "backend",
-        ">best MB/s",
-        ">median MB/s",
-        ">x memcpy",
-        ">p50 us",
-        ">p99 us",
-    ]);
-    for &size in &s.sizes {
-        for r in s.results.iter().filter(|r| r.size == size) {
-            t.row(vec![
-                size_label(size),
-                r.row.label(),
-                r.row.backend.clone().unwrap_or_else(|| "-".to_owned()),
+    let t = by_size(
+        &[
+            ">best MB/s",
+            ">median MB/s",
+            ">x memcpy",
+            ">p50 us",
+            ">p99 us",
+        ],
+        &s.sizes,
+        &s.results,
+        |r| (r.size, &r.row),
+        |r| {
+            vec![
                 whole(r.mb_per_s),
                 whole(r.median_mb_per_s),
                 times(r.memcpy_ratio),
                 us(r.figures.latency_ns.p50),
                 us(r.figures.latency_ns.p99),
-            ]);
-        }
-    }
+            ]
+        },
+    );
     out.push_str(&t.render());
     let find = |label: &str, size: usize| {
         s.results
@@ -503,24 +527,21 @@ fn stream(s: &Stream) -> String {
         size_label(s.ring_size),
         s.wait
     );
-    let mut t = Table::new(&[
-        "size",
-        "transport",
-        "backend",
-        ">messages",
-        ">best msg/s",
-        ">median msg/s",
-        ">best MB/s",
-        ">median MB/s",
-        ">x ring",
-        ">x memcpy",
-    ]);
-    for &size in &s.sizes {
-        for r in s.results.iter().filter(|r| r.size == size) {
-            t.row(vec![
-                size_label(size),
-                r.row.label(),
-                r.row.backend.clone().unwrap_or_else(|| "-".to_owned()),
+    let t = by_size(
+        &[
+            ">messages",
+            ">best msg/s",
+            ">median msg/s",
+            ">best MB/s",
+            ">median MB/s",
+            ">x ring",
+            ">x memcpy",
+        ],
+        &s.sizes,
+        &s.results,
+        |r| (r.size, &r.row),
+        |r| {
+            vec![
                 whole(r.count as f64),
                 whole(r.msgs_per_s),
                 whole(r.median_msgs_per_s),
@@ -528,9 +549,9 @@ fn stream(s: &Stream) -> String {
                 whole(r.median_mb_per_s),
                 times(r.ring_ratio),
                 times(r.memcpy_ratio),
-            ]);
-        }
-    }
+            ]
+        },
+    );
     out.push_str(&t.render());
     let rows = labels(s.results.iter().map(|r| &r.row));
     let find = |label: &str, size: usize| {
