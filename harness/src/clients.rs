@@ -1,4 +1,4 @@
-//! `ipc-parent --clients`: the rows, and the client side that `ipc-child --client ROW` runs.
+//! `ipc-parent clients`: the rows, and the client side that `ipc-child --client ROW` runs.
 //!
 //! A client connects to the server the parent runs for its row, waits for a "go" message (the
 //! server sends it once every client is connected), makes untimed round trips for the warmup,

@@ -517,7 +517,7 @@ fn clients_table_lists_the_rows_and_the_ratios() {
     assert_nothing_left(&name);
 }
 
-/// Starts a long `--clients 3` selector run, waits for its clients, then kills one of them
+/// Starts a long `clients 3` selector run, waits for its clients, then kills one of them
 /// (SIGKILL) or interrupts the parent (SIGINT); returns the parent's (success, stderr, client
 /// pids).
 fn interrupt_clients_run(name: &str, kill_parent: bool) -> (bool, String, Vec<u32>) {

@@ -44,7 +44,7 @@ fn parse_client_rows(list: &str) -> anyhow::Result<Vec<ClientRow>> {
     }
     let mut rows = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let row: ClientRow = item.parse().context("--transport with --clients")?;
+        let row: ClientRow = item.parse().context("--transport of a clients run")?;
         if !rows.contains(&row) {
             rows.push(row);
         }
