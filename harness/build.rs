@@ -37,15 +37,15 @@ fn main() {
         None => "unknown".to_owned(),
     };
     println!("cargo:rustc-env=HARNESS_COMMIT={commit}");
-    // Built again when HEAD moves (a commit, a checkout) or the sources change.
-    for path in ["HEAD", "packed-refs"] {
-        if let Some(p) = git(&["rev-parse", "--git-path", path]) {
-            println!("cargo:rerun-if-changed={p}");
-        }
-    }
-    if let Some(branch) = git(&["symbolic-ref", "--quiet", "HEAD"]) {
-        if let Some(p) = git(&["rev-parse", "--git-path", &branch]) {
-            println!("cargo:rerun-if-changed={p}");
+    // Built again when HEAD moves (a commit, a checkout) or the sources change. A file that
+    // does not exist (packed-refs, often) would make every build run this script again.
+    let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    watched.extend(git(&["symbolic-ref", "--quiet", "HEAD"]));
+    for path in watched {
+        if let Some(p) = git(&["rev-parse", "--git-path", &path]) {
+            if std::path::Path::new(&p).exists() {
+                println!("cargo:rerun-if-changed={p}");
+            }
         }
     }
     for path in ["build.rs", "src", "../src"] {
