@@ -149,6 +149,12 @@ pub fn page(docs: &[(String, Document)], published: &Published) -> String {
          a document (or `published.json`), never this page, and run `ipc-parent report` again. \
          Figures from other machines differ: compare ratios within one run.\n",
     );
+    if docs.is_empty() {
+        out.push_str(
+            "\nNo document yet: `ROUNDS=3 just results` measures them (on a quiet machine) and \
+             renders this page.\n",
+        );
+    }
     for mode in MODES {
         for (name, doc) in docs.iter().filter(|(_, d)| d.results.mode() == mode) {
             out.push_str(&section(name, doc, published));
