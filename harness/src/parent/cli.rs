@@ -306,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn sweep_stream_and_clients_have_their_own_options() {
+    fn every_subcommand_has_its_own_options() {
         let Ok(Cli {
             command: Some(Cmd::Sweep(s)),
             ..
@@ -362,6 +362,23 @@ mod tests {
         };
         assert!(r.check);
         assert_eq!(r.dir, PathBuf::from("docs/results"));
+
+        let Ok(Cli {
+            command: Some(Cmd::Chart { input, output }),
+            ..
+        }) = parse(&["chart", "a.json", "-o", "a.svg"])
+        else {
+            panic!("not a chart")
+        };
+        assert_eq!((input, output), ("a.json".into(), "a.svg".into()));
+        let Ok(Cli {
+            command: Some(Cmd::Compare { debug, release }),
+            ..
+        }) = parse(&["compare", "d.json", "r.json"])
+        else {
+            panic!("not a compare")
+        };
+        assert_eq!((debug, release), ("d.json".into(), "r.json".into()));
     }
 
     #[test]
