@@ -33,56 +33,56 @@ build:
 
 # Ping-pong over the shmlink shared-memory ring (extra ipc-parent options after the name)
 ipc-shmem *ARGS: build
-    {{bin_dir}}/ipc-parent --transport shm --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+    {{bin_dir}}/ipc-parent ping-pong --transport shm --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # Ping-pong over the ipc-channel fallback
 ipc-channel *ARGS: build
-    {{bin_dir}}/ipc-parent --transport ipc-channel --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+    {{bin_dir}}/ipc-parent ping-pong --transport ipc-channel --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # Same as ipc-channel (the reference project's name)
 alias ipc-ipcc := ipc-channel
 
 # Ping-pong the reference way: single-slot mailboxes signalled with raw_sync busy events
 ipc-raw-sync *ARGS: build
-    {{bin_dir}}/ipc-parent --transport raw-sync --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+    {{bin_dir}}/ipc-parent ping-pong --transport raw-sync --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # Ping-pong over the child's stdin / stdout
 ipc-pipe *ARGS: build
-    {{bin_dir}}/ipc-parent --transport pipe --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+    {{bin_dir}}/ipc-parent ping-pong --transport pipe --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # Ping-pong over a Unix domain socket
 ipc-uds *ARGS: build
-    {{bin_dir}}/ipc-parent --transport uds --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+    {{bin_dir}}/ipc-parent ping-pong --transport uds --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # Ping-pong over TCP on loopback (--tcp-addr ADDR to bind elsewhere)
 ipc-tcp *ARGS: build
-    {{bin_dir}}/ipc-parent --transport tcp --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+    {{bin_dir}}/ipc-parent ping-pong --transport tcp --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # Bounce two cache lines between the processes: the hardware's floor
 ipc-floor *ARGS: build
-    {{bin_dir}}/ipc-parent --transport floor --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+    {{bin_dir}}/ipc-parent ping-pong --transport floor --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # The serde limit row alone: the JSON work of one round trip in one process, no IPC
 ipc-serde *ARGS: build
-    {{bin_dir}}/ipc-parent --transport serde --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+    {{bin_dir}}/ipc-parent ping-pong --transport serde --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # Every transport (or TRANSPORTS), interleaved round by round, in one table
 run-all *ARGS: build
-    {{bin_dir}}/ipc-parent --transport {{transports}} --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+    {{bin_dir}}/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # Same transports in a debug and a release build, one table with the release/debug ratio
 compare *ARGS:
     mkdir -p results
     cargo build --bins
     cargo build --release --bins
-    {{target_dir}}/debug/ipc-parent --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json {{ARGS}} > results/debug.json
-    {{target_dir}}/release/ipc-parent --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json {{ARGS}} > results/release.json
+    {{target_dir}}/debug/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json {{ARGS}} > results/debug.json
+    {{target_dir}}/release/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json {{ARGS}} > results/release.json
     {{target_dir}}/release/ipc-parent compare results/debug.json results/release.json
 
 # Payload sweep (SIZES): MB/s per transport and size beside memcpy; saves results/sweep-<mode>.json, draws docs/sweep-chart.svg
 sweep *ARGS: build
     mkdir -p results docs
-    {{bin_dir}}/ipc-parent --sweep --sizes {{sizes}} --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --save results/sweep-{{build_mode}}.json {{ARGS}}
+    {{bin_dir}}/ipc-parent sweep --sizes {{sizes}} --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --save results/sweep-{{build_mode}}.json {{ARGS}}
     {{bin_dir}}/ipc-parent chart results/sweep-{{build_mode}}.json --output docs/sweep-chart.svg
 
 # Every wait strategy beside uds, pipe and ipc-channel: back to back and paced 1 ms apart, quiet and with 2 busy processes (release); saves results/wait-load<N>-pace<P>.json
@@ -90,7 +90,7 @@ waits *ARGS:
     cargo build --release --bins
     mkdir -p results
     for load in 0 2; do for pace in 0s 1ms; do \
-        {{target_dir}}/release/ipc-parent --transport shm,uds,pipe,ipc-channel --wait all \
+        {{target_dir}}/release/ipc-parent ping-pong --transport shm,uds,pipe,ipc-channel --wait all \
             --pace $pace --load $load --duration {{duration}} --rounds {{rounds}} \
             --save results/wait-load$load-pace$pace.json {{ARGS}}; \
     done; done
@@ -99,26 +99,40 @@ waits *ARGS:
 fairness wait="spin" *ARGS:
     cargo build --release --bins
     for i in 1 2 3; do \
-        {{target_dir}}/release/ipc-parent --transport shm --wait {{wait}} --duration {{duration}} \
+        {{target_dir}}/release/ipc-parent ping-pong --transport shm --wait {{wait}} --duration {{duration}} \
             --rounds 1 --name fair$i-$$ {{ARGS}} | grep completed & \
     done; wait
 
 # One-way streaming (STREAM_SIZES, COUNT): msgs/s and MB/s per transport and size beside the ring between two threads and memcpy; saves results/stream-<mode>.json, draws docs/stream-chart.svg
 stream *ARGS: build
     mkdir -p results docs
-    {{bin_dir}}/ipc-parent --stream --sizes {{stream_sizes}} {{count_flag}} --transport {{transports}} --rounds {{rounds}} --save results/stream-{{build_mode}}.json {{ARGS}}
+    {{bin_dir}}/ipc-parent stream --sizes {{stream_sizes}} {{count_flag}} --transport {{transports}} --rounds {{rounds}} --save results/stream-{{build_mode}}.json {{ARGS}}
     {{bin_dir}}/ipc-parent chart results/stream-{{build_mode}}.json --output docs/stream-chart.svg
 
 # N client processes against one server, for every N of the list: shm selector, thread per client, async beside uds (poll loop, threads) and ipc-channel; saves results/clients-<mode>.json
 clients n="1,4,16" *ARGS: build
     mkdir -p results
-    {{bin_dir}}/ipc-parent --clients {{n}} --duration {{duration}} --rounds {{rounds}} --save results/clients-{{build_mode}}.json {{ARGS}}
+    {{bin_dir}}/ipc-parent clients {{n}} --duration {{duration}} --rounds {{rounds}} --save results/clients-{{build_mode}}.json {{ARGS}}
 
 # Run every transport into results/<mode>.json and draw it as an SVG bar chart
 chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": build
     mkdir -p results "$(dirname {{output}})"
-    test -f {{input}} || {{bin_dir}}/ipc-parent --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json > {{input}}
+    test -f {{input}} || {{bin_dir}}/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json > {{input}}
     {{bin_dir}}/ipc-parent chart {{input}} --output {{output}}
+
+# Measure the documents of the results page (release, ROUNDS rounds, options after the name go to every run, e.g. --pin) into docs/results/, then render the page
+results *ARGS:
+    cargo build --release --bins
+    {{target_dir}}/release/ipc-parent ping-pong --rounds {{rounds}} --duration {{duration}} --save docs/results/ping-pong.json {{ARGS}}
+    {{target_dir}}/release/ipc-parent ping-pong --transport floor,shm,raw-sync --message raw --size 56 --rounds {{rounds}} --duration {{duration}} --save docs/results/ping-pong-raw56.json {{ARGS}}
+    {{target_dir}}/release/ipc-parent sweep --rounds {{rounds}} --save docs/results/sweep.json {{ARGS}}
+    {{target_dir}}/release/ipc-parent stream --rounds {{rounds}} --save docs/results/stream.json {{ARGS}}
+    {{target_dir}}/release/ipc-parent clients 1,4,16 --rounds {{rounds}} --duration 1s --save docs/results/clients.json {{ARGS}}
+    {{target_dir}}/release/ipc-parent report
+
+# Render docs/results/README.md from the documents in docs/results/ (--check: fail if it differs)
+report *ARGS: build
+    {{bin_dir}}/ipc-parent report {{ARGS}}
 
 # Run the unit, conformance and end-to-end tests
 test:

@@ -1,4 +1,4 @@
-//! `ipc-parent --clients`: the rows, and the client side that `ipc-child --client ROW` runs.
+//! `ipc-parent clients`: the rows, and the client side that `ipc-child --client ROW` runs.
 //!
 //! A client connects to the server the parent runs for its row, waits for a "go" message (the
 //! server sends it once every client is connected), makes untimed round trips for the warmup,
@@ -257,6 +257,13 @@ struct Meter {
     histogram: Histogram<u64>,
     msg: Vec<u8>,
     reply: Vec<u8>,
+    /// The number of the next round trip.
+    seq: u64,
+    /// Timed round trips made.
+    done: u64,
+    warm_until: Instant,
+    /// When the timed part started (monotonic ns for the result, and the instant).
+    start: Option<(u64, Instant)>,
 }
 
 impl Meter {
@@ -270,107 +277,100 @@ impl Meter {
                 .map_err(|e| anyhow!("histogram: {e}"))?,
             msg: vec![0xa5; spec.size],
             reply: Vec::with_capacity(spec.size),
+            seq: 0,
+            done: 0,
+            warm_until: Instant::now() + spec.warmup,
+            start: None,
         })
     }
 
-    /// Prepares round trip `seq`'s message.
-    fn next(&mut self, seq: u64) -> &[u8] {
-        stamp(&mut self.msg, seq);
-        &self.msg
+    /// Prepares the next round trip: `None` when the timed part is over, else whether it is
+    /// timed and the pause to make before it.
+    fn next(&mut self) -> Option<(bool, Duration)> {
+        let start = match self.start {
+            Some((_, start)) => start,
+            None if Instant::now() < self.warm_until => {
+                stamp(&mut self.msg, self.seq);
+                return Some((false, Duration::ZERO));
+            }
+            None => {
+                let start = Instant::now();
+                self.start = Some((monotonic_ns(), start));
+                start
+            }
+        };
+        let over = match self.spec.count {
+            Some(count) => self.done >= count,
+            None => self.done > 0 && start.elapsed() >= self.spec.duration,
+        };
+        if over {
+            return None;
+        }
+        stamp(&mut self.msg, self.seq);
+        Some((true, self.spec.pace))
     }
 
-    fn check(&self, seq: u64) -> anyhow::Result<()> {
-        if !check_stamp(&self.reply, self.spec.size, seq) {
+    /// Checks the reply of the round trip that began at `began`, and records it if timed.
+    fn finish(&mut self, timed: bool, began: Instant) -> anyhow::Result<()> {
+        if timed {
+            self.histogram
+                .saturating_record(began.elapsed().as_nanos().try_into().unwrap_or(u64::MAX));
+            self.done += 1;
+        }
+        if !check_stamp(&self.reply, self.spec.size, self.seq) {
             bail!(
-                "reply {seq} is wrong ({} bytes, {} expected)",
+                "reply {} is wrong ({} bytes, {} expected)",
+                self.seq,
                 self.reply.len(),
                 self.spec.size
             );
         }
+        self.seq += 1;
         Ok(())
     }
 
-    fn result(&self, start_ns: u64, round_trips: u64) -> ClientResult {
+    fn result(&self) -> ClientResult {
         let h = &self.histogram;
         ClientResult {
-            start_ns,
+            start_ns: self.start.map_or(0, |(ns, _)| ns),
             end_ns: monotonic_ns(),
-            round_trips,
+            round_trips: self.done,
             p50_ns: h.value_at_quantile(0.5),
             p99_ns: h.value_at_quantile(0.99),
             p999_ns: h.value_at_quantile(0.999),
             max_ns: h.max(),
         }
     }
-
-    /// Whether the timed part is over after `done` round trips that started at `start`.
-    fn finished(&self, done: u64, start: Instant) -> bool {
-        match self.spec.count {
-            Some(count) => done >= count,
-            None => done > 0 && start.elapsed() >= self.spec.duration,
-        }
-    }
 }
 
 fn run_sync(ch: &mut impl RoundTrip, spec: &ClientSpec) -> anyhow::Result<ClientResult> {
     let mut m = Meter::new(spec)?;
-    let mut msg = m.msg.clone();
-    let mut seq = 0u64;
-    let warm_until = Instant::now() + spec.warmup;
-    while Instant::now() < warm_until {
-        stamp(&mut msg, seq);
-        ch.round_trip(&msg, &mut m.reply)?;
-        m.check(seq)?;
-        seq += 1;
-    }
-    let start_ns = monotonic_ns();
-    let start = Instant::now();
-    let mut done = 0u64;
-    while !m.finished(done, start) {
-        if !spec.pace.is_zero() {
-            std::thread::sleep(spec.pace);
+    while let Some((timed, pause)) = m.next() {
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
         }
-        stamp(&mut msg, seq);
-        let t = Instant::now();
-        ch.round_trip(&msg, &mut m.reply)?;
-        m.histogram
-            .saturating_record(t.elapsed().as_nanos().try_into().unwrap_or(u64::MAX));
-        m.check(seq)?;
-        seq += 1;
-        done += 1;
+        let began = Instant::now();
+        ch.round_trip(&m.msg, &mut m.reply)?;
+        m.finish(timed, began)?;
     }
-    Ok(m.result(start_ns, done))
+    Ok(m.result())
 }
 
 async fn run_async(ch: &mut AsyncChannel, spec: &ClientSpec) -> anyhow::Result<ClientResult> {
+    // The server's "go".
+    let mut go = Vec::new();
+    ch.recv_into(&mut go).await?;
     let mut m = Meter::new(spec)?;
-    ch.recv_into(&mut m.reply).await?;
-    let mut seq = 0u64;
-    let warm_until = Instant::now() + spec.warmup;
-    while Instant::now() < warm_until {
-        ch.send(m.next(seq)).await?;
-        ch.recv_into(&mut m.reply).await?;
-        m.check(seq)?;
-        seq += 1;
-    }
-    let start_ns = monotonic_ns();
-    let start = Instant::now();
-    let mut done = 0u64;
-    while !m.finished(done, start) {
-        if !spec.pace.is_zero() {
-            std::thread::sleep(spec.pace);
+    while let Some((timed, pause)) = m.next() {
+        if !pause.is_zero() {
+            tokio::time::sleep(pause).await;
         }
-        stamp(&mut m.msg, seq);
-        let t = Instant::now();
+        let began = Instant::now();
         ch.send(&m.msg).await?;
         ch.recv_into(&mut m.reply).await?;
-        m.histogram
-            .saturating_record(t.elapsed().as_nanos().try_into().unwrap_or(u64::MAX));
-        m.check(seq)?;
-        seq += 1;
-        done += 1;
+        m.finish(timed, began)?;
     }
-    Ok(m.result(start_ns, done))
+    Ok(m.result())
 }
 
 /// Runs one client of `spec.row` to the end: connect, the "go", warmup, timed round trips.
@@ -412,6 +412,7 @@ pub fn run_client(spec: &ClientSpec) -> anyhow::Result<ClientResult> {
         ClientRow::Async => {
             let ch = Listener::connect_timeout(name, WaitStrategy::Block, CONNECT_LIMIT)?;
             tokio::runtime::Builder::new_current_thread()
+                .enable_time()
                 .build()?
                 .block_on(async {
                     let mut ch = AsyncChannel::new(ch)?;

@@ -1,6 +1,7 @@
-//! End-to-end tests of the `ipc-parent` binary: the JSON document of a run over every
-//! transport, the forced fallback, a child killed mid-run, Ctrl-C, `--clients` (its rows, a
-//! client killed, Ctrl-C), and the chart / compare subcommands. No timing is asserted.
+//! End-to-end tests of the `ipc-parent` binary: the document of every mode (read back as the
+//! harness's own types), `--pin`, the forced fallback, a child killed mid-run, Ctrl-C, the
+//! clients run (its rows, a client killed, Ctrl-C), and the chart / compare subcommands. No
+//! timing is asserted.
 
 #[path = "../../tests/support/common.rs"]
 mod common;
@@ -12,7 +13,13 @@ use std::time::Duration;
 use common::{
     assert_nothing_left, leftovers, process_exists, serial, unique, ChildGuard, Watchdog,
 };
-use serde_json::Value;
+use shmlink_harness::clients::ClientRow;
+use shmlink_harness::parent::document::{
+    Document, Latency, PingPong, PingPongResult, Results, RoundTripFigures, RoundTrips, RowId, Run,
+    Sweep, SweepResult,
+};
+use shmlink_harness::parent::machine::Machine;
+use shmlink_harness::transport::Kind;
 
 const PARENT: &str = env!("CARGO_BIN_EXE_ipc-parent");
 /// Generous: debug builds on a loaded two-core machine, seven transports.
@@ -49,96 +56,146 @@ fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::Join
     })
 }
 
-fn parse(stdout: &str, stderr: &str) -> Value {
-    match serde_json::from_str(stdout) {
-        Ok(v) => v,
-        Err(e) => panic!("stdout is not one JSON document ({e}):\n{stdout}\nstderr:\n{stderr}"),
+/// Runs `ipc-parent` with `args` (words separated by spaces), `--json` and, when given,
+/// `--name NAME`: it must succeed and print one document.
+fn document(args: &str, name: Option<&str>, env: &[(&str, &str)]) -> Document {
+    let mut args: Vec<&str> = args.split_whitespace().collect();
+    args.push("--json");
+    if let Some(name) = name {
+        args.extend(["--name", name]);
+    }
+    let (ok, stdout, stderr) = run_parent(&args, env);
+    assert!(ok, "ipc-parent {args:?} failed:\n{stderr}");
+    match serde_json::from_str(&stdout) {
+        Ok(doc) => doc,
+        Err(e) => panic!("stdout is not one document ({e}):\n{stdout}\nstderr:\n{stderr}"),
+    }
+}
+
+/// Runs `ipc-parent` with each of `cases`: every one must be refused with an explanation.
+fn refused(cases: &[&[&str]]) {
+    for args in cases {
+        let (ok, _, stderr) = run_parent(args, &[]);
+        assert!(!ok, "{args:?} must be refused");
+        assert!(!stderr.is_empty(), "{args:?}: an explanation expected");
+    }
+}
+
+/// What every document says about its run.
+fn check_run(doc: &Document, mode: &str, rounds: u32) {
+    let run = &doc.run;
+    assert!(
+        run.command.starts_with(&format!("ipc-parent {mode}"))
+            || (mode == "ping-pong" && run.command.starts_with("ipc-parent --")),
+        "command: {}",
+        run.command
+    );
+    assert!(!run.commit.is_empty(), "commit");
+    assert!(
+        run.date.len() == 20 && run.date.ends_with('Z'),
+        "date: {}",
+        run.date
+    );
+    assert!(matches!(run.profile.as_str(), "debug" | "release"));
+    let m = &run.machine;
+    assert!(
+        m.cores >= 1 && !m.cpu.is_empty() && !m.kernel.is_empty(),
+        "{m:?}"
+    );
+    assert_eq!(
+        m.topology.len(),
+        m.cores,
+        "one topology entry per online CPU: {m:?}"
+    );
+    assert!(
+        !run.pinning.pinned && !run.pinning.parent.is_empty(),
+        "{:?}",
+        run.pinning
+    );
+    assert_eq!(run.rounds, rounds);
+    assert_eq!(doc.results.mode(), mode);
+}
+
+/// The transports of a mode: every kind but those left out, each shm row once per wait.
+fn transports(leave_out: &[Kind], shm_waits: &[&str]) -> Vec<(String, Option<String>)> {
+    Kind::ALL
+        .iter()
+        .filter(|k| !leave_out.contains(k))
+        .flat_map(|&k| {
+            if k == Kind::Shm {
+                shm_waits
+                    .iter()
+                    .map(|w| ("shm".to_owned(), Some(w.to_string())))
+                    .collect()
+            } else {
+                vec![(k.as_str().to_owned(), None)]
+            }
+        })
+        .collect()
+}
+
+fn row_names<'a>(rows: impl Iterator<Item = &'a RowId>) -> Vec<(String, Option<String>)> {
+    rows.map(|r| (r.transport.clone(), r.wait.clone()))
+        .collect()
+}
+
+fn with_limits(
+    mut rows: Vec<(String, Option<String>)>,
+    limits: &[&str],
+) -> Vec<(String, Option<String>)> {
+    rows.extend(limits.iter().map(|l| (l.to_string(), None)));
+    rows
+}
+
+fn ping_pong(doc: &Document) -> &PingPong {
+    match &doc.results {
+        Results::PingPong(p) => p,
+        other => panic!("not a ping-pong document: {}", other.mode()),
     }
 }
 
 #[test]
-fn json_document_of_every_transport() {
+fn default_ping_pong_document_has_every_transport_and_block_beside_spin() {
     let _serial = serial();
     let name = unique("all");
-    let args = [
-        "--transport",
-        "all",
-        "--duration",
-        "200ms",
-        "--rounds",
-        "1",
-        "--warmup",
-        "50ms",
-        "--json",
-        "--name",
-        &name,
-    ];
-    let (ok, stdout, stderr) = run_parent(&args, &[]);
-    assert!(ok, "ipc-parent failed:\n{stderr}");
-    let doc = parse(&stdout, &stderr);
-
-    let machine = &doc["machine"];
-    assert!(machine["cpu"].is_string(), "machine.cpu: {machine}");
-    assert!(
-        machine["cores"].as_u64().is_some_and(|c| c >= 1),
-        "machine.cores: {machine}"
+    let doc = document(
+        "--duration 200ms --rounds 1 --warmup 50ms",
+        Some(&name),
+        &[],
     );
-    assert!(machine["kernel"].is_string(), "machine.kernel: {machine}");
-    assert!(matches!(doc["profile"].as_str(), Some("debug" | "release")));
-    assert_eq!(doc["message"], "json");
-    assert!(doc["size"].is_null());
-
-    let results = doc["results"].as_array().cloned().unwrap_or_default();
-    let names: Vec<&str> = results
-        .iter()
-        .filter_map(|r| r["transport"].as_str())
-        .collect();
+    check_run(&doc, "ping-pong", 1);
+    let p = ping_pong(&doc);
+    assert_eq!(p.message, "json");
+    assert_eq!(p.size, None);
     assert_eq!(
-        names,
-        [
-            "shm",
-            "ipc-channel",
-            "raw-sync",
-            "pipe",
-            "fifo",
-            "socketpair",
-            "posixmq",
-            "uds",
-            "tcp",
-            "floor",
-            "serde"
-        ]
+        row_names(p.results.iter().map(|r| &r.row)),
+        with_limits(transports(&[], &["block", "spin"]), &["serde"])
     );
-    for r in &results {
-        let t = r["transport"].as_str().unwrap_or("?");
-        let rounds = r["rounds"].as_array().cloned().unwrap_or_default();
-        assert_eq!(rounds.len(), 1, "{t}: rounds");
+    for r in &p.results {
+        let t = r.row.label();
+        assert_eq!(r.figures.rounds.len(), 1, "{t}: rounds");
+        assert!(r.figures.rounds[0].round_trips > 0, "{t}: {r:?}");
+        assert!(r.figures.best_rt_per_s > 0.0, "{t}: best");
         assert!(
-            rounds[0]["round_trips"].as_u64().is_some_and(|n| n > 0),
-            "{t}: {r}"
+            r.figures.latency_ns.p50 <= r.figures.latency_ns.max,
+            "{t}: latency"
         );
-        assert!(rounds[0]["seconds"].is_f64(), "{t}: seconds");
-        assert!(rounds[0]["rt_per_s"].is_f64(), "{t}: rt_per_s");
         assert!(
-            r["best_rt_per_s"].as_f64().is_some_and(|x| x > 0.0),
-            "{t}: best"
+            r.pct_of_floor.is_some_and(|x| x > 0.0),
+            "{t}: % of floor (floor ran)"
         );
-        assert!(r["median_rt_per_s"].is_f64(), "{t}: median");
-        for p in ["p50", "p99", "p999", "max"] {
-            assert!(r["latency_ns"][p].as_u64().is_some(), "{t}: latency_ns.{p}");
-        }
-        assert!(r["pct_of_floor"].is_f64(), "{t}: pct_of_floor (floor ran)");
-        assert!(r.get("wait").is_some(), "{t}: wait present");
-    }
-    assert_eq!(results[0]["wait"], "spin");
-    assert!(results[1]["wait"].is_null());
-    for r in &results {
-        let limit = matches!(r["transport"].as_str(), Some("floor" | "serde"));
-        assert_eq!(r["limit"], limit, "limit flag: {r}");
+        assert!(
+            r.payload.is_none(),
+            "{t}: JSON messages have no payload size"
+        );
+        assert_eq!(
+            r.row.limit,
+            matches!(t.as_str(), "floor [limit]" | "serde [limit]")
+        );
     }
     // The serde row runs in this process: no child, no backend.
-    let serde = &results[10];
-    assert!(serde["backend"].is_null(), "{serde}");
+    let serde = p.results.last().map(|r| &r.row);
+    assert!(serde.is_some_and(|r| r.transport == "serde" && r.backend.is_none()));
     assert_nothing_left(&name);
 }
 
@@ -146,121 +203,131 @@ fn json_document_of_every_transport() {
 fn raw_messages_report_their_size() {
     let _serial = serial();
     let name = unique("raw");
-    let args = [
-        "--transport",
-        "shm,uds",
-        "--message",
-        "raw",
-        "--size",
-        "4KiB",
-        "--duration",
-        "100ms",
-        "--warmup",
-        "20ms",
-        "--json",
-        "--name",
-        &name,
-    ];
-    let (ok, stdout, stderr) = run_parent(&args, &[]);
-    assert!(ok, "ipc-parent failed:\n{stderr}");
-    let doc = parse(&stdout, &stderr);
-    assert_eq!(doc["message"], "raw");
-    assert_eq!(doc["size"], 4096);
-    for r in doc["results"].as_array().cloned().unwrap_or_default() {
-        assert!(r["mb_per_s"].is_f64(), "{r}");
-        assert!(r["median_mb_per_s"].is_f64(), "{r}");
-        assert_eq!(r["size"], 4096, "{r}");
-        assert!(r["pct_of_floor"].is_null(), "no floor ran: {r}");
+    let doc = document(
+        "ping-pong --transport shm,uds --wait spin --message raw --size 4KiB --duration 100ms --warmup 20ms",
+        Some(&name),
+        &[],
+    );
+    check_run(&doc, "ping-pong", 1);
+    let p = ping_pong(&doc);
+    assert_eq!((p.message.as_str(), p.size), ("raw", Some(4096)));
+    for r in &p.results {
+        let payload = r.payload.as_ref().expect("a raw row has a payload");
+        assert_eq!(payload.size, 4096, "{r:?}");
+        assert!(
+            payload.mb_per_s > 0.0 && payload.median_mb_per_s > 0.0,
+            "{r:?}"
+        );
+        assert!(r.pct_of_floor.is_none(), "no floor ran: {r:?}");
     }
+}
+
+#[test]
+fn pinned_runs_record_their_cpus_and_the_topology() {
+    let _serial = serial();
+    let name = unique("pin");
+    let machine = Machine::read();
+    let cpus: Vec<usize> = machine.topology.iter().map(|t| t.cpu).take(2).collect();
+    let list = cpus
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let doc = document(
+        &format!(
+            "ping-pong --transport shm --wait block --pin {list} --duration 100ms --warmup 20ms"
+        ),
+        Some(&name),
+        &[],
+    );
+    let pinning = &doc.run.pinning;
+    assert!(pinning.pinned, "{pinning:?}");
+    assert_eq!(pinning.parent, [cpus[0]], "{pinning:?}");
+    assert_eq!(
+        pinning.children,
+        [*cpus.last().unwrap_or(&0)],
+        "{pinning:?}"
+    );
+    assert_eq!(doc.run.machine.topology.len(), machine.topology.len());
+    assert!(ping_pong(&doc).results[0].figures.rounds[0].round_trips > 0);
+    assert_nothing_left(&name);
+
+    // Alone, --pin chooses: the parent on one CPU, the child on one (another where there is
+    // another).
+    let doc = document(
+        "--transport serde --pin --duration 20ms --warmup 0s",
+        None,
+        &[],
+    );
+    let pinning = &doc.run.pinning;
+    assert!(pinning.pinned && pinning.parent.len() == 1 && pinning.children.len() == 1);
+    assert_eq!(
+        pinning.parent != pinning.children,
+        machine.cores > 1,
+        "{pinning:?}"
+    );
+    refused(&[&["--transport", "serde", "--pin", "99999"], &["--pin", "x"]]);
 }
 
 #[test]
 fn sweep_reports_every_transport_and_memcpy_at_every_size() {
     let _serial = serial();
     let name = unique("sweep");
-    let args = [
-        "--sweep",
-        "--sizes",
-        "1KiB,1MiB",
-        "--duration",
-        "100ms",
-        "--rounds",
-        "1",
-        "--warmup",
-        "20ms",
-        "--json",
-        "--name",
-        &name,
-    ];
-    let (ok, stdout, stderr) = run_parent(&args, &[]);
-    assert!(ok, "ipc-parent --sweep failed:\n{stderr}");
-    let doc = parse(&stdout, &stderr);
-    assert_eq!(doc["sweep"], true);
-    assert_eq!(doc["message"], "raw");
-    assert_eq!(doc["sizes"], serde_json::json!([1024, 1 << 20]));
-    assert!(doc["ring_size"].as_u64().is_some_and(|r| r > 0));
-    let results = doc["results"].as_array().cloned().unwrap_or_default();
-    for size in [1024u64, 1 << 20] {
-        let at_size: Vec<&Value> = results
-            .iter()
-            .filter(|r| r["size"].as_u64() == Some(size))
-            .collect();
-        let names: Vec<&str> = at_size
-            .iter()
-            .filter_map(|r| r["transport"].as_str())
-            .collect();
+    let doc = document(
+        "sweep --sizes 1KiB,1MiB --duration 100ms --rounds 1 --warmup 20ms",
+        Some(&name),
+        &[],
+    );
+    check_run(&doc, "sweep", 1);
+    let Results::Sweep(s) = &doc.results else {
+        unreachable!("checked")
+    };
+    assert_eq!(s.sizes, [1024, 1 << 20]);
+    assert!(s.ring_size >= 2 << 20);
+    for size in [1024, 1 << 20] {
+        let at: Vec<_> = s.results.iter().filter(|r| r.size == size).collect();
         assert_eq!(
-            names,
-            [
-                "shm",
-                "ipc-channel",
-                "raw-sync",
-                "pipe",
-                "fifo",
-                "socketpair",
-                "posixmq",
-                "uds",
-                "tcp",
-                "memcpy"
-            ],
+            row_names(at.iter().map(|r| &r.row)),
+            with_limits(transports(&[Kind::Floor], &["spin"]), &["memcpy"]),
             "size {size}"
         );
-        for r in &at_size {
-            let t = r["transport"].as_str().unwrap_or("?");
+        for r in at {
+            let t = r.row.label();
             assert!(
-                r["mb_per_s"].as_f64().is_some_and(|mb| mb > 0.0),
-                "{t} at {size}: {r}"
+                r.mb_per_s > 0.0 && r.median_mb_per_s > 0.0,
+                "{t} at {size}: {r:?}"
             );
-            assert!(
-                r["median_mb_per_s"].as_f64().is_some_and(|mb| mb > 0.0),
-                "{t} at {size}: {r}"
-            );
-            assert!(
-                r["memcpy_ratio"].as_f64().is_some_and(|x| x > 0.0),
-                "{t} at {size}: {r}"
-            );
-            assert!(r["best_rt_per_s"].as_f64().is_some_and(|x| x > 0.0));
-            assert_eq!(r["limit"], t == "memcpy", "{t}: limit flag");
+            assert!(r.memcpy_ratio.is_some_and(|x| x > 0.0), "{t} at {size}");
+            assert_eq!(r.row.limit, r.row.transport == "memcpy", "{t}");
         }
     }
     assert_nothing_left(&name);
 }
 
 #[test]
-fn sweep_and_row_options_are_checked() {
-    for args in [
-        &["--sweep", "--transport", "floor"][..],
-        &["--sweep", "--transport", "shm,serde"],
+fn mode_options_are_checked() {
+    refused(&[
+        &["sweep", "--transport", "floor"],
+        &["sweep", "--transport", "shm,serde"],
+        &["sweep", "--sizes", "0"],
+        &["sweep", "--message", "json"],
         &["--sizes", "1KiB"],
-        &["--sweep", "--sizes", "0"],
-        &["--sweep", "--message", "json"],
         &["--transport", "memcpy"],
         &["--transport", "serde", "--message", "raw"],
-    ] {
-        let (ok, _, stderr) = run_parent(args, &[]);
-        assert!(!ok, "{args:?} must be refused");
-        assert!(!stderr.is_empty(), "{args:?}: an explanation expected");
-    }
+        &["--rounds", "0"],
+        &["stream", "--sizes", "4"],
+        &["stream", "--count", "0"],
+        &["--count", "10"],
+        &["stream", "--transport", "floor"],
+        &["stream", "--message", "json"],
+        &["--transport", "ring"],
+        &["clients", "0"],
+        &["clients", "1", "--size", "4"],
+        &["clients", "1", "--wait", "spin,block"],
+        &["clients", "1", "--transport", "shm"],
+        &["clients", "1", "--count", "0"],
+        &["clients", "--sweep"],
+    ]);
 }
 
 #[test]
@@ -272,70 +339,50 @@ fn stream_checks_every_transport_at_every_size_beside_ring_and_memcpy() {
     std::fs::create_dir_all(&dir).ok();
     let saved = dir.join("stream.json");
     let saved_s = saved.to_string_lossy().into_owned();
-    let args = [
-        "--stream", "--sizes", "8,9KiB", "--count", "1500", "--rounds", "2", "--warmup", "10ms",
-        "--json", "--save", &saved_s, "--name", &name,
-    ];
-    let (ok, stdout, stderr) = run_parent(&args, &[]);
-    assert!(ok, "ipc-parent --stream failed:\n{stderr}");
-    let doc = parse(&stdout, &stderr);
-    assert_eq!(doc["stream"], true);
-    assert_eq!(doc["sweep"], false);
-    assert_eq!(doc["sizes"], serde_json::json!([8, 9216]));
+    let doc = document(
+        &format!("stream --sizes 8,9KiB --count 1500 --rounds 2 --warmup 10ms --save {saved_s}"),
+        Some(&name),
+        &[],
+    );
+    check_run(&doc, "stream", 2);
+    let Results::Stream(s) = &doc.results else {
+        unreachable!("checked")
+    };
+    assert_eq!(s.sizes, [8, 9216]);
+    assert_eq!((s.count, s.wait.as_str()), (Some(1500), "spin"));
     // Every queue message is at most msgsize_max bytes: 9 KiB goes in fragments.
     assert!(
-        doc["posixmq"]["msgsize"].as_u64().is_some_and(|s| s > 4),
-        "posixmq limits: {}",
-        doc["posixmq"]
+        s.posixmq.as_ref().is_some_and(|mq| mq.msgsize > 4),
+        "{:?}",
+        s.posixmq
     );
-    let results = doc["results"].as_array().cloned().unwrap_or_default();
-    for size in [8u64, 9216] {
-        let at_size: Vec<&Value> = results
-            .iter()
-            .filter(|r| r["size"].as_u64() == Some(size))
-            .collect();
-        let names: Vec<&str> = at_size
-            .iter()
-            .filter_map(|r| r["transport"].as_str())
-            .collect();
+    for size in [8, 9216] {
+        let at: Vec<_> = s.results.iter().filter(|r| r.size == size).collect();
         assert_eq!(
-            names,
-            [
-                "shm",
-                "ipc-channel",
-                "raw-sync",
-                "pipe",
-                "fifo",
-                "socketpair",
-                "posixmq",
-                "uds",
-                "tcp",
-                "ring",
-                "memcpy"
-            ],
+            row_names(at.iter().map(|r| &r.row)),
+            with_limits(transports(&[Kind::Floor], &["spin"]), &["ring", "memcpy"]),
             "size {size}"
         );
-        for r in &at_size {
-            let t = r["transport"].as_str().unwrap_or("?");
-            assert_eq!(r["count"], 1500, "{t} at {size}: {r}");
-            let rounds = r["rounds"].as_array().cloned().unwrap_or_default();
-            assert_eq!(rounds.len(), 2, "{t} at {size}: rounds");
-            for round in &rounds {
-                assert_eq!(round["messages"], 1500, "{t} at {size}: {round}");
-            }
-            for field in ["msgs_per_s", "median_msgs_per_s", "mb_per_s", "ring_ratio"] {
-                assert!(
-                    r[field].as_f64().is_some_and(|x| x > 0.0),
-                    "{t} at {size}: {field} in {r}"
-                );
-            }
-            let limit = matches!(t, "ring" | "memcpy");
-            assert_eq!(r["limit"], limit, "{t}: limit flag");
+        for r in at {
+            let t = r.row.label();
+            assert_eq!(r.count, 1500, "{t} at {size}");
+            assert_eq!(r.rounds.len(), 2, "{t} at {size}: rounds");
+            assert!(r.rounds.iter().all(|x| x.messages == 1500), "{t} at {size}");
+            assert!(r.msgs_per_s > 0.0 && r.median_msgs_per_s > 0.0 && r.mb_per_s > 0.0);
+            assert!(r.ring_ratio.is_some_and(|x| x > 0.0), "{t} at {size}");
+            assert_eq!(
+                r.row.limit,
+                matches!(r.row.transport.as_str(), "ring" | "memcpy")
+            );
         }
     }
     assert_nothing_left(&name);
+    // The saved document is the printed one.
+    let read: Document = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap_or_default())
+        .expect("the saved document");
+    assert_eq!(read.run.date, doc.run.date);
 
-    // The saved document charts as messages/s grouped by size.
+    // It charts as messages/s grouped by size, and compares with itself.
     let svg = dir.join("stream.svg");
     let svg_s = svg.to_string_lossy().into_owned();
     let (ok, _, stderr) = run_parent(&["chart", &saved_s, "--output", &svg_s], &[]);
@@ -351,23 +398,6 @@ fn stream_checks_every_transport_at_every_size_beside_ring_and_memcpy() {
         stdout.contains("best msg/s") && stdout.contains("1.00x"),
         "{stdout}"
     );
-}
-
-#[test]
-fn stream_options_are_checked() {
-    for args in [
-        &["--stream", "--sizes", "4"][..],
-        &["--stream", "--count", "0"],
-        &["--count", "10"],
-        &["--stream", "--sweep"],
-        &["--stream", "--transport", "floor"],
-        &["--stream", "--message", "json"],
-        &["--transport", "ring"],
-    ] {
-        let (ok, _, stderr) = run_parent(args, &[]);
-        assert!(!ok, "{args:?} must be refused");
-        assert!(!stderr.is_empty(), "{args:?}: an explanation expected");
-    }
 }
 
 #[test]
@@ -391,102 +421,60 @@ fn serde_row_runs_without_a_child() {
 fn forced_fallback_runs_shm_over_ipc_channel() {
     let _serial = serial();
     let name = unique("forced");
-    let args = [
-        "--transport",
-        "shm",
-        "--duration",
-        "100ms",
-        "--warmup",
-        "20ms",
-        "--json",
-        "--name",
-        &name,
-    ];
-    let (ok, stdout, stderr) = run_parent(&args, &[("SHMLINK_FORCE_FALLBACK", "1")]);
-    assert!(ok, "ipc-parent failed:\n{stderr}");
-    let doc = parse(&stdout, &stderr);
-    let result = &doc["results"][0];
-    assert_eq!(result["transport"], "shm");
-    assert_eq!(result["backend"], "ipc-channel", "{result}");
-    assert!(result["rounds"][0]["round_trips"]
-        .as_u64()
-        .is_some_and(|n| n > 0));
+    let doc = document(
+        "--transport shm --wait spin --duration 100ms --warmup 20ms",
+        Some(&name),
+        &[("SHMLINK_FORCE_FALLBACK", "1")],
+    );
+    let r = &ping_pong(&doc).results[0];
+    assert_eq!(r.row.transport, "shm");
+    assert_eq!(r.row.backend.as_deref(), Some("ipc-channel"), "{r:?}");
+    assert!(r.figures.rounds[0].round_trips > 0);
     assert_nothing_left(&name);
 }
-
-/// Every row of `--clients`, by the name the report gives it.
-const CLIENT_ROWS: [&str; 7] = [
-    "shm plain",
-    "shm selector",
-    "shm threads",
-    "shm async",
-    "uds poll",
-    "uds threads",
-    "ipc-channel select",
-];
 
 #[test]
 fn clients_run_reports_every_row_at_every_count() {
     let _serial = serial();
     let name = unique("clients");
-    let args = [
-        "--clients",
-        "1,2",
-        "--count",
-        "200",
-        "--warmup",
-        "10ms",
-        "--rounds",
-        "2",
-        "--json",
-        "--name",
-        &name,
-    ];
-    let (ok, stdout, stderr) = run_parent(&args, &[]);
-    assert!(ok, "ipc-parent --clients failed:\n{stderr}");
-    let doc = parse(&stdout, &stderr);
-    assert_eq!(doc["clients"], serde_json::json!([1, 2]), "{doc}");
-    assert_eq!(doc["message"], "raw");
-    assert_eq!(doc["wait"], "block");
-    let results = doc["results"].as_array().expect("results");
-    for n in [1u64, 2] {
-        for row in CLIENT_ROWS {
-            let found = results
+    let doc = document(
+        "clients 1,2 --count 200 --warmup 10ms --rounds 2",
+        Some(&name),
+        &[],
+    );
+    check_run(&doc, "clients", 2);
+    let Results::Clients(c) = &doc.results else {
+        unreachable!("checked")
+    };
+    assert_eq!(c.counts, [1, 2]);
+    assert_eq!((c.wait.as_str(), c.size), ("block", 64));
+    for n in [1, 2] {
+        for row in ClientRow::ALL {
+            let found = c
+                .results
                 .iter()
-                .find(|r| r["transport"] == row && r["clients"] == n);
-            if row == "shm plain" && n != 1 {
-                assert!(found.is_none(), "the plain row takes one client: {doc}");
+                .find(|r| r.row == row.name() && r.clients == n);
+            if !row.runs_with(n) {
+                assert!(found.is_none(), "{} takes one client: {c:?}", row.name());
                 continue;
             }
             let Some(r) = found else {
-                panic!("no {row} x{n} result:\n{doc}")
+                panic!("no {} x{n} result:\n{c:?}", row.name())
             };
-            let rounds = r["rounds"].as_array().expect("rounds");
-            assert_eq!(rounds.len(), 2, "{r}");
-            for round in rounds {
+            assert_eq!(r.rounds.len(), 2, "{r:?}");
+            for round in &r.rounds {
                 // Every client made exactly --count timed round trips, all checked.
-                assert_eq!(round["round_trips"], 200 * n, "{row} x{n}: {round}");
-                assert!(round["rt_per_s"].as_f64().is_some_and(|x| x > 0.0), "{r}");
-                assert!(round["p99_worst_client_ns"].as_u64().is_some_and(|x| x > 0));
+                assert_eq!(round.total.round_trips, 200 * n as u64, "{r:?}");
+                assert!(
+                    round.total.rt_per_s > 0.0 && round.p99_worst_client_ns > 0,
+                    "{r:?}"
+                );
             }
-            assert!(r["median_rt_per_s"].as_f64().is_some_and(|x| x > 0.0));
-            let p99 = &r["p99_worst_client_ns"];
-            assert!(p99["median"].as_u64().is_some_and(|x| x > 0), "{r}");
-            assert!(p99["best"].as_u64() <= p99["median"].as_u64(), "{r}");
-            assert!(r["p99_median_client_ns"]["median"].as_u64() <= p99["median"].as_u64());
+            assert!(r.median_rt_per_s > 0.0);
+            let p99 = &r.p99_worst_client_ns;
+            assert!(p99.median > 0 && p99.best <= p99.median, "{r:?}");
+            assert!(r.p99_median_client_ns.median <= p99.median, "{r:?}");
         }
-    }
-    let ratios = doc["ratios"].as_array().expect("ratios");
-    for what in [
-        "shm selector / shm plain, rt/s",
-        "shm selector / uds poll, rt/s",
-    ] {
-        assert!(
-            ratios
-                .iter()
-                .any(|r| r["what"] == what && r["median"].as_f64().is_some_and(|x| x > 0.0)),
-            "no ratio {what}: {ratios:?}"
-        );
     }
     assert_nothing_left(&name);
 }
@@ -496,7 +484,7 @@ fn clients_table_lists_the_rows_and_the_ratios() {
     let _serial = serial();
     let name = unique("clitable");
     let args = [
-        "--clients",
+        "clients",
         "1",
         "--transport",
         "plain,selector,uds-poll",
@@ -508,14 +496,15 @@ fn clients_table_lists_the_rows_and_the_ratios() {
         &name,
     ];
     let (ok, stdout, stderr) = run_parent(&args, &[]);
-    assert!(ok, "ipc-parent --clients failed:\n{stderr}");
+    assert!(ok, "ipc-parent clients failed:\n{stderr}");
     for row in ["shm plain", "shm selector", "uds poll"] {
         let line = stdout
             .lines()
-            .find(|l| l.trim_start().starts_with("1  ") && l.contains(row))
+            .find(|l| l.contains(&format!(" {row} ")))
             .unwrap_or_else(|| panic!("no table line for {row}:\n{stdout}"));
         // clients, row, round trips: 100 round trips of the one client.
-        assert!(line.contains(" 100 "), "{line}");
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(cells.get(1..4), Some(&["1", row, "100"][..]), "{line}");
     }
     assert!(
         !stdout.contains("shm threads"),
@@ -528,31 +517,14 @@ fn clients_table_lists_the_rows_and_the_ratios() {
     assert_nothing_left(&name);
 }
 
-#[test]
-fn clients_options_are_checked() {
-    for args in [
-        &["--clients", "0"][..],
-        &["--clients", "1", "--size", "4"],
-        &["--clients", "1", "--wait", "spin,block"],
-        &["--clients", "1", "--transport", "shm"],
-        &["--clients", "1", "--sweep"],
-        &["--clients", "1", "--stream"],
-        &["--clients", "1", "--count", "0"],
-    ] {
-        let (ok, _, stderr) = run_parent(args, &[]);
-        assert!(!ok, "{args:?} must be refused");
-        assert!(!stderr.is_empty(), "{args:?}: an explanation expected");
-    }
-}
-
-/// Starts a long `--clients 3` selector run, waits for its clients, then kills one of them
+/// Starts a long `clients 3` selector run, waits for its clients, then kills one of them
 /// (SIGKILL) or interrupts the parent (SIGINT); returns the parent's (success, stderr, client
 /// pids).
 fn interrupt_clients_run(name: &str, kill_parent: bool) -> (bool, String, Vec<u32>) {
     let mut command = Command::new(PARENT);
     command
         .args([
-            "--clients",
+            "clients",
             "3",
             "--transport",
             "selector",
@@ -737,46 +709,86 @@ fn ctrl_c_reaps_the_child_and_unlinks_everything() {
     assert_nothing_left(&name);
 }
 
-const SWEEP_FIXTURE: &str = r#"{"machine":{"cpu":"Test CPU","cores":2,"kernel":"Linux 6.1"},
- "profile":"release","message":"raw","size":null,"sweep":true,"sizes":[1024,1048576],"ring_size":8388608,
- "results":[
-  {"transport":"shm","wait":"spin","backend":"shm","limit":false,"size":1024,"rounds":[{"round_trips":100,"seconds":1.0,"rt_per_s":100.0}],
-   "best_rt_per_s":100.0,"median_rt_per_s":100.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":null,
-   "mb_per_s":0.2,"median_mb_per_s":0.2,"memcpy_ratio":0.5},
-  {"transport":"memcpy","wait":null,"backend":null,"limit":true,"size":1024,"rounds":[{"round_trips":200,"seconds":1.0,"rt_per_s":200.0}],
-   "best_rt_per_s":200.0,"median_rt_per_s":200.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":null,
-   "mb_per_s":0.4,"median_mb_per_s":0.4,"memcpy_ratio":1.0},
-  {"transport":"shm","wait":"spin","backend":"shm","limit":false,"size":1048576,"rounds":[{"round_trips":1000,"seconds":1.0,"rt_per_s":1000.0}],
-   "best_rt_per_s":1000.0,"median_rt_per_s":1000.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":null,
-   "mb_per_s":2097.2,"median_mb_per_s":2097.2,"memcpy_ratio":0.5},
-  {"transport":"memcpy","wait":null,"backend":null,"limit":true,"size":1048576,"rounds":[{"round_trips":2000,"seconds":1.0,"rt_per_s":2000.0}],
-   "best_rt_per_s":2000.0,"median_rt_per_s":2000.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":null,
-   "mb_per_s":4194.3,"median_mb_per_s":4194.3,"memcpy_ratio":1.0}]}"#;
+/// A small document of `mode` made in this process, written where `chart` and `compare` read.
+fn fixture(results: Results) -> Document {
+    Document {
+        run: Run {
+            command: "ipc-parent test".to_owned(),
+            commit: "0123456789abcdef".to_owned(),
+            date: "2025-01-02T03:04:05Z".to_owned(),
+            profile: "release".to_owned(),
+            machine: Machine::read(),
+            pinning: Default::default(),
+            load_average: 0.0,
+            load: 0,
+            rounds: 1,
+            warmup_s: 0.0,
+        },
+        results,
+    }
+}
 
-const FIXTURE: &str = r#"{"machine":{"cpu":"Test CPU","cores":2,"kernel":"Linux 6.1"},
- "profile":"release","message":"json","size":null,
- "results":[
-  {"transport":"shm","wait":"spin","rounds":[{"round_trips":100,"seconds":1.0,"rt_per_s":100.0}],
-   "best_rt_per_s":100.0,"median_rt_per_s":100.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":50.0},
-  {"transport":"floor","wait":null,"rounds":[{"round_trips":200,"seconds":1.0,"rt_per_s":200.0}],
-   "best_rt_per_s":200.0,"median_rt_per_s":200.0,"latency_ns":{"p50":1,"p99":2,"p999":3,"max":4},"pct_of_floor":100.0}]}"#;
+fn round_trips(transport: &str, limit: bool, rate: f64) -> (RowId, RoundTripFigures) {
+    let row = RowId {
+        transport: transport.to_owned(),
+        wait: None,
+        backend: (!limit).then(|| transport.to_owned()),
+        limit,
+    };
+    let figures = RoundTripFigures {
+        rounds: vec![RoundTrips {
+            round_trips: rate as u64,
+            seconds: 1.0,
+            rt_per_s: rate,
+        }],
+        best_rt_per_s: rate,
+        median_rt_per_s: rate,
+        latency_ns: Latency {
+            p50: 1,
+            p99: 2,
+            p999: 3,
+            max: 4,
+        },
+    };
+    (row, figures)
+}
 
 #[test]
 fn chart_and_compare_read_a_result_file() {
     let dir = std::env::temp_dir().join(unique("chart"));
     let _cleanup = RemoveDir(dir.clone());
     std::fs::create_dir_all(&dir).ok();
-    let input = dir.join("result.json");
-    let svg = dir.join("chart.svg");
-    std::fs::write(&input, FIXTURE).ok();
-    let (input_s, svg_s) = (
-        input.to_string_lossy().into_owned(),
-        svg.to_string_lossy().into_owned(),
-    );
+    let write = |file: &str, doc: &Document| {
+        let path = dir.join(file);
+        std::fs::write(&path, serde_json::to_string(doc).unwrap_or_default()).ok();
+        path.to_string_lossy().into_owned()
+    };
+    let ping = fixture(Results::PingPong(PingPong {
+        message: "json".to_owned(),
+        size: None,
+        duration_s: 1.0,
+        pace_s: 0.0,
+        ring_size: 1 << 20,
+        posixmq: None,
+        results: [("shm", false, 100.0), ("floor", true, 200.0)]
+            .into_iter()
+            .map(|(t, limit, rate)| {
+                let (row, figures) = round_trips(t, limit, rate);
+                PingPongResult {
+                    row,
+                    figures,
+                    pct_of_floor: Some(rate / 2.0),
+                    payload: None,
+                }
+            })
+            .collect(),
+    }));
+    let input_s = write("result.json", &ping);
+    let svg_s = dir.join("chart.svg").to_string_lossy().into_owned();
 
     let (ok, _, stderr) = run_parent(&["chart", &input_s, "--output", &svg_s], &[]);
     assert!(ok, "chart failed:\n{stderr}");
-    let text = std::fs::read_to_string(&svg).unwrap_or_default();
+    let text = std::fs::read_to_string(&svg_s).unwrap_or_default();
     assert!(
         text.contains("<svg") && text.contains("floor"),
         "not an SVG chart:\n{text}"
@@ -790,12 +802,31 @@ fn chart_and_compare_read_a_result_file() {
     );
 
     // A sweep document: bars grouped by size, one legend entry per transport.
-    let sweep = dir.join("sweep.json");
-    std::fs::write(&sweep, SWEEP_FIXTURE).ok();
-    let sweep_s = sweep.to_string_lossy().into_owned();
+    let sweep = fixture(Results::Sweep(Sweep {
+        sizes: vec![1024, 1 << 20],
+        duration_s: 1.0,
+        ring_size: 8 << 20,
+        posixmq: None,
+        results: [1024, 1 << 20]
+            .into_iter()
+            .flat_map(|size| [("shm", false, 100.0), ("memcpy", true, 200.0)].map(|x| (size, x)))
+            .map(|(size, (t, limit, rate))| {
+                let (row, figures) = round_trips(t, limit, rate);
+                SweepResult {
+                    row,
+                    size,
+                    figures,
+                    mb_per_s: rate * size as f64 * 2e-6,
+                    median_mb_per_s: rate * size as f64 * 2e-6,
+                    memcpy_ratio: Some(rate / 200.0),
+                }
+            })
+            .collect(),
+    }));
+    let sweep_s = write("sweep.json", &sweep);
     let (ok, _, stderr) = run_parent(&["chart", &sweep_s, "--output", &svg_s], &[]);
     assert!(ok, "chart of a sweep failed:\n{stderr}");
-    let text = std::fs::read_to_string(&svg).unwrap_or_default();
+    let text = std::fs::read_to_string(&svg_s).unwrap_or_default();
     assert!(
         text.contains("<svg") && text.contains("memcpy") && text.contains("1 MiB"),
         "not a sweep chart:\n{text}"

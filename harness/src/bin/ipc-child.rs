@@ -1,7 +1,7 @@
 //! `ipc-child`: the far end of the ping-pong. The parent spawns it with the transport and the
 //! address to connect to; it answers until the parent closes the transport or goes away.
 //!
-//! With `--client ROW` it is one client of an `ipc-parent --clients` run instead (see
+//! With `--client ROW` it is one client of an `ipc-parent clients` run instead (see
 //! `shmlink_harness::clients`): it connects to the parent's server for that row, makes checked
 //! round trips and prints its result line on standard output.
 //!
@@ -63,7 +63,7 @@ struct Args {
     /// Message count for `burst` and `close-after`.
     #[arg(long, default_value_t = 100)]
     count: u64,
-    /// Be one client of an `ipc-parent --clients` run, over this row (`--address`: the row's
+    /// Be one client of an `ipc-parent clients` run, over this row (`--address`: the row's
     /// server), instead of the far end of a transport.
     #[arg(long, conflicts_with_all = ["transport", "mode"])]
     client: Option<ClientRow>,

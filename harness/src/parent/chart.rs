@@ -4,47 +4,95 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail};
 
-use super::report::{read_report, row_label, Report, TransportResult};
+use super::document::{Document, Results};
 use crate::workload::size_label;
 
 pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
+    let doc = Document::read(input)?;
+    let sized = |sizes: &[usize]| sizes.iter().map(|&s| size_label(s)).collect::<Vec<_>>();
+    let (what, y_desc) = match &doc.results {
+        Results::PingPong(p) => (
+            format!("ping-pong round trips / s, {} messages", p.message),
+            "best round trips per second (log scale)",
+        ),
+        Results::Sweep(s) => (
+            format!(
+                "payload throughput, MB/s both directions, ring {}",
+                size_label(s.ring_size)
+            ),
+            "best MB/s, both directions (log scale)",
+        ),
+        Results::Stream(s) => (
+            format!(
+                "one-way stream, messages / s, ring {}",
+                size_label(s.ring_size)
+            ),
+            "best messages per second (log scale)",
+        ),
+        Results::Clients(c) => (
+            format!("N clients against one server, {} B messages", c.size),
+            "best round trips per second, all clients (log scale)",
+        ),
+    };
+    let title = format!(
+        "{what} ({} build) - {}",
+        doc.run.profile, doc.run.machine.cpu
+    );
+    // (bar, group, value) of every result.
+    let (groups, bars): (Vec<String>, Vec<(String, usize, f64)>) = match &doc.results {
+        Results::PingPong(p) => {
+            let bars = p.results.iter().map(|r| {
+                let label = match &r.row.backend {
+                    Some(b) if b != &r.row.transport => format!("{} via {b}", r.row.label()),
+                    _ => r.row.label(),
+                };
+                (label, 0, r.figures.best_rt_per_s)
+            });
+            return single_chart(output, &title, y_desc, bars.collect());
+        }
+        Results::Sweep(s) => (
+            sized(&s.sizes),
+            s.results
+                .iter()
+                .map(|r| (r.row.label(), index(&s.sizes, r.size), r.mb_per_s))
+                .collect(),
+        ),
+        Results::Stream(s) => (
+            sized(&s.sizes),
+            s.results
+                .iter()
+                .map(|r| (r.row.label(), index(&s.sizes, r.size), r.msgs_per_s))
+                .collect(),
+        ),
+        Results::Clients(c) => (
+            c.counts.iter().map(|n| format!("{n} clients")).collect(),
+            c.results
+                .iter()
+                .map(|r| (r.row.clone(), index(&c.counts, r.clients), r.best_rt_per_s))
+                .collect(),
+        ),
+    };
+    grouped_chart(output, &title, y_desc, &groups, &bars)
+}
+
+fn index(list: &[usize], value: usize) -> usize {
+    list.iter().position(|&v| v == value).unwrap_or(usize::MAX)
+}
+
+/// One bar per result, its value on a log scale.
+fn single_chart(
+    output: &Path,
+    title: &str,
+    y_desc: &str,
+    bars: Vec<(String, usize, f64)>,
+) -> anyhow::Result<()> {
     use plotters::prelude::*;
 
-    let report = read_report(input)?;
-    if report.results.is_empty() {
-        bail!("{input:?} has no results");
+    if bars.is_empty() {
+        bail!("the document has no results");
     }
-    if report.sweep {
-        let title = format!(
-            "payload throughput, MB/s both directions ({} build, ring {}) - {}",
-            report.profile,
-            size_label(report.ring_size),
-            report.machine.cpu
-        );
-        let y = "best MB/s, both directions (log scale)";
-        return sweep_chart(&report, output, &title, y, |r| r.mb_per_s);
-    }
-    if report.stream {
-        let title = format!(
-            "one-way stream, messages / s ({} build, ring {}) - {}",
-            report.profile,
-            size_label(report.ring_size),
-            report.machine.cpu
-        );
-        let y = "best messages per second (log scale)";
-        return sweep_chart(&report, output, &title, y, |r| r.msgs_per_s);
-    }
-    let top = report
-        .results
-        .iter()
-        .map(|r| r.best_rt_per_s)
-        .fold(10.0, f64::max)
-        * 3.0;
-    let n = report.results.len();
-    let title = format!(
-        "ping-pong round trips / s ({} build, {} messages) - {}",
-        report.profile, report.message, report.machine.cpu
-    );
+    let top = bars.iter().map(|b| b.2).fold(10.0, f64::max) * 3.0;
+    let n = bars.len();
     let root = SVGBackend::new(output, (960, 540)).into_drawing_area();
     let draw = |e: DrawingAreaErrorKind<_>| anyhow!("drawing the chart: {e:?}");
     root.fill(&WHITE).map_err(draw)?;
@@ -55,43 +103,34 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
         .y_label_area_size(80)
         .build_cartesian_2d((0..n).into_segmented(), (1.0f64..top).log_scale())
         .map_err(draw)?;
-    let labels: Vec<String> = report
-        .results
-        .iter()
-        .map(|r| match &r.backend {
-            Some(b) if b != &r.transport => format!("{} ({b})", r.transport),
-            _ => row_label(r),
-        })
-        .collect();
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .y_desc("best round trips per second (log scale)")
+        .y_desc(y_desc)
         .x_label_formatter(&|x| match x {
-            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            SegmentValue::CenterOf(i) => bars.get(*i).map(|b| b.0.clone()).unwrap_or_default(),
             _ => String::new(),
         })
         .draw()
         .map_err(draw)?;
     chart
-        .draw_series(report.results.iter().enumerate().map(|(i, r)| {
-            let color = Palette99::pick(i).filled();
+        .draw_series(bars.iter().enumerate().map(|(i, b)| {
             let mut bar = Rectangle::new(
                 [
                     (SegmentValue::Exact(i), 1.0),
-                    (SegmentValue::Exact(i + 1), r.best_rt_per_s.max(1.0)),
+                    (SegmentValue::Exact(i + 1), b.2.max(1.0)),
                 ],
-                color,
+                Palette99::pick(i).filled(),
             );
             bar.set_margin(0, 0, 12, 12);
             bar
         }))
         .map_err(draw)?;
     chart
-        .draw_series(report.results.iter().enumerate().map(|(i, r)| {
+        .draw_series(bars.iter().enumerate().map(|(i, b)| {
             Text::new(
-                format!("{:.0}", r.best_rt_per_s),
-                (SegmentValue::CenterOf(i), r.best_rt_per_s.max(1.0) * 1.15),
+                format!("{:.0}", b.2),
+                (SegmentValue::CenterOf(i), b.2.max(1.0) * 1.15),
                 ("sans-serif", 13).into_font(),
             )
         }))
@@ -101,44 +140,35 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Grouped bars: one group per message size, one bar per transport (the limit rows last), the
-/// `value` of each result (best MB/s of a sweep, best messages/s of a stream) on a log scale.
-pub(crate) fn sweep_chart(
-    report: &Report,
+/// Grouped bars: one group per size (or client count), one bar per row (the limit rows last),
+/// each bar `(row, group, value)` on a log scale.
+fn grouped_chart(
     output: &Path,
     title: &str,
     y_desc: &str,
-    value: impl Fn(&TransportResult) -> Option<f64>,
+    groups: &[String],
+    bars: &[(String, usize, f64)],
 ) -> anyhow::Result<()> {
     use plotters::prelude::*;
 
-    let sizes = report.sizes.clone().unwrap_or_default();
-    let mut names: Vec<String> = Vec::new();
-    for r in &report.results {
-        if !names.contains(&r.transport) {
-            names.push(r.transport.clone());
+    let mut names: Vec<&str> = Vec::new();
+    for (name, _, _) in bars {
+        if !names.contains(&name.as_str()) {
+            names.push(name);
         }
     }
-    if sizes.is_empty() || names.is_empty() {
-        bail!("the sweep document has no sizes or no results");
+    if groups.is_empty() || names.is_empty() {
+        bail!("the document has no sizes or no results");
     }
-    let mb = |name: &str, size: usize| {
-        report
-            .results
-            .iter()
-            .find(|r| r.transport == name && r.size == Some(size))
-            .and_then(&value)
+    let value_of = |name: &str, group: usize| {
+        bars.iter()
+            .find(|(n, g, _)| n == name && *g == group)
+            .map(|b| b.2)
     };
-    let top = report
-        .results
+    let top = bars.iter().map(|b| b.2).fold(10.0, f64::max) * 3.0;
+    let bottom = bars
         .iter()
-        .filter_map(&value)
-        .fold(10.0, f64::max)
-        * 3.0;
-    let bottom = report
-        .results
-        .iter()
-        .filter_map(&value)
+        .map(|b| b.2)
         .filter(|&x| x > 0.0)
         .fold(top, f64::min);
     // Room under the smallest bar so that it shows.
@@ -146,7 +176,7 @@ pub(crate) fn sweep_chart(
     // Half-bar units on the x axis: each bar is two wide, each group ends with a one-bar gap,
     // so a group's centre (where its size label goes) falls on a whole unit.
     let per_group = 2 * (names.len() + 1);
-    let slots = (sizes.len() * per_group) as i32;
+    let slots = (groups.len() * per_group) as i32;
     let middle = names.len();
     let root = SVGBackend::new(output, (1100, 560)).into_drawing_area();
     let draw = |e: DrawingAreaErrorKind<_>| anyhow!("drawing the chart: {e:?}");
@@ -158,7 +188,6 @@ pub(crate) fn sweep_chart(
         .y_label_area_size(80)
         .build_cartesian_2d(0..slots, (bottom..top).log_scale())
         .map_err(draw)?;
-    let label_sizes = sizes.clone();
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -167,10 +196,7 @@ pub(crate) fn sweep_chart(
         .x_label_formatter(&|&x| {
             let group = (x as usize) / per_group;
             if x >= 0 && (x as usize) % per_group == middle {
-                label_sizes
-                    .get(group)
-                    .map(|&s| size_label(s))
-                    .unwrap_or_default()
+                groups.get(group).cloned().unwrap_or_default()
             } else {
                 String::new()
             }
@@ -179,11 +205,9 @@ pub(crate) fn sweep_chart(
         .map_err(draw)?;
     for (t, name) in names.iter().enumerate() {
         let color = Palette99::pick(t);
-        let bars: Vec<_> = sizes
-            .iter()
-            .enumerate()
-            .filter_map(|(g, &size)| {
-                let value = mb(name, size)?.max(bottom);
+        let rects: Vec<_> = (0..groups.len())
+            .filter_map(|g| {
+                let value = value_of(name, g)?.max(bottom);
                 let x = (g * per_group + 2 * t) as i32;
                 let mut bar = Rectangle::new([(x, bottom), (x + 2, value)], color.filled());
                 bar.set_margin(0, 0, 2, 2);
@@ -191,9 +215,9 @@ pub(crate) fn sweep_chart(
             })
             .collect();
         chart
-            .draw_series(bars)
+            .draw_series(rects)
             .map_err(draw)?
-            .label(name.clone())
+            .label(name.to_string())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
     }
     chart

@@ -1,4 +1,4 @@
-//! `--clients N,...`: N client processes (`ipc-child --client ROW`) against one server in this
+//! `clients N,...`: N client processes (`ipc-child --client ROW`) against one server in this
 //! process, per row of [`ClientRow`], for every N. Every round runs every row once, one after
 //! the other, so the ratios between rows are taken within a round. A row's figure for a round
 //! is the round trips of all its clients together over the span from the first client's start
@@ -18,28 +18,23 @@ use ipc_channel::ipc::{IpcOneShotServer, IpcReceiverSet, IpcSelectionResult};
 use shmlink::tokio::AsyncChannel;
 use shmlink::{Channel, Config, Connection, Error, Listener, Selector, WaitStrategy};
 
-use super::child::{install_signal_handlers, interrupted, ChildGuard, CHILD_PID};
-use super::cli::{RunArgs, DEFAULT_RING};
-use super::report::{
-    machine, median, profile, ClientsRatio, Latency, MedianBest, Report, RoundResult,
-    TransportResult,
+use super::child::{interrupted, ChildGuard, CHILD_PID};
+use super::cli::{ClientsArgs, DEFAULT_RING};
+use super::document::{
+    best_and_median, Clients as ClientsDoc, ClientsResult, ClientsRound, Latency, MedianBest,
+    Results, RoundTrips,
 };
-use super::run::child_path;
-use super::table::print_clients;
+use super::session::Session;
 use crate::clients::{go_message, ClientResult, ClientRow, CONNECT_LIMIT, MIN_SIZE};
 use crate::transport::HARNESS_PREFIX;
-use crate::workload::size_label;
 
 /// What every round of a clients run shares.
-struct ClientsPlan {
-    rows: Vec<ClientRow>,
-    /// How the shm clients (and the plain and threads servers) wait.
-    wait: WaitStrategy,
-    ring_size: usize,
-    child_path: PathBuf,
+struct ClientsPlan<'s> {
+    session: &'s Session,
     /// `ipcbench-<--name or h<pid>>`: the start of every name of the run.
     base: String,
-    args: RunArgs,
+    ring_size: usize,
+    args: ClientsArgs,
 }
 
 /// The rows `--transport` names (`all`: every one), in the table's order.
@@ -49,7 +44,7 @@ fn parse_client_rows(list: &str) -> anyhow::Result<Vec<ClientRow>> {
     }
     let mut rows = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let row: ClientRow = item.parse().context("--transport with --clients")?;
+        let row: ClientRow = item.parse().context("--transport of a clients run")?;
         if !rows.contains(&row) {
             rows.push(row);
         }
@@ -87,7 +82,7 @@ impl Drop for Clients {
 impl Clients {
     /// Spawns one `ipc-child --client ROW` per address.
     fn spawn(
-        plan: &ClientsPlan,
+        plan: &ClientsPlan<'_>,
         row: ClientRow,
         round: u32,
         name: &str,
@@ -99,15 +94,16 @@ impl Clients {
             children: Vec::with_capacity(addresses.len()),
             name: name.to_owned(),
         };
+        let placement = &plan.session.placement;
         let mut group = None;
-        for address in addresses {
-            let mut command = Command::new(&plan.child_path);
+        for (i, address) in addresses.iter().enumerate() {
+            let mut command = Command::new(&plan.session.child_path);
             command
                 .args(["--client", row.id(), "--address", address])
-                .args(["--wait", plan.wait.as_str()])
+                .args(["--wait", args.wait.as_str()])
                 .args(["--size", &args.size.to_string()])
-                .args(["--warmup", &ns(args.warmup)])
-                .args(["--duration", &ns(args.duration())])
+                .args(["--warmup", &ns(args.common.warmup)])
+                .args(["--duration", &ns(args.duration)])
                 .args(["--pace", &ns(args.pace)])
                 .args(["--parent-pid", &std::process::id().to_string()])
                 .stdin(Stdio::null())
@@ -116,8 +112,10 @@ impl Clients {
             if let Some(count) = args.count {
                 command.args(["--timed-count", &count.to_string()]);
             }
+            placement.pin_child(&mut command, i);
             let (child, pgid) = ChildGuard::spawn_in_group(command, group)?;
             group = Some(pgid);
+            placement.check_child(child.pid(), i)?;
             clients.children.push(child);
         }
         let pids: Vec<String> = clients
@@ -422,7 +420,7 @@ fn serve_ipc(halves: Vec<crate::clients::IpcHalves>, size: usize) -> anyhow::Res
 
 /// Runs one round of `row` with `n` clients; returns what each client measured.
 fn clients_round(
-    plan: &ClientsPlan,
+    plan: &ClientsPlan<'_>,
     row: ClientRow,
     n: usize,
     round: u32,
@@ -433,13 +431,14 @@ fn clients_round(
         capacity: plan.ring_size,
         wait,
     };
+    let wait = plan.args.wait;
     let names = |address: &str| vec![address.to_owned(); n];
     match row {
         ClientRow::Plain => {
             if n != 1 {
                 bail!("the plain channel row takes one client");
             }
-            let mut ch = Channel::create(&name, &config(plan.wait))?;
+            let mut ch = Channel::create(&name, &config(wait))?;
             ch.send(&go_message(size))?;
             let clients = Clients::spawn(plan, row, round, &name, &names(&name))?;
             echo_channel(&mut ch)?;
@@ -449,7 +448,7 @@ fn clients_round(
             // The selector does the waiting of its server; a thread per client waits as the
             // clients do.
             let wait = if row == ClientRow::Threads {
-                plan.wait
+                wait
             } else {
                 WaitStrategy::Block
             };
@@ -502,26 +501,26 @@ fn clients_round(
     }
 }
 
-/// What one round of one row gave: the round, and every client's percentiles.
-fn summarise(results: &[ClientResult]) -> RoundResult {
+/// What one round of one row gave: all clients' round trips, and their p99s.
+fn summarise(results: &[ClientResult]) -> ClientsRound {
     let start = results.iter().map(|r| r.start_ns).min().unwrap_or(0);
     let end = results.iter().map(|r| r.end_ns).max().unwrap_or(0);
     let total: u64 = results.iter().map(|r| r.round_trips).sum();
     let seconds = end.saturating_sub(start) as f64 / 1e9;
     let mut p99s: Vec<u64> = results.iter().map(|r| r.p99_ns).collect();
     p99s.sort_unstable();
-    RoundResult {
-        round_trips: total,
-        seconds,
-        rt_per_s: if seconds > 0.0 {
-            total as f64 / seconds
-        } else {
-            0.0
+    ClientsRound {
+        total: RoundTrips {
+            round_trips: total,
+            seconds,
+            rt_per_s: if seconds > 0.0 {
+                total as f64 / seconds
+            } else {
+                0.0
+            },
         },
-        messages: None,
-        msgs_per_s: None,
-        p99_median_client_ns: Some(median_u64(&p99s)),
-        p99_worst_client_ns: p99s.last().copied(),
+        p99_median_client_ns: median_u64(&p99s),
+        p99_worst_client_ns: p99s.last().copied().unwrap_or(0),
     }
 }
 
@@ -545,273 +544,109 @@ fn median_best(mut values: Vec<u64>) -> MedianBest {
 struct Cell {
     row: ClientRow,
     clients: usize,
-    rounds: Vec<RoundResult>,
+    rounds: Vec<ClientsRound>,
     results: Vec<ClientResult>,
 }
 
 impl Cell {
-    fn result(&self) -> TransportResult {
-        let mut rates: Vec<f64> = self.rounds.iter().map(|r| r.rt_per_s).collect();
-        let best = rates.iter().copied().fold(0.0, f64::max);
+    fn result(&self) -> ClientsResult {
+        let (best, median) = best_and_median(self.rounds.iter().map(|r| r.total.rt_per_s));
         let pick = |f: fn(&ClientResult) -> u64| {
             let mut v: Vec<u64> = self.results.iter().map(f).collect();
             v.sort_unstable();
             median_u64(&v)
         };
-        TransportResult {
-            transport: self.row.name().to_owned(),
-            wait: None,
-            backend: None,
-            limit: false,
-            size: None,
+        ClientsResult {
+            row: self.row.name().to_owned(),
+            clients: self.clients,
             rounds: self.rounds.clone(),
             best_rt_per_s: best,
-            median_rt_per_s: median(&mut rates),
+            median_rt_per_s: median,
             latency_ns: Latency {
                 p50: pick(|r| r.p50_ns),
                 p99: pick(|r| r.p99_ns),
                 p999: pick(|r| r.p999_ns),
                 max: self.results.iter().map(|r| r.max_ns).max().unwrap_or(0),
             },
-            pct_of_floor: None,
-            mb_per_s: None,
-            median_mb_per_s: None,
-            memcpy_ratio: None,
-            count: None,
-            msgs_per_s: None,
-            median_msgs_per_s: None,
-            ring_ratio: None,
-            clients: Some(self.clients),
-            p99_median_client_ns: Some(median_best(
-                self.rounds
-                    .iter()
-                    .filter_map(|r| r.p99_median_client_ns)
-                    .collect(),
-            )),
-            p99_worst_client_ns: Some(median_best(
-                self.rounds
-                    .iter()
-                    .filter_map(|r| r.p99_worst_client_ns)
-                    .collect(),
-            )),
+            p99_median_client_ns: median_best(
+                self.rounds.iter().map(|r| r.p99_median_client_ns).collect(),
+            ),
+            p99_worst_client_ns: median_best(
+                self.rounds.iter().map(|r| r.p99_worst_client_ns).collect(),
+            ),
         }
     }
 }
 
-/// The median over the rounds of `f(a's round) / f(b's round)`, when both rows ran.
-fn ratio(
-    cells: &[Cell],
-    n: usize,
-    a: ClientRow,
-    b: ClientRow,
-    f: fn(&RoundResult, &RoundResult) -> f64,
-) -> Option<f64> {
-    let find = |row| cells.iter().find(|c| c.row == row && c.clients == n);
-    let (a, b) = (find(a)?, find(b)?);
-    let mut per_round: Vec<f64> = a
-        .rounds
-        .iter()
-        .zip(&b.rounds)
-        .map(|(x, y)| f(x, y))
-        .filter(|r| r.is_finite())
-        .collect();
-    (!per_round.is_empty()).then(|| median(&mut per_round))
-}
-
-/// The ratios the targets of the clients benchmark are stated in.
-fn ratios(cells: &[Cell], counts: &[usize]) -> Vec<ClientsRatio> {
-    use ClientRow::*;
-    let rt = |x: &RoundResult, y: &RoundResult| x.rt_per_s / y.rt_per_s;
-    // Round-trip time of x over y's: the inverse of the rates.
-    let time = |x: &RoundResult, y: &RoundResult| y.rt_per_s / x.rt_per_s;
-    let mut out = Vec::new();
-    for &n in counts {
-        let mut push = |a, b, what: &str, f, target: Option<&str>| {
-            if let Some(median) = ratio(cells, n, a, b, f) {
-                out.push(ClientsRatio {
-                    clients: n,
-                    what: what.to_owned(),
-                    median,
-                    target: target.map(str::to_owned),
-                });
-            }
-        };
-        if n == 1 {
-            push(
-                Selector,
-                Plain,
-                "shm selector / shm plain, rt/s",
-                rt,
-                Some(">= 0.9"),
-            );
-            push(
-                Async,
-                Plain,
-                "shm async / shm plain, round-trip time",
-                time,
-                Some("<= 1.5"),
-            );
-        }
-        let target = (n == 4).then_some(">= 3");
-        push(
-            Selector,
-            UdsPoll,
-            "shm selector / uds poll, rt/s",
-            rt,
-            target,
-        );
-        push(
-            Threads,
-            UdsThreads,
-            "shm threads / uds threads, rt/s",
-            rt,
-            None,
-        );
-        push(
-            Selector,
-            IpcChannel,
-            "shm selector / ipc-channel select, rt/s",
-            rt,
-            None,
-        );
-    }
-    out
-}
-
-pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
-    install_signal_handlers()?;
-    if args.rounds == 0 {
-        bail!("--rounds must be at least 1");
-    }
+/// `ipc-parent clients`.
+pub(crate) fn run(args: ClientsArgs) -> anyhow::Result<()> {
     if args.size < MIN_SIZE {
-        bail!("--clients needs --size of at least {MIN_SIZE} bytes (the round-trip number)");
+        bail!("clients need --size of at least {MIN_SIZE} bytes (the round-trip number)");
     }
     if args.count == Some(0) {
         bail!("--count must be at least 1");
     }
-    if args.clients.contains(&0) {
-        bail!("--clients: every count must be at least 1");
+    if args.counts.is_empty() || args.counts.contains(&0) {
+        bail!("every client count must be at least 1");
     }
-    let wait = match &args.wait {
-        None => WaitStrategy::Block,
-        Some(w) if w.0.len() == 1 => w.first(),
-        Some(_) => bail!("--clients takes one --wait strategy"),
-    };
     let rows = parse_client_rows(&args.transport)?;
-    let base = format!(
-        "{HARNESS_PREFIX}{}",
-        args.name
-            .clone()
-            .unwrap_or_else(|| format!("h{}", std::process::id()))
-    );
-    shmlink::testing::validate_fallback_name(&base).map_err(|e| anyhow!("--name: {e}"))?;
+    let session = Session::start(args.common.clone(), true)?;
     let plan = ClientsPlan {
-        rows,
-        wait,
-        ring_size: args.ring_size.unwrap_or(DEFAULT_RING),
-        child_path: child_path(args.child.as_deref())?,
-        base,
+        session: &session,
+        base: format!("{HARNESS_PREFIX}{}", session.base),
+        ring_size: args.common.ring_size.unwrap_or(DEFAULT_RING),
         args,
     };
     let args = &plan.args;
-    let machine = machine();
     let timed = match args.count {
         Some(count) => format!("{count} timed round trips per client"),
-        None => format!("{:?} of timed round trips", args.duration()),
+        None => format!("{:?} of timed round trips", args.duration),
     };
-    let header = format!(
-        "machine: {} ({} cores), {}; build: {}; clients {:?}; raw messages of {} B; {timed} \
-         after {:?} of warmup; shm clients wait {}; pace {:?}; load {}",
-        machine.cpu,
-        machine.cores,
-        machine.kernel,
-        profile(),
-        args.clients,
-        args.size,
-        args.warmup,
-        plan.wait,
-        args.pace,
-        args.load,
-    );
-    if args.json {
-        eprintln!("{header}");
-    } else {
-        println!("{header}");
-    }
+    session.say(&format!(
+        "clients {:?}; raw messages of {} B; {timed} after {:?} of warmup; shm clients wait {}; \
+         pace {:?}",
+        args.counts, args.size, args.common.warmup, args.wait, args.pace,
+    ));
 
     let mut cells: Vec<Cell> = Vec::new();
-    for &n in &args.clients {
+    for &n in &args.counts {
         let first = cells.len();
-        cells.extend(
-            plan.rows
-                .iter()
-                .filter(|row| row.runs_with(n))
-                .map(|&row| Cell {
-                    row,
-                    clients: n,
-                    rounds: Vec::new(),
-                    results: Vec::new(),
-                }),
-        );
-        for round in 1..=args.rounds {
-            for cell in &mut cells[first..] {
-                if interrupted() {
-                    bail!("interrupted");
-                }
-                let results = match clients_round(&plan, cell.row, n, round) {
-                    Err(_) if interrupted() => bail!("interrupted"),
-                    other => other.with_context(|| {
-                        format!("{} with {n} clients, round {round}", cell.row.name())
-                    })?,
-                };
-                let r = summarise(&results);
-                let line = format!(
-                    "[{} x{n}] round {round}: [{}] round trips in [{:.3}] seconds ([{:.1}] \
-                     round-trips/second), client p99 median {:.1} us, worst {:.1} us",
-                    cell.row.name(),
-                    r.round_trips,
-                    r.seconds,
-                    r.rt_per_s,
-                    r.p99_median_client_ns.unwrap_or(0) as f64 / 1e3,
-                    r.p99_worst_client_ns.unwrap_or(0) as f64 / 1e3,
-                );
-                if args.json {
-                    eprintln!("{line}");
-                } else {
-                    println!("{line}");
-                }
-                cell.rounds.push(r);
-                cell.results.extend(results);
-            }
-        }
+        cells.extend(rows.iter().filter(|row| row.runs_with(n)).map(|&row| Cell {
+            row,
+            clients: n,
+            rounds: Vec::new(),
+            results: Vec::new(),
+        }));
+        session.rounds(&mut cells[first..], |cell, round| {
+            let results = clients_round(&plan, cell.row, n, round)
+                .with_context(|| format!("{} with {n} clients, round {round}", cell.row.name()))?;
+            let r = summarise(&results);
+            session.say(&format!(
+                "[{} x{n}] round {round}: [{}] round trips in [{:.3}] seconds ([{:.1}] \
+                 round-trips/second), client p99 median {:.1} us, worst {:.1} us",
+                cell.row.name(),
+                r.total.round_trips,
+                r.total.seconds,
+                r.total.rt_per_s,
+                r.p99_median_client_ns as f64 / 1e3,
+                r.p99_worst_client_ns as f64 / 1e3,
+            ));
+            cell.rounds.push(r);
+            cell.results.extend(results);
+            Ok(())
+        })?;
     }
 
-    let report = Report {
-        machine,
-        profile: profile().to_owned(),
-        message: "raw".to_owned(),
-        size: Some(args.size),
-        sweep: false,
-        stream: false,
-        sizes: None,
-        posixmq: None,
-        ring_size: plan.ring_size,
-        duration_s: args.duration().as_secs_f64(),
-        warmup_s: args.warmup.as_secs_f64(),
+    let results = Results::Clients(ClientsDoc {
+        counts: args.counts.clone(),
+        size: args.size,
+        count: args.count,
+        duration_s: args.duration.as_secs_f64(),
         pace_s: args.pace.as_secs_f64(),
-        load: args.load,
-        clients: Some(args.clients.clone()),
-        wait: Some(plan.wait.to_string()),
-        ratios: Some(ratios(&cells, &args.clients)),
+        wait: args.wait.to_string(),
+        ring_size: plan.ring_size,
         results: cells.iter().map(Cell::result).collect(),
-    };
-    report.emit(args.save.as_ref(), args.json, |out, report| {
-        print_clients(out, report)?;
-        writeln!(
-            out,
-            "ring {} per direction; the plain row runs with one client only",
-            size_label(plan.ring_size)
-        )?;
-        Ok(())
-    })
+    });
+    drop(plan);
+    session.finish(results)
 }

@@ -7,9 +7,39 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use super::child::ChildGuard;
-use super::run::Plan;
-use crate::transport::{ChildStdio, Listener, Peer, Transport};
-use crate::workload::MessageKind;
+use super::measure::Timing;
+use super::session::Session;
+use crate::transport::{ChildStdio, Listener, Options, Peer, Transport};
+use crate::workload::{self as common, MessageKind};
+
+/// What the rounds of a ping-pong run, a sweep or a stream share.
+#[derive(Clone)]
+pub(crate) struct Plan<'s> {
+    pub(crate) session: &'s Session,
+    pub(crate) opts: Options,
+    /// The base of the names of the rows' mappings and sockets.
+    pub(crate) base: String,
+    pub(crate) parent_id: String,
+    pub(crate) child_id: String,
+    /// Wait for a peer started by hand instead of spawning the child.
+    pub(crate) no_spawn: bool,
+    pub(crate) timing: Timing,
+}
+
+impl<'s> Plan<'s> {
+    /// The plan of a run with these options: fresh ids for the two sides.
+    pub(crate) fn new(session: &'s Session, opts: Options, timing: Timing) -> Plan<'s> {
+        Plan {
+            session,
+            opts,
+            base: session.base.clone(),
+            parent_id: common::random_id(),
+            child_id: common::random_id(),
+            no_spawn: false,
+            timing,
+        }
+    }
+}
 
 /// A connected transport and the child on its other end (none for a peer started by hand).
 /// Field order: the transport closes before the child is reaped.
@@ -30,6 +60,7 @@ pub(crate) fn connect<T: Transport>(
     extra: &[&str],
 ) -> anyhow::Result<Connection<T>> {
     let kind = T::KIND;
+    let session = plan.session;
     let name = format!("{}-{tag}", plan.base);
     let listener = T::listen(&name, &plan.opts).with_context(|| format!("setting up {kind}"))?;
     let backend = listener.backend().to_owned();
@@ -53,7 +84,7 @@ pub(crate) fn connect<T: Transport>(
         plan.child_id.clone(),
     ];
     child_args.extend(extra.iter().map(|&s| s.to_owned()));
-    if plan.args.no_spawn {
+    if plan.no_spawn {
         eprintln!(
             "[info] round {round} {kind}: waiting for a peer; run on the other host (with this \
              host's address if the one shown is loopback):\n  ipc-child {} --standalone",
@@ -68,7 +99,7 @@ pub(crate) fn connect<T: Transport>(
             backend,
         });
     }
-    let mut command = Command::new(&plan.child_path);
+    let mut command = Command::new(&session.child_path);
     command
         .args(&child_args)
         .arg("--parent-pid")
@@ -80,7 +111,9 @@ pub(crate) fn connect<T: Transport>(
         // Standard output is the parent's report: the child stays off it.
         command.stdin(Stdio::null()).stdout(Stdio::null());
     }
+    session.placement.pin_child(&mut command, 0);
     let mut child = ChildGuard::spawn(command)?;
+    session.placement.check_child(child.pid(), 0)?;
     eprintln!(
         "[info] round {round} {kind}: child pid {} on {}",
         child.pid(),

@@ -6,7 +6,7 @@ use std::hint::black_box;
 use shmlink::testing::SliceWriter;
 use shmlink::Error;
 
-use super::run::Plan;
+use super::connect::Plan;
 use crate::workload::{self as common, Ping};
 
 /// The `serde` row: both processes' JSON work of one round trip, done in this one, exactly as
@@ -22,7 +22,7 @@ pub(crate) struct SerdeWork<'a> {
 }
 
 impl<'a> SerdeWork<'a> {
-    pub(crate) fn new(plan: &'a Plan) -> Self {
+    pub(crate) fn new(plan: &'a Plan<'_>) -> Self {
         SerdeWork {
             parent_id: &plan.parent_id,
             child_id: &plan.child_id,

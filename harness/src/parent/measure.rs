@@ -7,8 +7,18 @@ use anyhow::{anyhow, Context};
 use hdrhistogram::Histogram;
 use shmlink::Error;
 
-use super::cli::RunArgs;
-use super::report::RoundResult;
+use super::document::RoundTrips;
+
+/// How long a row's rounds last.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// Unmeasured round trips before each round.
+    pub(crate) warmup: Duration,
+    /// One measured round.
+    pub(crate) duration: Duration,
+    /// A pause before each round trip.
+    pub(crate) pace: Duration,
+}
 
 pub(crate) fn new_histogram() -> anyhow::Result<Histogram<u64>> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| anyhow!("histogram: {e}"))
@@ -17,16 +27,16 @@ pub(crate) fn new_histogram() -> anyhow::Result<Histogram<u64>> {
 /// Runs `round_trip` unmeasured for the warmup, then for one measured round; returns the round
 /// and its latency histogram. Every row, limits included, goes through this same loop.
 pub(crate) fn measure(
-    args: &RunArgs,
+    timing: &Timing,
     mut round_trip: impl FnMut() -> Result<(), Error>,
     what: &str,
-) -> anyhow::Result<(RoundResult, Histogram<u64>)> {
+) -> anyhow::Result<(RoundTrips, Histogram<u64>)> {
     let mut histogram = new_histogram()?;
-    timed(args.warmup, args.pace, None, &mut round_trip)
+    timed(timing.warmup, timing.pace, None, &mut round_trip)
         .with_context(|| format!("{what}: warmup"))?;
     let (round_trips, seconds) = timed(
-        args.duration(),
-        args.pace,
+        timing.duration,
+        timing.pace,
         Some(&mut histogram),
         &mut round_trip,
     )
@@ -37,14 +47,10 @@ pub(crate) fn measure(
         0.0
     };
     Ok((
-        RoundResult {
+        RoundTrips {
             round_trips,
             seconds,
             rt_per_s,
-            messages: None,
-            msgs_per_s: None,
-            p99_median_client_ns: None,
-            p99_worst_client_ns: None,
         },
         histogram,
     ))

@@ -1,57 +1,58 @@
-//! `ipc-parent`: spawns `ipc-child` over each transport, runs timed ping-pong rounds (the
-//! transports interleaved round by round), and prints a table, or one JSON document with
-//! `--json`.
+//! `ipc-parent`: spawns `ipc-child` over each transport, measures, and prints the tables, or
+//! one JSON document with `--json`. One subcommand per mode:
 //!
-//! Two rows are limits rather than transports: `floor` (two cache lines bounced between the
-//! processes, no framing) and `serde` (the JSON work of one round trip in one process, no IPC).
-//!
-//! `--sweep` measures payload throughput instead: raw messages of several sizes echoed back,
-//! in MB/s with both directions counted, against a `memcpy` row measured in the same run.
-//!
-//! `--stream` measures one-way streaming: `--count` messages of every size sent one way, every
-//! one checked by the child, in messages/s and MB/s, against the same ring between two threads
-//! and a `memcpy` row.
-//!
-//! `--clients 1,4,16` measures services: N client processes (`ipc-child --client ROW`) against
-//! one server in this process, per row (shm selector, a thread per client, async, uds with a
-//! poll loop or threads, ipc-channel with a receiver set), in aggregate round trips per second
-//! and per-client p99.
-//!
-//! Subcommands: `chart` draws an SVG bar chart of a `--json` result (grouped by size for a
-//! sweep); `compare` puts a debug and a release result side by side with the release / debug
-//! ratio.
+//! - `ping-pong` (the default): timed rounds of round trips per transport, interleaved round by
+//!   round. Two rows are limits rather than transports: `floor` (two cache lines bounced
+//!   between the processes, no framing) and `serde` (the JSON work of one round trip in one
+//!   process, no IPC).
+//! - `sweep`: raw messages of several sizes echoed back, in MB/s with both directions counted,
+//!   against a `memcpy` row measured in the same run.
+//! - `stream`: `--count` messages of every size sent one way, every one checked by the child,
+//!   in messages/s and MB/s, against the same ring between two threads and a `memcpy` row.
+//! - `clients 1,4,16`: N client processes (`ipc-child --client ROW`) against one server in this
+//!   process, per row (shm selector, a thread per client, async, uds with a poll loop or
+//!   threads, ipc-channel with a receiver set), in aggregate round trips per second and
+//!   per-client p99.
+//! - `report`: the results page rendered from the saved documents; `chart`: an SVG bar chart
+//!   of a document; `compare`: a debug and a release document side by side.
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | `cli` | the command line |
-//! | `clients` | `--clients`: N client processes against one server, per row |
-//! | `child` | the running child and Ctrl-C |
-//! | `report` | the JSON document's schema, the machine, derived figures |
+//! | `cli` | the command line: a subcommand per mode, the options they share |
+//! | `session` | what every measuring mode does around its rows: checks, Ctrl-C, `--load`, `--pin`, the interleaved rounds, the document at the end |
+//! | `document` | the JSON document: the run's description and one result type per mode |
+//! | `machine` | the machine as the OS reports it, the load, `--pin` |
+//! | `render` | a document's tables and ratios, for standard output and the results page |
+//! | `report` | `report`: the results page from the saved documents and the published figures |
+//! | `pingpong` | `ping-pong` and `sweep`, round by round |
+//! | `stream` | `stream`: one-way streaming, with the ring and memcpy limit rows |
+//! | `clients` | `clients`: N client processes against one server, per row |
 //! | `rows` | the rows of a table and `--transport` parsing |
-//! | `measure` | the timed loop every row goes through |
+//! | `connect` | one connection to a spawned child |
+//! | `measure` | the timed loop every round-trip row goes through |
 //! | `pinger` | the parent's side of the ping-pong workload |
 //! | `limits` | the limit rows measured in this process (`serde`, `memcpy`) |
-//! | `run` | a ping-pong run or a sweep, round by round |
-//! | `connect` | one connection to a spawned child |
-//! | `stream` | `--stream`: one-way streaming, with the ring and memcpy limit rows |
-//! | `table` | the tables on standard output |
+//! | `child` | the running child, Ctrl-C, `--load` |
 //! | `chart` | `chart`: SVG bar charts |
 //! | `compare` | `compare`: debug against release |
 
 mod chart;
 mod child;
-mod cli;
+pub mod cli;
 mod clients;
 mod compare;
 mod connect;
+pub mod document;
 mod limits;
+pub mod machine;
 mod measure;
 mod pinger;
-mod report;
+mod pingpong;
+mod render;
+pub mod report;
 mod rows;
-mod run;
+mod session;
 mod stream;
-mod table;
 
 use clap::Parser;
 
@@ -62,9 +63,14 @@ use cli::{Cli, Cmd};
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        None => pingpong::ping_pong(cli.ping_pong),
+        Some(Cmd::PingPong(args)) => pingpong::ping_pong(args),
+        Some(Cmd::Sweep(args)) => pingpong::sweep(args),
+        Some(Cmd::Stream(args)) => stream::run(args),
+        Some(Cmd::Clients(args)) => clients::run(args),
+        Some(Cmd::Report(args)) => report::report(&args),
         Some(Cmd::Chart { input, output }) => chart::chart(&input, &output),
         Some(Cmd::Compare { debug, release }) => compare::compare(&debug, &release),
-        None => run::run(cli.run),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -2,7 +2,7 @@
 
 use shmlink::Error;
 
-use super::run::Plan;
+use super::connect::Plan;
 use crate::transport::{Kind, Transport};
 use crate::workload::{self as common, check_stamp, stamp, MessageKind, OwnedPing, Workload};
 
@@ -16,7 +16,7 @@ pub(crate) struct Pinger<'a> {
 }
 
 impl<'a> Pinger<'a> {
-    pub(crate) fn new(plan: &'a Plan, kind: Kind, message: MessageKind, size: usize) -> Self {
+    pub(crate) fn new(plan: &'a Plan<'_>, kind: Kind, message: MessageKind, size: usize) -> Self {
         let workload = Workload::of(kind, message);
         let size = if workload == Workload::Raw { size } else { 0 };
         Pinger {

@@ -85,7 +85,7 @@ fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Re
         }
     }
     if rows.contains(&Row::Ring) {
-        bail!("the ring row belongs to the streaming run (--stream)");
+        bail!("the ring row belongs to the stream (ipc-parent stream)");
     }
     if sweep {
         if rows.contains(&Row::Ipc(Kind::Floor)) || rows.contains(&Row::Serde) {
@@ -98,7 +98,7 @@ fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Re
         rows.push(Row::Memcpy);
     } else {
         if rows.contains(&Row::Memcpy) {
-            bail!("the memcpy row belongs to the payload sweep (--sweep)");
+            bail!("the memcpy row belongs to the sweep and the stream");
         }
         if message == MessageKind::Raw && rows.contains(&Row::Serde) {
             bail!("the serde row measures the JSON workload; drop it or --message raw");

@@ -1,4 +1,4 @@
-//! `--stream`: one-way streaming throughput. For every size and row, the parent sends a phase of
+//! `stream`: one-way streaming throughput. For every size and row, the parent sends a phase of
 //! messages (see [`crate::streaming`]) and the time runs until the receiver's verdict; rounds
 //! are interleaved (every size and row once, then again). Two limit rows run in this process:
 //! `ring`, the same shmlink ring between two threads, and `memcpy`, one copy of every message
@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use shmlink::Error;
 
-use super::child::{install_signal_handlers, interrupted};
-use super::cli::{sweep_ring, RunArgs};
-use super::connect::connect;
-use super::report::{machine, median, profile, Latency, Report, RoundResult, TransportResult};
+use super::cli::{sized_ring, StreamArgs};
+use super::connect::{connect, Plan};
+use super::document::{best_and_median, ratio, Results, RowId, Stream, StreamResult, StreamRound};
+use super::machine::Placement;
+use super::measure::Timing;
 use super::rows::{parse_stream_rows, Row};
-use super::run::Plan;
-use super::table::print_stream;
-use crate::streaming::{self, Stream, Verdict, MIN_SIZE};
+use super::session::Session;
+use crate::streaming::{self, Verdict, MIN_SIZE};
 use crate::transport::posixmq::MqLimits;
 use crate::transport::{self, Kind, Options, Transport, Visitor};
 use crate::workload::{self as common, size_label, MessageKind};
@@ -36,11 +36,11 @@ const MAX_COUNT: u64 = 1 << 31;
 /// warmup stalled by the scheduler does not shrink the row to nothing), and runs the measured
 /// phase. `phase(n)` moves `n` messages and returns the time until the receiver confirmed them.
 fn measure_stream(
-    args: &RunArgs,
+    timing: &Timing,
     count: &mut Option<u64>,
     mut phase: impl FnMut(u64) -> anyhow::Result<Duration>,
-) -> anyhow::Result<RoundResult> {
-    let warm_until = Instant::now() + args.warmup;
+) -> anyhow::Result<StreamRound> {
+    let warm_until = Instant::now() + timing.warmup;
     let mut n = FIRST_PHASE;
     let (mut warm_messages, mut warm_seconds) = (0u64, 0.0f64);
     loop {
@@ -57,36 +57,28 @@ fn measure_stream(
     }
     let messages = *count.get_or_insert_with(|| {
         let rate = warm_messages as f64 / warm_seconds.max(1e-9);
-        ((rate * args.duration().as_secs_f64()) as u64).clamp(MIN_COUNT, MAX_COUNT)
+        ((rate * timing.duration.as_secs_f64()) as u64).clamp(MIN_COUNT, MAX_COUNT)
     });
     let seconds = phase(messages)?.as_secs_f64();
-    Ok(RoundResult {
-        round_trips: 0,
+    Ok(StreamRound {
+        messages,
         seconds,
-        rt_per_s: 0.0,
-        messages: Some(messages),
-        msgs_per_s: Some(if seconds > 0.0 {
-            messages as f64 / seconds
-        } else {
-            0.0
-        }),
-        p99_median_client_ns: None,
-        p99_worst_client_ns: None,
+        msgs_per_s: ratio(messages as f64, seconds).unwrap_or(0.0),
     })
 }
 
 /// One round of one transport at one size, with a child in `--mode stream`.
-struct StreamRound<'a> {
-    plan: &'a Plan,
+struct StreamPhases<'a, 's> {
+    plan: &'a Plan<'s>,
     round: u32,
     size: usize,
     count: &'a mut Option<u64>,
 }
 
-impl Visitor for StreamRound<'_> {
-    type Output = anyhow::Result<(RoundResult, String)>;
+impl Visitor for StreamPhases<'_, '_> {
+    type Output = anyhow::Result<(StreamRound, String)>;
 
-    fn visit<T: Transport>(self) -> anyhow::Result<(RoundResult, String)> {
+    fn visit<T: Transport>(self) -> anyhow::Result<(StreamRound, String)> {
         let tag = format!("s{}-{}", self.round, self.size);
         let mut conn = connect::<T>(
             self.plan,
@@ -95,8 +87,8 @@ impl Visitor for StreamRound<'_> {
             MessageKind::Raw,
             &["--mode", "stream"],
         )?;
-        let mut stream = Stream::new(self.size);
-        let round = measure_stream(&self.plan.args, self.count, |n| {
+        let mut stream = streaming::Stream::new(self.size);
+        let round = measure_stream(&self.plan.timing, self.count, |n| {
             let start = Instant::now();
             let verdict = streaming::send_phase(&mut conn.t, &mut stream, n)?;
             let took = start.elapsed();
@@ -129,16 +121,25 @@ impl Spin {
 /// One phase of the `ring` limit row: `n` messages through `shmlink::ring` from this thread to
 /// another, which checks them exactly as the child does. Returns the time until that thread
 /// had them all.
-fn ring_phase(capacity: usize, size: usize, n: u64) -> anyhow::Result<Duration> {
+fn ring_phase(
+    placement: &Placement,
+    capacity: usize,
+    size: usize,
+    n: u64,
+) -> anyhow::Result<Duration> {
     let (mut tx, mut rx) = shmlink::ring::new(capacity)?;
-    let mut stream = Stream::new(size);
+    let mut stream = streaming::Stream::new(size);
     let start_line = Arc::new(Barrier::new(2));
     let abort = Arc::new(AtomicBool::new(false));
     let consumer = {
         let start_line = Arc::clone(&start_line);
         let abort = Arc::clone(&abort);
+        let placement = placement.clone();
         std::thread::spawn(move || -> Result<(Verdict, Instant), Error> {
+            // Pinned, the consumer stands where a child would.
+            let pinned = placement.pin_thread_as_child();
             start_line.wait();
+            pinned?;
             let mut verdict = Verdict {
                 count: 0,
                 digest: 0,
@@ -195,7 +196,7 @@ fn ring_phase(capacity: usize, size: usize, n: u64) -> anyhow::Result<Duration> 
 /// ring-sized buffer, at the offsets the ring's frames would take (whole cache lines, a header
 /// word first).
 fn memcpy_phase(capacity: usize, size: usize, n: u64) -> Duration {
-    let mut stream = Stream::new(size);
+    let mut stream = streaming::Stream::new(size);
     let mut region = vec![0u8; capacity];
     let step = (8 + size).div_ceil(64) * 64;
     let mut offset = 0;
@@ -214,19 +215,19 @@ fn memcpy_phase(capacity: usize, size: usize, n: u64) -> Duration {
 
 /// One round of one row at one size; returns the round and the backend that ran (if any).
 fn stream_round(
-    plan: &Plan,
+    plan: &Plan<'_>,
     row: Row,
     round: u32,
     size: usize,
     count: &mut Option<u64>,
-) -> anyhow::Result<(RoundResult, Option<String>)> {
+) -> anyhow::Result<(StreamRound, Option<String>)> {
     let capacity = plan.opts.ring_size;
     let what = || format!("{} {} round {round}", row.name(), size_label(size));
     match row {
         Row::Ipc(kind) => {
             let (r, backend) = transport::dispatch(
                 kind,
-                StreamRound {
+                StreamPhases {
                     plan,
                     round,
                     size,
@@ -235,39 +236,47 @@ fn stream_round(
             )?;
             Ok((r, Some(backend)))
         }
-        Row::Shm(_) => bail!("a stream runs one shm row (--wait with one strategy)"),
         Row::Ring => {
-            let r = measure_stream(&plan.args, count, |n| ring_phase(capacity, size, n))
-                .with_context(what)?;
+            let placement = &plan.session.placement;
+            let r = measure_stream(&plan.timing, count, |n| {
+                ring_phase(placement, capacity, size, n)
+            })
+            .with_context(what)?;
             Ok((r, None))
         }
         Row::Memcpy => {
-            let r = measure_stream(&plan.args, count, |n| Ok(memcpy_phase(capacity, size, n)))
+            let r = measure_stream(&plan.timing, count, |n| Ok(memcpy_phase(capacity, size, n)))
                 .with_context(what)?;
             Ok((r, None))
         }
-        Row::Serde => bail!("the serde row belongs to the ping-pong run"),
+        Row::Shm(_) | Row::Serde => bail!("{} is not a row of the stream", row.name()),
     }
 }
 
-/// `ipc-parent --stream`.
-pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
-    install_signal_handlers()?;
+/// One row at one size, over the rounds.
+struct Cell {
+    row: Row,
+    size: usize,
+    /// Messages per round: `--count`, or fixed by the first round.
+    count: Option<u64>,
+    rounds: Vec<StreamRound>,
+    backend: Option<String>,
+}
+
+/// `ipc-parent stream`.
+pub(crate) fn run(args: StreamArgs) -> anyhow::Result<()> {
     let rows = parse_stream_rows(&args.transport)?;
-    if args.rounds == 0 {
-        bail!("--rounds must be at least 1");
-    }
     if args.count == Some(0) {
         bail!("--count must be at least 1");
     }
-    let sizes = common::parse_sizes(args.sizes()).context("--sizes")?;
+    let sizes = common::parse_sizes(&args.sizes).context("--sizes")?;
     if let Some(&small) = sizes.iter().find(|&&s| s < MIN_SIZE) {
         bail!(
             "--sizes: {small} bytes is too small: a stream message holds an 8-byte sequence number"
         );
     }
     let largest = sizes.iter().copied().max().unwrap_or(0);
-    let ring_size = args.ring_size.unwrap_or(sweep_ring(largest));
+    let ring_size = args.common.ring_size.unwrap_or(sized_ring(largest));
     if shmlink::testing::max_payload(ring_size) < largest {
         bail!(
             "--ring-size {}: the ring's largest frame holds {} bytes, less than the {} byte \
@@ -277,162 +286,108 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<()> {
             largest
         );
     }
-    let opts = Options {
-        wait: args.waits().first(),
-        ring_size,
-        max_message: largest.max(Options::default().max_message),
-        tcp_addr: args.tcp_addr.clone(),
-        connect_timeout: Duration::from_secs(10),
-    };
     let needs_child = rows.iter().any(|r| matches!(r, Row::Ipc(_)));
+    let session = Session::start(args.common.clone(), needs_child)?;
+    let plan = Plan::new(
+        &session,
+        Options {
+            wait: args.wait,
+            ring_size,
+            max_message: largest.max(Options::default().max_message),
+            tcp_addr: args.tcp_addr.clone(),
+            connect_timeout: Duration::from_secs(10),
+        },
+        Timing {
+            warmup: args.common.warmup,
+            duration: args.duration,
+            pace: Duration::ZERO,
+        },
+    );
     let mq = rows.contains(&Row::Ipc(Kind::PosixMq)).then(MqLimits::read);
-    let plan = Plan::new(rows, sizes, opts, needs_child, args)?;
-    let machine = machine();
-    if !plan.args.json {
-        println!(
-            "machine: {} ({} cores), {}; build: {}; one-way stream of {}; ring {}; {}",
-            machine.cpu,
-            machine.cores,
-            machine.kernel,
-            profile(),
-            plan.sizes
-                .iter()
-                .map(|&s| size_label(s))
-                .collect::<Vec<_>>()
-                .join(", "),
-            size_label(plan.opts.ring_size),
-            match plan.args.count {
-                Some(n) => format!("{n} messages per row"),
-                None => format!(
-                    "messages per row: what fills {:?} (fixed in round 1)",
-                    plan.args.duration()
-                ),
-            }
-        );
-        if let Some(mq) = &mq {
-            println!("{}", mq_line(mq));
-        }
-    }
-
-    let cells: Vec<(Row, usize)> = plan
-        .sizes
-        .iter()
-        .flat_map(|&size| plan.rows.iter().map(move |&row| (row, size)))
-        .collect();
-    let mut rounds: Vec<Vec<RoundResult>> = vec![Vec::new(); cells.len()];
-    let mut counts: Vec<Option<u64>> = vec![plan.args.count; cells.len()];
-    let mut backends: Vec<Option<String>> = vec![None; cells.len()];
-    for round in 1..=plan.args.rounds {
-        for (i, &(row, size)) in cells.iter().enumerate() {
-            if interrupted() {
-                bail!("interrupted");
-            }
-            let (r, backend) = match stream_round(&plan, row, round, size, &mut counts[i]) {
-                Err(_) if interrupted() => bail!("interrupted"),
-                other => other?,
-            };
-            let rate = r.msgs_per_s.unwrap_or(0.0);
-            let line = format!(
-                "[{} {}] streamed [{}] messages in [{:.3}] seconds ([{:.0}] messages/second, \
-                 [{:.1}] MB/s)",
-                row.name(),
-                size_label(size),
-                r.messages.unwrap_or(0),
-                r.seconds,
-                rate,
-                rate * size as f64 / 1e6
-            );
-            if plan.args.json {
-                eprintln!("{line}");
-            } else {
-                println!("{line}");
-            }
-            backends[i] = backend;
-            rounds[i].push(r);
-        }
-    }
-
-    let best_of = |i: usize| {
-        rounds[i]
+    session.say(&format!(
+        "one-way stream of {}; ring {}; shm waits {}; {}",
+        sizes
             .iter()
-            .filter_map(|r| r.msgs_per_s)
-            .fold(0.0, f64::max)
-    };
+            .map(|&s| size_label(s))
+            .collect::<Vec<_>>()
+            .join(", "),
+        size_label(ring_size),
+        args.wait,
+        match args.count {
+            Some(n) => format!("{n} messages per row"),
+            None => format!(
+                "messages per row: what fills {:?} (fixed in round 1)",
+                args.duration
+            ),
+        }
+    ));
+
+    let mut cells: Vec<Cell> = sizes
+        .iter()
+        .flat_map(|&size| rows.iter().map(move |&row| (row, size)))
+        .map(|(row, size)| Cell {
+            row,
+            size,
+            count: args.count,
+            rounds: Vec::new(),
+            backend: None,
+        })
+        .collect();
+    session.rounds(&mut cells, |cell, round| {
+        let (r, backend) = stream_round(&plan, cell.row, round, cell.size, &mut cell.count)?;
+        session.say(&format!(
+            "[{} {}] streamed [{}] messages in [{:.3}] seconds ([{:.0}] messages/second, \
+             [{:.1}] MB/s)",
+            cell.row.name(),
+            size_label(cell.size),
+            r.messages,
+            r.seconds,
+            r.msgs_per_s,
+            r.msgs_per_s * cell.size as f64 / 1e6
+        ));
+        cell.backend = backend;
+        cell.rounds.push(r);
+        Ok(())
+    })?;
+
+    let best = |c: &Cell| best_and_median(c.rounds.iter().map(|r| r.msgs_per_s));
     let best_at = |row: Row, size: usize| {
         cells
             .iter()
-            .position(|&cell| cell == (row, size))
-            .map(best_of)
-            .filter(|&b| b > 0.0)
+            .find(|c| c.row == row && c.size == size)
+            .map(|c| best(c).0)
     };
-    let results: Vec<TransportResult> = cells
+    let results = cells
         .iter()
-        .enumerate()
-        .map(|(i, &(row, size))| {
-            let mut rates: Vec<f64> = rounds[i].iter().filter_map(|r| r.msgs_per_s).collect();
-            let best = best_of(i);
-            let median_rate = median(&mut rates);
-            let mb = best * size as f64 / 1e6;
-            TransportResult {
-                transport: row.name().to_owned(),
-                wait: (row == Row::Ipc(Kind::Shm)).then(|| plan.opts.wait.to_string()),
-                backend: backends[i].clone(),
-                limit: row.is_limit(),
-                size: Some(size),
-                rounds: rounds[i].clone(),
-                best_rt_per_s: 0.0,
-                median_rt_per_s: 0.0,
-                latency_ns: Latency {
-                    p50: 0,
-                    p99: 0,
-                    p999: 0,
-                    max: 0,
+        .map(|c| {
+            let (best_rate, median_rate) = best(c);
+            let mb = |rate: f64| rate * c.size as f64 / 1e6;
+            StreamResult {
+                row: RowId {
+                    transport: c.row.name().to_owned(),
+                    wait: (c.row == Row::Ipc(Kind::Shm)).then(|| args.wait.to_string()),
+                    backend: c.backend.clone(),
+                    limit: c.row.is_limit(),
                 },
-                pct_of_floor: None,
-                mb_per_s: Some(mb),
-                median_mb_per_s: Some(median_rate * size as f64 / 1e6),
-                memcpy_ratio: best_at(Row::Memcpy, size).map(|m| best / m),
-                count: counts[i],
-                msgs_per_s: Some(best),
-                median_msgs_per_s: Some(median_rate),
-                ring_ratio: best_at(Row::Ring, size).map(|r| best / r),
-                clients: None,
-                p99_median_client_ns: None,
-                p99_worst_client_ns: None,
+                size: c.size,
+                count: c.count.unwrap_or(0),
+                rounds: c.rounds.clone(),
+                msgs_per_s: best_rate,
+                median_msgs_per_s: median_rate,
+                mb_per_s: mb(best_rate),
+                median_mb_per_s: mb(median_rate),
+                ring_ratio: best_at(Row::Ring, c.size).and_then(|r| ratio(best_rate, r)),
+                memcpy_ratio: best_at(Row::Memcpy, c.size).and_then(|m| ratio(best_rate, m)),
             }
         })
         .collect();
-    let report = Report {
-        machine,
-        profile: profile().to_owned(),
-        message: MessageKind::Raw.as_str().to_owned(),
-        size: None,
-        sweep: false,
-        stream: true,
-        sizes: Some(plan.sizes.clone()),
-        ring_size: plan.opts.ring_size,
-        duration_s: plan.args.duration().as_secs_f64(),
-        warmup_s: plan.args.warmup.as_secs_f64(),
-        pace_s: 0.0,
-        load: plan.args.load,
-        clients: None,
-        wait: None,
-        ratios: None,
+    session.finish(Results::Stream(Stream {
+        sizes,
+        duration_s: args.duration.as_secs_f64(),
+        count: args.count,
+        wait: args.wait.to_string(),
+        ring_size,
         posixmq: mq,
         results,
-    };
-    report.emit(plan.args.save.as_ref(), plan.args.json, print_stream)
-}
-
-/// The line that reports the message queue limits.
-pub(crate) fn mq_line(mq: &MqLimits) -> String {
-    let show = |v: Option<usize>| v.map_or("?".to_owned(), |v| v.to_string());
-    format!(
-        "posixmq: /proc/sys/fs/mqueue/msgsize_max {}, msg_max {}; queues of {} messages of {} \
-         bytes, larger messages in fragments",
-        show(mq.msgsize_max),
-        show(mq.msg_max),
-        mq.maxmsg,
-        mq.msgsize
-    )
+    }))
 }

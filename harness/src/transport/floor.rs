@@ -14,8 +14,8 @@ use crossbeam_utils::CachePadded;
 use serde::Serialize;
 
 use super::{
-    create_mapping, mapping_id, open_mapping, poll_until, ChildStdio, Kind, Listener, Options,
-    Peer, Result, Spinner, Transport,
+    await_connected, create_mapping, mapping_id, open_mapping, poll_until, ChildStdio, Kind,
+    Listener, Options, Peer, Result, Spinner, Transport,
 };
 use shmlink::Error;
 
@@ -268,10 +268,11 @@ impl Listener for FloorListener {
     fn accept(mut self, _stdio: ChildStdio, peer: Peer) -> Result<Floor> {
         self.floor.peer = peer;
         let floor = self.floor;
-        poll_until(peer, self.opts.connect_timeout, || {
-            // Acquire: pairs with the Release store of `ready` in `connect`.
-            Ok((floor.shared().header.ready.load(Ordering::Acquire) == 2).then_some(()))
-        })?;
+        await_connected(
+            &floor.shared().header.ready,
+            peer,
+            self.opts.connect_timeout,
+        )?;
         Ok(floor)
     }
 }

@@ -14,7 +14,7 @@
 //! | kind | file | what moves the bytes |
 //! | --- | --- | --- |
 //! | `shm` | `shm.rs` | the shmlink duplex channel ([`shmlink::Endpoint`], so it falls back like the library) |
-//! | `ipc-channel` | `ipc_channel.rs` | the library's ipc-channel fallback, chosen explicitly (`shmlink::Backend::IpcChannel`) |
+//! | `ipc-channel` | `shm.rs` | the same, with the library's ipc-channel fallback chosen explicitly (`shmlink::Backend::IpcChannel`) |
 //! | `raw-sync` | `raw_sync.rs` | a single-slot mailbox per direction signalled with `raw_sync` busy events |
 //! | `pipe` | `pipe.rs` | the child's stdin / stdout, length-prefixed |
 //! | `fifo` | `fifo.rs` | two named pipes, length-prefixed |
@@ -57,7 +57,6 @@ macro_rules! framed_methods {
 
 pub mod fifo;
 pub mod floor;
-pub mod ipc_channel;
 pub mod pipe;
 pub mod posixmq;
 pub mod raw_sync;
@@ -130,6 +129,17 @@ impl Kind {
     /// Whether the child must be spawned with piped standard input and output.
     pub fn needs_stdio(self) -> bool {
         self == Kind::Pipe
+    }
+
+    /// Whether the kernel carries the messages (pipes, sockets, queues): the rows "the best
+    /// kernel transport" is chosen from.
+    pub fn is_kernel(self) -> bool {
+        match self {
+            Kind::Pipe | Kind::Fifo | Kind::Socketpair | Kind::PosixMq | Kind::Uds | Kind::Tcp => {
+                true
+            }
+            Kind::Shm | Kind::IpcChannel | Kind::RawSync | Kind::Floor => false,
+        }
     }
 
     /// Whether both processes busy-spin while they wait (whatever the wait strategy).
@@ -466,12 +476,25 @@ pub(crate) fn poll_until<T>(
     }
 }
 
+/// Waits on the listening side until the connecting side has stored 2 in the mapping's `ready`
+/// word (failing when the peer dies or `timeout` passes).
+pub(crate) fn await_connected(
+    ready: &std::sync::atomic::AtomicU32,
+    peer: Peer,
+    timeout: Duration,
+) -> Result<()> {
+    poll_until(peer, timeout, || {
+        // Acquire: pairs with the Release store of 2 in the transport's `connect`.
+        Ok((ready.load(std::sync::atomic::Ordering::Acquire) == 2).then_some(()))
+    })
+}
+
 /// Runs `visitor` with the concrete transport type of `kind`: the way to pick a backend at run
 /// time while the message loop stays monomorphic.
 pub fn dispatch<V: Visitor>(kind: Kind, visitor: V) -> V::Output {
     match kind {
         Kind::Shm => visitor.visit::<shm::Shm>(),
-        Kind::IpcChannel => visitor.visit::<ipc_channel::IpcChannel>(),
+        Kind::IpcChannel => visitor.visit::<shm::IpcChannel>(),
         Kind::RawSync => visitor.visit::<raw_sync::RawSync>(),
         Kind::Pipe => visitor.visit::<pipe::Pipe>(),
         Kind::Fifo => visitor.visit::<fifo::Fifo>(),

@@ -21,8 +21,8 @@ use raw_sync::Timeout;
 use serde::Serialize;
 
 use super::{
-    create_mapping, mapping_id, open_mapping, poll_until, ChildStdio, Kind, Listener, Options,
-    Peer, Result, Transport,
+    await_connected, create_mapping, mapping_id, open_mapping, poll_until, ChildStdio, Kind,
+    Listener, Options, Peer, Result, Transport,
 };
 use shmlink::Error;
 
@@ -335,10 +335,7 @@ impl Listener for RawSyncListener {
     fn accept(mut self, _stdio: ChildStdio, peer: Peer) -> Result<RawSync> {
         self.end.peer = peer;
         let end = self.end;
-        poll_until(peer, self.opts.connect_timeout, || {
-            // Acquire: pairs with the Release store of `ready` in `connect`.
-            Ok((end.header().ready.load(Ordering::Acquire) == 2).then_some(()))
-        })?;
+        await_connected(&end.header().ready, peer, self.opts.connect_timeout)?;
         Ok(end)
     }
 }

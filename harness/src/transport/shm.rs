@@ -1,10 +1,14 @@
-//! `shm`: the shmlink duplex channel, through [`Endpoint`] so that it falls back to ipc-channel
-//! exactly as the library does (the report says which backend ran).
+//! `shm` and `ipc-channel`: the library's duplex channel ([`Endpoint`]), one transport over both
+//! backends. [`Shm`] lets the library choose (the ring, falling back to ipc-channel exactly as
+//! the library does; the report says which backend ran); [`IpcChannel`] asks for the fallback
+//! ([`Backend::IpcChannel`]), whose bytes go through ipc-channel's bytes channels as they are,
+//! one heap buffer per received message.
 //!
 //! JSON messages are serialised straight into the ring ([`Endpoint::send_json`]) and decoded
 //! from the frame while it is still in the ring ([`shmlink::Received::json`]), so `&str` fields
 //! borrow from shared memory and a message costs no heap allocation.
 
+use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -13,55 +17,98 @@ use super::{ChildStdio, JsonMessage, Kind, Listener, Options, Peer, Result, Tran
 use shmlink::{Backend, Config, Endpoint, Error};
 
 /// What the child sends first, so that the parent knows it connected.
-pub(super) const HELLO: &[u8] = b"shmlink-hello";
+const HELLO: &[u8] = b"shmlink-hello";
 /// How long one wait of the handshake lasts before the peer is checked.
 const SLICE: Duration = Duration::from_millis(50);
 
-/// One end of the shm transport.
-pub struct Shm {
+/// Which backend an [`EndpointTransport`] asks the library for.
+pub trait BackendChoice {
+    /// The transport's kind.
+    const KIND: Kind;
+    /// The backend asked for (none: the library's choice).
+    const BACKEND: Option<Backend>;
+}
+
+/// The library's choice: the ring, or the fallback where the library falls back.
+pub struct Chosen;
+
+impl BackendChoice for Chosen {
+    const KIND: Kind = Kind::Shm;
+    const BACKEND: Option<Backend> = None;
+}
+
+/// The ipc-channel backend, always.
+pub struct Fallback;
+
+impl BackendChoice for Fallback {
+    const KIND: Kind = Kind::IpcChannel;
+    const BACKEND: Option<Backend> = Some(Backend::IpcChannel);
+}
+
+/// One end of an endpoint transport.
+pub struct EndpointTransport<B> {
     endpoint: Endpoint,
     max: usize,
+    backend: PhantomData<B>,
 }
 
-/// The created channel, waiting for the child.
-pub struct ShmListener {
+/// The `shm` transport.
+pub type Shm = EndpointTransport<Chosen>;
+/// The `ipc-channel` transport.
+pub type IpcChannel = EndpointTransport<Fallback>;
+
+/// The created endpoint, waiting for the child.
+pub struct EndpointListener<B> {
     endpoint: Endpoint,
     opts: Options,
+    backend: PhantomData<B>,
 }
 
-impl Shm {
-    /// The backend the library chose (ipc-channel when the fallback was forced or needed).
-    pub fn backend(&self) -> Backend {
-        self.endpoint.backend()
-    }
-
-    /// The underlying endpoint.
-    pub fn endpoint(&mut self) -> &mut Endpoint {
-        &mut self.endpoint
+impl<B> EndpointTransport<B> {
+    fn new(endpoint: Endpoint) -> Self {
+        let max = endpoint.max_message();
+        EndpointTransport {
+            endpoint,
+            max,
+            backend: PhantomData,
+        }
     }
 }
 
-impl Transport for Shm {
-    type Listener = ShmListener;
-    const KIND: Kind = Kind::Shm;
+impl<B: BackendChoice> Transport for EndpointTransport<B> {
+    type Listener = EndpointListener<B>;
+    const KIND: Kind = B::KIND;
 
-    fn listen(name: &str, opts: &Options) -> Result<ShmListener> {
-        let config = Config {
-            capacity: opts.ring_size,
-            wait: opts.wait,
+    fn listen(name: &str, opts: &Options) -> Result<EndpointListener<B>> {
+        let endpoint = match B::BACKEND {
+            None => {
+                let config = Config {
+                    capacity: opts.ring_size,
+                    wait: opts.wait,
+                };
+                Endpoint::create(&format!("{name}-shm"), &config)?
+            }
+            Some(backend) => {
+                Endpoint::create_with(&format!("{name}-ipc"), &Config::default(), backend)?
+            }
         };
-        let endpoint = Endpoint::create(&format!("{name}-shm"), &config)?;
-        Ok(ShmListener {
+        Ok(EndpointListener {
             endpoint,
             opts: opts.clone(),
+            backend: PhantomData,
         })
     }
 
-    fn connect(address: &str, opts: &Options, peer: Peer) -> Result<Shm> {
+    fn connect(address: &str, opts: &Options, peer: Peer) -> Result<Self> {
         let mut endpoint = connect_endpoint(address, opts, &peer)?;
+        if let Some(backend) = B::BACKEND.filter(|&b| b != endpoint.backend()) {
+            return Err(Error::InvalidConfig(format!(
+                "{address} is a {} channel, not {backend}",
+                endpoint.backend()
+            )));
+        }
         endpoint.send(HELLO)?;
-        let max = endpoint.max_message();
-        Ok(Shm { endpoint, max })
+        Ok(Self::new(endpoint))
     }
 
     fn max_message(&self) -> usize {
@@ -117,15 +164,8 @@ impl Transport for Shm {
     }
 }
 
-impl ShmListener {
-    /// The backend the library chose.
-    pub fn backend(&self) -> Backend {
-        self.endpoint.backend()
-    }
-}
-
-impl Listener for ShmListener {
-    type Transport = Shm;
+impl<B: BackendChoice> Listener for EndpointListener<B> {
+    type Transport = EndpointTransport<B>;
 
     fn address(&self) -> String {
         self.endpoint.name().to_owned()
@@ -135,19 +175,15 @@ impl Listener for ShmListener {
         self.endpoint.backend().as_str()
     }
 
-    fn accept(mut self, _stdio: ChildStdio, peer: Peer) -> Result<Shm> {
+    fn accept(mut self, _stdio: ChildStdio, peer: Peer) -> Result<EndpointTransport<B>> {
         await_hello(&mut self.endpoint, &self.opts, &peer)?;
-        let max = self.endpoint.max_message();
-        Ok(Shm {
-            endpoint: self.endpoint,
-            max,
-        })
+        Ok(EndpointTransport::new(self.endpoint))
     }
 }
 
 /// Connects to the endpoint at `address`, retrying while it is not there yet (until the peer
 /// dies or the connect timeout passes). The caller then says [`HELLO`].
-pub(super) fn connect_endpoint(address: &str, opts: &Options, peer: &Peer) -> Result<Endpoint> {
+fn connect_endpoint(address: &str, opts: &Options, peer: &Peer) -> Result<Endpoint> {
     let deadline = Instant::now() + opts.connect_timeout;
     loop {
         match Endpoint::connect_timeout(address, opts.wait, SLICE) {
@@ -163,7 +199,7 @@ pub(super) fn connect_endpoint(address: &str, opts: &Options, peer: &Peer) -> Re
 
 /// Waits on the listening side for the connector's [`HELLO`] (until the peer dies or the
 /// connect timeout passes).
-pub(super) fn await_hello(endpoint: &mut Endpoint, opts: &Options, peer: &Peer) -> Result<()> {
+fn await_hello(endpoint: &mut Endpoint, opts: &Options, peer: &Peer) -> Result<()> {
     let deadline = Instant::now() + opts.connect_timeout;
     loop {
         match endpoint.recv_timeout(SLICE) {
