@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use shmlink::tokio::{connect, AsyncChannel, AsyncListener};
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, Error, OpenError, RecvError, WaitStrategy};
 use support::{
     process_cpu, respawn, thread_switches, unique, wait_for_line, ChildGuard, NameGuard,
     IDLE_CPU_SHARE, WATCHDOG,
@@ -46,7 +46,7 @@ fn child() {
         loop {
             let mut conn = listener.accept().await.expect("accept");
             tokio::spawn(async move {
-                while let Ok(msg) = conn.recv().await {
+                while let Ok(msg) = conn.recv().await.map(|m| m.to_vec()) {
                     if conn.send(&msg).await.is_err() {
                         break;
                     }
@@ -77,7 +77,7 @@ fn eight_client_tasks_against_a_server_process() {
                     for i in 0..1000u32 {
                         let msg = format!("task {id} message {i}");
                         ch.send(msg.as_bytes()).await?;
-                        let reply = ch.recv().await?;
+                        let reply = ch.recv().await?.to_vec();
                         if reply != msg.as_bytes() {
                             return Err(Error::Io(std::io::Error::other(format!(
                                 "task {id}: wrong reply {i}"
@@ -130,14 +130,17 @@ fn a_full_ring_makes_send_wait_and_a_dead_peer_ends_recv() {
         for i in 0..200u32 {
             ch.send(&[i as u8; 500]).await?;
         }
-        let bye = ch.recv().await?;
-        let end = ch.recv().await;
+        let bye = ch.recv().await?.to_vec();
+        let end = ch.recv().await.map(|m| m.len());
         Ok::<_, Error>((bye, end))
     });
     reader.join().unwrap();
     let (bye, end) = result.unwrap();
     assert_eq!(bye, b"bye");
-    assert!(matches!(end, Err(Error::Disconnected { .. })), "{end:?}");
+    assert!(
+        matches!(end, Err(RecvError::Disconnected { .. })),
+        "{end:?}"
+    );
 }
 
 #[test]
@@ -154,10 +157,11 @@ fn an_async_recv_whose_peer_process_is_killed_says_peer_gone() {
         let result = runtime().block_on(async move {
             let mut ch = AsyncChannel::new(ch)?;
             ch.send(b"ping").await?;
-            let reply = ch.recv().await?;
+            let reply = ch.recv().await?.to_vec();
             waiting_tx.send(reply).unwrap();
             // Nothing more comes: only the peer's death can end this receive.
-            ch.recv().await
+            let end = ch.recv().await.map(|m| m.to_vec());
+            Ok::<_, Error>(end?)
         });
         let _ = tx.send(result);
     });
@@ -194,7 +198,8 @@ fn idle_child() {
     let mut peer = Channel::create(&name, &Config::default()).unwrap();
     let ch = Channel::connect(&name, WaitStrategy::Block).unwrap();
     let task = std::thread::spawn(move || {
-        runtime().block_on(async move { AsyncChannel::new(ch)?.recv().await })
+        runtime()
+            .block_on(async move { Ok::<_, Error>(AsyncChannel::new(ch)?.recv().await?.to_vec()) })
     });
     // Let the task give up polling and sleep through the reactor (nothing to poll for).
     std::thread::sleep(Duration::from_millis(200));
@@ -248,15 +253,18 @@ fn a_spinning_channel_is_refused() {
     let _guard = NameGuard(name.clone());
     let _a = Channel::create(&name, &Config::default()).unwrap();
     let b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
-    assert!(matches!(AsyncChannel::new(b), Err(Error::InvalidConfig(_))));
+    assert!(matches!(
+        AsyncChannel::new(b),
+        Err(OpenError::InvalidConfig(_))
+    ));
 }
 
 #[test]
 fn an_async_listener_refuses_a_config_it_cannot_serve() {
     let name = unique("tokiospin");
     let _guard = NameGuard(name.clone());
-    let refused = |got: Result<AsyncListener, Error>| match got {
-        Err(e @ Error::InvalidConfig(_)) => {
+    let refused = |got: Result<AsyncListener, OpenError>| match got {
+        Err(e @ OpenError::InvalidConfig(_)) => {
             assert!(e.to_string().contains(&name), "{e}");
             assert!(e.to_string().contains("spin"), "{e}");
         }
@@ -272,8 +280,8 @@ fn an_async_listener_refuses_a_config_it_cannot_serve() {
         "the refused bind left its name"
     );
     assert!(matches!(
-        shmlink::Listener::connect(&name, WaitStrategy::Block),
-        Err(Error::NotFound(_))
+        Channel::connect(&name, WaitStrategy::Block),
+        Err(OpenError::NotFound(_))
     ));
     // And when wrapping a listener bound for spinning.
     let spin = shmlink::Listener::bind(&name, &Config::with_wait(WaitStrategy::Spin)).unwrap();

@@ -12,12 +12,12 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{leftovers, serial, unique, ChildGuard, Watchdog};
-use shmlink::Error;
 use shmlink_harness::transport::{
     fifo::Fifo, floor::Floor, ipc_channel::IpcChannel, pipe::Pipe, posixmq::PosixMq,
     raw_sync::RawSync, shm::Shm, socketpair::Socketpair, tcp::Tcp, uds::Uds, ChildStdio, Kind,
     Listener, Options, Peer, Transport, HARNESS_PREFIX,
 };
+use shmlink_harness::Error;
 
 /// Generous: debug builds on a loaded two-core machine.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -188,7 +188,7 @@ fn peer_closes<T: Transport>() {
     );
     // The child closed its end and stays alive for two seconds: only the close tells.
     match s.t.recv_with(|b| Ok(b.len())) {
-        Err(Error::Disconnected { .. } | Error::PeerGone { .. }) => {}
+        Err(Error::Disconnected | Error::PeerGone { .. }) => {}
         other => panic!("{}: expected a disconnect, got {other:?}", T::KIND),
     }
     s.finish();
@@ -207,7 +207,7 @@ fn peer_killed<T: Transport>() {
     s.child.signal(libc::SIGKILL);
     // The child was killed mid-conversation: the next receive must fail, not hang.
     match s.t.recv_with(|b| Ok(b.len())) {
-        Err(Error::Disconnected { .. } | Error::PeerGone { .. }) => {}
+        Err(Error::Disconnected | Error::PeerGone { .. }) => {}
         other => panic!(
             "{}: expected the dead peer to be noticed, got {other:?}",
             T::KIND

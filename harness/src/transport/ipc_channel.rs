@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::shm::{await_hello, connect_endpoint, HELLO};
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use shmlink::{Backend, Config, Endpoint, Error};
+use crate::Error;
+use shmlink::{Backend, Config, Endpoint};
 
 /// One end of the ipc-channel transport.
 pub struct IpcChannel {
@@ -55,11 +56,11 @@ impl Transport for IpcChannel {
     }
 
     fn send(&mut self, msg: &[u8]) -> Result<()> {
-        self.endpoint.send(msg)
+        Ok(self.endpoint.send(msg)?)
     }
 
     fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.endpoint.send_json(value)
+        Ok(self.endpoint.send_json(value)?)
     }
 
     fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
