@@ -288,3 +288,58 @@ fn send_timeout_and_send_json_timeout_on_both_backends() {
         );
     }
 }
+
+/// The rest of the method set on both backends, in one process: grants written in place and
+/// committed, receives into the caller's buffer, and the `try_` forms.
+#[test]
+fn grants_receives_into_a_buffer_and_try_forms_on_both_backends() {
+    for backend in [Backend::Shm, Backend::IpcChannel] {
+        let name = unique("methods", backend);
+        let _unlink = NameGuard(name.clone());
+        let _rendezvous = RendezvousGuard(name.clone());
+        let config = Config::with_wait(WaitStrategy::Block);
+        let mut a = Endpoint::create_with(&name, &config, backend).expect("create");
+        let mut b = Endpoint::connect(&name, WaitStrategy::Block).expect("connect");
+        // Nothing to receive yet, on either side.
+        assert!(matches!(b.try_recv(), Err(RecvError::Empty)), "{backend}");
+        let mut buf = Vec::new();
+        assert!(matches!(b.try_recv_into(&mut buf), Err(RecvError::Empty)));
+        // A grant: written in place, only the bytes committed go out.
+        let mut grant = a.reserve(64).expect("reserve");
+        assert_eq!(grant.len(), 64);
+        grant[..5].copy_from_slice(b"grant");
+        grant.commit(5).expect("commit");
+        assert_eq!(&*b.recv_timeout(WATCHDOG).unwrap(), b"grant", "{backend}");
+        // A grant dropped without a commit sends nothing.
+        drop(a.try_reserve(16).expect("try_reserve"));
+        assert!(matches!(
+            b.recv_timeout(Duration::from_millis(20)),
+            Err(RecvError::Timeout)
+        ));
+        // Past one frame (or, on the fallback, past its largest message): never.
+        let too_long = a.max_frame() + 1;
+        assert!(matches!(
+            a.try_reserve(too_long),
+            Err(SendError::TooLarge { len, .. }) if len == too_long
+        ));
+        // Into the caller's buffer, a short message and one longer than a frame.
+        a.try_send(b"short").expect("try_send");
+        assert_eq!(b.recv_into_timeout(&mut buf, WATCHDOG).unwrap(), 5);
+        assert_eq!(buf, b"short");
+        let long: Vec<u8> = (0..(3 << 20)).map(|i| (i % 251) as u8).collect();
+        std::thread::scope(|s| {
+            let sender = s.spawn(|| a.send(&long));
+            assert_eq!(b.recv_into(&mut buf).unwrap(), long.len(), "{backend}");
+            sender.join().unwrap().expect("send a long message");
+        });
+        assert!(buf == long, "{backend}: the long message arrived changed");
+        a.try_send_json(&("json", 7)).expect("try_send_json");
+        let got: (String, u32) = loop {
+            match b.try_recv_json() {
+                Err(RecvError::Empty) => std::thread::yield_now(),
+                other => break other.unwrap(),
+            }
+        };
+        assert_eq!(got, ("json".to_owned(), 7));
+    }
+}

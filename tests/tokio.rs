@@ -289,3 +289,99 @@ fn an_async_listener_refuses_a_config_it_cannot_serve() {
     // A block listener is served.
     AsyncListener::bind(&name, &Config::default()).expect("bind a block listener");
 }
+
+fn small_block() -> Config {
+    Config {
+        capacity: 4096,
+        wait: WaitStrategy::Block,
+    }
+}
+
+/// The async forms do what the sync ones do: a send longer than the ring is fragmented as the
+/// peer reads, JSON and grants go through, and each deadline form ends at its deadline.
+#[test]
+fn the_async_method_set_fragments_decodes_grants_and_keeps_deadlines() {
+    let name = unique("tokioset");
+    let _guard = NameGuard(name.clone());
+    let a = Channel::create(&name, &small_block()).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let long: Vec<u8> = (0..20_000).map(|i| (i % 251) as u8).collect();
+    let expected = long.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        assert_eq!(b.recv_into_timeout(&mut buf, WATCHDOG).unwrap(), 20_000);
+        assert!(buf == expected, "the long message arrived changed");
+        assert_eq!(&*b.recv_timeout(WATCHDOG).unwrap(), b"grant");
+        let json: Vec<u32> = b.recv_json_timeout(WATCHDOG).unwrap();
+        assert_eq!(json, [4, 5, 6]);
+        b.send(b"reply").unwrap();
+        b.send_json(&("json", 2)).unwrap();
+        b
+    });
+    run_with_watchdog(WATCHDOG, async move {
+        let mut ch = AsyncChannel::new(a)?;
+        ch.send(&long).await?;
+        let mut grant = ch.reserve(64).await?;
+        grant[..5].copy_from_slice(b"grant");
+        grant.commit(5);
+        ch.send_json(&[4u32, 5, 6]).await?;
+        let reply = ch.recv_timeout(WATCHDOG).await?.to_vec();
+        assert_eq!(reply, b"reply");
+        let got: (String, u32) = ch.recv_json_timeout(WATCHDOG).await?;
+        assert_eq!(got, ("json".to_owned(), 2));
+        // Nothing more comes: the deadline ends the wait, through the reactor.
+        let short = Duration::from_millis(50);
+        let started_idle = std::time::Instant::now();
+        assert!(matches!(
+            ch.recv_timeout(short).await,
+            Err(RecvError::Timeout)
+        ));
+        assert!(started_idle.elapsed() >= short);
+        assert!(matches!(ch.try_recv(), Err(RecvError::Empty)));
+        let mut buf = Vec::new();
+        assert!(matches!(
+            ch.recv_into_timeout(&mut buf, short).await,
+            Err(RecvError::Timeout)
+        ));
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    reader.join().unwrap();
+}
+
+/// A send that times out, or whose future is dropped, part-way through a message longer than
+/// the ring withdraws it: the receiver never sees any of it, and the next message arrives.
+#[test]
+fn an_async_send_abandoned_part_way_is_withdrawn() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+
+    let name = unique("tokiocut");
+    let _guard = NameGuard(name.clone());
+    let a = Channel::create(&name, &small_block()).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let long = vec![3u8; 20_000];
+    let mut ch = AsyncChannel::new(a).unwrap();
+    // Nobody reads: the send fills the ring and its deadline passes part-way.
+    let timed_out = runtime().block_on(ch.send_timeout(&long, Duration::from_millis(50)));
+    assert!(
+        matches!(timed_out, Err(shmlink::SendError::Timeout)),
+        "{timed_out:?}"
+    );
+    // Drained, then a send that is dropped after its first poll sent part of the message.
+    while b.try_recv().is_ok() {}
+    {
+        let mut send = std::pin::pin!(ch.send(&long));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(send.as_mut().poll(&mut cx).is_pending());
+    }
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        b.recv_into_timeout(&mut buf, WATCHDOG).map(|_| buf)
+    });
+    run_with_watchdog(WATCHDOG, async move {
+        ch.send(b"after").await.expect("send after");
+        ch
+    });
+    assert_eq!(reader.join().unwrap().unwrap(), b"after");
+}

@@ -872,3 +872,43 @@ fn send_json_sends_every_size_and_its_deadline_form_withdraws_like_send_timeout(
         .unwrap();
     assert_eq!(b.recv_json::<String>().unwrap().len(), 98);
 }
+
+#[test]
+fn try_send_of_a_long_message_sends_it_whole_or_not_at_all() {
+    let name = unique("trywhole");
+    let mut a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
+    let max = a.max_frame();
+    let long: Vec<u8> = (0..max + 100).map(|i| i as u8).collect();
+    // It fits the empty ring whole: it goes out, and arrives whole.
+    a.try_send(&long).unwrap();
+    let mut buf = Vec::new();
+    assert_eq!(b.try_recv_into(&mut buf).unwrap(), long.len());
+    assert_eq!(buf, long);
+    // With the ring nearly full: Full, and nothing of it arrives.
+    let mut fillers = 0;
+    while a.try_send(&[9; 300]).is_ok() {
+        fillers += 1;
+    }
+    assert!(matches!(a.try_send(&long), Err(SendError::Full)));
+    for _ in 0..fillers {
+        assert_eq!(&*b.try_recv().unwrap(), &[9; 300]);
+    }
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    // More than the whole ring could ever hold at once: never this way.
+    let huge = vec![1; 3 * max];
+    match a.try_send(&huge) {
+        Err(SendError::TooLarge { len, max: most }) => {
+            assert_eq!(len, huge.len());
+            assert!(most >= long.len() && most < huge.len(), "{most}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // `send` streams it, as the peer reads.
+    let sender = std::thread::spawn(move || {
+        a.send(&huge).unwrap();
+        a
+    });
+    assert_eq!(b.recv_into(&mut buf).unwrap(), 3 * max);
+    let _a = sender.join().unwrap();
+}

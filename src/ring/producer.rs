@@ -356,6 +356,12 @@ pub struct WriteGrant<'a> {
     kind: u8,
 }
 
+// SAFETY: a grant is a unique borrow of its `Producer` (which is `Send`) plus a pointer into
+// the memory that producer writes alone until the commit; moving it to another thread moves
+// that unique access with it, as sending the `&mut Producer` itself would. (An async task that
+// holds a grant across an await may move between threads.)
+unsafe impl Send for WriteGrant<'_> {}
+
 impl WriteGrant<'_> {
     /// Publishes the first `used` bytes of the grant as one frame. `used` is clamped to the
     /// granted length.
