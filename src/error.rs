@@ -91,151 +91,173 @@ impl PartialEq<String> for ChannelName {
     }
 }
 
-/// What making, finding or joining a channel or a listener can return: `create`, `connect`,
-/// `bind`, `accept` (and their `_timeout` and `try_` forms) on every surface and backend.
-///
-/// Every variant about a channel or listener names it.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum OpenError {
-    /// The name is not acceptable. Every name, of a channel or of a listener, on either
-    /// backend, follows one rule: 1 to [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) (200) bytes of
-    /// ASCII letters, digits, `.`, `_` and `-`, not starting with `.` or `-`. (The channels a
-    /// [`Listener`](crate::Listener) makes for its clients are named `<name>.<pid>.<n>`, up to
-    /// 32 bytes longer; the library makes those names itself.)
-    #[error("invalid name {name:?}: {reason}")]
-    InvalidName {
-        /// The rejected name, as given.
-        name: String,
-        /// Why it was rejected.
-        reason: &'static str,
-    },
-    /// A configuration value is out of range.
-    #[error("invalid configuration: {0}")]
-    InvalidConfig(String),
-    /// Nothing exists under that name (yet): no channel, no listener, on either backend.
-    #[error("no channel or listener named {0:?}")]
-    NotFound(ChannelName),
-    /// The mapping exists but its creator has not finished initialising it.
-    #[error("channel {0:?} exists but is not initialised yet")]
-    NotReady(ChannelName),
-    /// A channel or listener with that name exists and its creator is alive.
-    #[error("{0:?} is taken: a channel or listener of that name exists and its creator is alive")]
-    AlreadyExists(ChannelName),
-    /// Another endpoint already holds the connecting end of the named channel (or held it and
-    /// closed or died: a channel serves one connection; a [`Listener`](crate::Listener) gives
-    /// each client its own channel).
-    #[error(
-        "channel {0:?} already has its connector: a channel serves one connection, even once that \
-         peer has gone; a Listener serves one client after another"
-    )]
-    AlreadyConnected(ChannelName),
-    /// The object behind a channel name (or path) belongs to another user or is open to other
-    /// users: it is not one this user's creator made, so `connect` refuses to share anything
-    /// through it.
-    #[error(
-        "channel {name:?} is not private to this user: owned by uid {owner} with mode {mode:04o} \
-         (expected uid {expected} and mode 0600)"
-    )]
-    NotPrivate {
-        /// The channel name or file path.
-        name: ChannelName,
-        /// User id that owns the object.
-        owner: u32,
-        /// Its permission bits.
-        mode: u32,
-        /// The effective user id of this process, which must own it.
-        expected: u32,
-    },
-    /// The entry under a channel's name (or path) is not a channel: a directory, a symbolic link
-    /// (never followed), a FIFO or another file that is not a regular one, an object without
-    /// the shmlink magic... `create` and `bind` leave it alone, `connect` refuses it.
-    #[error("{name:?} is not a shmlink channel: {reason}")]
-    NotAChannel {
-        /// The channel name.
-        name: ChannelName,
-        /// What it is instead.
-        reason: String,
-    },
-    /// The mapping does not start with the shmlink magic number.
-    #[error("{channel:?} is not a shmlink mapping (bad magic number {magic:#018x})")]
-    BadMagic {
-        /// The channel's name (or path).
-        channel: ChannelName,
-        /// The first word of the mapping.
-        magic: u64,
-    },
-    /// The mapping was made by an incompatible version of this crate.
-    #[error("{channel:?} has layout version {found}, this build understands version {expected}")]
-    VersionMismatch {
-        /// The channel's (or listener's) name.
-        channel: ChannelName,
-        /// Version written in the mapping.
-        found: u32,
-        /// Version this build writes and reads.
-        expected: u32,
-    },
-    /// The mapping was made by a build whose layout parameters differ from this one's (frame or
-    /// cell alignment, pointer width): the two processes would not agree on where things are.
-    #[error("channel {channel:?} was made with {field} {found}, this build uses {expected}")]
-    LayoutMismatch {
-        /// The channel's name.
-        channel: ChannelName,
-        /// Which parameter differs.
-        field: &'static str,
-        /// The value recorded in the mapping.
-        found: u64,
-        /// The value this build uses.
-        expected: u64,
-    },
-    /// The sizes recorded in the header disagree with each other or with the mapping.
-    #[error("{channel:?} has inconsistent sizes: {what}")]
-    SizeMismatch {
-        /// The channel's (or listener's) name, or the file's path.
-        channel: ChannelName,
-        /// Which sizes disagree.
-        what: String,
-    },
-    /// A listener already holds connections with as many clients as it admits.
-    #[error("listener {name:?} is at its limit of {limit} concurrent clients")]
-    TooManyClients {
-        /// The listener's name.
-        name: ChannelName,
-        /// Most clients it admits at once.
-        limit: usize,
-    },
-    /// No client is waiting to be accepted right now (`try_accept`).
-    #[error("no client is waiting to be accepted")]
-    Empty,
-    /// The wait ran past its deadline (`connect_timeout`: something by that name is there but
-    /// did not become ready, or its listener did not accept us, in time; `accept_timeout`: no
-    /// client came).
-    #[error("timed out")]
-    Timeout,
-    /// The listener closed (before or while a client waited to be accepted), or the server
-    /// closed the new connection at once.
-    #[error("the peer closed channel {0:?}")]
-    Disconnected(ChannelName),
-    /// The listener's server process died (before or while a client waited to be accepted).
-    #[error("the peer of channel {channel:?} (process {pid}) is gone")]
-    PeerGone {
-        /// The listener's or channel's name.
-        channel: ChannelName,
-        /// Process id the peer recorded (information only).
-        pid: u32,
-    },
-    /// The shared memory holds a value this side will not interpret (a ring index out of
-    /// range, an unknown state word...).
-    #[error("channel {channel:?} holds corrupt data: {what}")]
-    Corrupt {
-        /// The channel's (or listener's) name.
-        channel: ChannelName,
-        /// What was wrong.
-        what: String,
-    },
-    /// An operating-system call failed.
-    #[error(transparent)]
-    Io(#[from] io::Error),
+/// Writes an error enum whose first variants are those of opening (shared by [`OpenError`] and
+/// the catch-all [`Error`], so that each is written once), followed by `$rest`.
+macro_rules! with_open_variants {
+    ($(#[$attr:meta])* $vis:vis enum $name:ident { $($rest:tt)* }) => {
+        $(#[$attr])*
+        $vis enum $name {
+            /// The name is not acceptable. Every name, of a channel or of a listener, on either
+            /// backend, follows one rule: 1 to [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) (200) bytes of
+            /// ASCII letters, digits, `.`, `_` and `-`, not starting with `.` or `-`. (The channels
+            /// a [`Listener`](crate::Listener) makes for its clients are named `<name>.<pid>.<n>`,
+            /// up to 32 bytes longer; the library makes those names itself.)
+            #[error("invalid name {name:?}: {reason}")]
+            InvalidName {
+                /// The rejected name, as given.
+                name: String,
+                /// Why it was rejected.
+                reason: &'static str,
+            },
+            /// A configuration value is out of range.
+            #[error("invalid configuration: {0}")]
+            InvalidConfig(String),
+            /// Nothing exists under that name (yet): no channel, no listener, on either backend.
+            #[error("no channel or listener named {0:?}")]
+            NotFound(ChannelName),
+            /// The mapping exists but its creator has not finished initialising it.
+            #[error("channel {0:?} exists but is not initialised yet")]
+            NotReady(ChannelName),
+            /// A channel or listener with that name exists and its creator is alive.
+            #[error(
+                "{0:?} is taken: a channel or listener of that name exists and its creator is \
+                 alive"
+            )]
+            AlreadyExists(ChannelName),
+            /// Another endpoint already holds the connecting end of the named channel (or held it
+            /// and closed or died: a channel serves one connection; a [`Listener`](crate::Listener)
+            /// gives each client its own channel).
+            #[error(
+                "channel {0:?} already has its connector: a channel serves one connection, even \
+                 once that peer has gone; a Listener serves one client after another"
+            )]
+            AlreadyConnected(ChannelName),
+            /// The object behind a channel name (or path) belongs to another user or is open to
+            /// other users: it is not one this user's creator made, so `connect` refuses to share
+            /// anything through it.
+            #[error(
+                "channel {name:?} is not private to this user: owned by uid {owner} with mode \
+                 {mode:04o} (expected uid {expected} and mode 0600)"
+            )]
+            NotPrivate {
+                /// The channel name or file path.
+                name: ChannelName,
+                /// User id that owns the object.
+                owner: u32,
+                /// Its permission bits.
+                mode: u32,
+                /// The effective user id of this process, which must own it.
+                expected: u32,
+            },
+            /// The entry under a channel's name (or path) is not a channel: a directory, a symbolic
+            /// link (never followed), a FIFO or another file that is not a regular one, an object
+            /// without the shmlink magic... `create` and `bind` leave it alone, `connect` refuses
+            /// it.
+            #[error("{name:?} is not a shmlink channel: {reason}")]
+            NotAChannel {
+                /// The channel name.
+                name: ChannelName,
+                /// What it is instead.
+                reason: String,
+            },
+            /// The mapping does not start with the shmlink magic number.
+            #[error("{channel:?} is not a shmlink mapping (bad magic number {magic:#018x})")]
+            BadMagic {
+                /// The channel's name (or path).
+                channel: ChannelName,
+                /// The first word of the mapping.
+                magic: u64,
+            },
+            /// The mapping was made by an incompatible version of this crate.
+            #[error(
+                "{channel:?} has layout version {found}, this build understands version {expected}"
+            )]
+            VersionMismatch {
+                /// The channel's (or listener's) name.
+                channel: ChannelName,
+                /// Version written in the mapping.
+                found: u32,
+                /// Version this build writes and reads.
+                expected: u32,
+            },
+            /// The mapping was made by a build whose layout parameters differ from this one's
+            /// (frame or cell alignment, pointer width): the two processes would not agree on where
+            /// things are.
+            #[error(
+                "channel {channel:?} was made with {field} {found}, this build uses {expected}"
+            )]
+            LayoutMismatch {
+                /// The channel's name.
+                channel: ChannelName,
+                /// Which parameter differs.
+                field: &'static str,
+                /// The value recorded in the mapping.
+                found: u64,
+                /// The value this build uses.
+                expected: u64,
+            },
+            /// The sizes recorded in the header disagree with each other or with the mapping.
+            #[error("{channel:?} has inconsistent sizes: {what}")]
+            SizeMismatch {
+                /// The channel's (or listener's) name, or the file's path.
+                channel: ChannelName,
+                /// Which sizes disagree.
+                what: String,
+            },
+            /// A listener already holds connections with as many clients as it admits.
+            #[error("listener {name:?} is at its limit of {limit} concurrent clients")]
+            TooManyClients {
+                /// The listener's name.
+                name: ChannelName,
+                /// Most clients it admits at once.
+                limit: usize,
+            },
+            $($rest)*
+        }
+    };
+}
+
+with_open_variants! {
+    /// What making, finding or joining a channel or a listener can return: `create`, `connect`,
+    /// `bind`, `accept` (and their `_timeout` and `try_` forms) on every surface and backend.
+    ///
+    /// Every variant about a channel or listener names it.
+    #[derive(Debug, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum OpenError {
+        /// No client is waiting to be accepted right now (`try_accept`).
+        #[error("no client is waiting to be accepted")]
+        Empty,
+        /// The wait ran past its deadline (`connect_timeout`: something by that name is there but
+        /// did not become ready, or its listener did not accept us, in time; `accept_timeout`: no
+        /// client came).
+        #[error("timed out")]
+        Timeout,
+        /// The listener closed (before or while a client waited to be accepted), or the server
+        /// closed the new connection at once.
+        #[error("the peer closed channel {0:?}")]
+        Disconnected(ChannelName),
+        /// The listener's server process died (before or while a client waited to be accepted).
+        #[error("the peer of channel {channel:?} (process {pid}) is gone")]
+        PeerGone {
+            /// The listener's or channel's name.
+            channel: ChannelName,
+            /// Process id the peer recorded (information only).
+            pid: u32,
+        },
+        /// The shared memory holds a value this side will not interpret (a ring index out of
+        /// range, an unknown state word...).
+        #[error("channel {channel:?} holds corrupt data: {what}")]
+        Corrupt {
+            /// The channel's (or listener's) name.
+            channel: ChannelName,
+            /// What was wrong.
+            what: String,
+        },
+        /// An operating-system call failed.
+        #[error(transparent)]
+        Io(#[from] io::Error),
+    }
 }
 
 /// What sending can return: `send`, `send_json`, `reserve` (and their `try_` and `_timeout`
@@ -345,155 +367,62 @@ pub enum RecvError {
     Io(#[from] io::Error),
 }
 
-/// Everything that can go wrong, for callers who want one error type: every variant of
-/// [`OpenError`], [`SendError`] and [`RecvError`], with the same meaning. Each of them converts
-/// into it (so `?` works in a function returning [`Result`]).
-///
-/// [`Error::Full`], [`Error::Empty`] and [`Error::Timeout`] say "not right now"
-/// ([`is_transient`](Error::is_transient)), [`Error::TooLarge`] says "never",
-/// [`Error::Disconnected`] says the peer closed cleanly and [`Error::PeerGone`] that its
-/// process died ([`is_disconnect`](Error::is_disconnect)), and [`Error::Corrupt`] that the
-/// shared memory holds something this side refuses to interpret.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// See [`OpenError::InvalidName`].
-    #[error("invalid name {name:?}: {reason}")]
-    InvalidName {
-        /// The rejected name, as given.
-        name: String,
-        /// Why it was rejected.
-        reason: &'static str,
-    },
-    /// See [`OpenError::InvalidConfig`].
-    #[error("invalid configuration: {0}")]
-    InvalidConfig(String),
-    /// See [`OpenError::NotFound`].
-    #[error("no channel or listener named {0:?}")]
-    NotFound(ChannelName),
-    /// See [`OpenError::NotReady`].
-    #[error("channel {0:?} exists but is not initialised yet")]
-    NotReady(ChannelName),
-    /// See [`OpenError::AlreadyExists`].
-    #[error("{0:?} is taken: a channel or listener of that name exists and its creator is alive")]
-    AlreadyExists(ChannelName),
-    /// See [`OpenError::AlreadyConnected`].
-    #[error(
-        "channel {0:?} already has its connector: a channel serves one connection, even once that \
-         peer has gone; a Listener serves one client after another"
-    )]
-    AlreadyConnected(ChannelName),
-    /// See [`OpenError::NotPrivate`].
-    #[error(
-        "channel {name:?} is not private to this user: owned by uid {owner} with mode {mode:04o} \
-         (expected uid {expected} and mode 0600)"
-    )]
-    NotPrivate {
-        /// The channel name or file path.
-        name: ChannelName,
-        /// User id that owns the object.
-        owner: u32,
-        /// Its permission bits.
-        mode: u32,
-        /// The effective user id of this process, which must own it.
-        expected: u32,
-    },
-    /// See [`OpenError::NotAChannel`].
-    #[error("{name:?} is not a shmlink channel: {reason}")]
-    NotAChannel {
-        /// The channel name.
-        name: ChannelName,
-        /// What it is instead.
-        reason: String,
-    },
-    /// See [`OpenError::BadMagic`].
-    #[error("{channel:?} is not a shmlink mapping (bad magic number {magic:#018x})")]
-    BadMagic {
-        /// The channel's name (or path).
-        channel: ChannelName,
-        /// The first word of the mapping.
-        magic: u64,
-    },
-    /// See [`OpenError::VersionMismatch`].
-    #[error("{channel:?} has layout version {found}, this build understands version {expected}")]
-    VersionMismatch {
-        /// The channel's (or listener's) name.
-        channel: ChannelName,
-        /// Version written in the mapping.
-        found: u32,
-        /// Version this build writes and reads.
-        expected: u32,
-    },
-    /// See [`OpenError::LayoutMismatch`].
-    #[error("channel {channel:?} was made with {field} {found}, this build uses {expected}")]
-    LayoutMismatch {
-        /// The channel's name.
-        channel: ChannelName,
-        /// Which parameter differs.
-        field: &'static str,
-        /// The value recorded in the mapping.
-        found: u64,
-        /// The value this build uses.
-        expected: u64,
-    },
-    /// See [`OpenError::SizeMismatch`].
-    #[error("{channel:?} has inconsistent sizes: {what}")]
-    SizeMismatch {
-        /// The channel's (or listener's) name, or the file's path.
-        channel: ChannelName,
-        /// Which sizes disagree.
-        what: String,
-    },
-    /// See [`OpenError::TooManyClients`].
-    #[error("listener {name:?} is at its limit of {limit} concurrent clients")]
-    TooManyClients {
-        /// The listener's name.
-        name: ChannelName,
-        /// Most clients it admits at once.
-        limit: usize,
-    },
-    /// See [`SendError::Full`].
-    #[error("no room in the channel now")]
-    Full,
-    /// See [`RecvError::Empty`] and [`OpenError::Empty`].
-    #[error("nothing waiting now")]
-    Empty,
-    /// See [`SendError::TooLarge`] and [`RecvError::TooLarge`].
-    #[error("message of {len} bytes exceeds the maximum of {max} bytes")]
-    TooLarge {
-        /// Requested (or announced) length.
-        len: usize,
-        /// Largest length accepted.
-        max: usize,
-    },
-    /// A wait ran past its deadline.
-    #[error("timed out")]
-    Timeout,
-    /// The peer closed its end (see [`RecvError::Disconnected`], [`SendError::Disconnected`]).
-    #[error("the peer closed channel {0:?}")]
-    Disconnected(ChannelName),
-    /// The peer process exited or was killed without closing its end.
-    #[error("the peer of channel {channel:?} (process {pid}) is gone")]
-    PeerGone {
-        /// The channel's name.
-        channel: ChannelName,
-        /// Process id the peer recorded (information only).
-        pid: u32,
-    },
-    /// The shared memory holds a value this side will not interpret.
-    #[error("channel {channel:?} holds corrupt data: {what}")]
-    Corrupt {
-        /// The channel's name (`"ring"` for a [`ring`](crate::ring) between threads).
-        channel: ChannelName,
-        /// What was wrong.
-        what: String,
-    },
-    /// A value could not be encoded or decoded as JSON.
-    #[error("JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    /// An operating-system call failed.
-    #[error(transparent)]
-    Io(#[from] io::Error),
+with_open_variants! {
+    /// Everything that can go wrong, for callers who want one error type: every variant of
+    /// [`OpenError`], [`SendError`] and [`RecvError`], with the same meaning. Each of them converts
+    /// into it (so `?` works in a function returning [`Result`]).
+    ///
+    /// [`Error::Full`], [`Error::Empty`] and [`Error::Timeout`] say "not right now"
+    /// ([`is_transient`](Error::is_transient)), [`Error::TooLarge`] says "never",
+    /// [`Error::Disconnected`] says the peer closed cleanly and [`Error::PeerGone`] that its
+    /// process died ([`is_disconnect`](Error::is_disconnect)), and [`Error::Corrupt`] that the
+    /// shared memory holds something this side refuses to interpret.
+    #[derive(Debug, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum Error {
+        /// See [`SendError::Full`].
+        #[error("no room in the channel now")]
+        Full,
+        /// See [`RecvError::Empty`] and [`OpenError::Empty`].
+        #[error("nothing waiting now")]
+        Empty,
+        /// See [`SendError::TooLarge`] and [`RecvError::TooLarge`].
+        #[error("message of {len} bytes exceeds the maximum of {max} bytes")]
+        TooLarge {
+            /// Requested (or announced) length.
+            len: usize,
+            /// Largest length accepted.
+            max: usize,
+        },
+        /// A wait ran past its deadline.
+        #[error("timed out")]
+        Timeout,
+        /// The peer closed its end (see [`RecvError::Disconnected`], [`SendError::Disconnected`]).
+        #[error("the peer closed channel {0:?}")]
+        Disconnected(ChannelName),
+        /// The peer process exited or was killed without closing its end.
+        #[error("the peer of channel {channel:?} (process {pid}) is gone")]
+        PeerGone {
+            /// The channel's name.
+            channel: ChannelName,
+            /// Process id the peer recorded (information only).
+            pid: u32,
+        },
+        /// The shared memory holds a value this side will not interpret.
+        #[error("channel {channel:?} holds corrupt data: {what}")]
+        Corrupt {
+            /// The channel's name (`"ring"` for a [`ring`](crate::ring) between threads).
+            channel: ChannelName,
+            /// What was wrong.
+            what: String,
+        },
+        /// A value could not be encoded or decoded as JSON.
+        #[error("JSON: {0}")]
+        Json(#[from] serde_json::Error),
+        /// An operating-system call failed.
+        #[error(transparent)]
+        Io(#[from] io::Error),
+    }
 }
 
 /// `is_transient` and `is_disconnect` for an error type, from the variants that mean each.
