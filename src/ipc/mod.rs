@@ -132,8 +132,9 @@ pub(crate) struct IpcDuplex {
     inbox: Vec<u8>,
     /// What a grant lends out, and where `send_json` serialises.
     out: Vec<u8>,
-    /// The thread that sends for the sends with a deadline, once one came (dropped before the
-    /// link: it ends once its last message is out).
+    /// The thread that sends for the sends with a deadline, once one came. It holds a copy of
+    /// the data sender, so the peer sees the channel closed only once the lane's last message
+    /// is out (and the goodbye, sent first, is there by then).
     lane: Option<Lane>,
 }
 
