@@ -22,7 +22,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Thro
 use crossbeam_queue::ArrayQueue;
 use rtrb::{CopyToUninit, RingBuffer};
 use shmlink::ring::{Consumer, Producer};
-use shmlink::Error;
+use shmlink::{RecvError, SendError};
 
 const SIZES: [usize; 4] = [8, 64, 1024, 64 * 1024];
 /// Bytes of buffer every ring gets (more for 64 KiB frames, which need twice their size).
@@ -89,7 +89,7 @@ fn shm_ring(size: usize) -> (Producer, Consumer) {
 fn shm_push(tx: &mut Producer, data: &[u8]) -> bool {
     match tx.try_send(data) {
         Ok(()) => true,
-        Err(Error::Full) => false,
+        Err(SendError::Full) => false,
         Err(e) => panic!("{e}"),
     }
 }
@@ -101,7 +101,7 @@ fn shm_pop(rx: &mut Consumer, size: usize, first: u8, last: u8) -> bool {
             assert!(frame.len() == size && frame[0] == first && frame[size - 1] == last);
             true
         }
-        Err(Error::Empty) => false,
+        Err(RecvError::Empty) => false,
         Err(e) => panic!("{e}"),
     }
 }

@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, RecvError, WaitStrategy};
 
 #[derive(Serialize, Deserialize)]
 struct Request<'a> {
@@ -65,7 +65,7 @@ fn server() -> Result<()> {
     loop {
         let message = match rx.recv_timeout(Duration::from_secs(10)) {
             Ok(message) => message,
-            Err(Error::Disconnected { .. }) => break, // the client closed after its last request
+            Err(RecvError::Disconnected(_)) => break, // the client closed after its last request
             Err(e) => {
                 let _ = client.kill();
                 let _ = client.wait();

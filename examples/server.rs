@@ -35,8 +35,8 @@ fn main() -> Result<(), Error> {
         // Wait for a client, then for each request; give up after a minute of silence.
         let request = match ch.recv_timeout(Duration::from_secs(60)) {
             Ok(frame) => frame,
-            Err(Error::Disconnected { .. } | Error::PeerGone { .. }) => break,
-            Err(e) => return Err(e),
+            Err(e) if e.is_disconnect() => break,
+            Err(e) => return Err(e.into()),
         };
         // Borrow the text straight from the ring, copy it out once to transform it.
         let req: Request<'_> = request.json()?;

@@ -19,7 +19,8 @@ fn main() -> Result<(), Error> {
         tokio::spawn(async move {
             while let Ok(mut conn) = listener.accept().await {
                 tokio::spawn(async move {
-                    while let Ok(msg) = conn.recv().await {
+                    // The request is copied out: the reply goes through the same channel.
+                    while let Ok(msg) = conn.recv().await.map(|m| m.to_vec()) {
                         if conn.send(&msg).await.is_err() {
                             break;
                         }
@@ -36,6 +37,7 @@ fn main() -> Result<(), Error> {
                     ch.send(format!("hello from task {i}").as_bytes()).await?;
                     let reply = ch.recv().await?;
                     println!("task {i}: echo {:?}", String::from_utf8_lossy(&reply));
+                    drop(reply);
                     Ok::<(), Error>(())
                 })
             })

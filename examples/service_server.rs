@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use shmlink::{Config, Connection, Error, Listener, Selector};
+use shmlink::{Config, Connection, Error, Listener, RecvError, Selector};
 
 fn main() -> Result<(), Error> {
     let name = std::env::args().nth(1).unwrap_or_else(|| "svc".to_owned());
@@ -38,12 +38,12 @@ fn main() -> Result<(), Error> {
             // others.
             let reply = match conn.try_recv() {
                 Ok(request) => format!("got {:?}", String::from_utf8_lossy(&request)),
-                Err(Error::Empty) => continue,
-                Err(Error::Disconnected { .. } | Error::PeerGone { .. }) => {
+                Err(RecvError::Empty) => continue,
+                Err(e) if e.is_disconnect() => {
                     gone.push(i);
                     continue;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             };
             if conn.send(reply.as_bytes()).is_err() {
                 gone.push(i);

@@ -1,9 +1,10 @@
 //! # shmlink
 //!
-//! Low-latency messaging between two processes on one host: a lock-free
-//! single-producer/single-consumer ring of byte frames in a *named* shared-memory mapping, two
-//! rings (one per direction) making a duplex [`Channel`]. Where no mapping can be made,
-//! [`Endpoint`] offers the same calls over an `ipc-channel` fallback.
+//! Low-latency messaging between processes on one host: a lock-free single-producer /
+//! single-consumer ring of byte frames in a *named* shared-memory mapping, two rings (one per
+//! direction) making a duplex [`Channel`]. [`Endpoint`] offers the same calls over an
+//! `ipc-channel` backend where no mapping can be made; a [`Listener`], a [`Selector`] and an
+//! async API (`shmlink::tokio`, feature `tokio`) serve many clients from one server.
 //!
 //! shmlink runs on Linux only: it sleeps on futexes in shared memory, learns of a dead peer
 //! from pidfds and open-file-description locks, and does not compile for other targets.
@@ -30,12 +31,10 @@
 //!
 //! Across two processes the calls are the same; the connecting side usually waits for the
 //! channel to appear with [`Channel::connect_timeout`]. A whole request/reply program that runs
-//! as both processes is `examples/request_reply.rs`
-//! (`cargo run --example request_reply`):
+//! as both processes is `examples/request_reply.rs` (`cargo run --example request_reply`):
 //!
 //! ```no_run
-//! use std::time::Duration;
-//! use shmlink::{Channel, Config, WaitStrategy};
+//! use shmlink::{Channel, Config};
 //!
 //! // Process A, the server: answers each request with the same bytes reversed.
 //! let mut server = Channel::create("demo", &Config::default())?;
@@ -60,21 +59,70 @@
 //! # Ok::<(), shmlink::Error>(())
 //! ```
 //!
+//! ## One method set
+//!
+//! Every message surface, [`Channel`] (and its halves, [`SendHalf`] and [`RecvHalf`]),
+//! [`Endpoint`] on either backend and `shmlink::tokio::AsyncChannel`, offers the
+//! same operations under the same names, with the same meaning:
+//!
+//! | | blocking | now | deadline |
+//! | --- | --- | --- | --- |
+//! | send bytes (fragmented past one frame) | `send(&[u8])` | `try_send` | `send_timeout(&[u8], Duration)` |
+//! | send JSON (in place in the ring) | `send_json(&T)` | `try_send_json` | `send_json_timeout` |
+//! | write in place | `reserve(len)` → grant, `commit(used)` | `try_reserve` | `reserve_timeout` |
+//! | receive in place | `recv()` → guard | `try_recv` | `recv_timeout` |
+//! | receive into the caller's buffer | `recv_into(&mut Vec<u8>)` → length | `try_recv_into` | `recv_into_timeout` |
+//! | receive JSON (owned) | `recv_json::<T>()` | `try_recv_json` | `recv_json_timeout` |
+//!
+//! The blocking form waits for as long as it takes (until the peer closes or dies), the `try_`
+//! form not at all (`Full` or `Empty` when it cannot act now), the `_timeout` form until its
+//! deadline (`Timeout`). On the async surface the blocking and deadline forms are `async` and
+//! the `try_` forms are plain methods. The grant is a [`WriteGrant`] on [`Channel`] and the
+//! async channel, a [`Reserved`] on [`Endpoint`] (whose `commit` returns a `Result`, since the
+//! ipc-channel backend sends on commit); the guard is a [`ReadGuard`] or a [`Received`]. Both
+//! deref to the bytes.
+//!
 //! ## Messages and limits
 //!
 //! A message of up to [`Channel::max_frame`] bytes (`capacity / 2 - 72`) travels as one frame;
 //! a longer one, up to [`Channel::max_message`] (1 GiB unless changed), is split into fragments
-//! and reassembled. Each side publishes its `max_message` in the mapping
-//! ([`Channel::set_max_message`]); a message longer than the receiver's limit fails *at the
-//! sender* with [`Error::TooLarge`], before anything is written, and the channel keeps working.
-//! A fragmented send that times out part-way ([`Channel::send_timeout`]) is withdrawn: the
-//! receiver drops the fragments it got and never sees the message.
+//! as the peer reads them and reassembled: every send fragments, on every surface. A message is
+//! whole or absent: a send whose deadline passes part-way, or an async send dropped part-way,
+//! is withdrawn, and the receiver drops what it got of it. `try_send` of a message longer than
+//! a frame sends it only if all its fragments fit in the ring now, else `Full` with nothing
+//! sent.
+//!
+//! Each side publishes its `max_message` in the mapping ([`Channel::set_max_message`]); a
+//! message longer than the receiver's limit fails *at the sender* with
+//! [`SendError::TooLarge`], before anything is written, and the channel keeps working.
 //!
 //! A received message is a [`ReadGuard`]: it borrows the frame in place and releases it when
 //! dropped. Because it borrows the channel, a reply that uses the request's bytes needs the
 //! channel's two halves, from [`Channel::split`] (see its example). The halves also serve two
 //! threads, one sending and one receiving; [`Channel::into_split`] gives owned, `Send` halves.
 //! Each half keeps the mapping alive, and the endpoint closes when both are gone.
+//!
+//! ## Writing in place
+//!
+//! [`Channel::reserve`] lends the frame itself: write the message where the peer will read
+//! it, and `commit` the bytes used. A grant dropped without a commit sends nothing.
+//!
+//! ```
+//! use std::io::Write;
+//! use shmlink::{Channel, Config, WaitStrategy};
+//! # let name = format!("doc-grant-{}", std::process::id());
+//! let mut a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
+//! let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
+//! let mut grant = a.reserve(64)?;
+//! let used = {
+//!     let mut out = &mut grant[..];
+//!     write!(out, "reading {} at {}", "temperature", 21)?;
+//!     64 - out.len()
+//! };
+//! grant.commit(used);
+//! assert_eq!(&*b.recv()?, b"reading temperature at 21");
+//! # Ok::<(), shmlink::Error>(())
+//! ```
 //!
 //! ## JSON
 //!
@@ -114,117 +162,154 @@
 //!
 //! ## Errors
 //!
-//! Every call returns [`Error`]. [`Error::Full`], [`Error::Empty`] and [`Error::Timeout`] mean
-//! "not now" ([`Error::is_transient`]); [`Error::Disconnected`] means the peer closed and
-//! everything it sent has been received; [`Error::PeerGone`] means its process died;
-//! [`Error::TooLarge`] means "never on this channel". Errors about a channel as a whole name it:
-//! [`Channel::connect_timeout`] to a name nobody created ends with [`Error::NotFound`] carrying
-//! that name (every `connect_timeout`, of a channel, a listener or an endpoint, ends so, and
-//! with [`Error::Timeout`] when something by that name was there but not ready in time). A name
-//! that is not a channel's says what it is: [`Error::WrongKind`] for a listener's,
-//! [`Error::NotAChannel`] for a link, a directory, a FIFO...
+//! Each kind of call has its own error type, which says what it can return:
 //!
-//! ## Names
+//! * [`OpenError`] from making, finding and joining: `create`, `connect`, `bind`, `accept`;
+//! * [`SendError`] from `send`, `send_json`, `reserve`: `Full` (not now), `Timeout`,
+//!   `TooLarge` (never: over the receiver's limit), `Disconnected`, `PeerGone`, `Corrupt`,
+//!   `Json`, `Io`;
+//! * [`RecvError`] from `recv`, `recv_into`, `recv_json`: `Empty` (not now), `Timeout`,
+//!   `Disconnected` (the peer closed and everything it sent has been received), `PeerGone`
+//!   (its process died), `Corrupt`, `TooLarge` (a message over this side's limit was on its
+//!   way), `Json`, `Io`.
+//!
+//! Each has `is_transient()` (not now: try again) and `is_disconnect()` (the peer is gone).
+//! Each converts into [`Error`], the catch-all with every variant, so `?` works in a function
+//! that returns [`Result`]. Errors about a channel name it, from the name the endpoint holds:
+//! `Full`, `Empty`, `Timeout`, `Disconnected` and `PeerGone` allocate nothing.
+//!
+//! ```
+//! use std::time::Duration;
+//! use shmlink::{Channel, Config, RecvError, SendError, WaitStrategy};
+//! # let name = format!("doc-errors-{}", std::process::id());
+//! let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
+//! let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
+//! assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+//! let err = b.recv_timeout(Duration::from_millis(1)).unwrap_err();
+//! assert!(err.is_transient());
+//! drop(a);
+//! match b.recv() {
+//!     Err(RecvError::Disconnected(channel)) => assert_eq!(channel, name),
+//!     other => panic!("{:?}", other.map(|m| m.len())),
+//! }
+//! assert!(matches!(b.send(b"x"), Err(SendError::Disconnected(_))));
+//! # Ok::<(), shmlink::Error>(())
+//! ```
+//!
+//! ## Connecting: one way
+//!
+//! `connect(name, ..)` and `connect_timeout` reach whatever the name holds: a channel (this end
+//! becomes its connector) or a listener (this end becomes a new client of it, with a channel of
+//! its own, once the server accepts). [`Channel::connect`], [`Endpoint::connect`] (on either
+//! backend: it finds the one its creator used) and `shmlink::tokio::connect` all work so.
+//! Every `connect_timeout` ends the same way: [`OpenError::NotFound`], naming it, if nothing by
+//! that name appeared, and [`OpenError::Timeout`] if something did that was not ready in time,
+//! or a listener that did not accept in time.
 //!
 //! Every name, of a channel or a listener, on either backend, follows one rule: 1 to
 //! [`MAX_NAME_LEN`] (200) bytes of ASCII letters, digits, `.`, `_` and `-`, not starting with
-//! `.` or `-`. Any other name is refused at once with [`Error::InvalidName`], by the calls that
-//! make and by the calls that connect:
+//! `.` or `-`. Any other name is refused at once with [`OpenError::InvalidName`], by the calls
+//! that make and by the calls that connect:
 //!
 //! ```
-//! use shmlink::{Channel, Config, Error, Listener, WaitStrategy, MAX_NAME_LEN};
+//! use shmlink::{Channel, Config, Listener, OpenError, WaitStrategy, MAX_NAME_LEN};
 //! let long = "x".repeat(MAX_NAME_LEN + 1);
-//! assert!(matches!(Listener::bind(&long, &Config::default()), Err(Error::InvalidName { .. })));
-//! assert!(matches!(Channel::connect(".hidden", WaitStrategy::Block), Err(Error::InvalidName { .. })));
+//! assert!(matches!(Listener::bind(&long, &Config::default()), Err(OpenError::InvalidName { .. })));
+//! assert!(matches!(Channel::connect(".hidden", WaitStrategy::Block), Err(OpenError::InvalidName { .. })));
 //! ```
 //!
 //! ## Services: many clients, many channels, async
 //!
-//! A channel joins one pair of endpoints for its whole life. A server that outlives its clients,
-//! or serves several at once, binds a [`Listener`]: each client ([`Listener::connect`]) gets its
-//! own channel, the server a [`Connection`] per client, up to a limit on concurrent clients
-//! ([`Error::TooManyClients`] past it). A [`Selector`] lets one thread wait on many channels at
-//! once and serve the ready ones in turn. With the `tokio` feature, `shmlink::tokio` offers
-//! async `send`, `recv` and `accept` on one reactor thread per process.
+//! A channel joins one pair of endpoints for its whole life. A server that outlives its
+//! clients, or serves several at once, binds a [`Listener`]: each client that connects to its
+//! name gets its own channel, the server a [`Connection`] per client, up to a limit on
+//! concurrent clients ([`OpenError::TooManyClients`] past it). A [`Selector`] lets one thread
+//! wait on many channels at once and serve the ready ones in turn. With the `tokio` feature,
+//! `shmlink::tokio` offers the method set in async form, and an async `accept`, on one
+//! reactor thread per process.
+//!
+//! ```
+//! use shmlink::{Channel, Config, Listener, WaitStrategy};
+//! # let name = format!("doc-svc-{}", std::process::id());
+//! let listener = Listener::bind(&name, &Config::default())?;
+//! let clients: Vec<_> = (0..2)
+//!     .map(|_| {
+//!         let name = name.clone();
+//!         std::thread::spawn(move || -> shmlink::Result<Vec<u8>> {
+//!             let mut ch = Channel::connect(&name, WaitStrategy::Block)?;
+//!             ch.send(b"hi")?;
+//!             let reply = ch.recv()?.to_vec();
+//!             Ok(reply)
+//!         })
+//!     })
+//!     .collect();
+//! for _ in 0..2 {
+//!     let mut conn = listener.accept()?;
+//!     let request = conn.recv()?.to_vec();
+//!     conn.send(&request)?;
+//! }
+//! for client in clients {
+//!     assert_eq!(client.join().unwrap()?, b"hi");
+//! }
+//! # Ok::<(), shmlink::Error>(())
+//! ```
 //!
 //! ## Backends
 //!
 //! [`Endpoint`] runs on the shared-memory [`Channel`] where a mapping can be made and on an
-//! `ipc-channel` fallback where it cannot (or when the `force-fallback` feature asks for it);
+//! `ipc-channel` backend where it cannot (or when the `force-fallback` feature asks for it);
 //! [`Endpoint::create_with`] chooses explicitly. The connecting side finds whichever its
-//! creator used. Both report a killed peer as [`Error::PeerGone`]. An [`EndpointListener`] is
-//! the listener on either backend (the client side is [`Endpoint::connect`]); the selector and
-//! the async API are shared-memory only.
+//! creator used. The same code runs on both: grants ([`Endpoint::reserve`]) are the frame on
+//! shared memory and a buffer of the endpoint's on ipc-channel, sent on commit; deadlines hold
+//! on both (on ipc-channel a send with a deadline hands its message to a thread of the
+//! endpoint's, waiting only for that thread to be free, since the crate's sockets offer no
+//! timed send). Both report a killed peer as `PeerGone`. An [`EndpointListener`] is the
+//! listener on either backend; the selector and the async API are shared-memory only.
 //!
 //! Mappings whose creator died can be listed and removed with [`segments`] (or the
 //! `shmlink-clean` program). [`ring::new`] runs the same ring on the heap, between threads.
 //!
-//! ## Memory layout
-//!
-//! One mapping, `/shmlink-<name>` (`/dev/shm/shmlink-<name>`), created exclusively with
-//! mode 0600:
-//!
-//! ```text
-//! 0       SegmentHeader: magic "SHMLINK\0", layout version, header size, ring capacity,
-//!         total size, a ready word written last, the layout parameters (frame alignment 64,
-//!         cell alignment 128, pointer width), and per endpoint: state, wait mode, pid,
-//!         process start time, max message (each endpoint on its own 128-byte cell; the first
-//!         byte of each is the one that endpoint keeps locked while it lives)
-//! 1024    RingHeader x 2: producer index, consumer index, two futex wait cells,
-//!         each on its own 128-byte cell
-//! 4096    ring 0 region (creator -> connector), `capacity` bytes, a power of two
-//! 4096+c  ring 1 region (connector -> creator)
-//! ```
-//!
-//! The layout is the same on every architecture; [`Channel::connect`] refuses a mapping whose
-//! version or layout parameters differ from its own ([`Error::VersionMismatch`],
-//! [`Error::LayoutMismatch`]).
-//!
-//! ## The ring protocol
-//!
-//! Frames are cache-line aligned: one `u64` header word (length, kind, and a tag derived from the
-//! frame's position) followed by the payload. A frame never wraps: a PAD word sends the reader
-//! back to offset 0, so every payload is one contiguous slice, written in place through a
-//! [`WriteGrant`] and read in place through a [`ReadGuard`].
-//!
-//! The producer keeps the header word at its next position zeroed; it publishes a frame by
-//! storing the frame's header word with `Release` after the payload. The consumer polls the word
-//! at its position with `Acquire`. The consumer never reads the producer's index on the hot path,
-//! and the producer reads the consumer's index only when its cached copy says the ring is full,
-//! so a message moves only the cache lines that hold it. See [`ring`] for the details.
-//!
 //! ## Waiting and liveness
 //!
-//! Each endpoint picks a [`WaitStrategy`]: `Spin`, `SpinYield`, or `Block` (spin only while
-//! recent spins found data, else sleep on a futex word in the mapping; the sender only makes the
-//! wake-up call when a sleeper announced itself). A wait ends when the peer closes
-//! ([`Error::Disconnected`], after everything it sent has been read) or dies
-//! ([`Error::PeerGone`]). Whether the peer is alive is not read from its pid: each endpoint holds
-//! a lock on its own byte of the shared object (an open-file-description lock), which
-//! the kernel releases when the process dies, however it dies. So pid reuse is never mistaken for
-//! the peer, and peers in different PID namespaces (containers sharing `/dev/shm`) see each
-//! other correctly; the recorded pid only names the peer in errors and listings.
+//! Each endpoint picks a [`WaitStrategy`]: `Block` (the default: spin only while recent spins
+//! found data, else sleep on a futex word in the mapping; the sender only makes the wake-up
+//! call when a sleeper announced itself), `Spin` (lowest latency, a core at 100% while
+//! waiting: only where each endpoint has a core of its own) or `SpinYield`. A wait ends when
+//! the peer closes (`Disconnected`, after everything it sent has been read) or dies
+//! (`PeerGone`). Whether the peer is alive is not read from its pid: each endpoint holds a lock
+//! on its own byte of the shared object (an open-file-description lock), which the kernel
+//! releases when the process dies, however it dies. So pid reuse is never mistaken for the
+//! peer, and peers in different PID namespaces see each other correctly; the recorded pid only
+//! names the peer in errors and listings. A sleeping `Block` wait makes no timed wake-ups: a
+//! watcher thread holds a pidfd for each peer process and wakes the sleepers of a peer that
+//! dies.
 //!
-//! Spinning waits ask about the peer every few milliseconds. A sleeping `Block` wait makes no
-//! timed wake-ups: a watcher thread holds a pidfd for each peer process and wakes the
-//! sleepers of a peer that dies, and asks once a second whether each peer still holds its lock
-//! (the pid is the peer's word, the lock is not), so a peer that recorded some other live
-//! process is still reported within about a second of its death. Where a pidfd cannot be had
-//! (no pidfds, or a peer whose pid names another process in our PID namespace) the wait sleeps
-//! in 10 ms slices and asks after each. A [`Selector`] and the async API (feature `tokio`)
-//! follow the same rule.
+//! ## Memory layout and the ring protocol
+//!
+//! One mapping, `/shmlink-<name>` (`/dev/shm/shmlink-<name>`), created exclusively with mode
+//! 0600: a 4 KiB header page (magic, layout version, sizes, layout parameters, a ready word
+//! written last, and per endpoint its state, wait mode, pid and max message, each on its own
+//! 128-byte cell; then the two ring headers) and the two ring regions. [`Channel::connect`]
+//! refuses a mapping whose version or layout parameters differ from its own
+//! ([`OpenError::VersionMismatch`], [`OpenError::LayoutMismatch`]).
+//!
+//! Frames are cache-line aligned: one `u64` header word (length, kind, and a tag derived from
+//! the frame's position) followed by the payload. A frame never wraps: a PAD word sends the
+//! reader back to offset 0, so every payload is one contiguous slice. The producer publishes a
+//! frame by storing its header word with `Release` after the payload; the consumer polls the
+//! word at its position with `Acquire`, so a message moves only the cache lines that hold it.
+//! See [`ring`] for the details.
 //!
 //! ## Safety against the peer
 //!
 //! The other process can write anything into the mapping. Every value read from it is checked
-//! before use: a bad header gives [`Error::BadMagic`], [`Error::VersionMismatch`],
-//! [`Error::LayoutMismatch`] or [`Error::SizeMismatch`]; a frame with a wrong tag, an unknown
-//! kind or a length past the region, or a consumer index that moves backwards or past the
-//! producer, gives [`Error::Corrupt`]. None of these panic, read outside the mapping or loop
-//! forever. What a hostile peer *can* do: change the bytes of a frame while you hold its
-//! [`ReadGuard`] (copy them out first if that matters), stop answering (use timeouts), or shrink
-//! the shared object under you, which makes the kernel raise `SIGBUS` on the next access: share
-//! names only with processes you trust that much.
+//! before use: a bad header is refused by `connect` ([`OpenError::BadMagic`],
+//! [`OpenError::SizeMismatch`]...), and a frame with a wrong tag, an unknown kind or a length
+//! past the region is [`RecvError::Corrupt`]. None of these panic, read outside the mapping or
+//! loop forever. What a hostile peer *can* do: change the bytes of a frame while you hold its
+//! [`ReadGuard`] (copy them out first if that matters), stop answering (use timeouts), or
+//! shrink the shared object under you, which makes the kernel raise `SIGBUS` on the next
+//! access: share names only with processes you trust that much.
 
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks, unreachable_pub)]
@@ -235,7 +320,11 @@ compile_error!(
      from pidfds and open-file-description locks, and has no other implementation of these"
 );
 
+#[macro_use]
+mod methods;
+
 mod channel;
+mod connect;
 mod endpoint;
 mod error;
 mod ipc;
@@ -251,8 +340,8 @@ pub mod tokio;
 mod wait;
 
 pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
-pub use endpoint::{Backend, Endpoint, EndpointListener, Received};
-pub use error::{Error, Result};
+pub use endpoint::{Backend, Endpoint, EndpointListener, Received, Reserved};
+pub use error::{ChannelName, Error, OpenError, RecvError, Result, SendError};
 pub use layout::listener::MAX_CLIENTS;
 pub use mapping::MAX_NAME_LEN;
 pub use ring::{ReadGuard, WriteGrant};

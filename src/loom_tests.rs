@@ -15,7 +15,7 @@
 use loom::sync::Arc;
 use loom::thread;
 
-use crate::error::{Error, Result};
+use crate::error::{RecvError, SendError, WaitError};
 use crate::layout::{MODE_BLOCK, MODE_SPIN};
 use crate::ring::{self, Consumer, Producer};
 use crate::sync::{AtomicU32, Ordering};
@@ -36,10 +36,10 @@ struct Stand {
 }
 
 impl wait::Peer for Stand {
-    fn check(&mut self, _process: bool) -> Result<()> {
+    fn check(&mut self, _process: bool) -> Result<(), WaitError> {
         // Acquire: pairs with the Release store of the closing side.
         if self.closed.load(Ordering::Acquire) != 0 {
-            Err(Error::disconnected("loom"))
+            Err(WaitError::Disconnected("loom".into()))
         } else {
             Ok(())
         }
@@ -68,7 +68,7 @@ fn send(tx: &mut Producer, data: &[u8]) {
     loop {
         match tx.try_send(data) {
             Ok(()) => return,
-            Err(Error::Full) => thread::yield_now(),
+            Err(SendError::Full) => thread::yield_now(),
             Err(e) => panic!("send: {e}"),
         }
     }
@@ -81,7 +81,7 @@ fn expect(rx: &mut Consumer, data: &[u8]) {
                 assert_eq!(&*frame, data, "wrong frame");
                 return;
             }
-            Err(Error::Empty) => thread::yield_now(),
+            Err(RecvError::Empty) => thread::yield_now(),
             Err(e) => panic!("read: {e}"),
         }
     }
@@ -135,7 +135,7 @@ fn loom_block_producer_is_woken_by_a_release() {
         for i in 0..3 {
             tx.try_send(&message(i, 8)).unwrap();
         }
-        assert!(matches!(tx.try_send(b"x"), Err(Error::Full)));
+        assert!(matches!(tx.try_send(b"x"), Err(SendError::Full)));
         let consumer = thread::spawn(move || expect(&mut rx, &message(0, 8)));
         let mut waiter = Waiter::new(WaitStrategy::Block);
         let cell = tx.space_cell() as *const _;
@@ -169,7 +169,7 @@ fn loom_block_sleeper_is_woken_by_a_close() {
         let cell = unsafe { &*cell };
         let mut stand = stand;
         let r = waiter.wait_until(cell, None, || rx.has_data(), &mut stand);
-        assert!(matches!(r, Err(Error::Disconnected { .. })), "{r:?}");
+        assert!(matches!(r, Err(WaitError::Disconnected(_))), "{r:?}");
         closer.join().unwrap();
     });
 }

@@ -22,15 +22,17 @@ use std::time::{Duration, Instant};
 
 use memmap2::MmapMut;
 
-use crate::error::{Error, Result};
+use crate::error::OpenError;
 use crate::layout::CREATOR_LOCK;
 use crate::sys::{self, lock};
+
+type Result<T, E = OpenError> = std::result::Result<T, E>;
 
 /// Prefix of every OS-level name this crate creates.
 pub(crate) const OS_PREFIX: &str = "shmlink-";
 /// Longest name of a channel or a listener, on either backend, in bytes. The whole rule: 1 to
 /// `MAX_NAME_LEN` bytes of ASCII letters, digits, `.`, `_` and `-`, not starting with `.` or
-/// `-` ([`Error::InvalidName`] otherwise).
+/// `-` ([`OpenError::InvalidName`] otherwise).
 ///
 /// A listener's connections are channels named `<name>.<pid>.<n>`, up to 32 bytes longer,
 /// which the library makes itself; with the `shmlink-` prefix the longest of those still fits
@@ -66,8 +68,8 @@ pub(crate) fn validate_object_name(name: &str) -> Result<()> {
 
 fn check_name(name: &str, max: usize, too_long: &'static str) -> Result<()> {
     let fail = |reason| {
-        Err(Error::InvalidName {
-            name: name.to_owned(),
+        Err(OpenError::InvalidName {
+            name: name.into(),
             reason,
         })
     };
@@ -105,30 +107,34 @@ pub(crate) fn unlink(name: &str) -> Result<()> {
     validate_object_name(name)?;
     sys::shm_unlink(&c_name(name)?).map_err(|err| {
         if err.kind() == io::ErrorKind::NotFound {
-            Error::NotFound(name.to_owned())
+            OpenError::NotFound(name.into())
         } else {
-            Error::Io(err)
+            OpenError::Io(err)
         }
     })
 }
 
 /// Calls `connect` until it finds something under its name that is ready, or `deadline`
-/// passes; [`Error::NotFound`] and [`Error::NotReady`] are retried, with a growing pause (there
-/// is nothing to wait on before the object exists). Past the deadline, [`Error::NotFound`]
-/// (naming the object) if nothing is there, [`Error::Timeout`] if something is that never
-/// became ready. Any other outcome is returned at once.
+/// passes (never, without one); [`OpenError::NotFound`] and [`OpenError::NotReady`] are
+/// retried, with a growing pause (there is nothing to wait on before the object exists). Past
+/// the deadline, [`OpenError::NotFound`] (naming the object) if nothing is there,
+/// [`OpenError::Timeout`] if something is that never became ready. Any other outcome is
+/// returned at once.
 pub(crate) fn retry_until_there<T>(
-    deadline: Instant,
+    deadline: Option<Instant>,
     mut connect: impl FnMut() -> Result<T>,
 ) -> Result<T> {
     let mut pause = Duration::from_micros(50);
     loop {
         match connect() {
-            Err(Error::NotFound(_) | Error::NotReady(_)) if Instant::now() < deadline => {
-                std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+            Err(OpenError::NotFound(_) | OpenError::NotReady(_))
+                if deadline.is_none_or(|d| Instant::now() < d) =>
+            {
+                let left = deadline.map_or(pause, |d| d.saturating_duration_since(Instant::now()));
+                std::thread::sleep(pause.min(left));
                 pause = (pause * 2).min(Duration::from_millis(10));
             }
-            Err(Error::NotReady(_)) => return Err(Error::Timeout),
+            Err(OpenError::NotReady(_)) => return Err(OpenError::Timeout),
             other => return other,
         }
     }
@@ -164,14 +170,14 @@ pub(crate) struct Mapping {
 unsafe impl Send for Mapping {}
 
 fn c_name(name: &str) -> Result<std::ffi::CString> {
-    std::ffi::CString::new(os_name(name)).map_err(|_| Error::InvalidName {
-        name: name.to_owned(),
+    std::ffi::CString::new(os_name(name)).map_err(|_| OpenError::InvalidName {
+        name: name.into(),
         reason: "the name contains a NUL byte",
     })
 }
 
 /// Opens `/shmlink-<name>` read-write, whatever its size (even 0), without mapping it, if it is
-/// a regular file ([`Error::NotAChannel`], saying what it is, if not).
+/// a regular file ([`OpenError::NotAChannel`], saying what it is, if not).
 ///
 /// A symbolic link is not followed (the open fails, and the error says it is a link), and
 /// opening a FIFO or a device does not block; the type is judged on the open descriptor.
@@ -187,7 +193,7 @@ pub(crate) fn open_shm_file(name: &str) -> Result<File> {
     Ok(file)
 }
 
-/// What an entry that is not a regular file is, in words (for [`Error::NotAChannel`]); `None`
+/// What an entry that is not a regular file is, in words (for [`OpenError::NotAChannel`]); `None`
 /// for a regular file.
 fn not_regular(kind: std::fs::FileType) -> Option<&'static str> {
     use std::fs::FileType;
@@ -218,19 +224,19 @@ fn not_regular(kind: std::fs::FileType) -> Option<&'static str> {
     )
 }
 
-fn not_a_channel(name: &str, what: &str) -> Error {
-    Error::NotAChannel {
-        name: name.to_owned(),
+fn not_a_channel(name: &str, what: &str) -> OpenError {
+    OpenError::NotAChannel {
+        name: name.into(),
         reason: what.to_owned(),
     }
 }
 
-/// The error for a failed open of the object `name` at `entry`: [`Error::NotFound`] if there is
-/// none, [`Error::NotAChannel`] if the entry is a link (not followed) or a directory (which
+/// The error for a failed open of the object `name` at `entry`: [`OpenError::NotFound`] if there is
+/// none, [`OpenError::NotAChannel`] if the entry is a link (not followed) or a directory (which
 /// cannot be opened read-write), else the system's error.
-fn open_error(err: io::Error, entry: Option<&Path>, name: &str) -> Error {
+fn open_error(err: io::Error, entry: Option<&Path>, name: &str) -> OpenError {
     if err.kind() == io::ErrorKind::NotFound {
-        return Error::NotFound(name.to_owned());
+        return OpenError::NotFound(name.into());
     }
     // Looked at without following a link.
     match entry
@@ -238,7 +244,7 @@ fn open_error(err: io::Error, entry: Option<&Path>, name: &str) -> Error {
         .and_then(|meta| not_regular(meta.file_type()))
     {
         Some(what) => not_a_channel(name, what),
-        None => Error::Io(err),
+        None => OpenError::Io(err),
     }
 }
 
@@ -274,8 +280,8 @@ fn check_private(file: &File, name: &str) -> Result<()> {
     let me = sys::euid();
     let mode = meta.mode() & 0o7777;
     if meta.uid() != me || mode != 0o600 {
-        return Err(Error::NotPrivate {
-            name: name.to_owned(),
+        return Err(OpenError::NotPrivate {
+            name: name.into(),
             owner: meta.uid(),
             mode,
             expected: me,
@@ -315,19 +321,14 @@ impl Mapping {
         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC;
         let file = sys::shm_open(&os, flags, 0o600).map_err(|err| {
             if err.kind() == io::ErrorKind::AlreadyExists {
-                Error::AlreadyExists(name.to_owned())
+                OpenError::AlreadyExists(name.into())
             } else {
-                Error::Io(err)
+                OpenError::Io(err)
             }
         })?;
         let made = prepare_new(&file, len);
         match made {
-            Ok(map) => Ok(Self::from_parts(
-                file,
-                map,
-                Name::Shm(name.to_owned()),
-                true,
-            )),
+            Ok(map) => Ok(Self::from_parts(file, map, Name::Shm(name.into()), true)),
             Err(e) => {
                 let _ = sys::shm_unlink(&os);
                 Err(e)
@@ -336,22 +337,17 @@ impl Mapping {
     }
 
     /// Opens `/shmlink-<name>` read-write at whatever size it has, if it is a regular object
-    /// ([`Error::NotAChannel`] if not) owned by our effective user with mode 0600
-    /// ([`Error::NotPrivate`] if not).
+    /// ([`OpenError::NotAChannel`] if not) owned by our effective user with mode 0600
+    /// ([`OpenError::NotPrivate`] if not).
     pub(crate) fn open_named(name: &str) -> Result<Mapping> {
         let file = open_shm_file(name)?;
         check_private(&file, name)?;
         if file.metadata()?.len() == 0 {
             // The creator has not sized it yet.
-            return Err(Error::NotReady(name.to_owned()));
+            return Err(OpenError::NotReady(name.into()));
         }
         let map = map_file(&file)?;
-        Ok(Self::from_parts(
-            file,
-            map,
-            Name::Shm(name.to_owned()),
-            false,
-        ))
+        Ok(Self::from_parts(file, map, Name::Shm(name.into()), false))
     }
 
     /// Maps the first `len` bytes of an already open shared-memory object at least that long,
@@ -360,12 +356,7 @@ impl Mapping {
         // SAFETY: as in `map_file`; only the first `len` bytes are mapped, which the caller
         // checked the object has.
         let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(&file) }?;
-        Ok(Self::from_parts(
-            file,
-            map,
-            Name::Shm(name.to_owned()),
-            false,
-        ))
+        Ok(Self::from_parts(file, map, Name::Shm(name.into()), false))
     }
 
     /// Creates a file at `path` exclusively (mode 0600), sized to `len` bytes, and maps it. The
@@ -378,8 +369,10 @@ impl Mapping {
             .mode(0o600)
             .open(path)
             .map_err(|e| match e.kind() {
-                io::ErrorKind::AlreadyExists => Error::AlreadyExists(path.display().to_string()),
-                _ => Error::Io(e),
+                io::ErrorKind::AlreadyExists => {
+                    OpenError::AlreadyExists(path.display().to_string().into())
+                }
+                _ => OpenError::Io(e),
             })?;
         let made = prepare_new(&file, len);
         match made {
@@ -396,9 +389,9 @@ impl Mapping {
         }
     }
 
-    /// Opens and maps an existing file at `path`, if it is a regular file ([`Error::NotAChannel`]
+    /// Opens and maps an existing file at `path`, if it is a regular file ([`OpenError::NotAChannel`]
     /// if not: a link is not followed, a FIFO is opened without blocking) owned by our
-    /// effective user with mode 0600 ([`Error::NotPrivate`] if not).
+    /// effective user with mode 0600 ([`OpenError::NotPrivate`] if not).
     pub(crate) fn open_file(path: &Path) -> Result<Mapping> {
         let shown = path.display().to_string();
         let file = OpenOptions::new()
@@ -410,7 +403,7 @@ impl Mapping {
         check_regular(&file, &shown)?;
         check_private(&file, &shown)?;
         if file.metadata()?.len() == 0 {
-            return Err(Error::NotReady(shown));
+            return Err(OpenError::NotReady(shown.into()));
         }
         let map = map_file(&file)?;
         Ok(Self::from_parts(
@@ -503,14 +496,14 @@ mod tests {
             "é",
         ] {
             assert!(
-                matches!(validate_name(bad), Err(Error::InvalidName { .. })),
+                matches!(validate_name(bad), Err(OpenError::InvalidName { .. })),
                 "{bad:?} accepted"
             );
         }
         let long = "a".repeat(300);
         assert!(matches!(
             validate_name(&long),
-            Err(Error::InvalidName { .. })
+            Err(OpenError::InvalidName { .. })
         ));
         for good in ["a", "x.y_z-1", &"b".repeat(MAX_NAME_LEN)] {
             validate_name(good).unwrap();

@@ -21,7 +21,7 @@ use std::os::unix::io::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use crate::error::{Error, Result};
+use crate::error::OpenError;
 use crate::layout::listener::{is_listener_size, LISTENER_MAGIC};
 use crate::layout::{
     check_capacity, SegmentHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE, MAGIC, PEER_ABSENT,
@@ -29,6 +29,8 @@ use crate::layout::{
 };
 use crate::mapping::{self, Mapping, OS_PREFIX};
 use crate::sys::lock;
+
+type Result<T, E = OpenError> = std::result::Result<T, E>;
 
 /// An unlocked, zero-sized segment older than this lost its creator mid-creation.
 pub const INIT_GRACE: Duration = Duration::from_secs(5);
@@ -127,7 +129,7 @@ fn look(name: &str) -> Result<Looked> {
     let file = match mapping::open_shm_file(name) {
         Ok(file) => file,
         // A link (not followed), a directory, a FIFO...: say what it is rather than fail.
-        Err(Error::NotAChannel { reason, .. }) => return Ok(Looked::Other(reason)),
+        Err(OpenError::NotAChannel { reason, .. }) => return Ok(Looked::Other(reason)),
         Err(e) => return Err(e),
     };
     let meta = file.metadata()?;
@@ -218,13 +220,13 @@ fn look(name: &str) -> Result<Looked> {
     }))
 }
 
-/// Inspects the segment `name` without claiming anything in it. [`Error::NotAChannel`] if the
+/// Inspects the segment `name` without claiming anything in it. [`OpenError::NotAChannel`] if the
 /// entry under that name is not a channel.
 pub fn inspect(name: &str) -> Result<SegmentInfo> {
     match look(name)? {
         Looked::Channel(seen) => Ok(seen.info),
-        Looked::Other(reason) => Err(Error::NotAChannel {
-            name: name.to_owned(),
+        Looked::Other(reason) => Err(OpenError::NotAChannel {
+            name: name.into(),
             reason,
         }),
     }
@@ -263,7 +265,7 @@ pub fn scan() -> Result<Listing> {
             Ok(Looked::Channel(seen)) => out.channels.push(seen.info),
             Ok(Looked::Other(reason)) => out.skipped.push(skip(reason)),
             // Gone between listing and opening.
-            Err(Error::NotFound(_)) => {}
+            Err(OpenError::NotFound(_)) => {}
             Err(e) => out.skipped.push(skip(e.to_string())),
         }
     }
@@ -314,7 +316,7 @@ fn reclaim_looked(name: &str, looked: Result<Looked>) -> Result<Reclaim> {
     let seen = match looked {
         Ok(Looked::Channel(seen)) => seen,
         Ok(Looked::Other(_)) => return Ok(Reclaim::NotAChannel),
-        Err(Error::NotFound(_)) => return Ok(Reclaim::Vanished),
+        Err(OpenError::NotFound(_)) => return Ok(Reclaim::Vanished),
         Err(e) => return Err(e),
     };
     if !seen.info.stale {
@@ -328,19 +330,19 @@ fn reclaim_looked(name: &str, looked: Result<Looked>) -> Result<Reclaim> {
     }
     match mapping::unlink(name) {
         Ok(()) => Ok(Reclaim::Removed),
-        Err(Error::NotFound(_)) => Ok(Reclaim::Vanished),
+        Err(OpenError::NotFound(_)) => Ok(Reclaim::Vanished),
         Err(e) => Err(e),
     }
 }
 
 /// For a creator that found `name` taken: removes the segment if its creator is gone. True if
 /// the name is free now (removed, or vanished meanwhile), false if a live creator holds it;
-/// [`Error::NotAChannel`], saying what it is, if the entry is not a channel or listener.
+/// [`OpenError::NotAChannel`], saying what it is, if the entry is not a channel or listener.
 pub(crate) fn reclaim_if_dead(name: &str) -> Result<bool> {
     let reclaimed = match look(name) {
         Ok(Looked::Other(reason)) => {
-            return Err(Error::NotAChannel {
-                name: name.to_owned(),
+            return Err(OpenError::NotAChannel {
+                name: name.into(),
                 reason,
             })
         }

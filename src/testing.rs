@@ -56,12 +56,12 @@ pub const LISTENER_SLOT_ACTIVE: u64 = layout::listener::SLOT_ACTIVE;
 pub const OS_PREFIX: &str = crate::mapping::OS_PREFIX;
 
 /// Checks a channel or listener name (the one rule of every name).
-pub fn validate_name(name: &str) -> crate::Result<()> {
+pub fn validate_name(name: &str) -> Result<(), crate::OpenError> {
     crate::mapping::validate_name(name)
 }
 
 /// Checks a name on the ipc-channel backend (the same rule).
-pub fn validate_fallback_name(name: &str) -> crate::Result<()> {
+pub fn validate_fallback_name(name: &str) -> Result<(), crate::OpenError> {
     crate::ipc::validate_name(name)
 }
 
@@ -71,7 +71,7 @@ pub fn shm_dir() -> Option<&'static std::path::Path> {
 }
 
 /// Removes the name of the channel `name`.
-pub fn unlink(name: &str) -> crate::Result<()> {
+pub fn unlink(name: &str) -> Result<(), crate::OpenError> {
     crate::mapping::unlink(name)
 }
 
@@ -87,7 +87,7 @@ pub fn fallback_listener_lock_path(name: &str) -> std::path::PathBuf {
 
 /// Takes the creator's lock on a freshly made segment file the way `Channel::create` does,
 /// waiting for it; the lock lasts as long as `file` stays open. For tools that forge segments.
-pub fn take_creator_lock(file: &std::fs::File) -> crate::Result<()> {
+pub fn take_creator_lock(file: &std::fs::File) -> std::io::Result<()> {
     crate::sys::lock::take(file, layout::CREATOR_LOCK, true).map(|_| ())
 }
 

@@ -1,5 +1,10 @@
 //! Async send, receive and accept (cargo feature `tokio`), without a thread per channel.
 //!
+//! [`AsyncChannel`] has the method set of [`Channel`]: the blocking and `_timeout` forms are
+//! `async`, the `try_` forms are plain methods, and each has the same meaning as on
+//! [`Channel`] (every send fragments a message longer than a frame; `recv` lends the message
+//! out in place, as a [`ReadGuard`]).
+//!
 //! ```no_run
 //! # async fn demo() -> shmlink::Result<()> {
 //! use shmlink::tokio::{connect, AsyncListener};
@@ -8,7 +13,7 @@
 //! // Server task
 //! let mut listener = AsyncListener::bind("svc", &Config::default())?;
 //! let mut conn = listener.accept().await?;
-//! let request = conn.recv().await?;
+//! let request = conn.recv().await?.to_vec();
 //! conn.send(&request).await?;
 //!
 //! // Client task (usually another process)
@@ -17,6 +22,14 @@
 //! let reply = client.recv().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! # Cancelling
+//!
+//! Every future here can be dropped at any point (by `select!`, or a `timeout` of the runtime)
+//! without harm: a receive that is dropped takes nothing (the part of a fragmented message it
+//! gathered stays for the next receive), and a send dropped part-way through a fragmented
+//! message withdraws it, as a send that timed out does: the receiver never sees any of it, and
+//! the next send goes through as usual. A dropped reservation sends nothing.
 //!
 //! # How it waits
 //!
@@ -48,10 +61,13 @@
 //! sleeps, the task registers the peer with the process's death watcher (a thread holding a
 //! pidfd per peer and looking at each peer's lock once a second) on the word it sleeps on; the
 //! watcher records the death and changes the word, and the woken task reports
-//! [`Error::PeerGone`]. So idle tasks cost no timed wake-ups. Only a task whose peer the watcher
+//! [`RecvError::PeerGone`]. So idle tasks cost no timed wake-ups. Only a task whose peer the watcher
 //! cannot cover (no pidfds, a peer in another pid namespace) is woken every 10 ms to look at
 //! it. With more than 127 waiting tasks, or without `futex_waitv` (kernels before 5.16), the
 //! reactor looks every millisecond instead of sleeping until woken.
+//!
+//! A wait with a deadline (the `_timeout` forms) hands the reactor its deadline too: the
+//! reactor wakes the task when it passes, and the task returns `Timeout`.
 //!
 //! The futures only need a `Waker`; the `tokio` runtime is used for [`connect`], whose wait for
 //! the server runs on tokio's blocking pool. Channels for tasks wait with
@@ -62,15 +78,15 @@ use std::borrow::BorrowMut;
 use std::future::poll_fn;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::channel::{Channel, Config};
-use crate::error::{Error, Result};
+use crate::error::{OpenError, RecvError, SendError, WaitError};
 use crate::layout::WaitCell;
-use crate::ring::full_fence;
+use crate::ring::{full_fence, ReadGuard, WriteGrant};
 use crate::service::reactor::Registration;
 use crate::service::{Connection, Listener};
-use crate::wait::{Plan, Policy, WaitStrategy, SPINS_PER_CLOCK_READ};
+use crate::wait::{Deadline, Plan, Policy, WaitStrategy, SPINS_PER_CLOCK_READ};
 
 /// Whether a sleeper is announced on a wait cell; withdrawn when the task looks again or goes
 /// away.
@@ -126,7 +142,7 @@ impl Want {
 
     /// Registers the peer with the death watcher on [`cell`](Want::cell)'s word (see
     /// `Channel::watch_recv_peer`).
-    fn watch(self, ch: &mut Channel) -> Result<bool> {
+    fn watch(self, ch: &mut Channel) -> Result<bool, WaitError> {
         match self {
             Want::Data => ch.watch_recv_peer(),
             Want::Room(_) => ch.watch_send_peer(),
@@ -134,7 +150,7 @@ impl Want {
     }
 }
 
-/// A wait under way, kept across the polls of one receive or send.
+/// A wait under way, kept across the polls of one operation.
 struct Wait {
     plan: Plan,
     started: Instant,
@@ -151,7 +167,7 @@ enum Step {
     /// Return `Pending`: the reactor, or the task itself, wakes the waker.
     Pending,
     /// Fail with this error.
-    Fail(Error),
+    Fail(WaitError),
 }
 
 /// One direction of an [`AsyncChannel`] (receiving, or sending into a full ring): what its
@@ -190,14 +206,48 @@ impl Side {
         }
     }
 
+    /// Runs `attempt` (the operation, tried without waiting: `Ok(None)` when it found nothing
+    /// to do) until it is done, waiting between attempts as [`wait`](Side::wait) plans, until
+    /// `deadline`. The poll of every operation of an [`AsyncChannel`].
+    fn poll_op<T, E: From<WaitError>>(
+        &mut self,
+        cx: &mut Context<'_>,
+        wait: &mut Option<Wait>,
+        ch: &mut Channel,
+        want: Want,
+        deadline: Deadline,
+        mut attempt: impl FnMut(&mut Channel) -> Result<Option<T>, E>,
+    ) -> Poll<Result<T, E>> {
+        loop {
+            self.sleeper.withdraw_from(want.cell(ch));
+            let error = match attempt(ch) {
+                Ok(Some(done)) => {
+                    self.done(wait);
+                    return Poll::Ready(Ok(done));
+                }
+                Ok(None) if deadline.passed() => E::from(WaitError::Timeout),
+                Ok(None) => match self.wait(cx, wait, ch, want, deadline) {
+                    Step::Again => continue,
+                    Step::Pending => return Poll::Pending,
+                    Step::Fail(e) => e.into(),
+                },
+                Err(e) => e,
+            };
+            self.failed(wait);
+            return Poll::Ready(Err(error));
+        }
+    }
+
     /// Called when the operation found nothing to do: polls as the policy plans (yielding to
-    /// the runtime between batches), then hands the cell's word to the reactor.
+    /// the runtime between batches), then hands the cell's word to the reactor, with the
+    /// deadline.
     fn wait(
         &mut self,
         cx: &mut Context<'_>,
         wait: &mut Option<Wait>,
         ch: &mut Channel,
         want: Want,
+        deadline: Deadline,
     ) -> Step {
         let w = wait.get_or_insert_with(|| Wait {
             plan: self.policy.plan(),
@@ -261,18 +311,44 @@ impl Side {
         }
         // Armed after the look: a change of the word since `seen` stays in the word, and the
         // reactor's wait (which compares it with `seen`) returns at once for it.
-        self.reg
-            .arm(&want.cell(ch).futex, seen, !watched, cx.waker());
+        self.reg.arm(
+            &want.cell(ch).futex,
+            seen,
+            !watched,
+            deadline.instant(),
+            cx.waker(),
+        );
         w.armed = true;
         Step::Pending
     }
 }
 
-/// A [`Channel`] (or a [`Connection`]) with async `send` and `recv`.
+/// `Ok(None)` for the "not now" error of an attempt (`Full`, `Empty`), for
+/// [`Side::poll_op`].
+fn not_now<T, E>(result: Result<T, E>, is_not_now: impl Fn(&E) -> bool) -> Result<Option<T>, E> {
+    match result {
+        Ok(done) => Ok(Some(done)),
+        Err(e) if is_not_now(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn full(e: &SendError) -> bool {
+    matches!(e, SendError::Full)
+}
+
+fn empty(e: &RecvError) -> bool {
+    matches!(e, RecvError::Empty)
+}
+
+/// A [`Channel`] (or a [`Connection`]) with the channel's method set in async form: the
+/// blocking and `_timeout` forms of every operation are `async`, the `try_` forms plain
+/// methods, all with the meaning they have on [`Channel`].
 ///
 /// Waits as a synchronous [`WaitStrategy::Block`] channel does (see the [module
 /// docs](crate::tokio#how-it-waits)): a short poll while polls pay, yielding to the runtime
-/// between batches, then a sleep through the reactor.
+/// between batches, then a sleep through the reactor. Every future may be dropped at any
+/// point ([cancelling](crate::tokio#cancelling)).
 pub struct AsyncChannel<C: BorrowMut<Channel> = Channel> {
     recv_side: Side,
     send_side: Side,
@@ -289,12 +365,12 @@ impl<C: BorrowMut<Channel>> std::fmt::Debug for AsyncChannel<C> {
 }
 
 impl<C: BorrowMut<Channel>> AsyncChannel<C> {
-    /// Wraps a channel whose end waits with [`WaitStrategy::Block`] ([`Error::InvalidConfig`]
-    /// for another strategy: its peer would never wake the task).
-    pub fn new(channel: C) -> Result<Self> {
+    /// Wraps a channel whose end waits with [`WaitStrategy::Block`]
+    /// ([`OpenError::InvalidConfig`] for another strategy: its peer would never wake the task).
+    pub fn new(channel: C) -> Result<Self, OpenError> {
         let ch: &Channel = channel.borrow();
         if ch.wait_strategy() != WaitStrategy::Block {
-            return Err(Error::InvalidConfig(format!(
+            return Err(OpenError::InvalidConfig(format!(
                 "channel {:?} waits with {}; async use needs block",
                 ch.name(),
                 ch.wait_strategy()
@@ -315,74 +391,96 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
         self.channel.borrow_mut()
     }
 
-    /// Receives the next message (whole, reassembled if it came in fragments) as an owned
-    /// vector. Errors as [`Channel::recv`].
-    pub async fn recv(&mut self) -> Result<Vec<u8>> {
-        let mut buf = Vec::new();
-        self.recv_into(&mut buf).await?;
-        Ok(buf)
+    async_methods!();
+
+    /// The channel for an operation that does not wait (a `try_` form): no sleeper of an
+    /// abandoned future stays announced on its cells.
+    fn now(&mut self) -> &mut Channel {
+        let ch: &mut Channel = self.channel.borrow_mut();
+        self.recv_side.sleeper.withdraw_from(ch.data_cell());
+        self.send_side.sleeper.withdraw_from(ch.space_cell());
+        ch
     }
 
-    /// Receives the next message into `buf` (replacing its contents); returns its length.
-    pub async fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize> {
+    /// The core of every async send of bytes: fragment after fragment as room comes, so a
+    /// message of any length goes through. Stopped part-way (deadline, error, or the future
+    /// dropped), the message is withdrawn by the next one.
+    async fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        let (side, ch) = (&mut self.send_side, self.channel.borrow_mut());
+        let want = Want::Room(bytes.len().min(ch.max_frame()));
+        let mut sent = 0;
         let mut wait = None;
-        poll_fn(|cx| loop {
-            let ch: &mut Channel = self.channel.borrow_mut();
-            self.recv_side.sleeper.withdraw_from(ch.data_cell());
-            match ch.try_recv() {
-                Ok(msg) => {
-                    buf.clear();
-                    buf.extend_from_slice(&msg);
-                    self.recv_side.done(&mut wait);
-                    return Poll::Ready(Ok(buf.len()));
-                }
-                Err(Error::Empty) => {}
-                Err(e) => {
-                    self.recv_side.failed(&mut wait);
-                    return Poll::Ready(Err(e));
-                }
-            }
-            match self.recv_side.wait(cx, &mut wait, ch, Want::Data) {
-                Step::Again => {}
-                Step::Pending => return Poll::Pending,
-                Step::Fail(e) => {
-                    self.recv_side.failed(&mut wait);
-                    return Poll::Ready(Err(e));
-                }
-            }
+        poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, ch, want, deadline, |ch| {
+                not_now(ch.send_part(bytes, &mut sent), full)
+            })
         })
         .await
     }
 
-    /// Sends one message of at most [`max_frame`](Channel::max_frame) bytes
-    /// ([`Error::TooLarge`] past it), waiting for room. Errors as [`Channel::send`].
-    pub async fn send(&mut self, bytes: &[u8]) -> Result<()> {
+    /// The core of every async JSON send: in place in the ring when the value fits the usual
+    /// grant now, else serialised once into the channel's buffer and sent from there.
+    async fn send_json_until<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        deadline: Deadline,
+    ) -> Result<(), SendError> {
+        let ch: &mut Channel = self.channel.borrow_mut();
+        if ch.send_json_in_place(value, Deadline::Now)? {
+            return Ok(());
+        }
+        let buf = ch.serialise_json(value)?;
+        let result = self.send_until(&buf, deadline).await;
+        self.channel.borrow_mut().give_back_scratch(buf);
+        result
+    }
+
+    /// The core of every async reservation: waits for room for a frame of `len` bytes, then
+    /// lends it out.
+    async fn reserve_until(
+        &mut self,
+        len: usize,
+        deadline: Deadline,
+    ) -> Result<WriteGrant<'_>, SendError> {
+        let (side, ch) = (&mut self.send_side, self.channel.borrow_mut());
+        let want = Want::Room(len.min(ch.max_frame()));
         let mut wait = None;
-        poll_fn(|cx| loop {
-            let ch: &mut Channel = self.channel.borrow_mut();
-            self.send_side.sleeper.withdraw_from(ch.space_cell());
-            match ch.try_send(bytes) {
-                Ok(()) => {
-                    self.send_side.done(&mut wait);
-                    return Poll::Ready(Ok(()));
-                }
-                Err(Error::Full) => {}
-                Err(e) => {
-                    self.send_side.failed(&mut wait);
-                    return Poll::Ready(Err(e));
-                }
-            }
-            match self
-                .send_side
-                .wait(cx, &mut wait, ch, Want::Room(bytes.len()))
-            {
-                Step::Again => {}
-                Step::Pending => return Poll::Pending,
-                Step::Fail(e) => {
-                    self.send_side.failed(&mut wait);
-                    return Poll::Ready(Err(e));
-                }
-            }
+        poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, ch, want, deadline, |ch| {
+                // Found room: the grant is dropped (it publishes nothing) and taken again
+                // below, where it can be lent out; the room stays ours.
+                not_now(ch.reserve_until(len, Deadline::Now).map(drop), full)
+            })
+        })
+        .await?;
+        self.channel.borrow_mut().reserve_until(len, Deadline::Now)
+    }
+
+    /// The core of every async receive: waits for a whole message, then lends it out.
+    async fn recv_until(&mut self, deadline: Deadline) -> Result<ReadGuard<'_>, RecvError> {
+        let (side, ch) = (&mut self.recv_side, self.channel.borrow_mut());
+        let mut wait = None;
+        let ready = poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, ch, Want::Data, deadline, |ch| {
+                not_now(ch.next_ready(Deadline::Now), empty)
+            })
+        })
+        .await?;
+        Ok(self.channel.borrow_mut().take_ready(ready))
+    }
+
+    /// The core of every async receive into a buffer.
+    async fn recv_into_until(
+        &mut self,
+        buf: &mut Vec<u8>,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        let (side, ch) = (&mut self.recv_side, self.channel.borrow_mut());
+        let mut wait = None;
+        poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, ch, Want::Data, deadline, |ch| {
+                not_now(ch.recv_into_until(buf, Deadline::Now), empty)
+            })
         })
         .await
     }
@@ -413,15 +511,15 @@ pub struct AsyncListener {
 impl AsyncListener {
     /// Binds the listener `name`; see [`Listener::bind`]. `config.wait` must be
     /// [`WaitStrategy::Block`], the only strategy whose connections tasks can wait on
-    /// ([`Error::InvalidConfig`], naming the listener, before anything is bound).
-    pub fn bind(name: &str, config: &Config) -> Result<AsyncListener> {
+    /// ([`OpenError::InvalidConfig`], naming the listener, before anything is bound).
+    pub fn bind(name: &str, config: &Config) -> Result<AsyncListener, OpenError> {
         check_listener_wait(name, config.wait)?;
         Self::new(Listener::bind(name, config)?)
     }
 
     /// Wraps a listener whose connections wait with [`WaitStrategy::Block`]
-    /// ([`Error::InvalidConfig`], naming the listener, for another strategy).
-    pub fn new(listener: Listener) -> Result<AsyncListener> {
+    /// ([`OpenError::InvalidConfig`], naming the listener, for another strategy).
+    pub fn new(listener: Listener) -> Result<AsyncListener, OpenError> {
         check_listener_wait(listener.name(), listener.wait_strategy())?;
         Ok(AsyncListener {
             reg: None,
@@ -435,20 +533,20 @@ impl AsyncListener {
     }
 
     /// Waits for the next client and connects to it.
-    pub async fn accept(&mut self) -> Result<AsyncChannel<Connection>> {
+    pub async fn accept(&mut self) -> Result<AsyncChannel<Connection>, OpenError> {
         let conn = poll_fn(|cx| {
             let bell = self.listener.doorbell();
             // Acquire: pairs with the client's Release increment of the doorbell.
             let seen = bell.load(Ordering::Acquire);
             match self.listener.try_accept() {
                 Ok(conn) => return Poll::Ready(Ok(conn)),
-                Err(Error::Empty) => {}
+                Err(OpenError::Empty) => {}
                 Err(e) => return Poll::Ready(Err(e)),
             }
             // A client that published after `seen` changed the word: the reactor wakes us.
             self.reg
                 .get_or_insert_with(Registration::new)
-                .arm(bell, seen, false, cx.waker());
+                .arm(bell, seen, false, None, cx.waker());
             Poll::Pending
         })
         .await?;
@@ -458,22 +556,35 @@ impl AsyncListener {
 
 /// Refuses a listener whose connections would wait with anything but [`WaitStrategy::Block`]:
 /// every accepted connection would fail in [`AsyncChannel::new`].
-fn check_listener_wait(name: &str, wait: WaitStrategy) -> Result<()> {
+fn check_listener_wait(name: &str, wait: WaitStrategy) -> Result<(), OpenError> {
     if wait == WaitStrategy::Block {
         return Ok(());
     }
-    Err(Error::InvalidConfig(format!(
+    Err(OpenError::InvalidConfig(format!(
         "listener {name:?} would make connections that wait with {wait}; async use needs block"
     )))
 }
 
-/// Connects to the listener `name` as a client (see [`Listener::connect`]); the wait for the
-/// server to accept runs on tokio's blocking pool.
-pub async fn connect(name: &str) -> Result<AsyncChannel> {
+/// Connects to what is under `name`, as [`Channel::connect`] does (a channel, or a listener
+/// as a new client of it), on tokio's blocking pool, where the wait for a listener's server to
+/// accept runs.
+pub async fn connect(name: &str) -> Result<AsyncChannel, OpenError> {
     let name = name.to_owned();
-    let channel =
-        ::tokio::task::spawn_blocking(move || Listener::connect(&name, WaitStrategy::Block))
-            .await
-            .map_err(|e| Error::Io(std::io::Error::other(e)))??;
+    on_blocking_pool(move || Channel::connect(&name, WaitStrategy::Block)).await
+}
+
+/// Like [`connect`], as [`Channel::connect_timeout`] does: retries while nothing ready is
+/// under the name, and waits for a listener's server to accept, until `timeout` has passed.
+pub async fn connect_timeout(name: &str, timeout: Duration) -> Result<AsyncChannel, OpenError> {
+    let name = name.to_owned();
+    on_blocking_pool(move || Channel::connect_timeout(&name, WaitStrategy::Block, timeout)).await
+}
+
+async fn on_blocking_pool(
+    connect: impl FnOnce() -> Result<Channel, OpenError> + Send + 'static,
+) -> Result<AsyncChannel, OpenError> {
+    let channel = ::tokio::task::spawn_blocking(connect)
+        .await
+        .map_err(|e| OpenError::Io(std::io::Error::other(e)))??;
     AsyncChannel::new(channel)
 }

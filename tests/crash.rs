@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, RecvError, SendError, WaitStrategy};
 use support::{echo, echo_creator, serial, unique, ChildGuard, NameGuard, WATCHDOG};
 
 /// Receives stream frames until `count` have arrived, checking their sequence numbers.
@@ -30,7 +30,7 @@ fn kill_and_detect(ch: &mut Channel, child: &mut ChildGuard) -> Duration {
         let left = WATCHDOG.saturating_sub(killed.elapsed());
         match ch.recv_timeout(left) {
             Ok(_) => drained += 1,
-            Err(Error::PeerGone { pid: gone, .. }) => {
+            Err(RecvError::PeerGone { pid: gone, .. }) => {
                 assert_eq!(gone, pid, "PeerGone names another process");
                 let took = killed.elapsed();
                 // The child is a zombie until here: detection must not need it reaped.
@@ -38,7 +38,7 @@ fn kill_and_detect(ch: &mut Channel, child: &mut ChildGuard) -> Duration {
                 let _ = drained;
                 return took;
             }
-            Err(Error::Timeout) => panic!("peer death not detected within {WATCHDOG:?}"),
+            Err(RecvError::Timeout) => panic!("peer death not detected within {WATCHDOG:?}"),
             Err(e) => panic!("expected PeerGone, got {e}"),
         }
     }
@@ -94,7 +94,7 @@ fn creator_killed(wait: WaitStrategy) {
         wait,
     };
     let mut fresh = Channel::create(&name, &config).expect("create over a dead creator's segment");
-    assert!(matches!(ch.try_recv(), Err(Error::PeerGone { .. })));
+    assert!(matches!(ch.try_recv(), Err(RecvError::PeerGone { .. })));
     drop(ch);
     round_trip(&mut fresh, &name, wait);
 }
@@ -168,7 +168,7 @@ fn peer_killed_while_we_wait_for_room() {
         killer.join().expect("killer thread");
         let killed = killed_rx.recv().expect("kill time");
         match outcome {
-            Err(Error::PeerGone { pid: gone, .. }) => {
+            Err(SendError::PeerGone { pid: gone, .. }) => {
                 assert_eq!(gone, pid);
                 eprintln!(
                     "crash: peer killed while we wait for room, wait={wait}: PeerGone after {:.2} ms",

@@ -15,7 +15,7 @@ mod support;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, RecvError, WaitStrategy};
 use support::{
     assert_nothing_left, respawn, serial, unique, wait_for_line, ChildGuard, NameGuard, Watchdog,
     WATCHDOG,
@@ -340,11 +340,11 @@ fn frames_sent_before_a_death_arrive_first(end: &str, wait: WaitStrategy) {
         "messages delivered after the kill (then {gone})"
     );
     assert!(
-        matches!(&gone, Error::PeerGone { pid: p, channel } if *p == pid && *channel == name),
+        matches!(&gone, RecvError::PeerGone { pid: p, channel } if *p == pid && *channel == name),
         "after the last message: {gone}"
     );
     // And it stays gone.
-    assert!(matches!(ch.try_recv(), Err(Error::PeerGone { .. })));
+    assert!(matches!(ch.try_recv(), Err(RecvError::PeerGone { .. })));
     let status = peer.reap();
     assert_eq!(
         status.signal(),

@@ -4,7 +4,7 @@ use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, OpenError, WaitStrategy};
 
 /// Two busy-spinning processes need both cores: run one such test at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -93,7 +93,7 @@ fn echo_frames(wait: WaitStrategy, frames: u64) {
     // The creator removed the name.
     assert!(matches!(
         Channel::connect(&name, wait),
-        Err(Error::NotFound(_))
+        Err(OpenError::NotFound(_))
     ));
 }
 

@@ -7,7 +7,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use shmlink::{Backend, Config, Endpoint, Error, WaitStrategy};
+use shmlink::{Backend, Config, Endpoint, OpenError, RecvError, SendError, WaitStrategy};
 use support::{reap_killed, ChildGuard, NameGuard, WATCHDOG};
 
 /// Set in a child: `<mode> <backend> <name>`.
@@ -101,7 +101,7 @@ fn expect_peer_gone(ep: &mut Endpoint, child: &mut ChildGuard) {
     let name = ep.name().to_owned();
     child.kill();
     match ep.recv_timeout(WATCHDOG) {
-        Err(Error::PeerGone { pid: gone, channel }) => {
+        Err(RecvError::PeerGone { pid: gone, channel }) => {
             assert_eq!(gone, pid);
             assert_eq!(
                 channel, name,
@@ -116,7 +116,7 @@ fn expect_peer_gone(ep: &mut Endpoint, child: &mut ChildGuard) {
     // A send fails too once the socket is gone; shared memory only looks at the peer when it
     // has to wait for room, so there the send may still land in the ring.
     match ep.send(b"anyone?") {
-        Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+        Err(SendError::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
         Ok(()) if backend == Backend::Shm => {}
         other => panic!("{backend} backend: a send to a dead peer gave {other:?}"),
     }
@@ -159,7 +159,7 @@ fn clean_close(backend: Backend) {
     round_trip(&mut ep);
     assert!(child.reap().success());
     match ep.recv_timeout(WATCHDOG) {
-        Err(Error::Disconnected { channel }) => {
+        Err(RecvError::Disconnected(channel)) => {
             assert_eq!(channel, name, "{backend:?}: Disconnected names the channel")
         }
         other => panic!(
@@ -205,7 +205,10 @@ fn connect_timeout_to_a_missing_name_says_which_name() {
     let name = support::unique("ep-missing");
     let err = Endpoint::connect_timeout(&name, WaitStrategy::Block, Duration::from_millis(20))
         .unwrap_err();
-    assert!(matches!(&err, Error::NotFound(n) if *n == name), "{err:?}");
+    assert!(
+        matches!(&err, OpenError::NotFound(n) if *n == name),
+        "{err:?}"
+    );
     assert!(err.to_string().contains(&name), "{err}");
 }
 
@@ -221,7 +224,7 @@ fn recv_json_timeout_on_both_backends() {
         assert_eq!(b.backend(), backend);
         assert!(matches!(
             b.recv_json_timeout::<Vec<u32>>(Duration::from_millis(20)),
-            Err(Error::Timeout)
+            Err(RecvError::Timeout)
         ));
         a.send_json(&[1u32, 2, 3]).unwrap();
         assert_eq!(
@@ -250,11 +253,11 @@ fn send_timeout_and_send_json_timeout_on_both_backends() {
             // Nobody has connected: nothing can be sent yet.
             assert!(matches!(
                 a.send_timeout(b"early", short),
-                Err(Error::Timeout)
+                Err(SendError::Timeout)
             ));
             assert!(matches!(
                 a.send_json_timeout(&"early", short),
-                Err(Error::Timeout)
+                Err(SendError::Timeout)
             ));
         } else {
             // Nobody reads: the ring fills up, then both forms give up.
@@ -264,11 +267,11 @@ fn send_timeout_and_send_json_timeout_on_both_backends() {
             assert!(sent > 0);
             assert!(matches!(
                 a.send_timeout(&[7; 100], short),
-                Err(Error::Timeout)
+                Err(SendError::Timeout)
             ));
             assert!(matches!(
                 a.send_json_timeout(&"late", short),
-                Err(Error::Timeout)
+                Err(SendError::Timeout)
             ));
         }
         let mut b = Endpoint::connect(&name, WaitStrategy::Block).expect("connect");
@@ -283,5 +286,60 @@ fn send_timeout_and_send_json_timeout_on_both_backends() {
             b.recv_json_timeout::<Vec<u32>>(WATCHDOG).unwrap(),
             [1, 2, 3]
         );
+    }
+}
+
+/// The rest of the method set on both backends, in one process: grants written in place and
+/// committed, receives into the caller's buffer, and the `try_` forms.
+#[test]
+fn grants_receives_into_a_buffer_and_try_forms_on_both_backends() {
+    for backend in [Backend::Shm, Backend::IpcChannel] {
+        let name = unique("methods", backend);
+        let _unlink = NameGuard(name.clone());
+        let _rendezvous = RendezvousGuard(name.clone());
+        let config = Config::with_wait(WaitStrategy::Block);
+        let mut a = Endpoint::create_with(&name, &config, backend).expect("create");
+        let mut b = Endpoint::connect(&name, WaitStrategy::Block).expect("connect");
+        // Nothing to receive yet, on either side.
+        assert!(matches!(b.try_recv(), Err(RecvError::Empty)), "{backend}");
+        let mut buf = Vec::new();
+        assert!(matches!(b.try_recv_into(&mut buf), Err(RecvError::Empty)));
+        // A grant: written in place, only the bytes committed go out.
+        let mut grant = a.reserve(64).expect("reserve");
+        assert_eq!(grant.len(), 64);
+        grant[..5].copy_from_slice(b"grant");
+        grant.commit(5).expect("commit");
+        assert_eq!(&*b.recv_timeout(WATCHDOG).unwrap(), b"grant", "{backend}");
+        // A grant dropped without a commit sends nothing.
+        drop(a.try_reserve(16).expect("try_reserve"));
+        assert!(matches!(
+            b.recv_timeout(Duration::from_millis(20)),
+            Err(RecvError::Timeout)
+        ));
+        // Past one frame (or, on the fallback, past its largest message): never.
+        let too_long = a.max_frame() + 1;
+        assert!(matches!(
+            a.try_reserve(too_long),
+            Err(SendError::TooLarge { len, .. }) if len == too_long
+        ));
+        // Into the caller's buffer, a short message and one longer than a frame.
+        a.try_send(b"short").expect("try_send");
+        assert_eq!(b.recv_into_timeout(&mut buf, WATCHDOG).unwrap(), 5);
+        assert_eq!(buf, b"short");
+        let long: Vec<u8> = (0..(3 << 20)).map(|i| (i % 251) as u8).collect();
+        std::thread::scope(|s| {
+            let sender = s.spawn(|| a.send(&long));
+            assert_eq!(b.recv_into(&mut buf).unwrap(), long.len(), "{backend}");
+            sender.join().unwrap().expect("send a long message");
+        });
+        assert!(buf == long, "{backend}: the long message arrived changed");
+        a.try_send_json(&("json", 7)).expect("try_send_json");
+        let got: (String, u32) = loop {
+            match b.try_recv_json() {
+                Err(RecvError::Empty) => std::thread::yield_now(),
+                other => break other.unwrap(),
+            }
+        };
+        assert_eq!(got, ("json".to_owned(), 7));
     }
 }

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shmlink::{Backend, Config, Endpoint, EndpointListener, Error, WaitStrategy};
+use shmlink::{
+    Backend, Config, Endpoint, EndpointListener, Error, OpenError, RecvError, WaitStrategy,
+};
 use support::{
     assert_nothing_left, checked_echo, reap_killed, respawn, serial, unique, wait_for_line,
     ChildGuard, NameGuard, Watchdog, WATCHDOG,
@@ -117,8 +119,8 @@ fn client(name: &str, id: &str, count: u64) -> i32 {
     }
     println!("connected");
     let code = match ep.recv() {
-        Err(Error::PeerGone { channel, .. }) if channel.starts_with(name) => GONE,
-        Err(Error::Disconnected { .. }) => CLOSED,
+        Err(RecvError::PeerGone { channel, .. }) if channel.starts_with(name) => GONE,
+        Err(RecvError::Disconnected { .. }) => CLOSED,
         other => {
             eprintln!(
                 "client {id}: waiting for the server's end: {:?}",
@@ -135,10 +137,10 @@ fn echo(mut ep: Endpoint) -> Error {
     loop {
         let msg = match ep.recv() {
             Ok(msg) => msg.to_vec(),
-            Err(e) => return e,
+            Err(e) => return e.into(),
         };
         if let Err(e) = ep.send(&msg) {
-            return e;
+            return e.into();
         }
     }
 }
@@ -149,7 +151,7 @@ fn serve(listener: EndpointListener, stop: Arc<AtomicBool>) -> Vec<Error> {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept_timeout(Duration::from_millis(50)) {
             Ok(ep) => handlers.push(std::thread::spawn(move || echo(ep))),
-            Err(Error::Timeout) => {}
+            Err(OpenError::Timeout) => {}
             Err(e) => panic!("accept: {e}"),
         }
     }
@@ -210,7 +212,7 @@ fn clients_in_waves_lose_nothing_and_leave_nothing(backend: Backend) {
     assert_eq!(ends.len(), 2 * CLIENTS, "every client was accepted once");
     for e in ends {
         assert!(
-            matches!(&e, Error::Disconnected { channel } if channel.starts_with(&name)),
+            matches!(&e, Error::Disconnected(channel) if channel.starts_with(&name)),
             "a client that closed is a clean close naming the channel, got {e}"
         );
     }
@@ -247,7 +249,7 @@ fn past_the_limit_is_too_many_clients(backend: Backend) {
         wait_for_line(h, "connected");
     }
     match Endpoint::connect_timeout(&name, WaitStrategy::Block, WATCHDOG) {
-        Err(Error::TooManyClients { name: n, limit }) => {
+        Err(OpenError::TooManyClients { name: n, limit }) => {
             assert_eq!((n.as_str(), limit), (name.as_str(), 2));
         }
         other => panic!(
@@ -256,7 +258,7 @@ fn past_the_limit_is_too_many_clients(backend: Backend) {
         ),
     }
     // Dropping a connection frees its place; its client sees a clean close.
-    let mut first = accepted.remove(0);
+    let first = accepted.remove(0);
     let pid = first.peer_pid().expect("the client's pid");
     drop(first);
     let at = holders
@@ -334,7 +336,7 @@ fn a_killed_server_is_peer_gone_for_every_client(backend: Backend) {
     assert_eq!(&*ep.recv_timeout(WATCHDOG).unwrap(), b"again");
     // A live listener's name is not bound twice.
     match EndpointListener::bind_with(&name, &Config::default(), backend, 4) {
-        Err(Error::AlreadyExists(n)) => assert_eq!(n, name),
+        Err(OpenError::AlreadyExists(n)) => assert_eq!(n, name),
         other => panic!("second bind of a live name: {other:?}"),
     }
     drop((ep, client, listener));
@@ -365,7 +367,9 @@ fn a_killed_client_is_peer_gone_and_frees_its_place(backend: Backend) {
     doomed.kill();
     reap_killed(&mut doomed);
     match ep.recv_timeout(WATCHDOG) {
-        Err(Error::PeerGone { channel, .. }) => assert!(channel.starts_with(&name), "{channel}"),
+        Err(RecvError::PeerGone { channel, .. }) => {
+            assert!(channel.starts_with(&name), "{channel}")
+        }
         other => panic!(
             "a killed client is PeerGone, got {:?}",
             other.map(|m| m.len())
@@ -444,11 +448,11 @@ fn the_longest_name_serves_and_a_longer_one_is_refused(backend: Backend) {
     let longer = padded(&tag, shmlink::MAX_NAME_LEN + 1);
     assert!(matches!(
         EndpointListener::bind_with(&longer, &Config::default(), backend, 2),
-        Err(Error::InvalidName { .. })
+        Err(OpenError::InvalidName { .. })
     ));
     assert!(matches!(
         Endpoint::connect_timeout(&longer, WaitStrategy::Block, WATCHDOG),
-        Err(Error::InvalidName { .. })
+        Err(OpenError::InvalidName { .. })
     ));
     assert_nothing_left(&tag);
 }

@@ -22,7 +22,7 @@ use memmap2::MmapMut;
 use proptest::prelude::*;
 use shmlink::testing::{frame_size, max_payload, FRAME_ALIGN};
 use shmlink::testing::{SegmentHeader, HEADER_SIZE, LAYOUT_VERSION, MAGIC, READY, RINGS_OFFSET};
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, OpenError, RecvError, WaitStrategy};
 
 const CAP: usize = 1024;
 /// Size of one `RingHeader`: four cache-padded cells.
@@ -222,7 +222,7 @@ fn drain(ch: &mut Channel, name: &str, ring: usize) -> u64 {
                 accepted += 1;
             }
             // Corrupt may repeat; other typed errors end the stream.
-            Err(Error::Corrupt { .. }) => {}
+            Err(RecvError::Corrupt { .. }) => {}
             Err(_) => break,
         }
     }
@@ -346,13 +346,13 @@ fn connect_survives_hostile_headers() {
             Err(e) => prop_assert!(
                 matches!(
                     e,
-                    Error::BadMagic { .. }
-                        | Error::VersionMismatch { .. }
-                        | Error::SizeMismatch { .. }
-                        | Error::NotReady(_)
-                        | Error::LayoutMismatch { .. }
-                        | Error::AlreadyConnected(_)
-                        | Error::Corrupt { .. }
+                    OpenError::BadMagic { .. }
+                        | OpenError::VersionMismatch { .. }
+                        | OpenError::SizeMismatch { .. }
+                        | OpenError::NotReady(_)
+                        | OpenError::LayoutMismatch { .. }
+                        | OpenError::AlreadyConnected(_)
+                        | OpenError::Corrupt { .. }
                 ),
                 "unexpected error {e}"
             ),

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use memmap2::MmapMut;
 use shmlink::testing::{frame_size, max_payload, HEADER_SIZE, RINGS_OFFSET};
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, RecvError, WaitStrategy};
 use support::{serial, unique, ChildGuard, NameGuard, Watchdog, WATCHDOG};
 
 const CAP: usize = 1024;
@@ -221,11 +221,11 @@ fn endless_empty_fragments_are_refused_as_corrupt() {
     let got = against_endless_fragments("empty-frags", 0, |ch, _| {
         (0..1000)
             .map(|_| ch.try_recv().map(|m| m.len()))
-            .find(|r| !matches!(r, Err(Error::Empty)))
+            .find(|r| !matches!(r, Err(RecvError::Empty)))
     });
     // The error names the channel.
     assert!(
-        matches!(&got, Some(Err(Error::Corrupt { channel, .. })) if channel.contains("empty-frags")),
+        matches!(&got, Some(Err(RecvError::Corrupt { channel, .. })) if channel.contains("empty-frags")),
         "{got:?}"
     );
 }
@@ -244,7 +244,7 @@ fn try_recv_does_bounded_work_while_fragments_keep_coming() {
     // Each call hands control back after about one ring's worth, with the message still under
     // way and kept: the fragments keep being accepted, not refused as out of sequence.
     for (got, consumed) in &calls {
-        assert!(matches!(got, Err(Error::Empty)), "{calls:?}");
+        assert!(matches!(got, Err(RecvError::Empty)), "{calls:?}");
         assert!(
             *consumed <= 2 * STREAM_CAP as u64,
             "one try_recv took {consumed} bytes of fragments"
@@ -270,14 +270,14 @@ fn recv_timeout_returns_while_fragments_keep_coming() {
         (expired, results)
     });
     for (got, consumed) in &expired {
-        assert!(matches!(got, Err(Error::Timeout)), "{expired:?}");
+        assert!(matches!(got, Err(RecvError::Timeout)), "{expired:?}");
         assert!(
             *consumed <= 2 * STREAM_CAP as u64,
             "recv_timeout(0) took {consumed} bytes of fragments"
         );
     }
     assert!(
-        results.iter().all(|r| matches!(r, Err(Error::Timeout))),
+        results.iter().all(|r| matches!(r, Err(RecvError::Timeout))),
         "{results:?}"
     );
 }
@@ -304,7 +304,7 @@ fn a_message_larger_than_the_ring_arrives_over_many_try_recvs() {
                     assert!(*got == message[..], "reassembled message differs");
                     break;
                 }
-                Err(Error::Empty) => {
+                Err(RecvError::Empty) => {
                     empties += 1;
                     assert!(std::time::Instant::now() < deadline, "no message");
                     std::thread::yield_now();
@@ -385,14 +385,14 @@ fn fragments_out_of_sequence_or_longer_than_announced_are_corrupt() {
             raw.try_push(*k, p).expect("room");
             let got = ch.try_recv().map(|m| m.len());
             assert!(
-                matches!(got, Err(Error::Empty)),
+                matches!(got, Err(RecvError::Empty)),
                 "{what}: before the fault: {got:?}"
             );
         }
         raw.try_push(kind, payload).expect("room");
         let got = ch.try_recv().map(|m| m.len());
         assert!(
-            matches!(&got, Err(Error::Corrupt { channel, .. }) if *channel == name),
+            matches!(&got, Err(RecvError::Corrupt { channel, .. }) if *channel == name),
             "{what}: {got:?}"
         );
         // The rest of the refused message, if any comes, is skipped without a second report;
@@ -404,17 +404,17 @@ fn fragments_out_of_sequence_or_longer_than_announced_are_corrupt() {
             matches!(&got, Ok(m) if m == b"next"),
             "{what}: after the fault: {got:?}"
         );
-        assert!(matches!(ch.try_recv(), Err(Error::Empty)));
+        assert!(matches!(ch.try_recv(), Err(RecvError::Empty)));
     }
     // A well-formed message of the same kind goes through, so the faults above are the faults.
     let body = vec![7u8; 300];
-    let mut got = Err(Error::Empty);
+    let mut got = Err(RecvError::Empty);
     for (kind, payload) in [
         (FRAG_FIRST, first_fragment(1000, 400)),
         (FRAG_MORE, body.clone()),
         (FRAG_LAST, body),
     ] {
-        assert!(matches!(got, Err(Error::Empty)), "{got:?}");
+        assert!(matches!(got, Err(RecvError::Empty)), "{got:?}");
         raw.try_push(kind, &payload).expect("room");
         got = ch.try_recv().map(|m| m.len());
     }
@@ -483,7 +483,7 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
         });
         for i in 0..MESSAGES {
             // Half through `recv_json`, half borrowing the string from the guard.
-            let text: Result<String, Error> = if i % 2 == 0 {
+            let text: Result<String, RecvError> = if i % 2 == 0 {
                 ch.recv_json::<String>()
             } else {
                 match ch.recv_timeout(WATCHDOG) {
@@ -503,7 +503,7 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
                         mixed += 1;
                     }
                 }
-                Err(Error::Json(_)) => refused += 1,
+                Err(RecvError::Json(_)) => refused += 1,
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);
                     panic!("message {i}: {e}");
@@ -577,11 +577,14 @@ fn huge_announcement_receiver() {
         raw.try_push(FRAG_FIRST, &first_fragment(total, 8))
             .expect("room for the first fragment");
         let first = ch.try_recv().map(|m| m.len());
-        assert!(matches!(first, Err(Error::Empty)), "{suffix}: {first:?}");
+        assert!(
+            matches!(first, Err(RecvError::Empty)),
+            "{suffix}: {first:?}"
+        );
         raw.try_push(FRAG_LAST, &[1; 8]).expect("room for the last");
         let last = ch.try_recv().map(|m| m.len());
         assert!(
-            matches!(last, Err(Error::Corrupt { .. })),
+            matches!(last, Err(RecvError::Corrupt { .. })),
             "{suffix}: {last:?}"
         );
     }
@@ -605,8 +608,8 @@ fn huge_announcement_receiver() {
             fragments += 1;
         }
         match ch.try_recv().map(|m| m.len()) {
-            Err(Error::Empty) => assert!(fragments < 4096, "1 GiB fitted after all"),
-            Err(Error::Io(e)) => break e,
+            Err(RecvError::Empty) => assert!(fragments < 4096, "1 GiB fitted after all"),
+            Err(RecvError::Io(e)) => break e,
             other => panic!("after {fragments} fragments: {other:?}"),
         }
     };

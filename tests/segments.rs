@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use shmlink::segments::{self, Reclaim};
 use shmlink::testing::segment_size;
-use shmlink::{Channel, Config, Endpoint, Error, Listener, WaitStrategy};
+use shmlink::{Channel, Config, Endpoint, Listener, OpenError, WaitStrategy};
 use support::{echo, echo_creator, reap_killed, serial, shm_path, unique, NameGuard};
 
 fn small() -> Config {
@@ -44,7 +44,7 @@ fn dead_owner_is_reclaimed_live_owner_is_refused() {
     // Alive: never taken, by create or by the cleaner.
     assert!(matches!(
         Channel::create(&name, &small()),
-        Err(Error::AlreadyExists(n)) if n == name
+        Err(OpenError::AlreadyExists(n)) if n == name
     ));
     let info = segments::inspect(&name).expect("inspect");
     assert!(info.ready && info.owner_locked && !info.stale, "{info:?}");
@@ -76,11 +76,11 @@ fn creator_that_died_before_ready_is_reclaimed() {
     // Still being made by a live process: not ready for connectors, not free for creators.
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Block),
-        Err(Error::NotReady(_))
+        Err(OpenError::NotReady(_))
     ));
     assert!(matches!(
         Channel::create(&name, &small()),
-        Err(Error::AlreadyExists(_))
+        Err(OpenError::AlreadyExists(_))
     ));
     let info = segments::inspect(&name).expect("inspect");
     assert!(!info.ready && info.owner_locked && !info.stale, "{info:?}");
@@ -102,7 +102,7 @@ fn unsized_segments_get_a_grace_period() {
     assert!(!segments::inspect(&young).expect("inspect").stale);
     assert!(matches!(
         Channel::create(&young, &small()),
-        Err(Error::AlreadyExists(_))
+        Err(OpenError::AlreadyExists(_))
     ));
     // Zero bytes and older than the grace period: its creator died before sizing it.
     let old = unique("unsized-old");
@@ -129,7 +129,7 @@ fn racing_creators_over_a_stale_name_leave_one_winner() {
         let _unlink = NameGuard(name.clone());
         forge_unlocked(&name, segment_size(4096) as u64, Duration::ZERO);
         let barrier = std::sync::Barrier::new(6);
-        let results: Vec<Result<Channel, Error>> = std::thread::scope(|s| {
+        let results: Vec<Result<Channel, OpenError>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..6)
                 .map(|_| {
                     s.spawn(|| {
@@ -146,7 +146,10 @@ fn racing_creators_over_a_stale_name_leave_one_winner() {
         let winners = results.iter().filter(|r| r.is_ok()).count();
         for r in &results {
             if let Err(e) = r {
-                assert!(matches!(e, Error::AlreadyExists(_)), "round {round}: {e}");
+                assert!(
+                    matches!(e, OpenError::AlreadyExists(_)),
+                    "round {round}: {e}"
+                );
             }
         }
         assert_eq!(winners, 1, "round {round}: {winners} creators won");
@@ -255,20 +258,20 @@ fn bad_names_are_refused_before_reaching_the_os() {
         assert!(
             matches!(
                 Channel::create(bad, &small()),
-                Err(Error::InvalidName { .. })
+                Err(OpenError::InvalidName { .. })
             ),
             "create accepted {bad:?}"
         );
         assert!(
             matches!(
                 Channel::connect(bad, WaitStrategy::Block),
-                Err(Error::InvalidName { .. })
+                Err(OpenError::InvalidName { .. })
             ),
             "connect accepted {bad:?}"
         );
         assert!(matches!(
             segments::inspect(bad),
-            Err(Error::InvalidName { .. })
+            Err(OpenError::InvalidName { .. })
         ));
     }
 }
@@ -286,7 +289,7 @@ fn connect_refuses_objects_not_private_to_this_user() {
     // Open to every user, as a squatter leaves the object it made under a victim's name.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
     match Channel::connect(&name, WaitStrategy::Block) {
-        Err(Error::NotPrivate {
+        Err(OpenError::NotPrivate {
             name: n,
             owner,
             mode,
@@ -305,7 +308,7 @@ fn connect_refuses_objects_not_private_to_this_user() {
         std::os::unix::fs::chown(&path, Some(4242), None).expect("chown");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         match Channel::connect(&name, WaitStrategy::Block) {
-            Err(e @ Error::NotPrivate { owner: 4242, .. }) => {
+            Err(e @ OpenError::NotPrivate { owner: 4242, .. }) => {
                 assert!(e.to_string().contains("uid 4242"), "{e}");
                 assert!(e.to_string().contains(&name), "{e}");
             }
@@ -319,7 +322,7 @@ fn connect_refuses_objects_not_private_to_this_user() {
     let _fch = Channel::create_at(&file, &small()).expect("create_at");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     match Channel::connect_at(&file, WaitStrategy::Block) {
-        Err(Error::NotPrivate { mode: 0o644, .. }) => {}
+        Err(OpenError::NotPrivate { mode: 0o644, .. }) => {}
         other => panic!("connect_at a 0644 file: {other:?}"),
     }
 }
@@ -480,7 +483,7 @@ fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
         assert!(skipped.reason.contains(reason), "{name}: {skipped:?}");
         // One by one, too: never a channel, never reclaimed, never replaced by `create`.
         assert!(
-            matches!(segments::inspect(name), Err(Error::NotAChannel { name: ref n, .. }) if n == name),
+            matches!(segments::inspect(name), Err(OpenError::NotAChannel { name: ref n, .. }) if n == name),
             "{name}"
         );
         assert_eq!(
@@ -493,7 +496,7 @@ fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
             ("bind", Listener::bind(name, &small()).map(drop)),
         ] {
             match got {
-                Err(Error::NotAChannel { name: n, reason: r }) => {
+                Err(OpenError::NotAChannel { name: n, reason: r }) => {
                     assert_eq!(&n, name);
                     assert!(r.contains(reason), "{call} {name}: {r}");
                 }
@@ -518,11 +521,11 @@ fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
             ),
             (
                 "listener connect",
-                Listener::connect(name, WaitStrategy::Block).map(drop),
+                Channel::connect(name, WaitStrategy::Block).map(drop),
             ),
         ] {
             match got {
-                Err(e @ Error::NotAChannel { .. }) => {
+                Err(e @ OpenError::NotAChannel { .. }) => {
                     let text = e.to_string();
                     assert!(
                         text.contains(reason) && text.contains(name),
@@ -586,7 +589,7 @@ fn connect_at_refuses_fifos_and_links() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
     for (path, reason) in [(&link, "a symbolic link"), (&fifo, "not a regular file")] {
         match Channel::connect_at(path, WaitStrategy::Block) {
-            Err(e @ Error::NotAChannel { .. }) => {
+            Err(e @ OpenError::NotAChannel { .. }) => {
                 assert!(e.to_string().contains(reason), "{e}");
                 assert!(e.to_string().contains(&path.display().to_string()), "{e}");
             }
@@ -609,7 +612,7 @@ fn connect_timeout_to_an_object_that_never_becomes_ready_times_out() {
         // A look says what it is now; a wait that ends at its deadline says Timeout.
         assert!(matches!(
             Channel::connect(&name, WaitStrategy::Block),
-            Err(Error::NotReady(n)) if n == name
+            Err(OpenError::NotReady(n)) if n == name
         ));
         for (call, got) in [
             (
@@ -618,7 +621,7 @@ fn connect_timeout_to_an_object_that_never_becomes_ready_times_out() {
             ),
             (
                 "listener",
-                Listener::connect_timeout(&name, WaitStrategy::Block, short).map(drop),
+                Channel::connect_timeout(&name, WaitStrategy::Block, short).map(drop),
             ),
             (
                 "endpoint",
@@ -626,7 +629,7 @@ fn connect_timeout_to_an_object_that_never_becomes_ready_times_out() {
             ),
         ] {
             assert!(
-                matches!(got, Err(Error::Timeout)),
+                matches!(got, Err(OpenError::Timeout)),
                 "{call} connect_timeout to a {len}-byte object: {got:?}"
             );
         }

@@ -21,7 +21,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, RecvError, SendError, WaitStrategy};
 use support::{serial, unique, ChildGuard, NameGuard};
 
 const RING: usize = 4096;
@@ -189,7 +189,7 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
             } else if msg.len() <= max_single {
                 match ch.try_send(&msg) {
                     Ok(()) => progressed = true,
-                    Err(Error::Full) => {}
+                    Err(SendError::Full) => {}
                     Err(e) => return Err(format!("try_send {next_send}: {e}")),
                 }
             }
@@ -203,7 +203,7 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
             encode(&mut msg, CONTROL | PASS, &[]);
             built = None;
             match ch.send(&msg) {
-                Ok(()) | Err(Error::Disconnected { .. }) => {}
+                Ok(()) | Err(SendError::Disconnected { .. }) => {}
                 Err(e) => return Err(format!("send token: {e}")),
             }
             holding = false;
@@ -216,8 +216,8 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
                     absorb(&frame, &mut holding, &mut counts, &mut expect);
                     progressed = true;
                 }
-                Err(Error::Empty) => break,
-                Err(Error::Disconnected { .. }) if expect >= n => break,
+                Err(RecvError::Empty) => break,
+                Err(RecvError::Disconnected { .. }) if expect >= n => break,
                 Err(e) => return Err(format!("try_recv after {expect}: {e} ({counts})")),
             }
         }
@@ -237,8 +237,8 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
                     absorb(&frame, &mut holding, &mut counts, &mut expect);
                     last_progress = Instant::now();
                 }
-                Err(Error::Timeout) => {}
-                Err(Error::Disconnected { .. }) if expect >= n => {}
+                Err(RecvError::Timeout) => {}
+                Err(RecvError::Disconnected { .. }) if expect >= n => {}
                 Err(e) => return Err(format!("recv after {expect}: {e} ({counts})")),
             }
         }

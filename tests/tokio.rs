@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use shmlink::tokio::{connect, AsyncChannel, AsyncListener};
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, Error, OpenError, RecvError, WaitStrategy};
 use support::{
     process_cpu, respawn, thread_switches, unique, wait_for_line, ChildGuard, NameGuard,
     IDLE_CPU_SHARE, WATCHDOG,
@@ -46,7 +46,7 @@ fn child() {
         loop {
             let mut conn = listener.accept().await.expect("accept");
             tokio::spawn(async move {
-                while let Ok(msg) = conn.recv().await {
+                while let Ok(msg) = conn.recv().await.map(|m| m.to_vec()) {
                     if conn.send(&msg).await.is_err() {
                         break;
                     }
@@ -77,7 +77,7 @@ fn eight_client_tasks_against_a_server_process() {
                     for i in 0..1000u32 {
                         let msg = format!("task {id} message {i}");
                         ch.send(msg.as_bytes()).await?;
-                        let reply = ch.recv().await?;
+                        let reply = ch.recv().await?.to_vec();
                         if reply != msg.as_bytes() {
                             return Err(Error::Io(std::io::Error::other(format!(
                                 "task {id}: wrong reply {i}"
@@ -130,14 +130,17 @@ fn a_full_ring_makes_send_wait_and_a_dead_peer_ends_recv() {
         for i in 0..200u32 {
             ch.send(&[i as u8; 500]).await?;
         }
-        let bye = ch.recv().await?;
-        let end = ch.recv().await;
+        let bye = ch.recv().await?.to_vec();
+        let end = ch.recv().await.map(|m| m.len());
         Ok::<_, Error>((bye, end))
     });
     reader.join().unwrap();
     let (bye, end) = result.unwrap();
     assert_eq!(bye, b"bye");
-    assert!(matches!(end, Err(Error::Disconnected { .. })), "{end:?}");
+    assert!(
+        matches!(end, Err(RecvError::Disconnected { .. })),
+        "{end:?}"
+    );
 }
 
 #[test]
@@ -154,10 +157,11 @@ fn an_async_recv_whose_peer_process_is_killed_says_peer_gone() {
         let result = runtime().block_on(async move {
             let mut ch = AsyncChannel::new(ch)?;
             ch.send(b"ping").await?;
-            let reply = ch.recv().await?;
+            let reply = ch.recv().await?.to_vec();
             waiting_tx.send(reply).unwrap();
             // Nothing more comes: only the peer's death can end this receive.
-            ch.recv().await
+            let end = ch.recv().await.map(|m| m.to_vec());
+            Ok::<_, Error>(end?)
         });
         let _ = tx.send(result);
     });
@@ -194,7 +198,8 @@ fn idle_child() {
     let mut peer = Channel::create(&name, &Config::default()).unwrap();
     let ch = Channel::connect(&name, WaitStrategy::Block).unwrap();
     let task = std::thread::spawn(move || {
-        runtime().block_on(async move { AsyncChannel::new(ch)?.recv().await })
+        runtime()
+            .block_on(async move { Ok::<_, Error>(AsyncChannel::new(ch)?.recv().await?.to_vec()) })
     });
     // Let the task give up polling and sleep through the reactor (nothing to poll for).
     std::thread::sleep(Duration::from_millis(200));
@@ -248,15 +253,18 @@ fn a_spinning_channel_is_refused() {
     let _guard = NameGuard(name.clone());
     let _a = Channel::create(&name, &Config::default()).unwrap();
     let b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
-    assert!(matches!(AsyncChannel::new(b), Err(Error::InvalidConfig(_))));
+    assert!(matches!(
+        AsyncChannel::new(b),
+        Err(OpenError::InvalidConfig(_))
+    ));
 }
 
 #[test]
 fn an_async_listener_refuses_a_config_it_cannot_serve() {
     let name = unique("tokiospin");
     let _guard = NameGuard(name.clone());
-    let refused = |got: Result<AsyncListener, Error>| match got {
-        Err(e @ Error::InvalidConfig(_)) => {
+    let refused = |got: Result<AsyncListener, OpenError>| match got {
+        Err(e @ OpenError::InvalidConfig(_)) => {
             assert!(e.to_string().contains(&name), "{e}");
             assert!(e.to_string().contains("spin"), "{e}");
         }
@@ -272,12 +280,108 @@ fn an_async_listener_refuses_a_config_it_cannot_serve() {
         "the refused bind left its name"
     );
     assert!(matches!(
-        shmlink::Listener::connect(&name, WaitStrategy::Block),
-        Err(Error::NotFound(_))
+        Channel::connect(&name, WaitStrategy::Block),
+        Err(OpenError::NotFound(_))
     ));
     // And when wrapping a listener bound for spinning.
     let spin = shmlink::Listener::bind(&name, &Config::with_wait(WaitStrategy::Spin)).unwrap();
     refused(AsyncListener::new(spin));
     // A block listener is served.
     AsyncListener::bind(&name, &Config::default()).expect("bind a block listener");
+}
+
+fn small_block() -> Config {
+    Config {
+        capacity: 4096,
+        wait: WaitStrategy::Block,
+    }
+}
+
+/// The async forms do what the sync ones do: a send longer than the ring is fragmented as the
+/// peer reads, JSON and grants go through, and each deadline form ends at its deadline.
+#[test]
+fn the_async_method_set_fragments_decodes_grants_and_keeps_deadlines() {
+    let name = unique("tokioset");
+    let _guard = NameGuard(name.clone());
+    let a = Channel::create(&name, &small_block()).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let long: Vec<u8> = (0..20_000).map(|i| (i % 251) as u8).collect();
+    let expected = long.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        assert_eq!(b.recv_into_timeout(&mut buf, WATCHDOG).unwrap(), 20_000);
+        assert!(buf == expected, "the long message arrived changed");
+        assert_eq!(&*b.recv_timeout(WATCHDOG).unwrap(), b"grant");
+        let json: Vec<u32> = b.recv_json_timeout(WATCHDOG).unwrap();
+        assert_eq!(json, [4, 5, 6]);
+        b.send(b"reply").unwrap();
+        b.send_json(&("json", 2)).unwrap();
+        b
+    });
+    run_with_watchdog(WATCHDOG, async move {
+        let mut ch = AsyncChannel::new(a)?;
+        ch.send(&long).await?;
+        let mut grant = ch.reserve(64).await?;
+        grant[..5].copy_from_slice(b"grant");
+        grant.commit(5);
+        ch.send_json(&[4u32, 5, 6]).await?;
+        let reply = ch.recv_timeout(WATCHDOG).await?.to_vec();
+        assert_eq!(reply, b"reply");
+        let got: (String, u32) = ch.recv_json_timeout(WATCHDOG).await?;
+        assert_eq!(got, ("json".to_owned(), 2));
+        // Nothing more comes: the deadline ends the wait, through the reactor.
+        let short = Duration::from_millis(50);
+        let started_idle = std::time::Instant::now();
+        assert!(matches!(
+            ch.recv_timeout(short).await,
+            Err(RecvError::Timeout)
+        ));
+        assert!(started_idle.elapsed() >= short);
+        assert!(matches!(ch.try_recv(), Err(RecvError::Empty)));
+        let mut buf = Vec::new();
+        assert!(matches!(
+            ch.recv_into_timeout(&mut buf, short).await,
+            Err(RecvError::Timeout)
+        ));
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    reader.join().unwrap();
+}
+
+/// A send that times out, or whose future is dropped, part-way through a message longer than
+/// the ring withdraws it: the receiver never sees any of it, and the next message arrives.
+#[test]
+fn an_async_send_abandoned_part_way_is_withdrawn() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+
+    let name = unique("tokiocut");
+    let _guard = NameGuard(name.clone());
+    let a = Channel::create(&name, &small_block()).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let long = vec![3u8; 20_000];
+    let mut ch = AsyncChannel::new(a).unwrap();
+    // Nobody reads: the send fills the ring and its deadline passes part-way.
+    let timed_out = runtime().block_on(ch.send_timeout(&long, Duration::from_millis(50)));
+    assert!(
+        matches!(timed_out, Err(shmlink::SendError::Timeout)),
+        "{timed_out:?}"
+    );
+    // Drained, then a send that is dropped after its first poll sent part of the message.
+    while b.try_recv().is_ok() {}
+    {
+        let mut send = std::pin::pin!(ch.send(&long));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(send.as_mut().poll(&mut cx).is_pending());
+    }
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        b.recv_into_timeout(&mut buf, WATCHDOG).map(|_| buf)
+    });
+    run_with_watchdog(WATCHDOG, async move {
+        ch.send(b"after").await.expect("send after");
+        ch
+    });
+    assert_eq!(reader.join().unwrap().unwrap(), b"after");
 }

@@ -7,7 +7,7 @@ mod support;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, RecvError, WaitStrategy};
 use support::{echo, measure, serial, thread_switches, unique, Cost, NameGuard};
 
 /// How long the idle receivers stay blocked.
@@ -57,7 +57,7 @@ fn an_idle_receiver_with_a_deadline_wakes_up_only_at_the_deadline() {
     let (mut ch, _name, _child) = connected("idle-deadline", WaitStrategy::Block);
     let watcher = thread_switches("shmlink-watch");
     let (got, cost) = measure(|| ch.recv_timeout(IDLE).map(|m| m.to_vec()));
-    assert!(matches!(got, Err(Error::Timeout)), "{got:?}");
+    assert!(matches!(got, Err(RecvError::Timeout)), "{got:?}");
     assert!(
         cost.wall >= IDLE,
         "the wait ended {:?} before its deadline",
@@ -107,8 +107,8 @@ fn killed_while_blocked(wait: WaitStrategy) -> Duration {
     killer.join().unwrap();
     let killed = killed_rx.recv().unwrap();
     match result {
-        Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
-        Err(Error::Timeout) => panic!("wait={wait}: peer death not noticed within 1 s"),
+        Err(RecvError::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+        Err(RecvError::Timeout) => panic!("wait={wait}: peer death not noticed within 1 s"),
         Err(e) => panic!("wait={wait}: expected PeerGone, got {e}"),
         Ok(_) => panic!("wait={wait}: a message from a killed echo"),
     }

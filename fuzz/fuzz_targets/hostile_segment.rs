@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use shmlink::testing::{frame_size, HEADER_SIZE, RINGS_OFFSET};
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, RecvError, WaitStrategy};
 
 const CAP: usize = 1024;
 /// The creator's limit for reassembled messages in these runs.
@@ -47,7 +47,7 @@ fn word(map: &memmap2::MmapMut, offset: usize) -> &AtomicU64 {
 
 /// One received outcome: a message within the limit or a typed error. Decodes some messages as
 /// JSON to exercise the private copy.
-fn check(got: Result<shmlink::ReadGuard<'_>, Error>, decode: bool) {
+fn check(got: Result<shmlink::ReadGuard<'_>, RecvError>, decode: bool) {
     match got {
         Ok(msg) => {
             assert!(msg.len() <= MAX_MESSAGE, "message of {} bytes", msg.len());
@@ -58,11 +58,12 @@ fn check(got: Result<shmlink::ReadGuard<'_>, Error>, decode: bool) {
             }
         }
         Err(
-            Error::Empty
-            | Error::Timeout
-            | Error::Corrupt { .. }
-            | Error::Disconnected { .. }
-            | Error::PeerGone { .. },
+            RecvError::Empty
+            | RecvError::Timeout
+            | RecvError::Corrupt { .. }
+            | RecvError::TooLarge { .. }
+            | RecvError::Disconnected(_)
+            | RecvError::PeerGone { .. },
         ) => {}
         Err(e) => panic!("unexpected error {e}"),
     }
@@ -195,7 +196,7 @@ fuzz_target!(|data: &[u8]| {
             for _ in 0..64 {
                 match creator.try_recv() {
                     Ok(frame) => assert!(frame.len() <= MAX_MESSAGE),
-                    Err(shmlink::Error::Corrupt { .. }) => {}
+                    Err(RecvError::Corrupt { .. }) => {}
                     Err(_) => break,
                 }
             }
@@ -217,7 +218,7 @@ fuzz_target!(|data: &[u8]| {
                 for _ in 0..64 {
                     match ch.try_recv() {
                         Ok(frame) => assert!(frame.len() <= MAX_MESSAGE),
-                        Err(shmlink::Error::Corrupt { .. }) => {}
+                        Err(RecvError::Corrupt { .. }) => {}
                         Err(_) => break,
                     }
                 }

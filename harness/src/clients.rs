@@ -15,7 +15,7 @@ use anyhow::{anyhow, bail, Context};
 use hdrhistogram::Histogram;
 use ipc_channel::ipc::{self, IpcBytesReceiver, IpcBytesSender, IpcReceiver, IpcSender};
 use shmlink::tokio::AsyncChannel;
-use shmlink::{Channel, Listener, WaitStrategy};
+use shmlink::{Channel, WaitStrategy};
 
 use crate::workload::{check_stamp, stamp};
 
@@ -384,7 +384,7 @@ pub fn run_client(spec: &ClientSpec) -> anyhow::Result<ClientResult> {
             run_sync(&mut ch, spec)
         }
         ClientRow::Selector | ClientRow::Threads => {
-            let mut ch = Listener::connect_timeout(name, spec.wait, CONNECT_LIMIT)?;
+            let mut ch = Channel::connect_timeout(name, spec.wait, CONNECT_LIMIT)?;
             ch.recv_timeout(CONNECT_LIMIT)?;
             run_sync(&mut ch, spec)
         }
@@ -410,7 +410,7 @@ pub fn run_client(spec: &ClientSpec) -> anyhow::Result<ClientResult> {
             run_sync(&mut client, spec)
         }
         ClientRow::Async => {
-            let ch = Listener::connect_timeout(name, WaitStrategy::Block, CONNECT_LIMIT)?;
+            let ch = Channel::connect_timeout(name, WaitStrategy::Block, CONNECT_LIMIT)?;
             tokio::runtime::Builder::new_current_thread()
                 .enable_time()
                 .build()?

@@ -11,11 +11,5 @@ pub mod streaming;
 pub mod transport;
 pub mod workload;
 
-/// The error a harness endpoint reports when its peer sent something the workload does not
-/// expect (a wrong sequence number, a damaged echo, an unknown handshake).
-pub fn garbled(what: impl Into<String>) -> shmlink::Error {
-    shmlink::Error::Corrupt {
-        channel: String::new(),
-        what: what.into(),
-    }
-}
+mod error;
+pub use error::{garbled, Error, Result};

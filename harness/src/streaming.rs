@@ -13,7 +13,7 @@
 //! and the parent knows the expected sum without digesting anything itself
 //! ([`Stream::expected`]). The time of a phase runs from the start message to the verdict.
 
-use shmlink::Error;
+use crate::Error;
 
 use crate::transport::Transport;
 

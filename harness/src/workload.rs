@@ -5,9 +5,9 @@ use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::transport::{JsonMessage, Kind, Transport};
+use crate::Error;
 use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
-use shmlink::Error;
 
 /// The workload's message, as the harness sends it on every backend except `raw-sync`: ids
 /// borrowed (decoded in place from the received frame), a `u64` millisecond timestamp.
@@ -230,14 +230,6 @@ pub fn size_label(bytes: usize) -> String {
         }
     }
     format!("{bytes} B")
-}
-
-/// The exact errors a peer process going away produces.
-pub fn is_peer_gone(e: &shmlink::Error) -> bool {
-    matches!(
-        e,
-        shmlink::Error::Disconnected { .. } | shmlink::Error::PeerGone { .. }
-    )
 }
 
 #[cfg(test)]

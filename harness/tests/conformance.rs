@@ -12,7 +12,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{leftovers, serial, unique, ChildGuard, Watchdog};
-use shmlink::Error;
 use shmlink_harness::transport::{
     fifo::Fifo,
     floor::Floor,
@@ -25,6 +24,7 @@ use shmlink_harness::transport::{
     uds::Uds,
     ChildStdio, Kind, Listener, Options, Peer, Transport, HARNESS_PREFIX,
 };
+use shmlink_harness::Error;
 
 /// Generous: debug builds on a loaded two-core machine.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -195,7 +195,7 @@ fn peer_closes<T: Transport>() {
     );
     // The child closed its end and stays alive for two seconds: only the close tells.
     match s.t.recv_with(|b| Ok(b.len())) {
-        Err(Error::Disconnected { .. } | Error::PeerGone { .. }) => {}
+        Err(Error::Disconnected | Error::PeerGone { .. }) => {}
         other => panic!("{}: expected a disconnect, got {other:?}", T::KIND),
     }
     s.finish();
@@ -214,7 +214,7 @@ fn peer_killed<T: Transport>() {
     s.child.signal(libc::SIGKILL);
     // The child was killed mid-conversation: the next receive must fail, not hang.
     match s.t.recv_with(|b| Ok(b.len())) {
-        Err(Error::Disconnected { .. } | Error::PeerGone { .. }) => {}
+        Err(Error::Disconnected | Error::PeerGone { .. }) => {}
         other => panic!(
             "{}: expected the dead peer to be noticed, got {other:?}",
             T::KIND

@@ -47,8 +47,10 @@ fn run(dry_run: bool, names: &[String]) -> shmlink::Result<usize> {
         for name in names {
             match segments::inspect(name) {
                 Ok(info) => found.push(info),
-                Err(shmlink::Error::NotFound(_)) => eprintln!("shmlink-clean: no segment {name:?}"),
-                Err(shmlink::Error::NotAChannel { reason, .. }) => skipped.push(Skipped {
+                Err(shmlink::OpenError::NotFound(_)) => {
+                    eprintln!("shmlink-clean: no segment {name:?}")
+                }
+                Err(shmlink::OpenError::NotAChannel { reason, .. }) => skipped.push(Skipped {
                     name: name.clone(),
                     reason,
                 }),

@@ -17,7 +17,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use shmlink::{Channel, Config, Error, WaitStrategy};
+use shmlink::{Channel, Config, Error, RecvError, SendError, WaitStrategy};
 
 struct Options {
     name: String,
@@ -79,13 +79,13 @@ fn echo(ch: &mut Channel) -> Result<u64, Error> {
     loop {
         match ch.recv_into(&mut buf) {
             Ok(_) => {}
-            Err(Error::Disconnected { .. }) => return Ok(echoed),
-            Err(e) => return Err(e),
+            Err(RecvError::Disconnected(_)) => return Ok(echoed),
+            Err(e) => return Err(e.into()),
         }
         match ch.send(&buf) {
             Ok(()) => echoed += 1,
-            Err(Error::Disconnected { .. }) => return Ok(echoed),
-            Err(e) => return Err(e),
+            Err(SendError::Disconnected(_)) => return Ok(echoed),
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -98,8 +98,8 @@ fn stream(ch: &mut Channel) -> Result<u64, Error> {
         frame.resize(8 + (seq % 256) as usize, seq as u8);
         match ch.send(&frame) {
             Ok(()) => {}
-            Err(Error::Disconnected { .. } | Error::PeerGone { .. }) => return Ok(seq),
-            Err(e) => return Err(e),
+            Err(e) if e.is_disconnect() => return Ok(seq),
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(u64::MAX)

@@ -19,15 +19,15 @@ pub use send::SliceWriter;
 
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-#[cfg(doc)]
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{ChannelName, RecvError, SendError};
 use crate::layout::{PeerInfo, SegmentHeader, WaitCell, MODE_BLOCK, MODE_SPIN, PEER_CLOSED};
 use crate::mapping::Mapping;
 use crate::ring::{ReadGuard, WriteGrant};
-use crate::wait::{self, WaitStrategy};
+use crate::wait::{self, Deadline, WaitStrategy};
+
+pub(crate) use open::peek_magic;
+pub(crate) use recv::Ready;
 
 /// Default for [`Channel::max_message`]: 1 GiB.
 pub const DEFAULT_MAX_MESSAGE: usize = 1 << 30;
@@ -108,7 +108,7 @@ pub(super) struct Shared {
     out_data: NonNull<WaitCell>,
     /// Where the peer's producer sleeps on our inbound ring.
     in_space: NonNull<WaitCell>,
-    pub(super) name: String,
+    pub(super) name: ChannelName,
     // Declared last: unmapped after `drop` below has used the pointers into it. Only kept alive.
     _map: Mapping,
 }
@@ -200,12 +200,12 @@ impl Channel {
     }
 
     /// True while the peer endpoint is connected and its process runs.
-    pub fn is_peer_connected(&mut self) -> bool {
+    pub fn is_peer_connected(&self) -> bool {
         self.receiver.is_peer_connected()
     }
 
     /// The peer's process id, once it has connected.
-    pub fn peer_pid(&mut self) -> Option<u32> {
+    pub fn peer_pid(&self) -> Option<u32> {
         self.receiver.peer_pid()
     }
 
@@ -269,96 +269,105 @@ impl Channel {
 
     /// Sets [`max_message`](Channel::max_message) for both directions and publishes it in the
     /// mapping: from then on the peer's sends of longer messages fail at the peer with
-    /// [`Error::TooLarge`](crate::Error::TooLarge) (before anything is written), and the channel keeps working. Set it
-    /// before messages longer than the new limit can be in flight: one that is already on its
-    /// way is refused here as [`Error::Corrupt`](crate::Error::Corrupt).
+    /// [`SendError::TooLarge`] (before anything is written), and the channel keeps working.
+    /// Set it before messages longer than the new limit can be in flight: one that is already
+    /// on its way is refused here with [`RecvError::TooLarge`].
     pub fn set_max_message(&mut self, max: usize) {
         self.sender.set_max_message(max);
         self.receiver.set_max_message(max);
     }
 
-    /// Reserves room for a frame of `len` bytes (at most [`max_frame`](Channel::max_frame)),
-    /// waiting for the peer to make room if needed.
+    send_methods!(
+        WriteGrant<'_>,
+        "# use shmlink::{Channel, Config, WaitStrategy};\n\
+         # let name = format!(\"doc-channel-send-{}\", std::process::id());\n\
+         let mut tx = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
+         let mut rx = Channel::connect(&name, WaitStrategy::Spin)?;",
+        "grant.commit(5);"
+    );
+
+    recv_methods!(
+        ReadGuard<'_>,
+        "# use shmlink::{Channel, Config, WaitStrategy};\n\
+         # let name = format!(\"doc-channel-recv-{}\", std::process::id());\n\
+         let mut tx = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
+         let mut rx = Channel::connect(&name, WaitStrategy::Spin)?;"
+    );
+
     #[inline]
-    pub fn reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
-        self.sender.reserve(len)
+    pub(crate) fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        self.sender.send_until(bytes, deadline)
     }
 
-    /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`](crate::Error::Full) if not).
     #[inline]
-    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
-        self.sender.try_reserve(len)
-    }
-
-    /// Sends one message, waiting for room. See [`SendHalf::send`].
-    #[inline]
-    pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
-        self.sender.send(bytes)
-    }
-
-    /// Sends one frame if there is room now ([`Error::Full`](crate::Error::Full) if not). Never fragments.
-    #[inline]
-    pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
-        self.sender.try_send(bytes)
-    }
-
-    /// Like [`send`](Channel::send), giving up with [`Error::Timeout`](crate::Error::Timeout) after `timeout`.
-    pub fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<()> {
-        self.sender.send_timeout(bytes, timeout)
-    }
-
-    /// Serialises `value` as JSON straight into the ring. See [`SendHalf::send_json`].
-    #[inline]
-    pub fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.sender.send_json(value)
-    }
-
-    /// Like [`send_json`](Channel::send_json), giving up with
-    /// [`Error::Timeout`](crate::Error::Timeout) after `timeout`. See
-    /// [`SendHalf::send_json_timeout`].
-    pub fn send_json_timeout<T: serde::Serialize + ?Sized>(
+    pub(crate) fn send_json_until<T: serde::Serialize + ?Sized>(
         &mut self,
         value: &T,
-        timeout: Duration,
-    ) -> Result<()> {
-        self.sender.send_json_timeout(value, timeout)
+        deadline: Deadline,
+    ) -> Result<(), SendError> {
+        self.sender.send_json_until(value, deadline)
     }
 
-    /// Receives the next message, waiting for it. See [`RecvHalf::recv`].
     #[inline]
-    pub fn recv(&mut self) -> Result<ReadGuard<'_>> {
-        self.receiver.recv()
-    }
-
-    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`](crate::Error::Timeout) after `timeout`.
-    #[inline]
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<ReadGuard<'_>> {
-        self.receiver.recv_timeout(timeout)
-    }
-
-    /// Receives the next message if one is there. See [`RecvHalf::try_recv`].
-    #[inline]
-    pub fn try_recv(&mut self) -> Result<ReadGuard<'_>> {
-        self.receiver.try_recv()
-    }
-
-    /// Receives one message and copies it into `buf`. See [`RecvHalf::recv_into`].
-    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize> {
-        self.receiver.recv_into(buf)
-    }
-
-    /// Receives one message and decodes it as JSON into an owned value. See
-    /// [`RecvHalf::recv_json`].
-    pub fn recv_json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
-        self.receiver.recv_json()
-    }
-
-    /// Like [`recv_json`](Channel::recv_json), giving up with [`Error::Timeout`](crate::Error::Timeout) after
-    /// `timeout`.
-    pub fn recv_json_timeout<T: serde::de::DeserializeOwned>(
+    pub(crate) fn reserve_until(
         &mut self,
-        timeout: Duration,
-    ) -> Result<T> {
-        self.receiver.recv_json_timeout(timeout)
+        len: usize,
+        deadline: Deadline,
+    ) -> Result<WriteGrant<'_>, SendError> {
+        self.sender.reserve_until(len, deadline)
+    }
+
+    #[inline]
+    pub(crate) fn recv_until(&mut self, deadline: Deadline) -> Result<ReadGuard<'_>, RecvError> {
+        self.receiver.recv_until(deadline)
+    }
+
+    #[inline]
+    pub(crate) fn recv_into_until(
+        &mut self,
+        buf: &mut Vec<u8>,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        self.receiver.recv_into_until(buf, deadline)
+    }
+
+    /// For the async surface: the next step of a send that fragments as room comes (see
+    /// [`SendHalf::send_part`]).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn send_part(&mut self, bytes: &[u8], sent: &mut usize) -> Result<(), SendError> {
+        self.sender.send_part(bytes, sent)
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn send_json_in_place<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        deadline: Deadline,
+    ) -> Result<bool, SendError> {
+        self.sender.send_json_in_place(value, deadline)
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn serialise_json<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+    ) -> Result<Vec<u8>, SendError> {
+        self.sender.serialise_json(value)
+    }
+
+    /// Gives back the buffer [`serialise_json`](Channel::serialise_json) lent.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn give_back_scratch(&mut self, buf: Vec<u8>) {
+        self.sender.scratch = buf;
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn next_ready(&mut self, deadline: Deadline) -> Result<Ready, RecvError> {
+        self.receiver.next_ready(deadline)
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn take_ready(&mut self, ready: Ready) -> ReadGuard<'_> {
+        self.receiver.take(ready)
     }
 }

@@ -1,14 +1,6 @@
 //! Making a channel: create a mapping or connect to one, claim an end, assemble the halves.
 
-use std::os::unix::io::AsRawFd;
-use std::path::Path;
-use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use crate::error::{Error, Result, KIND_CHANNEL, KIND_LISTENER};
-use crate::layout::listener::LISTENER_MAGIC;
+use crate::error::{ChannelName, OpenError};
 use crate::layout::{
     check_capacity, segment_size, RingHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE,
     LAYOUT_VERSION, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
@@ -17,20 +9,37 @@ use crate::mapping::{self, Mapping};
 use crate::ring::{Consumer, Producer, RingPtrs};
 use crate::sys::{lock, ProcessId};
 use crate::wait::{WaitStrategy, Waiter};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::*;
+
+type Result<T, E = OpenError> = std::result::Result<T, E>;
 
 impl Channel {
     /// Creates the channel `name` (a mapping named `/shmlink-<name>`, mode 0600) and becomes
     /// its creator. The name is removed again when the channel drops.
     ///
-    /// The name follows the one rule for every name ([`Error::InvalidName`] if not): at most
+    /// The name follows the one rule for every name ([`OpenError::InvalidName`] if not): at most
     /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes of ASCII letters, digits, `.`, `_` and `-`,
     /// not starting with `.` or `-`. If a channel or listener with that name exists and its
     /// creator process is gone, the stale mapping is removed and replaced; if the creator is
-    /// alive, this fails with [`Error::AlreadyExists`]. An entry under the name that is not a
+    /// alive, this fails with [`OpenError::AlreadyExists`]. An entry under the name that is not a
     /// channel at all (a directory, a link, a FIFO, a file without the shmlink magic) is left
-    /// alone: [`Error::NotAChannel`], saying what it is.
+    /// alone: [`OpenError::NotAChannel`], saying what it is.
+    ///
+    /// ```
+    /// use shmlink::{Channel, Config, OpenError};
+    /// # let name = format!("doc-create-{}", std::process::id());
+    /// let channel = Channel::create(&name, &Config::default())?;
+    /// assert_eq!(channel.name(), name);
+    /// let again = Channel::create(&name, &Config::default());
+    /// assert!(matches!(again, Err(OpenError::AlreadyExists(n)) if n == name));
+    /// # Ok::<(), shmlink::Error>(())
+    /// ```
     pub fn create(name: &str, config: &Config) -> Result<Channel> {
         mapping::validate_name(name)?;
         Self::create_for_listener(name, config)
@@ -42,12 +51,12 @@ impl Channel {
         check_capacity(config.capacity)?;
         let size = segment_size(config.capacity);
         let map = match Mapping::create_named(name, size) {
-            Err(Error::AlreadyExists(_)) if crate::segments::reclaim_if_dead(name)? => {
+            Err(OpenError::AlreadyExists(_)) if crate::segments::reclaim_if_dead(name)? => {
                 Mapping::create_named(name, size)?
             }
             other => other?,
         };
-        Self::init_creator(map, name.to_owned(), config)
+        Self::init_creator(map, name.into(), config)
     }
 
     /// Like [`create`](Channel::create), backed by a new file at `path` (for example on a tmpfs
@@ -55,10 +64,10 @@ impl Channel {
     pub fn create_at(path: &Path, config: &Config) -> Result<Channel> {
         check_capacity(config.capacity)?;
         let map = Mapping::create_file(path, segment_size(config.capacity))?;
-        Self::init_creator(map, path.display().to_string(), config)
+        Self::init_creator(map, path.display().to_string().into(), config)
     }
 
-    fn init_creator(map: Mapping, name: String, config: &Config) -> Result<Channel> {
+    fn init_creator(map: Mapping, name: ChannelName, config: &Config) -> Result<Channel> {
         let hdr = segment(&map);
         let me = ProcessId::current();
         // Relaxed stores: all published by the Release store of `ready` below, which openers
@@ -81,65 +90,31 @@ impl Channel {
         Self::assemble(map, name, config.capacity, Role::Creator, config.wait)
     }
 
-    /// Connects to the channel `name` made by another process (or thread).
-    ///
-    /// Errors about the channel name it. Fails with [`Error::InvalidName`] for a name no channel
-    /// can have, [`Error::NotFound`] or [`Error::NotReady`] if it is not there yet (see
-    /// [`connect_timeout`](Channel::connect_timeout) to wait for it), with
-    /// [`Error::AlreadyConnected`] if another endpoint holds the connecting end (or held it and
-    /// closed or died: a channel serves one connection; a connector that died before it was
-    /// connected leaves the end to the next one), with [`Error::WrongKind`] if the name is a
-    /// listener's, with [`Error::NotAChannel`] if the entry is not a regular file (a link,
-    /// which is never followed, a directory, a FIFO...), with [`Error::NotPrivate`] if it is
-    /// not this user's alone, and with [`Error::BadMagic`], [`Error::VersionMismatch`],
-    /// [`Error::LayoutMismatch`] or [`Error::SizeMismatch`] if the mapping is not one this build
-    /// understands.
-    ///
-    /// A server that serves successive (or concurrent) clients binds a
-    /// [`Listener`](crate::Listener) instead, which gives every client a fresh channel.
-    pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
-        mapping::validate_name(name)?;
-        Self::connect_for_listener(name, wait)
-    }
-
-    /// [`connect`](Channel::connect) without the length limit on user-chosen names: for a
-    /// listener's connection (`<listener>.<pid>.<seq>`).
-    pub(crate) fn connect_for_listener(name: &str, wait: WaitStrategy) -> Result<Channel> {
+    /// Connects to the channel `name` (not a listener): how a listener's server reaches the
+    /// channel a client made for it (`<listener>.<pid>.<seq>`, longer than user-chosen names).
+    pub(crate) fn connect_channel(name: &str, wait: WaitStrategy) -> Result<Channel> {
         let map = Mapping::open_named(name)?;
-        Self::connect_mapping(map, name.to_owned(), wait)
-    }
-
-    /// Like [`connect`](Channel::connect), retrying while the channel is missing or not ready,
-    /// until `timeout` has passed. Then it fails with [`Error::NotFound`], naming the channel,
-    /// if there is still nothing under that name, and with [`Error::Timeout`] if something is
-    /// there that has not become a ready channel (its creator is still making it, or died
-    /// doing so: [`segments`](crate::segments) tells which). Any other error ends the wait at
-    /// once.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use shmlink::{Channel, Error, WaitStrategy};
-    /// let err = Channel::connect_timeout("nobody-made-this", WaitStrategy::Spin, Duration::from_millis(10))
-    ///     .unwrap_err();
-    /// assert!(matches!(&err, Error::NotFound(name) if name == "nobody-made-this"));
-    /// assert_eq!(err.to_string(), r#"no channel or listener named "nobody-made-this""#);
-    /// ```
-    pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
-        mapping::validate_name(name)?;
-        mapping::retry_until_there(Instant::now() + timeout, || {
-            Self::connect_for_listener(name, wait)
-        })
+        let magic = peek_magic(&map);
+        Self::connect_mapping(map, name.into(), wait, magic)
     }
 
     /// Connects to a channel backed by the file at `path` (see [`create_at`](Channel::create_at)).
     pub fn connect_at(path: &Path, wait: WaitStrategy) -> Result<Channel> {
         let map = Mapping::open_file(path)?;
-        Self::connect_mapping(map, path.display().to_string(), wait)
+        let magic = peek_magic(&map);
+        Self::connect_mapping(map, path.display().to_string().into(), wait, magic)
     }
 
-    fn connect_mapping(map: Mapping, name: String, wait: WaitStrategy) -> Result<Channel> {
+    /// Connects to the channel in `map`, whose first word read `magic` (read once, by the
+    /// caller, which chose this path by it).
+    pub(crate) fn connect_mapping(
+        map: Mapping,
+        name: ChannelName,
+        wait: WaitStrategy,
+        magic: u64,
+    ) -> Result<Channel> {
         if map.len() < HEADER_SIZE {
-            return Err(Error::size_mismatch(
+            return Err(OpenError::size_mismatch(
                 &name,
                 format!(
                     "mapping of {} bytes is smaller than the {HEADER_SIZE}-byte header",
@@ -150,25 +125,17 @@ impl Channel {
         let hdr = segment(&map);
         // Acquire: pairs with the Release store of `ready` in `init_creator`.
         let ready = hdr.ready.load(Ordering::Acquire);
-        // Relaxed: published by `ready` (or, if not ready, only compared). Read once: every
-        // check below uses this value.
-        let magic = hdr.magic.load(Ordering::Relaxed);
-        if magic == LISTENER_MAGIC {
-            return Err(Error::WrongKind {
-                name,
-                found: KIND_LISTENER,
-                expected: KIND_CHANNEL,
-            });
-        }
-        if ready != READY {
+        // The caller read the magic before `ready`: a 0 there may be a creator that had not
+        // written it yet (it writes it before `ready`), so it is not ready for us either.
+        if ready != READY || magic == 0 {
             // A mapping that does not even carry our magic is not ours at all.
             if magic != 0 && magic != MAGIC {
-                return Err(Error::BadMagic {
+                return Err(OpenError::BadMagic {
                     channel: name,
                     magic,
                 });
             }
-            return Err(Error::NotReady(name));
+            return Err(OpenError::NotReady(name));
         }
         let capacity = hdr.validate(magic, map.len(), &name)?;
         let info = &hdr.connector;
@@ -180,9 +147,9 @@ impl Channel {
             PEER_ABSENT | PEER_CLAIMING => {}
             // Held, or held by a connector that closed or died since: a channel serves one
             // connection (its rings may still hold that connection's frames).
-            PEER_PRESENT | PEER_CLOSED => return Err(Error::AlreadyConnected(name)),
+            PEER_PRESENT | PEER_CLOSED => return Err(OpenError::AlreadyConnected(name)),
             other => {
-                return Err(Error::corrupt(
+                return Err(OpenError::corrupt(
                     &name,
                     format!("connector state {other:#x} is unknown"),
                 ))
@@ -193,7 +160,7 @@ impl Channel {
         // descriptor closes, which the kernel does if we die, so a claimer that dies before it
         // is present leaves a slot the next connector can take.
         if !lock::take(map.file(), CONNECTOR_LOCK, false)? {
-            return Err(Error::AlreadyConnected(name));
+            return Err(OpenError::AlreadyConnected(name));
         }
         // Holding the lock, we are the only connector that writes the slot. ABSENT, or CLAIMING
         // left by a claimer that died; anything else means the slot changed under us.
@@ -204,7 +171,7 @@ impl Channel {
             .compare_exchange(seen, PEER_CLAIMING, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            return Err(Error::AlreadyConnected(name));
+            return Err(OpenError::AlreadyConnected(name));
         }
         #[cfg(feature = "test-hooks")]
         crate::testing::stop_point(crate::testing::StopPoint::ConnectClaimed);
@@ -218,7 +185,7 @@ impl Channel {
 
     fn assemble(
         mut map: Mapping,
-        name: String,
+        name: ChannelName,
         capacity: usize,
         role: Role,
         wait: WaitStrategy,
@@ -255,12 +222,11 @@ impl Channel {
             Role::Creator => (ring(0), ring(1)),
             Role::Connector => (ring(1), ring(0)),
         };
-        let label: Arc<str> = Arc::from(name.as_str());
         // SAFETY: the rings live in `map`, which moves into the `Shared` that both halves hold
         // alongside these ends (or is dropped right here, together with them, on failure); the
         // role split gives each ring exactly one producer and one consumer per channel.
-        let built = unsafe { Producer::new(tx_ring, None, label.clone()) }
-            .and_then(|tx| Ok((tx, unsafe { Consumer::new(rx_ring, None, label.clone()) }?)));
+        let built = unsafe { Producer::new(tx_ring, None, name.clone()) }
+            .and_then(|tx| Ok((tx, unsafe { Consumer::new(rx_ring, None, name.clone()) }?)));
         let (tx, rx) = match built {
             Ok(ends) => ends,
             Err(e) => {
@@ -279,7 +245,7 @@ impl Channel {
             Role::Creator => CONNECTOR_LOCK,
             Role::Connector => CREATOR_LOCK,
         };
-        let peer = PeerWatch::new(peer, map.file().as_raw_fd(), peer_lock, label);
+        let peer = PeerWatch::new(peer, map.file().as_raw_fd(), peer_lock, name.clone());
         let shared = Arc::new(Shared {
             me,
             out_data: NonNull::from(tx.data_cell()),
@@ -295,7 +261,7 @@ impl Channel {
                 json_hint: 256,
                 max_message: DEFAULT_MAX_MESSAGE,
                 scratch: Vec::new(),
-                cut: false,
+                unfinished: false,
                 shared: shared.clone(),
             },
             receiver: RecvHalf {
@@ -311,4 +277,15 @@ impl Channel {
             role,
         })
     }
+}
+
+/// The first word of a mapping, read once: what kind of object it is (a channel, a listener,
+/// one not made yet, or none of ours). A mapping too small to hold it reads as 0.
+pub(crate) fn peek_magic(map: &Mapping) -> u64 {
+    if map.len() < HEADER_SIZE {
+        return 0;
+    }
+    // Relaxed: only compared; a creator publishes its header with `ready`, which the path
+    // chosen by this value reads with Acquire before it trusts anything.
+    segment(map).magic.load(Ordering::Relaxed)
 }

@@ -1,12 +1,12 @@
 //! Watching the other endpoint: did it close, does it still hold its end's lock?
 
+use std::cell::Cell;
 use std::os::unix::io::RawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Instant;
 
-use crate::error::{Error, Result};
+use crate::error::{ChannelName, WaitError};
 use crate::layout::{PeerInfo, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT};
 use crate::sys::{lock, HoldsEnd, ProcessId};
 use crate::wait::CHECK_INTERVAL;
@@ -24,31 +24,38 @@ pub(super) struct PeerWatch {
     /// The byte the peer's end keeps locked while it lives.
     lock_byte: u64,
     /// What the peer recorded about itself, read once it is present. Information only.
-    pub(super) id: Option<ProcessId>,
-    pub(super) last_check: Option<Instant>,
+    id: Cell<Option<ProcessId>>,
+    last_check: Cell<Option<Instant>>,
     /// The channel's name, for errors.
-    name: Arc<str>,
+    name: ChannelName,
     /// Set once the peer was found gone: the verdict never changes back, even if a process that
     /// inspects the segment takes the dead peer's lock for a moment.
-    gone: bool,
+    gone: Cell<bool>,
 }
+
+type Result<T = (), E = WaitError> = std::result::Result<T, E>;
 
 impl PeerWatch {
     pub(super) fn new(
         info: NonNull<PeerInfo>,
         fd: RawFd,
         lock_byte: u64,
-        name: Arc<str>,
+        name: ChannelName,
     ) -> PeerWatch {
         PeerWatch {
             info,
             name,
             fd,
             lock_byte,
-            id: None,
-            last_check: None,
-            gone: false,
+            id: Cell::new(None),
+            last_check: Cell::new(None),
+            gone: Cell::new(false),
         }
+    }
+
+    /// The pid the peer recorded, once it was seen present.
+    pub(super) fn pid(&self) -> Option<u32> {
+        self.id.get().map(|id| id.pid)
     }
 
     pub(super) fn info(&self) -> &PeerInfo {
@@ -64,22 +71,21 @@ impl PeerWatch {
         self.info().state.load(Ordering::Acquire)
     }
 
-    fn gone(&self) -> Error {
-        Error::PeerGone {
-            channel: self.name.to_string(),
-            pid: self.id.map_or(0, |id| id.pid),
+    fn gone(&self) -> WaitError {
+        WaitError::PeerGone {
+            channel: self.name.clone(),
+            pid: self.pid().unwrap_or(0),
         }
     }
 
-    /// [`Error::Disconnected`] for this channel.
-    pub(super) fn disconnected(&self) -> Error {
-        Error::disconnected(&self.name)
+    fn disconnected(&self) -> WaitError {
+        WaitError::Disconnected(self.name.clone())
     }
 
     /// Err(Disconnected) once the peer closed, Err(PeerGone) once it no longer holds its end's
     /// lock without having closed (its process died). Allocation-free.
-    pub(super) fn check(&mut self) -> Result<()> {
-        if self.gone {
+    pub(super) fn check(&self) -> Result {
+        if self.gone.get() {
             return Err(self.gone());
         }
         match self.state() {
@@ -87,16 +93,18 @@ impl PeerWatch {
             // claimer's slot goes to the next connector, so either way we wait for one).
             PEER_ABSENT | PEER_CLAIMING => Ok(()),
             PEER_PRESENT => {
-                // SAFETY: as in `info`; a copy of the pointer so `self.id` can be borrowed.
-                let info = unsafe { self.info.as_ref() };
-                // Read once, for errors: the lock below decides.
-                self.id.get_or_insert_with(|| ProcessId {
-                    // Relaxed: published before PEER_PRESENT, which `state` read with Acquire.
-                    pid: info.pid.load(Ordering::Relaxed),
-                    start_time: info.start_time.load(Ordering::Relaxed),
-                });
+                if self.id.get().is_none() {
+                    // Read once, for errors: the lock below decides.
+                    let info = self.info();
+                    self.id.set(Some(ProcessId {
+                        // Relaxed: published before PEER_PRESENT, which `state` read with
+                        // Acquire.
+                        pid: info.pid.load(Ordering::Relaxed),
+                        start_time: info.start_time.load(Ordering::Relaxed),
+                    }));
+                }
                 if lock::alive(self.fd, self.lock_byte)? {
-                    self.last_check = Some(Instant::now());
+                    self.last_check.set(Some(Instant::now()));
                     return Ok(());
                 }
                 // The lock is free. A peer that closes stores PEER_CLOSED before it closes the
@@ -106,24 +114,24 @@ impl PeerWatch {
                 match self.state() {
                     PEER_CLOSED => Err(self.disconnected()),
                     _ => {
-                        self.gone = true;
+                        self.gone.set(true);
                         Err(self.gone())
                     }
                 }
             }
             PEER_CLOSED => Err(self.disconnected()),
-            other => Err(Error::corrupt(
-                &self.name,
-                format!("peer state {other:#x} is unknown"),
-            )),
+            other => Err(WaitError::Corrupt {
+                channel: self.name.clone(),
+                what: format!("peer state {other:#x} is unknown"),
+            }),
         }
     }
 
     /// Like `check`, but asks about the peer at most once per check interval.
-    pub(super) fn check_throttled(&mut self) -> Result<()> {
+    pub(super) fn check_throttled(&self) -> Result {
         let state = self.state();
-        if state == PEER_PRESENT && !self.gone {
-            if let Some(last) = self.last_check {
+        if state == PEER_PRESENT && !self.gone.get() {
+            if let Some(last) = self.last_check.get() {
                 if last.elapsed() < CHECK_INTERVAL {
                     return Ok(());
                 }
@@ -134,10 +142,10 @@ impl PeerWatch {
 }
 
 impl crate::wait::Peer for PeerWatch {
-    fn check(&mut self, process: bool) -> Result<()> {
+    fn check(&mut self, process: bool) -> Result {
         if process {
             PeerWatch::check(self)
-        } else if self.gone {
+        } else if self.gone.get() {
             Err(self.gone())
         } else if self.state() == PEER_CLOSED {
             Err(self.disconnected())

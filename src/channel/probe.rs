@@ -1,7 +1,7 @@
 //! What the services (selector, async reactor) need to see of a channel without receiving from
 //! it: the futex cells its peer wakes, and cheap readiness probes.
 
-use crate::error::Result;
+use crate::error::WaitError;
 use crate::layout::{WaitCell, PEER_CLOSED};
 
 use super::Channel;
@@ -42,7 +42,7 @@ impl Channel {
     /// then instead), `Err` once the peer closed or its process is gone (remembered, so the
     /// next receive reports it too, after any frames still in the ring). Read the word before
     /// calling this (see `Waiter::watch`).
-    pub(crate) fn watch_recv_peer(&mut self) -> Result<bool> {
+    pub(crate) fn watch_recv_peer(&mut self) -> Result<bool, WaitError> {
         let r = &mut self.receiver;
         r.wait.watch(r.rx.data_cell(), &mut r.peer)
     }
@@ -50,14 +50,14 @@ impl Channel {
     /// Like [`watch_recv_peer`](Channel::watch_recv_peer), on the futex word of
     /// [`space_cell`](Channel::space_cell), where a send waiting for room sleeps.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn watch_send_peer(&mut self) -> Result<bool> {
+    pub(crate) fn watch_send_peer(&mut self) -> Result<bool, WaitError> {
         let s = &mut self.sender;
         s.wait.watch(s.tx.space_cell(), &mut s.peer)
     }
 
     /// Looks at the peer now: `Err(Disconnected)` once it closed, `Err(PeerGone)` once its
     /// process is gone.
-    pub(crate) fn check_peer(&mut self) -> Result<()> {
+    pub(crate) fn check_peer(&self) -> Result<(), WaitError> {
         self.receiver.peer.check()
     }
 }

@@ -1,11 +1,11 @@
 //! The receiving half: frames read in place, fragments reassembled.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::error::{Error, Result};
+use crate::error::{ChannelName, RecvError, WaitError};
 use crate::ring::{kind, Consumer, Frame, ReadGuard};
-use crate::wait::Waiter;
+use crate::wait::{Deadline, Waiter};
 
 use super::*;
 
@@ -40,6 +40,15 @@ pub(crate) enum Assembling {
     Discarding,
 }
 
+/// A whole message found by [`RecvHalf::next_ready`], not yet lent out: a frame in the ring,
+/// or the reassembly buffer. Holds no borrow, so a caller can find it in a loop (an async poll)
+/// and take it afterwards.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ready {
+    Frame(Frame),
+    Assembled,
+}
+
 impl RecvHalf {
     /// Largest message [`recv`](Channel::recv) reassembles.
     pub fn max_message(&self) -> usize {
@@ -47,8 +56,9 @@ impl RecvHalf {
     }
 
     /// Sets the largest message this half reassembles and publishes it, so that the peer's
-    /// sends of longer messages fail at the peer with [`Error::TooLarge`]. A longer message
-    /// already on its way when the limit drops is refused here as [`Error::Corrupt`].
+    /// sends of longer messages fail at the peer with
+    /// [`SendError::TooLarge`](crate::SendError::TooLarge). A longer message already on its way
+    /// when the limit drops is refused here with [`RecvError::TooLarge`].
     pub fn set_max_message(&mut self, max: usize) {
         self.max_message = max;
         self.shared.publish_max_message(max);
@@ -60,65 +70,73 @@ impl RecvHalf {
     }
 
     /// True while the peer endpoint is connected and its process runs.
-    pub fn is_peer_connected(&mut self) -> bool {
+    pub fn is_peer_connected(&self) -> bool {
         self.peer.state() == crate::layout::PEER_PRESENT && self.peer.check().is_ok()
     }
 
     /// The peer's process id, once it has connected.
-    pub fn peer_pid(&mut self) -> Option<u32> {
+    pub fn peer_pid(&self) -> Option<u32> {
         let _ = self.peer.check();
-        self.peer.id.map(|id| id.pid)
+        self.peer.pid()
     }
 
-    /// Receives the next frame, waiting for it. The frame stays in the ring until the guard
-    /// drops.
-    ///
-    /// Fails with [`Error::Disconnected`] once the peer closed and everything it sent was
-    /// received, [`Error::PeerGone`] soon after the peer process dies (at once with `Block` on
-    /// Linux, within a few milliseconds otherwise), and [`Error::Corrupt`] if the ring holds an
-    /// invalid frame.
+    recv_methods!(
+        ReadGuard<'_>,
+        "# use shmlink::{Channel, Config, WaitStrategy};\n\
+         # let name = format!(\"doc-recv-half-{}\", std::process::id());\n\
+         let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
+         let b = Channel::connect(&name, WaitStrategy::Spin)?;\n\
+         let ((mut tx, _), (_, mut rx)) = (a.into_split(), b.into_split());"
+    );
+
+    /// The core of every receive: the next whole message, lent out.
     #[inline]
-    pub fn recv(&mut self) -> Result<ReadGuard<'_>> {
-        self.recv_deadline(None)
+    pub(crate) fn recv_until(&mut self, deadline: Deadline) -> Result<ReadGuard<'_>, RecvError> {
+        let ready = self.next_ready(deadline)?;
+        Ok(self.take(ready))
     }
 
-    /// Like [`recv`](Channel::recv), giving up with [`Error::Timeout`] after `timeout`, also
-    /// while the fragments of a large message keep arriving (the part received is kept for the
-    /// next call).
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<ReadGuard<'_>> {
-        self.recv_deadline(Some(Instant::now() + timeout))
+    /// The core of every receive into a buffer: the next whole message, copied into `buf`
+    /// (replacing its contents; a reassembled one trades places with `buf` instead).
+    pub(crate) fn recv_into_until(
+        &mut self,
+        buf: &mut Vec<u8>,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        match self.next_ready(deadline)? {
+            Ready::Frame(frame) => {
+                let msg = self.rx.guard(frame);
+                buf.clear();
+                buf.extend_from_slice(&msg);
+            }
+            Ready::Assembled => std::mem::swap(buf, &mut self.assembly),
+        }
+        Ok(buf.len())
     }
 
-    /// Receives the next frame if one is there: [`Error::Empty`] if not, [`Error::Disconnected`]
-    /// or [`Error::PeerGone`] if none will come.
-    ///
-    /// A fragmented message is returned once its last fragment is there. One call takes at most
-    /// a ring's worth of fragments; a longer message is put together over several calls, each
-    /// returning [`Error::Empty`] until it is complete.
+    /// Lends out a message [`next_ready`](RecvHalf::next_ready) found.
     #[inline]
-    pub fn try_recv(&mut self) -> Result<ReadGuard<'_>> {
-        self.next_message(None)
+    pub(crate) fn take(&mut self, ready: Ready) -> ReadGuard<'_> {
+        match ready {
+            Ready::Frame(frame) => self.rx.guard(frame),
+            Ready::Assembled => ReadGuard::assembled(&self.assembly),
+        }
     }
 
-    #[inline]
-    fn recv_deadline(&mut self, deadline: Option<Instant>) -> Result<ReadGuard<'_>> {
-        self.next_message(Some(deadline))
-    }
-
-    /// The next whole message. `wait`: `None` to return [`Error::Empty`] at once (after a
-    /// throttled look at the peer), `Some(deadline)` to wait for it.
+    /// The next whole message. With [`Deadline::Now`] returns [`RecvError::Empty`] at once
+    /// (after a throttled look at the peer), else waits for it until the deadline.
     ///
     /// A peer can keep fragments coming for as long as it likes, so the loop never trusts the
-    /// stream to end: without a deadline (`try_recv`) it takes at most one ring's worth of
-    /// fragments per call and then reports [`Error::Empty`]; with one it looks at the clock after
+    /// stream to end: with [`Deadline::Now`] it takes at most one ring's worth of fragments per
+    /// call and then reports [`RecvError::Empty`]; with a deadline it looks at the clock after
     /// every fragment. Either way the message under way is kept and the next call goes on with it.
     #[inline]
-    fn next_message(&mut self, wait: Option<Option<Instant>>) -> Result<ReadGuard<'_>> {
+    pub(crate) fn next_ready(&mut self, wait: Deadline) -> Result<Ready, RecvError> {
         let mut budget = self.rx.capacity() as u64;
         loop {
             match self.rx.next_frame() {
                 Ok(frame) if frame.kind() == kind::DATA && self.assembling == Assembling::Idle => {
-                    return Ok(self.rx.guard(frame))
+                    return Ok(Ready::Frame(frame))
                 }
                 Ok(frame) => {
                     if self.assembling == Assembling::Discarding
@@ -127,34 +145,33 @@ impl RecvHalf {
                         // The refused message is over: its sender went on to the next one.
                         self.assembling = Assembling::Idle;
                         if frame.kind() == kind::DATA {
-                            return Ok(self.rx.guard(frame));
+                            return Ok(Ready::Frame(frame));
                         }
                     }
                     let size = frame.size();
                     if self.absorb_fragment(frame)? {
-                        return Ok(ReadGuard::assembled(&self.assembly));
+                        return Ok(Ready::Assembled);
                     }
                     #[cfg(test)]
                     super::tests::fragment_taken();
                     match wait {
-                        None => {
+                        Deadline::Now => {
                             budget = budget.saturating_sub(size);
                             if budget == 0 {
-                                return Err(Error::Empty);
+                                return Err(RecvError::Empty);
                             }
                         }
-                        Some(Some(deadline)) if Instant::now() >= deadline => {
-                            return Err(Error::Timeout)
-                        }
-                        Some(_) => {}
+                        Deadline::At(at) if Instant::now() >= at => return Err(RecvError::Timeout),
+                        _ => {}
                     }
                 }
-                Err(Error::Empty) => match wait {
-                    Some(deadline) => self.wait_data(deadline)?,
-                    None => {
+                Err(RecvError::Empty) => match wait {
+                    Deadline::Now => {
                         self.peer.check_throttled()?;
-                        return Err(Error::Empty);
+                        return Err(RecvError::Empty);
                     }
+                    Deadline::At(at) => self.wait_data(Some(at))?,
+                    Deadline::Never => self.wait_data(None)?,
                 },
                 Err(e) => return Err(e),
             }
@@ -168,7 +185,7 @@ impl RecvHalf {
     /// that fails (an allocation that fails, a fragment out of sequence) is reported once; its
     /// remaining fragments are then skipped (see [`Assembling::Discarding`]).
     #[inline(never)]
-    fn absorb_fragment(&mut self, frame: Frame) -> Result<bool> {
+    fn absorb_fragment(&mut self, frame: Frame) -> Result<bool, RecvError> {
         use Assembling::{Collecting, Discarding, Idle};
         let max_frame = self.rx.max_len();
         let guard = self.rx.guard(frame);
@@ -181,9 +198,17 @@ impl RecvHalf {
                     let body = &guard[8..];
                     // A message that fits one frame is never fragmented, so a reassembled
                     // message is always longer than any frame.
-                    let fragmented = |t: usize| t > max_frame && t <= self.max_message;
+                    let well_formed =
+                        |t: usize| t > max_frame && !body.is_empty() && body.len() <= t;
                     match usize::try_from(total) {
-                        Ok(t) if fragmented(t) && !body.is_empty() && body.len() <= t => {
+                        // Our limit dropped while the message was on its way.
+                        Ok(t) if well_formed(t) && t > self.max_message => {
+                            Err(RecvError::TooLarge {
+                                len: t,
+                                max: self.max_message,
+                            })
+                        }
+                        Ok(t) if well_formed(t) => {
                             // Room for what arrived, not for what was announced: the total is
                             // the peer's word, the bytes are real.
                             self.assembly.clear();
@@ -192,31 +217,29 @@ impl RecvHalf {
                                 false
                             })
                         }
-                        _ => Err(Error::corrupt(
-                            self.shared.name.as_str(),
+                        _ => Err(corrupt(
+                            &self.shared.name,
                             format!(
                                 "fragmented message of {total} bytes starting with {} (fragmented \
-                                 messages are longer than a frame, {}, and at most {})",
+                                 messages are longer than a frame, {max_frame})",
                                 body.len(),
-                                max_frame,
-                                self.max_message
                             ),
                         )),
                     }
                 }
-                None => Err(Error::corrupt(
-                    self.shared.name.as_str(),
+                None => Err(corrupt(
+                    &self.shared.name,
                     "first fragment shorter than its length prefix",
                 )),
             },
             (Collecting(_), kind::FRAG_MORE | kind::FRAG_LAST) if guard.is_empty() => {
                 // The sender never makes one; a stream of them would be work without progress.
-                Err(Error::corrupt(self.shared.name.as_str(), "empty fragment"))
+                Err(corrupt(&self.shared.name, "empty fragment"))
             }
             (Collecting(total), k @ (kind::FRAG_MORE | kind::FRAG_LAST)) => {
                 if self.assembly.len() + guard.len() > total {
-                    Err(Error::corrupt(
-                        self.shared.name.as_str(),
+                    Err(corrupt(
+                        &self.shared.name,
                         format!("fragments exceed the announced {total} bytes"),
                     ))
                 } else {
@@ -227,8 +250,8 @@ impl RecvHalf {
                             self.assembling = Idle;
                             Ok(true)
                         } else {
-                            Err(Error::corrupt(
-                                self.shared.name.as_str(),
+                            Err(corrupt(
+                                &self.shared.name,
                                 format!(
                                     "message ended at {} of the announced {total} bytes",
                                     self.assembly.len()
@@ -249,8 +272,8 @@ impl RecvHalf {
                 self.assembling = Idle;
                 Ok(false)
             }
-            (state, k) => Err(Error::corrupt(
-                self.shared.name.as_str(),
+            (state, k) => Err(corrupt(
+                &self.shared.name,
                 format!(
                     "frame kind {k} out of sequence (reassembling: {})",
                     state != Idle
@@ -269,60 +292,32 @@ impl RecvHalf {
         })
     }
 
-    /// Receives one message (of any size) and copies it into `buf`, replacing its contents.
-    /// Returns the length. `buf` keeps its capacity, so a caller that reuses it allocates only
-    /// when a message is larger than any before.
-    ///
-    /// A message that arrived in fragments is handed over without a further copy: `buf` and the
-    /// reassembly buffer trade places, and the channel keeps `buf`'s old allocation for the next
-    /// one.
-    pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize> {
-        let msg = self.recv()?;
-        if !msg.is_assembled() {
-            buf.clear();
-            buf.extend_from_slice(&msg);
-            return Ok(buf.len());
-        }
-        drop(msg);
-        std::mem::swap(buf, &mut self.assembly);
-        Ok(buf.len())
-    }
-
     #[inline]
-    fn wait_data(&mut self, deadline: Option<Instant>) -> Result<()> {
+    fn wait_data(&mut self, deadline: Option<Instant>) -> Result<(), RecvError> {
         let rx = &self.rx;
         let result =
             self.wait
                 .wait_until(rx.data_cell(), deadline, || rx.has_data(), &mut self.peer);
         match result {
-            Err(e @ (Error::Disconnected { .. } | Error::PeerGone { .. })) => {
+            Err(e @ (WaitError::Disconnected(_) | WaitError::PeerGone { .. })) => {
                 // Frames published before the close are visible now (Acquire in `state`).
                 if rx.has_data() {
                     Ok(())
                 } else {
-                    Err(e)
+                    Err(e.into())
                 }
             }
-            other => other,
+            other => Ok(other?),
         }
     }
+}
 
-    /// Receives one message and decodes it as JSON into an owned value. To borrow string
-    /// fields from the message instead, use [`recv`](Channel::recv) and [`ReadGuard::json`].
-    /// A message that is not valid JSON for `T` is [`Error::Json`]; the channel keeps working.
-    pub fn recv_json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
-        let guard = self.recv()?;
-        guard.json()
-    }
-
-    /// Like [`recv_json`](RecvHalf::recv_json), giving up with [`Error::Timeout`] after
-    /// `timeout`.
-    pub fn recv_json_timeout<T: serde::de::DeserializeOwned>(
-        &mut self,
-        timeout: Duration,
-    ) -> Result<T> {
-        let guard = self.recv_timeout(timeout)?;
-        guard.json()
+/// [`RecvError::Corrupt`] in the channel `channel`.
+#[cold]
+fn corrupt(channel: &ChannelName, what: impl Into<String>) -> RecvError {
+    RecvError::Corrupt {
+        channel: channel.clone(),
+        what: what.into(),
     }
 }
 
@@ -332,14 +327,14 @@ unsafe impl Send for RecvHalf {}
 
 /// Appends `bytes` to a reassembly buffer for a message of `total` bytes. The buffer grows by
 /// doubling, never past `total`, and an allocation that fails is an error, not an abort.
-fn append(buf: &mut Vec<u8>, bytes: &[u8], total: usize) -> Result<()> {
+fn append(buf: &mut Vec<u8>, bytes: &[u8], total: usize) -> Result<(), RecvError> {
     let needed = buf.len() + bytes.len();
     if needed > buf.capacity() {
         let target = needed
             .max(buf.capacity().saturating_mul(2))
             .min(total.max(needed));
         buf.try_reserve_exact(target - buf.len()).map_err(|_| {
-            Error::Io(std::io::Error::new(
+            RecvError::Io(std::io::Error::new(
                 std::io::ErrorKind::OutOfMemory,
                 format!(
                     "cannot grow the buffer to {target} bytes to reassemble a message of {total}"

@@ -2,12 +2,11 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::SendError;
 use crate::layout::{PEER_CLOSED, PEER_PRESENT};
-use crate::ring::{kind, Producer, WriteGrant};
-use crate::wait::Waiter;
+use crate::ring::{frame_size, kind, Producer, WriteGrant, FRAME_ALIGN, FRAME_HEADER};
+use crate::wait::{Deadline, Waiter};
 
 use super::*;
 
@@ -27,9 +26,11 @@ pub struct SendHalf {
     pub(super) max_message: usize,
     /// Serialisation buffer for JSON values too large for one frame.
     pub(super) scratch: Vec<u8>,
-    /// A fragmented message was cut short (a send timed out after its first fragment went
-    /// out): the next frame must tell the receiver to drop what it has of it.
-    pub(super) cut: bool,
+    /// A fragmented message is under way: its first fragment went out and its last did not.
+    /// The next message to start first tells the receiver to drop what it has of this one (a
+    /// `FRAG_ABORT` frame), so a message whose send timed out, failed or was abandoned
+    /// part-way (a dropped async send) is never delivered in part.
+    pub(super) unfinished: bool,
     // Declared last: the mapping `tx` and `peer` point into, kept alive by this half.
     pub(super) shared: Arc<Shared>,
 }
@@ -48,10 +49,10 @@ impl SendHalf {
     /// Fails unless a message of `len` bytes may go out now: `Disconnected` once the peer
     /// closed, `TooLarge` past our own limit or the one the peer published.
     #[inline]
-    fn send_allowed(&self, len: usize) -> Result<()> {
+    fn send_allowed(&self, len: usize) -> Result<(), SendError> {
         let state = self.peer.state();
         if state == PEER_CLOSED {
-            return Err(self.peer.disconnected());
+            return Err(SendError::Disconnected(self.shared.name.clone()));
         }
         let max = if state == PEER_PRESENT {
             self.max_message.min(self.peer_limit())
@@ -60,7 +61,7 @@ impl SendHalf {
             self.max_message
         };
         if len > max {
-            return Err(Error::TooLarge { len, max });
+            return Err(SendError::TooLarge { len, max });
         }
         Ok(())
     }
@@ -90,53 +91,54 @@ impl SendHalf {
         self.max_message = max;
     }
 
-    /// Reserves room for a frame of `len` bytes (at most [`max_frame`](Channel::max_frame)),
-    /// waiting for the peer to make room if needed.
-    pub fn reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
-        self.reserve_kind(len, kind::DATA, None)
-    }
+    send_methods!(
+        WriteGrant<'_>,
+        "# use shmlink::{Channel, Config, WaitStrategy};\n\
+         # let name = format!(\"doc-send-half-{}\", std::process::id());\n\
+         let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
+         let b = Channel::connect(&name, WaitStrategy::Spin)?;\n\
+         let ((mut tx, _), (_, mut rx)) = (a.into_split(), b.into_split());",
+        "grant.commit(5);"
+    );
 
-    /// Reserves room for a frame of `len` bytes if there is room now ([`Error::Full`] if not).
-    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
-        self.send_allowed(len)?;
-        if self.cut {
-            self.end_cut_message(None)?;
+    /// The core of every send of bytes: one frame, or fragments for a message longer than one.
+    #[inline]
+    pub(crate) fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        if bytes.len() <= self.tx.max_len() {
+            let mut grant = self.reserve_kind(bytes.len(), kind::DATA, deadline)?;
+            grant.copy_from_slice(bytes);
+            grant.commit(bytes.len());
+            Ok(())
+        } else {
+            self.send_fragmented(bytes, deadline)
         }
-        self.tx.try_reserve(len)
     }
 
-    /// Sends the frame that tells the receiver to drop the fragments it has of a message cut
-    /// short. `wait`: `None` to fail with [`Error::Full`] if there is no room now, else the
-    /// deadline to wait for room until.
-    #[cold]
-    fn end_cut_message(&mut self, wait: Option<Option<Instant>>) -> Result<()> {
-        let start = loop {
-            match self.tx.room_for(0)? {
-                Some(start) => break start,
-                None => match wait {
-                    Some(deadline) => self.wait_room(0, deadline)?,
-                    None => return Err(Error::Full),
-                },
-            }
-        };
-        self.tx.grant_at(start, 0, kind::FRAG_ABORT).commit(0);
-        self.cut = false;
-        Ok(())
+    /// The core of every reservation: room for one frame of `len` bytes.
+    #[inline]
+    pub(crate) fn reserve_until(
+        &mut self,
+        len: usize,
+        deadline: Deadline,
+    ) -> Result<WriteGrant<'_>, SendError> {
+        self.reserve_kind(len, kind::DATA, deadline)
     }
 
+    /// Room for a frame of `len` bytes of kind `kind`, waiting for it until `deadline`. A frame
+    /// that starts a message first withdraws an unfinished one.
     #[inline]
     fn reserve_kind(
         &mut self,
         len: usize,
         kind: u8,
-        deadline: Option<Instant>,
-    ) -> Result<WriteGrant<'_>> {
+        deadline: Deadline,
+    ) -> Result<WriteGrant<'_>, SendError> {
         self.send_allowed(len)?;
-        if self.cut {
-            self.end_cut_message(Some(deadline))?;
+        if self.unfinished && matches!(kind, kind::DATA | kind::FRAG_FIRST) {
+            self.withdraw_unfinished(deadline)?;
         }
         if len > self.tx.max_len() {
-            return Err(Error::TooLarge {
+            return Err(SendError::TooLarge {
                 len,
                 max: self.tx.max_len(),
             });
@@ -150,8 +152,29 @@ impl SendHalf {
         Ok(self.tx.grant_at(start, len, kind))
     }
 
+    /// Sends the frame that tells the receiver to drop the fragments it has of the unfinished
+    /// message, waiting for room for it until `deadline`.
+    #[cold]
+    fn withdraw_unfinished(&mut self, deadline: Deadline) -> Result<(), SendError> {
+        let start = loop {
+            match self.tx.room_for(0)? {
+                Some(start) => break start,
+                None => self.wait_room(0, deadline)?,
+            }
+        };
+        self.tx.grant_at(start, 0, kind::FRAG_ABORT).commit(0);
+        self.unfinished = false;
+        Ok(())
+    }
+
+    /// Waits for room for a frame of `len` bytes: `Full` at once for [`Deadline::Now`].
     #[inline]
-    fn wait_room(&mut self, len: usize, deadline: Option<Instant>) -> Result<()> {
+    fn wait_room(&mut self, len: usize, deadline: Deadline) -> Result<(), SendError> {
+        let until = match deadline {
+            Deadline::Now => return Err(SendError::Full),
+            Deadline::At(at) => Some(at),
+            Deadline::Never => None,
+        };
         let tx = &mut self.tx;
         let cell = tx.space_cell() as *const _;
         // SAFETY: the cell lives in the mapping, not in `tx`, so the reference stays valid while
@@ -159,161 +182,167 @@ impl SendHalf {
         let cell = unsafe { &*cell };
         self.wait.wait_until(
             cell,
-            deadline,
+            until,
             // A corrupt index makes `has_room` fail; report "ready" so the caller's reserve
             // returns that error.
             || tx.has_room(len).unwrap_or(true),
             &mut self.peer,
-        )
-    }
-
-    /// Sends one message, waiting for room.
-    ///
-    /// A message up to [`max_frame`](Channel::max_frame) bytes is one frame; a larger one, up to
-    /// [`max_message`](SendHalf::max_message), is streamed in fragments as the peer reads them.
-    /// Fails with [`Error::TooLarge`] past this side's `max_message` or the one the peer
-    /// published (before anything is written; the channel keeps working),
-    /// [`Error::Disconnected`] once the peer closed, and [`Error::PeerGone`] if the peer died
-    /// while we waited for room.
-    #[inline]
-    pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
-        self.send_deadline(bytes, None)
-    }
-
-    /// Sends one frame if there is room now ([`Error::Full`] if not). Never fragments.
-    #[inline]
-    pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
-        self.send_allowed(bytes.len())?;
-        if self.cut {
-            self.end_cut_message(None)?;
-        }
-        self.tx.try_send(bytes)
-    }
-
-    /// Like [`send`](Channel::send), giving up with [`Error::Timeout`] after `timeout`. A
-    /// fragmented message that times out part-way is withdrawn: the receiver drops the part it
-    /// got (it never sees the message), and the next send goes through as usual.
-    pub fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<()> {
-        self.send_deadline(bytes, Some(Instant::now() + timeout))
-    }
-
-    #[inline]
-    fn send_deadline(&mut self, bytes: &[u8], deadline: Option<Instant>) -> Result<()> {
-        if bytes.len() <= self.tx.max_len() {
-            let mut grant = self.reserve_kind(bytes.len(), kind::DATA, deadline)?;
-            grant.copy_from_slice(bytes);
-            grant.commit(bytes.len());
-            Ok(())
-        } else {
-            self.send_fragments(bytes, deadline)
-        }
-    }
-
-    #[inline(never)]
-    fn send_fragments(&mut self, bytes: &[u8], deadline: Option<Instant>) -> Result<()> {
-        self.send_allowed(bytes.len())?;
-        let chunk = self.tx.max_len();
-        let mut grant = self.reserve_kind(chunk, kind::FRAG_FIRST, deadline)?;
-        let (total, rest) = grant.split_at_mut(8);
-        total.copy_from_slice(&(bytes.len() as u64).to_le_bytes());
-        let mut sent = rest.len();
-        rest.copy_from_slice(&bytes[..sent]);
-        grant.commit(chunk);
-        while sent < bytes.len() {
-            let n = chunk.min(bytes.len() - sent);
-            let kind = if sent + n == bytes.len() {
-                kind::FRAG_LAST
-            } else {
-                kind::FRAG_MORE
-            };
-            let mut grant = match self.reserve_kind(n, kind, deadline) {
-                Ok(grant) => grant,
-                Err(e) => {
-                    self.cut = true;
-                    return Err(e);
-                }
-            };
-            grant.copy_from_slice(&bytes[sent..sent + n]);
-            grant.commit(n);
-            sent += n;
-        }
+        )?;
         Ok(())
     }
 
-    /// Serialises `value` as JSON straight into the ring: no intermediate buffer.
-    ///
-    /// The value is written into a grant sized from earlier messages (twice the longest JSON
-    /// text sent so far that fit one frame). A value that does not fit it is serialised once
-    /// more, into a buffer the half keeps, and sent from there at its exact size: in one frame,
-    /// or, when it is larger than one frame ([`max_frame`](Channel::max_frame)), in fragments
-    /// like any long message; after such a value the next one goes straight to the buffer
-    /// until one fits a frame again. Only JSON longer than
-    /// [`max_message`](SendHalf::max_message) fails, with [`Error::TooLarge`]. A value that
-    /// cannot be serialised fails with [`Error::Json`] and sends nothing.
-    #[inline]
-    pub fn send_json<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.send_json_deadline(value, None)
+    /// A message longer than one frame: streamed in fragments as the peer reads them, or, for
+    /// [`Deadline::Now`], sent whole if the ring has room for all of it now.
+    #[inline(never)]
+    fn send_fragmented(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        self.send_allowed(bytes.len())?;
+        if deadline == Deadline::Now {
+            return self.try_send_whole(bytes);
+        }
+        let mut sent = 0;
+        self.send_fragments(bytes, &mut sent, deadline)
     }
 
-    /// Like [`send_json`](SendHalf::send_json), giving up with [`Error::Timeout`] after
-    /// `timeout`. A value sent in fragments that times out part-way is withdrawn, as with
-    /// [`send_timeout`](SendHalf::send_timeout).
-    pub fn send_json_timeout<T: serde::Serialize + ?Sized>(
+    /// Sends the fragments of `bytes` from the one after the first `sent` bytes on, waiting for
+    /// room for each until `deadline`, and counts in `sent` the bytes that went out. Stopped
+    /// part-way (by the deadline, an error or, for [`Deadline::Now`], a full ring), it can be
+    /// called again to go on; a message abandoned part-way is withdrawn by the next one.
+    pub(crate) fn send_fragments(
         &mut self,
-        value: &T,
-        timeout: Duration,
-    ) -> Result<()> {
-        self.send_json_deadline(value, Some(Instant::now() + timeout))
-    }
-
-    #[inline]
-    fn send_json_deadline<T: serde::Serialize + ?Sized>(
-        &mut self,
-        value: &T,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let max = self.tx.max_len().min(self.max_message());
-        if self.json_hint != JSON_BUFFERED {
-            let mut grant = self.reserve_kind(self.json_hint.min(max), kind::DATA, deadline)?;
-            let mut out = SliceWriter::new(&mut grant);
-            match serde_json::to_writer(&mut out, value) {
-                Ok(()) => {
-                    let used = out.written();
-                    grant.commit(used);
-                    self.learn_json_len(used, max);
-                    return Ok(());
-                }
-                // Too long for the grant, which is dropped: it published nothing.
-                Err(e) if e.is_io() => {}
-                Err(e) => return Err(Error::Json(e)),
+        bytes: &[u8],
+        sent: &mut usize,
+        deadline: Deadline,
+    ) -> Result<(), SendError> {
+        let chunk = self.tx.max_len();
+        loop {
+            let (n, kind) = next_fragment(bytes.len(), *sent, chunk);
+            let mut grant = self.reserve_kind(n, kind, deadline)?;
+            *sent += fill_fragment(&mut grant, bytes, *sent);
+            grant.commit(n);
+            self.unfinished = kind != kind::FRAG_LAST;
+            if kind == kind::FRAG_LAST {
+                return Ok(());
             }
         }
-        self.send_json_buffered(value, deadline)
     }
 
-    /// Serialises `value` into the half's buffer and sends it from there: its length is known
-    /// before any room is reserved.
-    #[inline(never)]
-    fn send_json_buffered<T: serde::Serialize + ?Sized>(
+    /// One step of a send that fragments as room comes, for a caller that waits for room
+    /// itself (the async surface): sends what fits now of `bytes` from the first `sent` bytes
+    /// on (`Full` when that is nothing, or not all), counting in `sent` what went out. A
+    /// message of one frame is sent whole or not at all. Called again with the same `bytes`
+    /// and `sent`, it goes on; a message abandoned part-way is withdrawn by the next one.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn send_part(&mut self, bytes: &[u8], sent: &mut usize) -> Result<(), SendError> {
+        if bytes.len() <= self.tx.max_len() {
+            return self.send_until(bytes, Deadline::Now);
+        }
+        if *sent == 0 {
+            self.send_allowed(bytes.len())?;
+        }
+        self.send_fragments(bytes, sent, Deadline::Now)
+    }
+
+    /// Sends a message longer than one frame if all its fragments fit in the ring now: `Full`
+    /// (nothing sent) if they do not, `TooLarge` if they never could.
+    fn try_send_whole(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+        if self.unfinished {
+            self.withdraw_unfinished(Deadline::Now)?;
+        }
+        let chunk = self.tx.max_len();
+        let max = whole_max(self.tx.capacity(), chunk);
+        if bytes.len() > max {
+            return Err(SendError::TooLarge {
+                len: bytes.len(),
+                max,
+            });
+        }
+        if !self.tx.room_for_all(fragment_lens(bytes.len(), chunk))? {
+            return Err(SendError::Full);
+        }
+        // Each fragment goes where `room_for_all` placed it, in the room it found.
+        let mut sent = 0;
+        loop {
+            let (n, kind) = next_fragment(bytes.len(), sent, chunk);
+            let start = self.tx.next_start(n);
+            let mut grant = self.tx.grant_at(start, n, kind);
+            sent += fill_fragment(&mut grant, bytes, sent);
+            grant.commit(n);
+            if kind == kind::FRAG_LAST {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The core of every JSON send: in place in a grant where the value fits one, else through
+    /// the half's buffer.
+    #[inline]
+    pub(crate) fn send_json_until<T: serde::Serialize + ?Sized>(
         &mut self,
         value: &T,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        let result = serde_json::to_writer(&mut buf, value)
-            .map_err(Error::from)
-            .and_then(|()| {
-                let max = self.tx.max_len().min(self.max_message());
-                if buf.len() <= max {
-                    self.learn_json_len(buf.len(), max);
-                } else {
-                    self.json_hint = JSON_BUFFERED;
-                }
-                self.send_deadline(&buf, deadline)
-            });
+        deadline: Deadline,
+    ) -> Result<(), SendError> {
+        if self.send_json_in_place(value, deadline)? {
+            return Ok(());
+        }
+        let buf = self.serialise_json(value)?;
+        let result = self.send_until(&buf, deadline);
         self.scratch = buf;
         result
+    }
+
+    /// Serialises `value` straight into a grant sized from earlier messages (twice the longest
+    /// JSON text sent so far that fit one frame): true if it was sent so, false if it did not
+    /// fit the grant (or, for [`Deadline::Now`], there is no room for the grant now).
+    #[inline]
+    pub(crate) fn send_json_in_place<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        deadline: Deadline,
+    ) -> Result<bool, SendError> {
+        if self.json_hint == JSON_BUFFERED {
+            return Ok(false);
+        }
+        let max = self.tx.max_len().min(self.max_message());
+        let mut grant = match self.reserve_kind(self.json_hint.min(max), kind::DATA, deadline) {
+            Ok(grant) => grant,
+            // The value may still fit at its exact size.
+            Err(SendError::Full) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let mut out = SliceWriter::new(&mut grant);
+        match serde_json::to_writer(&mut out, value) {
+            Ok(()) => {
+                let used = out.written();
+                grant.commit(used);
+                self.learn_json_len(used, max);
+                Ok(true)
+            }
+            // Too long for the grant, which is dropped: it published nothing.
+            Err(e) if e.is_io() => Ok(false),
+            Err(e) => Err(SendError::Json(e)),
+        }
+    }
+
+    /// Serialises `value` into the half's buffer, taken out of the half (give it back to
+    /// `scratch` once sent), and learns its length for the next in-place attempt.
+    #[inline(never)]
+    pub(crate) fn serialise_json<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+    ) -> Result<Vec<u8>, SendError> {
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        if let Err(e) = serde_json::to_writer(&mut buf, value) {
+            self.scratch = buf;
+            return Err(SendError::Json(e));
+        }
+        let max = self.tx.max_len().min(self.max_message());
+        if buf.len() <= max {
+            self.learn_json_len(buf.len(), max);
+        } else {
+            self.json_hint = JSON_BUFFERED;
+        }
+        Ok(buf)
     }
 
     /// Grows the grant `send_json` starts with to twice a JSON text of `len` bytes that fit one
@@ -324,6 +353,61 @@ impl SendHalf {
             self.json_hint = (len * 2).next_power_of_two().min(max);
         }
     }
+}
+
+/// The next fragment of a message of `len` bytes (longer than a frame of `chunk` bytes) once
+/// `sent` of its bytes went out: its frame's payload length and kind. The first fragment is a
+/// whole frame that starts with the message's length (8 bytes); the last one may be shorter.
+#[inline]
+fn next_fragment(len: usize, sent: usize, chunk: usize) -> (usize, u8) {
+    if sent == 0 {
+        return (chunk, kind::FRAG_FIRST);
+    }
+    let n = chunk.min(len - sent);
+    let kind = if sent + n == len {
+        kind::FRAG_LAST
+    } else {
+        kind::FRAG_MORE
+    };
+    (n, kind)
+}
+
+/// Writes into a fragment's grant the bytes of `bytes` from `sent` on (after the length
+/// prefix, for the first); returns how many of the message's bytes it holds.
+#[inline]
+fn fill_fragment(grant: &mut [u8], bytes: &[u8], sent: usize) -> usize {
+    if sent == 0 {
+        let (total, rest) = grant.split_at_mut(8);
+        total.copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        rest.copy_from_slice(&bytes[..rest.len()]);
+        rest.len()
+    } else {
+        grant.copy_from_slice(&bytes[sent..sent + grant.len()]);
+        grant.len()
+    }
+}
+
+/// The payload lengths of the frames a message of `len` bytes goes in.
+fn fragment_lens(len: usize, chunk: usize) -> impl Iterator<Item = usize> {
+    let mut sent = 0;
+    std::iter::from_fn(move || {
+        (sent < len).then(|| {
+            let (n, kind) = next_fragment(len, sent, chunk);
+            sent += if kind == kind::FRAG_FIRST { n - 8 } else { n };
+            n
+        })
+    })
+}
+
+/// The longest message whose fragments fit in a ring of `capacity` bytes with frames of
+/// `chunk` bytes all at once, laid end to end from the start of an empty region: what
+/// `try_send` can ever send.
+fn whole_max(capacity: usize, chunk: usize) -> usize {
+    let room = capacity - FRAME_HEADER;
+    let whole_frames = room / frame_size(chunk);
+    let rest = room - whole_frames * frame_size(chunk);
+    let last = (rest / FRAME_ALIGN * FRAME_ALIGN).saturating_sub(FRAME_HEADER);
+    whole_frames * chunk - 8 + last
 }
 
 /// [`SendHalf::json_hint`] after a JSON text longer than a frame: serialise the next value into

@@ -1,15 +1,19 @@
 //! [`EndpointListener`]: one server, many clients, on either backend.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{mapping_unavailable, Endpoint, Inner, Lease};
-use crate::error::Error;
+use crate::channel::Config;
+use crate::error::OpenError;
 use crate::ipc;
 use crate::ipc::listener::{self as ipc_listener, IpcListener};
 use crate::service::listener::DEFAULT_MAX_CLIENTS;
-use crate::{Backend, Config, Listener};
+use crate::service::Listener;
+use crate::wait::Deadline;
 
-type Result<T, E = Error> = std::result::Result<T, E>;
+use super::Backend;
+
+type Result<T, E = OpenError> = std::result::Result<T, E>;
 
 /// One server, many clients, on either backend: each client that connects with
 /// [`Endpoint::connect`] to the listener's name gets its own duplex connection, which
@@ -20,12 +24,13 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 /// each client that connects, and queues its connection for `accept`. Both behave alike:
 ///
 /// * at most [`max_clients`](EndpointListener::max_clients) connections live at once: past
-///   that, [`Endpoint::connect`] fails with [`Error::TooManyClients`]; dropping an accepted
+///   that, [`Endpoint::connect`] fails with [`OpenError::TooManyClients`]; dropping an accepted
 ///   endpoint frees its place;
-/// * a client that closes gives [`Error::Disconnected`] on the server's endpoint, one that
-///   dies gives [`Error::PeerGone`]; a server that dies gives [`Error::PeerGone`] to every
-///   client;
-/// * a live listener's name cannot be bound again ([`Error::AlreadyExists`]); the name of one
+/// * a client that closes gives [`RecvError::Disconnected`](crate::RecvError::Disconnected)
+///   on the server's endpoint, one that dies gives
+///   [`RecvError::PeerGone`](crate::RecvError::PeerGone); a server that dies gives `PeerGone`
+///   to every client;
+/// * a live listener's name cannot be bound again ([`OpenError::AlreadyExists`]); the name of one
 ///   whose process died is reclaimed by the next bind. Dropping the listener removes its name.
 ///
 /// ```
@@ -156,16 +161,16 @@ impl EndpointListener {
         }
     }
 
-    /// Like [`accept`](EndpointListener::accept), giving up with [`Error::Timeout`] after
+    /// Like [`accept`](EndpointListener::accept), giving up with [`OpenError::Timeout`] after
     /// `timeout`.
     pub fn accept_timeout(&self, timeout: Duration) -> Result<Endpoint> {
         match &self.inner {
             ListenerInner::Shm(l) => l.accept_timeout(timeout).map(Endpoint::from),
-            ListenerInner::Ipc(l) => l.accept(Some(Instant::now() + timeout)).map(accepted),
+            ListenerInner::Ipc(l) => l.accept(Deadline::after(timeout).instant()).map(accepted),
         }
     }
 
-    /// A client that is waiting now, else [`Error::Empty`].
+    /// A client that is waiting now, else [`OpenError::Empty`].
     pub fn try_accept(&self) -> Result<Endpoint> {
         match &self.inner {
             ListenerInner::Shm(l) => l.try_accept().map(Endpoint::from),

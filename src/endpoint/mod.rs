@@ -2,23 +2,24 @@
 //! fallback when it cannot, behind one send / receive API; its listener is in `listener.rs`.
 
 use std::fmt;
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 mod listener;
 pub use listener::EndpointListener;
 
-use crate::error::KIND_LISTENER;
+use crate::channel::{Channel, Config};
+use crate::connect::connect_mapping;
+use crate::error::{OpenError, RecvError, SendError};
 use crate::ipc::listener as ipc_listener;
-use crate::ipc::{self, IpcDuplex};
-use crate::mapping;
+use crate::ipc::{self, IpcDuplex, IpcGrant};
+use crate::mapping::{self, Mapping};
+use crate::ring::{ReadGuard, WriteGrant};
 use crate::service::listener::SlotLease;
-use crate::{Channel, Config, Connection, Error, Listener, ReadGuard, WaitStrategy};
-
-type Result<T, E = Error> = std::result::Result<T, E>;
+use crate::service::Connection;
+use crate::wait::{Deadline, WaitStrategy};
 
 /// Which backend an [`Endpoint`] runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,9 +51,11 @@ impl fmt::Display for Backend {
 /// [`Channel`] where a mapping can be made, else a fallback over the `ipc-channel` crate. The
 /// connecting side finds the backend its creator chose.
 ///
-/// Both backends behave alike: messages of any length up to
-/// [`max_message`](Endpoint::max_message), [`Error::Disconnected`] after a clean close and
-/// everything sent has been received, [`Error::PeerGone`] when the peer process died.
+/// It offers the same methods as [`Channel`], with the same meaning, on both backends:
+/// messages of any length up to [`max_message`](Endpoint::max_message) (fragmented where the
+/// backend needs it), grants ([`reserve`](Endpoint::reserve)), receives in place, into a
+/// buffer or as JSON, a deadline form of every wait, `Disconnected` after a clean close and
+/// everything sent has been received, `PeerGone` when the peer process died.
 ///
 /// ```
 /// # let name = format!("doc-endpoint-{}", std::process::id());
@@ -90,6 +93,17 @@ enum Lease {
 enum Inner {
     Shm(Channel),
     Ipc(IpcDuplex),
+}
+
+/// `$body` with `$backend` bound to the endpoint's backend, for the calls both backends make
+/// alike: the one place an endpoint tells them apart.
+macro_rules! on_backend {
+    ($inner:expr, $backend:ident => $body:expr) => {
+        match $inner {
+            Inner::Shm($backend) => $body,
+            Inner::Ipc($backend) => $body,
+        }
+    };
 }
 
 impl fmt::Debug for Endpoint {
@@ -134,7 +148,7 @@ impl Deref for Received<'_> {
 impl<'a> Received<'a> {
     /// Decodes the message as JSON; the value may borrow from the message, as with
     /// [`ReadGuard::json`] (which says which fields can).
-    pub fn json<T: Deserialize<'a>>(&'a self) -> Result<T> {
+    pub fn json<T: Deserialize<'a>>(&'a self) -> Result<T, RecvError> {
         match &self.msg {
             Msg::Shm(guard) => guard.json(),
             Msg::Bytes(bytes) => Ok(serde_json::from_slice(bytes)?),
@@ -142,9 +156,69 @@ impl<'a> Received<'a> {
     }
 }
 
+/// Room for one message, from [`Endpoint::reserve`], written in place. Derefs to the bytes: a
+/// frame in the shared-memory ring, or a buffer of the fallback's. [`commit`](Reserved::commit)
+/// sends it; dropped, it sends nothing.
+#[must_use = "a grant that is dropped without commit() sends nothing"]
+pub struct Reserved<'a> {
+    grant: Grant<'a>,
+}
+
+enum Grant<'a> {
+    Shm(WriteGrant<'a>),
+    Ipc(IpcGrant<'a>),
+}
+
+/// `$body` with `$g` bound to the grant of either backend.
+macro_rules! on_grant {
+    ($grant:expr, $g:ident => $body:expr) => {
+        match $grant {
+            Grant::Shm($g) => $body,
+            Grant::Ipc($g) => $body,
+        }
+    };
+}
+
+impl Reserved<'_> {
+    /// Sends the first `used` bytes (at most the reserved length) as one message. Never fails
+    /// on shared memory (the frame is published in place); on the fallback it reports what a
+    /// send would.
+    pub fn commit(self, used: usize) -> Result<(), SendError> {
+        match self.grant {
+            Grant::Shm(grant) => {
+                grant.commit(used);
+                Ok(())
+            }
+            Grant::Ipc(grant) => grant.commit(used),
+        }
+    }
+}
+
+impl fmt::Debug for Reserved<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reserved")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl Deref for Reserved<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        on_grant!(&self.grant, g => g)
+    }
+}
+
+impl DerefMut for Reserved<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        on_grant!(&mut self.grant, g => g)
+    }
+}
+
 /// Errors after which creating a mapping will not work here: use the fallback.
-fn mapping_unavailable(e: &Error) -> bool {
-    matches!(e, Error::Io(_))
+fn mapping_unavailable(e: &OpenError) -> bool {
+    matches!(e, OpenError::Io(_))
 }
 
 impl Endpoint {
@@ -152,7 +226,7 @@ impl Endpoint {
     /// mapping can be made (an operating-system error) or the fallback is forced by the
     /// `force-fallback` cargo feature. [`create_with`](Endpoint::create_with) chooses the
     /// backend explicitly.
-    pub fn create(name: &str, config: &Config) -> Result<Endpoint> {
+    pub fn create(name: &str, config: &Config) -> Result<Endpoint, OpenError> {
         if ipc::forced() {
             return Endpoint::create_with(name, config, Backend::IpcChannel);
         }
@@ -167,7 +241,11 @@ impl Endpoint {
 
     /// Creates the channel `name` on the given backend, whatever the environment says. The
     /// fallback ignores `config` (it has no ring to size, and always blocks).
-    pub fn create_with(name: &str, config: &Config, backend: Backend) -> Result<Endpoint> {
+    pub fn create_with(
+        name: &str,
+        config: &Config,
+        backend: Backend,
+    ) -> Result<Endpoint, OpenError> {
         let inner = match backend {
             Backend::Shm => Inner::Shm(Channel::create(name, config)?),
             Backend::IpcChannel => Inner::Ipc(IpcDuplex::create(name)?),
@@ -178,64 +256,48 @@ impl Endpoint {
         })
     }
 
-    /// Connects to the channel `name` on whichever backend its creator used, or, when `name`
-    /// is an [`EndpointListener`], as a new client of it (waiting until it is accepted, as
-    /// [`Listener::connect`] does). `Err(NotFound)` or `Err(NotReady)` when it is not there
-    /// (yet), [`Error::TooManyClients`] when the listener admits no more clients.
-    pub fn connect(name: &str, wait: WaitStrategy) -> Result<Endpoint> {
+    /// Connects to what is under `name`, on whichever backend its creator used: a channel
+    /// (this end becomes its connector) or a listener, an [`EndpointListener`] or a
+    /// [`Listener`](crate::Listener) (this end becomes a new client of it, once the server
+    /// accepts), as [`Channel::connect`] does. The backend is told by what is there: a
+    /// shared-memory object under the name (its first word says channel or listener), else
+    /// the fallback's rendezvous file. Errors as [`Channel::connect`]'s.
+    pub fn connect(name: &str, wait: WaitStrategy) -> Result<Endpoint, OpenError> {
+        mapping::validate_name(name)?;
         Endpoint::connect_until(name, wait, None)
     }
 
-    /// [`Endpoint::connect`], retried while the channel is not there yet, for at most
+    /// [`Endpoint::connect`], retried while nothing ready is under the name, for at most
     /// `timeout`. Past the deadline it ends as [`Channel::connect_timeout`] does:
-    /// [`Error::NotFound`], naming the channel, if nothing by that name appeared, and
-    /// [`Error::Timeout`] if something did that was not ready in time, or a listener did not
-    /// accept us in time.
-    pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Endpoint> {
-        let deadline = Instant::now() + timeout;
-        mapping::retry_until_there(deadline, || {
-            Endpoint::connect_until(name, wait, Some(deadline))
-        })
+    /// [`OpenError::NotFound`], naming the channel, if nothing by that name appeared, and
+    /// [`OpenError::Timeout`] if something did that was not ready in time, or a listener did
+    /// not accept us in time.
+    pub fn connect_timeout(
+        name: &str,
+        wait: WaitStrategy,
+        timeout: Duration,
+    ) -> Result<Endpoint, OpenError> {
+        mapping::validate_name(name)?;
+        let deadline = Deadline::after(timeout).instant();
+        mapping::retry_until_there(deadline, || Endpoint::connect_until(name, wait, deadline))
     }
 
     fn connect_until(
         name: &str,
         wait: WaitStrategy,
         deadline: Option<Instant>,
-    ) -> Result<Endpoint> {
-        let ipc = |duplex| Endpoint {
-            inner: Inner::Ipc(duplex),
-            _lease: None,
-        };
-        if ipc::forced() {
-            match IpcDuplex::connect_until(name, deadline) {
-                Ok(duplex) => return Ok(ipc(duplex)),
-                // Not published there: look for shared memory.
-                Err(Error::NotFound(_) | Error::NotReady(_) | Error::Io(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        match Channel::connect(name, wait) {
-            Ok(channel) => Ok(Endpoint::from(channel)),
-            // A listener's name.
-            Err(Error::WrongKind {
-                found: KIND_LISTENER,
-                ..
-            }) => {
-                let channel = match deadline {
-                    None => Listener::connect(name, wait)?,
-                    Some(d) => Listener::connect_timeout(
-                        name,
-                        wait,
-                        d.saturating_duration_since(Instant::now()),
-                    )?,
-                };
-                Ok(Endpoint::from(channel))
-            }
-            Err(e @ (Error::NotFound(_) | Error::NotReady(_) | Error::Io(_))) => {
+    ) -> Result<Endpoint, OpenError> {
+        match Mapping::open_named(name) {
+            Ok(map) => connect_mapping(map, name, wait, deadline).map(Endpoint::from),
+            // No mapping under the name (or none can be seen here): the fallback's file, if
+            // there is one.
+            Err(e @ (OpenError::NotFound(_) | OpenError::Io(_))) => {
                 match IpcDuplex::connect_until(name, deadline) {
-                    Ok(duplex) => Ok(ipc(duplex)),
-                    Err(Error::NotFound(_)) => Err(e),
+                    Ok(duplex) => Ok(Endpoint {
+                        inner: Inner::Ipc(duplex),
+                        _lease: None,
+                    }),
+                    Err(OpenError::NotFound(_)) => Err(e),
                     Err(other) => Err(other),
                 }
             }
@@ -252,7 +314,7 @@ impl Endpoint {
     }
 
     /// The shared-memory channel underneath, when that is the backend: for what only it
-    /// offers ([`Channel::split`], grants, [`Channel::set_max_message`], ...).
+    /// offers ([`Channel::split`], [`Channel::set_max_message`], ...).
     pub fn as_channel(&mut self) -> Option<&mut Channel> {
         match &mut self.inner {
             Inner::Shm(c) => Some(c),
@@ -262,138 +324,89 @@ impl Endpoint {
 
     /// The channel's name.
     pub fn name(&self) -> &str {
-        match &self.inner {
-            Inner::Shm(c) => c.name(),
-            Inner::Ipc(d) => d.name(),
-        }
+        on_backend!(&self.inner, b => b.name())
     }
 
-    /// Largest message [`Endpoint::send`] accepts.
+    /// Largest message [`send`](Endpoint::send) accepts.
     pub fn max_message(&self) -> usize {
+        on_backend!(&self.inner, b => b.max_message())
+    }
+
+    /// Largest grant [`reserve`](Endpoint::reserve) lends: one frame on shared memory; on the
+    /// fallback, which has no frames, [`max_message`](Endpoint::max_message).
+    pub fn max_frame(&self) -> usize {
         match &self.inner {
-            Inner::Shm(c) => c.max_message(),
+            Inner::Shm(c) => c.max_frame(),
             Inner::Ipc(d) => d.max_message(),
         }
     }
 
     /// The peer's process id, once it has connected.
-    pub fn peer_pid(&mut self) -> Option<u32> {
-        match &mut self.inner {
-            Inner::Shm(c) => c.peer_pid(),
-            Inner::Ipc(d) => d.peer_pid(),
-        }
+    pub fn peer_pid(&self) -> Option<u32> {
+        on_backend!(&self.inner, b => b.peer_pid())
     }
 
     /// True while the peer is connected and has neither closed its end nor died.
-    pub fn is_peer_connected(&mut self) -> bool {
-        match &mut self.inner {
-            Inner::Shm(c) => c.is_peer_connected(),
-            Inner::Ipc(d) => d.is_peer_connected(),
-        }
+    pub fn is_peer_connected(&self) -> bool {
+        on_backend!(&self.inner, b => b.is_peer_connected())
     }
 
-    /// Sends one message, waiting for room (on the fallback: for the peer to connect).
-    pub fn send(&mut self, bytes: &[u8]) -> Result<()> {
-        match &mut self.inner {
-            Inner::Shm(c) => c.send(bytes),
-            Inner::Ipc(d) => d.send(bytes),
-        }
+    send_methods!(
+        Reserved<'_>,
+        "# use shmlink::{Config, Endpoint, WaitStrategy};\n\
+         # let name = format!(\"doc-endpoint-send-{}\", std::process::id());\n\
+         let mut tx = Endpoint::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
+         let mut rx = Endpoint::connect(&name, WaitStrategy::Spin)?;",
+        "grant.commit(5)?;"
+    );
+
+    recv_methods!(
+        Received<'_>,
+        "# use shmlink::{Config, Endpoint, WaitStrategy};\n\
+         # let name = format!(\"doc-endpoint-recv-{}\", std::process::id());\n\
+         let mut tx = Endpoint::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
+         let mut rx = Endpoint::connect(&name, WaitStrategy::Spin)?;"
+    );
+
+    #[inline]
+    fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        on_backend!(&mut self.inner, b => b.send_until(bytes, deadline))
     }
 
-    /// Like [`send`](Endpoint::send), giving up with [`Error::Timeout`] after `timeout`. What the
-    /// deadline covers on each backend is said at
-    /// [`send_json_timeout`](Endpoint::send_json_timeout).
-    pub fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<()> {
-        match &mut self.inner {
-            Inner::Shm(c) => c.send_timeout(bytes, timeout),
-            Inner::Ipc(d) => {
-                d.wait_connected(Some(timeout))?;
-                d.send(bytes)
-            }
-        }
-    }
-
-    /// Sends one message if there is room now (`Err(Full)` otherwise). The fallback has no
-    /// notion of full and always sends.
-    pub fn try_send(&mut self, bytes: &[u8]) -> Result<()> {
-        match &mut self.inner {
-            Inner::Shm(c) => c.try_send(bytes),
-            Inner::Ipc(d) => d.send(bytes),
-        }
-    }
-
-    /// Serialises `value` as JSON and sends it (in place in the ring on shared memory). Values
-    /// of any size up to [`max_message`](Endpoint::max_message) go through.
-    pub fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        match &mut self.inner {
-            Inner::Shm(c) => c.send_json(value),
-            Inner::Ipc(d) => d.send_json(value),
-        }
-    }
-
-    /// Like [`send_json`](Endpoint::send_json), giving up with [`Error::Timeout`] after
-    /// `timeout`.
-    ///
-    /// On shared memory this is [`Channel::send_json_timeout`]: the deadline covers the wait
-    /// for room in the ring. The ipc-channel fallback has no ring to wait for: there the
-    /// deadline covers the wait for the peer to connect, and the bytes then go to the socket,
-    /// which takes them at once unless the peer has left its buffer full (a few hundred
-    /// kilobytes unread); that last wait, for the peer to read, has no deadline.
-    pub fn send_json_timeout<T: Serialize + ?Sized>(
+    #[inline]
+    fn send_json_until<T: serde::Serialize + ?Sized>(
         &mut self,
         value: &T,
-        timeout: Duration,
-    ) -> Result<()> {
-        match &mut self.inner {
-            Inner::Shm(c) => c.send_json_timeout(value, timeout),
-            Inner::Ipc(d) => {
-                d.wait_connected(Some(timeout))?;
-                d.send_json(value)
-            }
-        }
+        deadline: Deadline,
+    ) -> Result<(), SendError> {
+        on_backend!(&mut self.inner, b => b.send_json_until(value, deadline))
     }
 
-    /// Waits for one message.
-    pub fn recv(&mut self) -> Result<Received<'_>> {
+    #[inline]
+    fn reserve_until(&mut self, len: usize, deadline: Deadline) -> Result<Reserved<'_>, SendError> {
+        let grant = match &mut self.inner {
+            Inner::Shm(c) => Grant::Shm(c.reserve_until(len, deadline)?),
+            Inner::Ipc(d) => Grant::Ipc(d.reserve_until(len, deadline)?),
+        };
+        Ok(Reserved { grant })
+    }
+
+    #[inline]
+    fn recv_until(&mut self, deadline: Deadline) -> Result<Received<'_>, RecvError> {
         let msg = match &mut self.inner {
-            Inner::Shm(c) => Msg::Shm(c.recv()?),
-            Inner::Ipc(d) => Msg::Bytes(d.recv()?),
+            Inner::Shm(c) => Msg::Shm(c.recv_until(deadline)?),
+            Inner::Ipc(d) => Msg::Bytes(d.recv_until(deadline)?),
         };
         Ok(Received { msg })
     }
 
-    /// Waits at most `timeout` for one message.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Received<'_>> {
-        let msg = match &mut self.inner {
-            Inner::Shm(c) => Msg::Shm(c.recv_timeout(timeout)?),
-            Inner::Ipc(d) => Msg::Bytes(d.recv_timeout(timeout)?),
-        };
-        Ok(Received { msg })
-    }
-
-    /// One message if one is waiting now, else `Err(Empty)`.
-    pub fn try_recv(&mut self) -> Result<Received<'_>> {
-        let msg = match &mut self.inner {
-            Inner::Shm(c) => Msg::Shm(c.try_recv()?),
-            Inner::Ipc(d) => Msg::Bytes(d.try_recv()?),
-        };
-        Ok(Received { msg })
-    }
-
-    /// Waits for one message and decodes it as JSON into an owned value.
-    pub fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T> {
-        match &mut self.inner {
-            Inner::Shm(c) => c.recv_json(),
-            Inner::Ipc(d) => d.recv_json(),
-        }
-    }
-
-    /// Waits at most `timeout` for one message and decodes it as JSON into an owned value.
-    pub fn recv_json_timeout<T: DeserializeOwned>(&mut self, timeout: Duration) -> Result<T> {
-        match &mut self.inner {
-            Inner::Shm(c) => c.recv_json_timeout(timeout),
-            Inner::Ipc(d) => Ok(serde_json::from_slice(d.recv_timeout(timeout)?)?),
-        }
+    #[inline]
+    fn recv_into_until(
+        &mut self,
+        buf: &mut Vec<u8>,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        on_backend!(&mut self.inner, b => b.recv_into_until(buf, deadline))
     }
 }
 
@@ -408,8 +421,8 @@ impl From<Channel> for Endpoint {
 }
 
 impl From<Connection> for Endpoint {
-    /// An endpoint on a connection a shared-memory [`Listener`] accepted; its client's place
-    /// is given back when the endpoint drops.
+    /// An endpoint on a connection a shared-memory [`Listener`](crate::Listener) accepted; its
+    /// client's place is given back when the endpoint drops.
     fn from(connection: Connection) -> Endpoint {
         let (channel, lease) = connection.into_parts();
         Endpoint {

@@ -56,10 +56,10 @@ use serde::{Deserialize, Serialize};
 
 use super::rendezvous::{self, Connecting, Kind, Published};
 use super::{connector_side, validate_name, Halves, IpcDuplex};
+use crate::error::OpenError as Error;
 use crate::layout::listener::MAX_CLIENTS;
 use crate::layout::CREATOR_LOCK;
 use crate::sys::lock;
-use crate::Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -119,7 +119,7 @@ fn open_lock(name: &str, write: bool) -> Result<File> {
 /// True while a live listener holds the lock of `name`.
 pub(crate) fn alive(name: &str) -> Result<bool> {
     match open_lock(name, false) {
-        Ok(file) => lock::alive(file.as_raw_fd(), CREATOR_LOCK),
+        Ok(file) => Ok(lock::alive(file.as_raw_fd(), CREATOR_LOCK)?),
         Err(Error::NotFound(_)) => Ok(false),
         Err(e) => Err(e),
     }
@@ -333,7 +333,7 @@ impl IpcListener {
             )));
         }
         let (lock_path, lock_file) =
-            take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.to_owned()))?;
+            take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.into()))?;
         remove_dead_server(name);
         rendezvous::remove_unpublished(name);
         let rendezvous = rendezvous::checked_path(name, Kind::Rendezvous, false)?;
@@ -363,7 +363,9 @@ impl IpcListener {
             let _ = std::fs::remove_file(&rendezvous);
             let _ = std::fs::remove_file(&lock_path);
             // Not stopping: only the listener's drop sets that.
-            return Err(first.err().unwrap_or_else(|| Error::disconnected(name)));
+            return Err(first
+                .err()
+                .unwrap_or_else(|| Error::Disconnected(name.into())));
         }
         let thread = std::thread::Builder::new()
             .name(format!("shmlink-listen-{name}"))
@@ -399,13 +401,13 @@ impl IpcListener {
 
     /// The accept thread ended (after an error it reported once).
     fn ended(&self) -> Error {
-        Error::disconnected(&self.name)
+        Error::Disconnected(self.name.as_str().into())
     }
 
     /// Waits for the next connection; at most until `deadline`.
     pub(crate) fn accept(&self, deadline: Option<Instant>) -> Result<Accepted> {
         match self.queue.pop(deadline)? {
-            Some(next) => next.map_err(|e| e.in_channel(&self.name)),
+            Some(next) => next,
             None => Err(self.ended()),
         }
     }
@@ -652,7 +654,7 @@ pub(crate) fn connect(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex
         };
         // A file whose listener died: nothing behind it until a new listener binds.
         if !alive(name)? {
-            return Err(Error::NotFound(name.to_owned()));
+            return Err(Error::NotFound(name.into()));
         }
         if let Some(duplex) = attempt(name, pid, &server, deadline)? {
             return Ok(duplex);
@@ -704,7 +706,7 @@ impl Waiting<'_> {
         };
         if !lock::alive(file.as_raw_fd(), CREATOR_LOCK)? {
             return Err(Error::PeerGone {
-                channel: self.name.to_owned(),
+                channel: self.name.into(),
                 pid: self.pid,
             });
         }
@@ -759,7 +761,7 @@ fn attempt(
             Ok(Reply::Accepted) => return Ok(Some(duplex)),
             Ok(Reply::Refused { limit }) => {
                 return Err(Error::TooManyClients {
-                    name: name.to_owned(),
+                    name: name.into(),
                     limit: usize::try_from(limit).unwrap_or(usize::MAX),
                 })
             }
@@ -778,6 +780,8 @@ fn attempt(
 mod tests {
     use super::*;
 
+    type Result<T = (), E = crate::Error> = std::result::Result<T, E>;
+
     const LIMIT: Duration = Duration::from_secs(10);
 
     fn deadline() -> Option<Instant> {
@@ -785,7 +789,7 @@ mod tests {
     }
 
     #[test]
-    fn files_left_by_a_publisher_killed_half_way_are_removed_by_the_next_bind() -> Result<()> {
+    fn files_left_by_a_publisher_killed_half_way_are_removed_by_the_next_bind() -> Result {
         let name = format!("ipc-listener-unpublished-{}", std::process::id());
         let path = rendezvous::checked_path(&name, Kind::Rendezvous, true)?;
         let leftover = path.with_extension("ipc.tmp-4242-7");
@@ -800,7 +804,7 @@ mod tests {
     }
 
     #[test]
-    fn clients_racing_for_one_server_all_get_in() -> Result<()> {
+    fn clients_racing_for_one_server_all_get_in() -> Result {
         let name = format!("ipc-listener-race-{}", std::process::id());
         let listener = IpcListener::bind(&name, 8)?;
         let clients: Vec<_> = (0..8u8)
@@ -837,7 +841,7 @@ mod tests {
     }
 
     #[test]
-    fn concurrent_accepts_each_keep_their_deadline() -> Result<()> {
+    fn concurrent_accepts_each_keep_their_deadline() -> Result {
         let name = format!("ipc-listener-accepts-{}", std::process::id());
         let listener = Arc::new(IpcListener::bind(&name, 2)?);
         let long = {
@@ -858,7 +862,7 @@ mod tests {
     }
 
     #[test]
-    fn a_live_name_is_not_bound_twice_and_a_closed_one_leaves_nothing() -> Result<()> {
+    fn a_live_name_is_not_bound_twice_and_a_closed_one_leaves_nothing() -> Result {
         let name = format!("ipc-listener-twice-{}", std::process::id());
         let listener = IpcListener::bind(&name, 1)?;
         assert!(matches!(IpcListener::bind(&name, 1), Err(Error::AlreadyExists(n)) if n == name));
@@ -877,7 +881,7 @@ mod tests {
     }
 
     #[test]
-    fn garbage_hellos_do_not_stop_the_listener() -> Result<()> {
+    fn garbage_hellos_do_not_stop_the_listener() -> Result {
         let name = format!("ipc-listener-garbage-{}", std::process::id());
         let listener = IpcListener::bind(&name, 4)?;
         for _ in 0..3 {
@@ -925,7 +929,7 @@ mod tests {
     }
 
     /// A client gets in and its first message reaches the server.
-    fn gets_in(listener: &IpcListener, name: &str) -> Result<()> {
+    fn gets_in(listener: &IpcListener, name: &str) -> Result {
         let mut client = connect(name, deadline())?;
         let (mut server, _lease) = listener.accept(deadline())?;
         client.send(b"in")?;
@@ -934,7 +938,7 @@ mod tests {
     }
 
     #[test]
-    fn a_silent_connection_does_not_keep_other_clients_out() -> Result<()> {
+    fn a_silent_connection_does_not_keep_other_clients_out() -> Result {
         let name = format!("ipc-listener-silent-{}", std::process::id());
         let listener = IpcListener::bind(&name, 4)?;
         // Connected to the current server for the whole test, and never says anything.
@@ -946,7 +950,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_queue_of_silent_connections_does_not_keep_other_clients_out() -> Result<()> {
+    fn a_full_queue_of_silent_connections_does_not_keep_other_clients_out() -> Result {
         let name = format!("ipc-listener-queue-{}", std::process::id());
         let listener = IpcListener::bind(&name, 4)?;
         // One silent connection taken by the server's thread, and as many more as its queue
@@ -969,10 +973,10 @@ mod tests {
         // accept below at its deadline instead of hanging the test.
         let client = {
             let name = name.clone();
-            std::thread::spawn(move || -> Result<()> {
+            std::thread::spawn(move || -> Result {
                 let mut client = connect(&name, deadline())?;
                 client.send(b"in")?;
-                client.recv_timeout(LIMIT).map(drop)
+                Ok(client.recv_timeout(LIMIT).map(drop)?)
             })
         };
         let (mut server, _lease) = listener.accept(deadline())?;
@@ -984,7 +988,7 @@ mod tests {
     }
 
     #[test]
-    fn silent_connections_hold_a_bounded_number_of_servers() -> Result<()> {
+    fn silent_connections_hold_a_bounded_number_of_servers() -> Result {
         let name = format!("ipc-listener-bounded-{}", std::process::id());
         let listener = IpcListener::bind(&name, 1)?;
         let mut silent = Vec::new();
@@ -1003,7 +1007,7 @@ mod tests {
     }
 
     #[test]
-    fn a_listener_held_by_a_silent_connection_drops_cleanly() -> Result<()> {
+    fn a_listener_held_by_a_silent_connection_drops_cleanly() -> Result {
         let name = format!("ipc-listener-silent-drop-{}", std::process::id());
         let listener = IpcListener::bind(&name, 1)?;
         let server = published(&name);

@@ -1,7 +1,8 @@
 //! The ipc-channel backend (the fallback of `Endpoint`): a duplex byte channel over the
 //! `ipc-channel` crate, for hosts where a shared-memory mapping cannot be made. This file is the
-//! duplex ([`IpcDuplex`]); `rendezvous.rs` is where the backend's ends meet (its files and the
-//! one-shot servers they name), `listener.rs` its listener.
+//! duplex ([`IpcDuplex`]); `lane.rs` the thread a send with a deadline hands its message to;
+//! `rendezvous.rs` is where the backend's ends meet (its files and the one-shot servers they
+//! name), `listener.rs` its listener.
 //!
 //! Bootstrap: the creator opens an [`IpcOneShotServer`] and publishes the server's name in a
 //! rendezvous file named after the channel (`shmlink-<name>.ipc`, in a directory no other user
@@ -15,15 +16,24 @@
 //! A peer that exits closes its ends, so a receive returns instead of hanging. Which error it
 //! returns depends on how the peer went: each end also holds a small "goodbye" channel from the
 //! other, on which the peer's drop sends one byte before its data channels close. A closed data
-//! channel with a goodbye behind it is [`Error::Disconnected`]; without one the peer process
-//! died (or exited without dropping its end), which is [`Error::PeerGone`] with the pid the
-//! peer recorded at the handshake (the creator's is in the rendezvous file, the connector's
-//! comes with its halves). Received messages are owned buffers (the channel allocates them);
-//! the duplex keeps the last one and lends it out.
+//! channel with a goodbye behind it is `Disconnected`; without one the peer process died (or
+//! exited without dropping its end), which is `PeerGone` with the pid the peer recorded at the
+//! handshake (the creator's is in the rendezvous file, the connector's comes with its halves).
+//! Received messages are owned buffers (the channel allocates them); the duplex keeps the last
+//! one and lends it out.
+//!
+//! Deadlines. ipc-channel sends block while the peer's socket buffer is full and offer no
+//! timed send (nor the socket to poll), so a send with a deadline hands its message to the
+//! duplex's lane (`lane.rs`): a thread that sends one message at a time. The send waits, until
+//! its deadline, only for the lane to be free, and the message is then as good as sent (as if
+//! the socket had taken it); a send without a deadline goes out on the caller's thread once the
+//! lane is free. ipc-channel offers no timed receive on a byte channel either, so a receive with
+//! a deadline polls (yielding, then in 50 us naps) until then.
 //!
 //! A listener (`listener.rs`) uses the same rendezvous file, marked as a listener's
 //! (`listener\n<pid>\n<server>`); [`IpcDuplex::connect_until`] connects to either.
 
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -33,16 +43,16 @@ use ipc_channel::ipc::{
     self, IpcBytesReceiver, IpcBytesSender, IpcOneShotServer, IpcReceiver, IpcSender,
 };
 use ipc_channel::{IpcError, TryRecvError};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+mod lane;
 pub(crate) mod listener;
 pub(crate) mod rendezvous;
 
-use crate::Error;
+use crate::error::{ChannelName, OpenError, RecvError, SendError, WaitError};
+use crate::wait::Deadline;
+use lane::Lane;
 use rendezvous::{Kind, Published};
-
-type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Largest message sent in one piece (ipc-channel splits large messages itself).
 pub(crate) const MAX_MESSAGE: usize = 256 << 20;
@@ -72,7 +82,7 @@ pub(crate) fn forced() -> bool {
 
 /// Checks a user-facing channel name before it reaches the file system (the same rules as
 /// the shared-memory backend: [`crate::mapping::validate_name`]).
-pub(crate) fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<(), OpenError> {
     crate::mapping::validate_name(name)
 }
 
@@ -90,7 +100,7 @@ impl Drop for Rendezvous {
 enum Link {
     /// Creator, before the connector arrived.
     Pending {
-        accepted: mpsc::Receiver<Result<Halves>>,
+        accepted: mpsc::Receiver<Result<Halves, WaitError>>,
         server_name: String,
         /// Kept only to be removed on drop (when the connector arrives or the creator goes).
         _rendezvous: Rendezvous,
@@ -109,16 +119,23 @@ enum Link {
 
 /// One end of a duplex byte channel over ipc-channel.
 pub(crate) struct IpcDuplex {
-    name: String,
+    name: ChannelName,
     link: Link,
+    /// What the accept thread sent, when a query (`&self`) found it before a send or receive
+    /// took it in.
+    arrived: RefCell<Option<Result<Halves, WaitError>>>,
     /// The peer's process id: from the rendezvous file (connector) or the handshake (creator).
     peer_pid: Option<u32>,
     /// How the peer ended, once a closed channel showed that it did.
-    ended: Option<Ended>,
+    ended: Cell<Option<Ended>>,
     /// The last message received, lent out by the receive calls.
     inbox: Vec<u8>,
-    /// Reused by [`IpcDuplex::send_json`].
+    /// What a grant lends out, and where `send_json` serialises.
     out: Vec<u8>,
+    /// The thread that sends for the sends with a deadline, once one came. It holds a copy of
+    /// the data sender, so the peer sees the channel closed only once the lane's last message
+    /// is out (and the goodbye, sent first, is there by then).
+    lane: Option<Lane>,
 }
 
 impl std::fmt::Debug for IpcDuplex {
@@ -144,21 +161,36 @@ enum Ended {
     Gone,
 }
 
-fn ipc_error(e: IpcError) -> Error {
-    match e {
-        IpcError::Disconnected => Error::disconnected(""),
-        IpcError::Io(e) => io_error(e),
-        IpcError::SerializationError(e) => Error::corrupt("", format!("ipc-channel message: {e}")),
+/// What a failed ipc-channel call means.
+enum Failure {
+    /// The peer's end is closed (its process may have died: see [`IpcDuplex::peer_ended`]).
+    Closed,
+    Io(io::Error),
+    /// A message ipc-channel could not decode.
+    Garbled(String),
+}
+
+impl From<IpcError> for Failure {
+    fn from(e: IpcError) -> Failure {
+        match e {
+            IpcError::Disconnected => Failure::Closed,
+            IpcError::Io(e) => e.into(),
+            IpcError::SerializationError(e) => {
+                Failure::Garbled(format!("ipc-channel message: {e}"))
+            }
+        }
     }
 }
 
-fn io_error(e: io::Error) -> Error {
-    match e.kind() {
-        io::ErrorKind::BrokenPipe
-        | io::ErrorKind::ConnectionReset
-        | io::ErrorKind::ConnectionAborted
-        | io::ErrorKind::NotConnected => Error::disconnected(""),
-        _ => Error::Io(e),
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        match e.kind() {
+            io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::NotConnected => Failure::Closed,
+            _ => Failure::Io(e),
+        }
     }
 }
 
@@ -166,7 +198,7 @@ fn io_error(e: io::Error) -> Error {
 pub(crate) struct ConnectorLink(Link);
 
 /// The channels of one connection: the halves for the creator, and the connector's own end.
-pub(crate) fn connector_side() -> Result<(Halves, ConnectorLink)> {
+pub(crate) fn connector_side() -> io::Result<(Halves, ConnectorLink)> {
     let (to_connector, from_creator) = ipc::bytes_channel()?;
     let (to_creator, from_connector) = ipc::bytes_channel()?;
     let (bye_to_connector, bye_from_creator) = ipc::channel::<u8>()?;
@@ -190,18 +222,18 @@ pub(crate) fn connector_side() -> Result<(Halves, ConnectorLink)> {
 impl IpcDuplex {
     /// Creates the channel `name` and publishes it for [`IpcDuplex::connect_until`]. Returns at once;
     /// the connection completes in the background.
-    pub(crate) fn create(name: &str) -> Result<IpcDuplex> {
+    pub(crate) fn create(name: &str) -> Result<IpcDuplex, OpenError> {
         validate_name(name)?;
         let path = rendezvous::checked_path(name, Kind::Rendezvous, true)?;
         if listener::alive(name)? {
-            return Err(Error::AlreadyExists(name.to_owned()));
+            return Err(OpenError::AlreadyExists(name.into()));
         }
         let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
         rendezvous::close_server_dir(&server_name)?;
         rendezvous::publish(&path, &format!("{}\n{server_name}", std::process::id()))?;
         let rendezvous = Rendezvous(path);
         let (done, accepted) = mpsc::channel();
-        let channel = name.to_owned();
+        let channel = ChannelName::from(name);
         std::thread::Builder::new()
             .name(format!("shmlink-accept-{name}"))
             .spawn(move || {
@@ -210,46 +242,40 @@ impl IpcDuplex {
                 let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     server.accept()
                 })) {
-                    Ok(accepted) => {
-                        accepted
-                            .map(|(_bootstrap, halves)| halves)
-                            .map_err(|e| match e {
-                                // Our own drop woke us up, or the connector died half-way.
-                                IpcError::Disconnected => Error::disconnected(""),
-                                e => ipc_error(e),
-                            })
-                    }
-                    Err(_) => Err(Error::corrupt(&channel, "malformed bootstrap message")),
+                    Ok(Ok((_bootstrap, halves))) => Ok(halves),
+                    // Our own drop woke us up, or the connector died half-way.
+                    Ok(Err(IpcError::Disconnected)) => Err(WaitError::Disconnected(channel)),
+                    Ok(Err(e)) => Err(match Failure::from(e) {
+                        Failure::Closed => WaitError::Disconnected(channel),
+                        Failure::Io(e) => WaitError::Io(e),
+                        Failure::Garbled(what) => WaitError::Corrupt { channel, what },
+                    }),
+                    Err(_) => Err(WaitError::Corrupt {
+                        channel,
+                        what: "malformed bootstrap message".to_owned(),
+                    }),
                 };
                 // The creator may be gone (dropped while pending): nobody to tell.
                 let _ = done.send(result);
             })?;
-        Ok(IpcDuplex {
-            name: name.to_owned(),
-            link: Link::Pending {
+        Ok(IpcDuplex::new(
+            name,
+            Link::Pending {
                 accepted,
                 server_name,
                 _rendezvous: rendezvous,
             },
-            peer_pid: None,
-            ended: None,
-            inbox: Vec::new(),
-            out: Vec::new(),
-        })
-    }
-
-    /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
-    /// (see `listener.rs`), waiting until that listener has accepted.
-    /// `Err(NotFound)` when no creator has published it (yet).
-    #[cfg(test)]
-    pub(crate) fn connect(name: &str) -> Result<IpcDuplex> {
-        IpcDuplex::connect_until(name, None)
+            None,
+        ))
     }
 
     /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
     /// (see `listener.rs`), waiting until that listener has answered: at most until
-    /// `deadline` ([`Error::Timeout`]). `Err(NotFound)` when nothing is published (yet).
-    pub(crate) fn connect_until(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex> {
+    /// `deadline` ([`OpenError::Timeout`]). `Err(NotFound)` when nothing is published (yet).
+    pub(crate) fn connect_until(
+        name: &str,
+        deadline: Option<Instant>,
+    ) -> Result<IpcDuplex, OpenError> {
         validate_name(name)?;
         let (creator_pid, server_name) = match rendezvous::read(name)? {
             Published::Channel { pid, server } => (pid, server),
@@ -261,26 +287,32 @@ impl IpcDuplex {
         // is `NotFound`.
         let bootstrap = rendezvous::connect_server::<Halves>(name, &server_name, deadline)?;
         let (halves, link) = connector_side()?;
-        bootstrap.send(halves).map_err(ipc_error)?;
-        Ok(IpcDuplex::with_link(name, link.0, creator_pid))
+        bootstrap.send(halves).map_err(|e| match Failure::from(e) {
+            Failure::Io(e) => OpenError::Io(e),
+            Failure::Closed => OpenError::NotFound(name.into()),
+            Failure::Garbled(what) => OpenError::corrupt(name, what),
+        })?;
+        Ok(IpcDuplex::new(name, link.0, Some(creator_pid)))
     }
 
-    /// An end in `link`, connected to the process `peer_pid`.
-    fn with_link(name: &str, link: Link, peer_pid: u32) -> IpcDuplex {
+    /// An end in `link`, connected to the process `peer_pid` if it is known.
+    fn new(name: &str, link: Link, peer_pid: Option<u32>) -> IpcDuplex {
         IpcDuplex {
-            name: name.to_owned(),
+            name: name.into(),
             link,
-            peer_pid: Some(peer_pid),
-            ended: None,
+            arrived: RefCell::new(None),
+            peer_pid,
+            ended: Cell::new(None),
             inbox: Vec::new(),
             out: Vec::new(),
+            lane: None,
         }
     }
 
     /// The creator's end made from the halves a connector sent (a listener's connection).
     pub(crate) fn from_halves(name: &str, halves: Halves) -> IpcDuplex {
         let (tx, rx, bye_tx, bye_rx, pid) = halves;
-        IpcDuplex::with_link(
+        IpcDuplex::new(
             name,
             Link::Connected {
                 tx,
@@ -288,29 +320,14 @@ impl IpcDuplex {
                 bye_tx,
                 bye_rx,
             },
-            pid,
+            Some(pid),
         )
     }
 
     /// The connector's end of a connection whose creator is the process `peer_pid` and got
     /// the other halves.
     pub(crate) fn connector(name: &str, link: ConnectorLink, peer_pid: u32) -> IpcDuplex {
-        IpcDuplex::with_link(name, link.0, peer_pid)
-    }
-
-    /// [`IpcDuplex::connect`], retried until the channel appears or `timeout` passes.
-    #[cfg(test)]
-    pub(crate) fn connect_timeout(name: &str, timeout: Duration) -> Result<IpcDuplex> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            match IpcDuplex::connect(name) {
-                Err(Error::NotFound(_)) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(Error::NotFound(_)) => return Err(Error::Timeout),
-                other => return other,
-            }
-        }
+        IpcDuplex::new(name, link.0, Some(peer_pid))
     }
 
     /// The channel's name.
@@ -318,86 +335,126 @@ impl IpcDuplex {
         &self.name
     }
 
-    /// Largest message [`IpcDuplex::send`] accepts.
+    /// Largest message [`IpcDuplex::send_until`] accepts, and the largest grant.
     pub(crate) fn max_message(&self) -> usize {
         MAX_MESSAGE
     }
 
+    /// What the accept thread sent, if it has: looked at without waiting, and kept for the
+    /// next send or receive to take in.
+    fn arrival(&self) -> std::cell::Ref<'_, Option<Result<Halves, WaitError>>> {
+        if let Link::Pending { accepted, .. } = &self.link {
+            let mut arrived = self.arrived.borrow_mut();
+            if arrived.is_none() {
+                *arrived = accepted.try_recv().ok();
+            }
+        }
+        self.arrived.borrow()
+    }
+
     /// The peer's process id, once it has connected.
-    pub(crate) fn peer_pid(&mut self) -> Option<u32> {
-        let _ = self.wait_connected(Some(Duration::ZERO));
-        self.peer_pid
+    pub(crate) fn peer_pid(&self) -> Option<u32> {
+        match self.arrival().as_ref() {
+            Some(Ok(halves)) => Some(halves.4),
+            _ => self.peer_pid,
+        }
     }
 
     /// True while the peer is connected and has neither closed its end nor died.
-    pub(crate) fn is_peer_connected(&mut self) -> bool {
-        if self.wait_connected(Some(Duration::ZERO)).is_err() || self.ended.is_some() {
+    pub(crate) fn is_peer_connected(&self) -> bool {
+        if self.ended.get().is_some() {
             return false;
         }
-        let Link::Connected { bye_rx, .. } = &self.link else {
-            return false;
+        let arrival = self.arrival();
+        let bye_rx = match (&self.link, arrival.as_ref()) {
+            (Link::Connected { bye_rx, .. }, _) => bye_rx,
+            (Link::Pending { .. }, Some(Ok(halves))) => &halves.3,
+            _ => return false,
         };
         match bye_rx.try_recv() {
             Err(TryRecvError::Empty) => true,
             Ok(_) => {
-                self.ended = Some(Ended::Closed);
+                self.ended.set(Some(Ended::Closed));
                 false
             }
             Err(TryRecvError::IpcError(_)) => {
-                self.ended = Some(Ended::Gone);
+                self.ended.set(Some(Ended::Gone));
                 false
             }
         }
     }
 
-    /// What a closed data channel means: [`Error::Disconnected`] if the peer said goodbye,
-    /// [`Error::PeerGone`] if it did not.
-    fn peer_ended(&mut self) -> Error {
-        if self.ended.is_none() {
+    /// What a closed data channel means: `Disconnected` if the peer said goodbye, `PeerGone`
+    /// if it did not.
+    fn peer_ended(&self) -> WaitError {
+        if self.ended.get().is_none() {
             let Link::Connected { bye_rx, .. } = &self.link else {
-                return Error::disconnected(&self.name);
+                return WaitError::Disconnected(self.name.clone());
             };
             // The goodbye was sent before the peer's data channels closed, so it is there
             // already if it was sent at all; the short wait only covers the two sockets being
             // read in another order than they were written.
-            self.ended = Some(match bye_rx.try_recv_timeout(Duration::from_millis(20)) {
-                Ok(_) => Ended::Closed,
-                Err(_) => Ended::Gone,
-            });
+            self.ended.set(Some(
+                match bye_rx.try_recv_timeout(Duration::from_millis(20)) {
+                    Ok(_) => Ended::Closed,
+                    Err(_) => Ended::Gone,
+                },
+            ));
         }
-        match (self.ended, self.peer_pid) {
-            (Some(Ended::Gone), Some(pid)) => Error::PeerGone {
+        match (self.ended.get(), self.peer_pid) {
+            (Some(Ended::Gone), Some(pid)) => WaitError::PeerGone {
                 channel: self.name.clone(),
                 pid,
             },
-            _ => Error::disconnected(&self.name),
+            _ => WaitError::Disconnected(self.name.clone()),
         }
     }
 
-    /// Maps a receive or send failure, telling a clean close from a death.
-    fn disconnect_error(&mut self, e: Error) -> Error {
-        match e {
-            Error::Disconnected { .. } => self.peer_ended(),
-            e => e.in_channel(&self.name),
+    /// The error a failed call means for this end.
+    fn failed(&self, failure: Failure) -> WaitError {
+        match failure {
+            Failure::Closed => self.peer_ended(),
+            Failure::Io(e) => WaitError::Io(e),
+            Failure::Garbled(what) => WaitError::Corrupt {
+                channel: self.name.clone(),
+                what,
+            },
         }
     }
 
-    /// Waits until the connector has arrived: forever with `None`, else at most `timeout`
-    /// (`Err(Timeout)`, and the call may be repeated).
-    pub(crate) fn wait_connected(&mut self, timeout: Option<Duration>) -> Result<()> {
+    /// Takes in the connector once it has arrived, waiting for it until `deadline`: `Ok(true)`
+    /// once connected, `Ok(false)` if it has not arrived and `deadline` is
+    /// [`Deadline::Now`], `Err(Timeout)` if it did not arrive by an instant.
+    fn connect_peer(&mut self, deadline: Deadline) -> Result<bool, WaitError> {
         let result = match &self.link {
-            Link::Connected { .. } => return Ok(()),
-            Link::Broken => return Err(Error::disconnected(&self.name)),
-            Link::Pending { accepted, .. } => match timeout {
-                None => accepted.recv().map_err(|_| Error::disconnected("")),
-                Some(t) => match accepted.recv_timeout(t) {
-                    Ok(r) => Ok(r),
-                    Err(mpsc::RecvTimeoutError::Timeout) => return Err(Error::Timeout),
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::disconnected("")),
+            Link::Connected { .. } => return Ok(true),
+            Link::Broken => return Err(WaitError::Disconnected(self.name.clone())),
+            Link::Pending { accepted, .. } => match self.arrived.get_mut().take() {
+                Some(arrived) => arrived,
+                None => match deadline {
+                    Deadline::Never => accepted
+                        .recv()
+                        .unwrap_or_else(|_| Err(WaitError::Disconnected(self.name.clone()))),
+                    Deadline::Now => match accepted.try_recv() {
+                        Ok(r) => r,
+                        Err(mpsc::TryRecvError::Empty) => return Ok(false),
+                        Err(mpsc::TryRecvError::Disconnected) => {
+                            Err(WaitError::Disconnected(self.name.clone()))
+                        }
+                    },
+                    Deadline::At(at) => {
+                        match accepted.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                            Ok(r) => r,
+                            Err(mpsc::RecvTimeoutError::Timeout) => return Err(WaitError::Timeout),
+                            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                                Err(WaitError::Disconnected(self.name.clone()))
+                            }
+                        }
+                    }
                 },
             },
         };
-        match result.and_then(|r| r) {
+        match result {
             Ok((tx, rx, bye_tx, bye_rx, pid)) => {
                 // Dropping the pending link removes the rendezvous file.
                 self.link = Link::Connected {
@@ -407,102 +464,195 @@ impl IpcDuplex {
                     bye_rx,
                 };
                 self.peer_pid = Some(pid);
-                Ok(())
+                Ok(true)
             }
             Err(e) => {
                 self.link = Link::Broken;
-                Err(e.in_channel(&self.name))
+                Err(e)
             }
         }
     }
 
-    fn halves(&mut self) -> Result<(&IpcBytesSender, &IpcBytesReceiver)> {
-        self.wait_connected(None)?;
-        match &self.link {
-            Link::Connected { tx, rx, .. } => Ok((tx, rx)),
-            _ => Err(Error::disconnected(&self.name)),
-        }
+    /// The core of every send: one message, whole. Waits until `deadline` for the connector
+    /// and for the lane to be free; a send with a deadline then hands the message to the lane,
+    /// one without sends it on this thread.
+    pub(crate) fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        self.ready_to_send(bytes.len(), deadline)?;
+        self.send_ready(bytes, deadline)
     }
 
-    /// Sends one message.
-    pub(crate) fn send(&mut self, bytes: &[u8]) -> Result<()> {
-        if bytes.len() > MAX_MESSAGE {
-            return Err(Error::TooLarge {
-                len: bytes.len(),
+    /// Fails unless a message of `len` bytes may be sent now: waits until `deadline` for the
+    /// connector and for the lane to be free (`Full` for [`Deadline::Now`] if either is not).
+    fn ready_to_send(&mut self, len: usize, deadline: Deadline) -> Result<(), SendError> {
+        if len > MAX_MESSAGE {
+            return Err(SendError::TooLarge {
+                len,
                 max: MAX_MESSAGE,
             });
         }
-        let (tx, _) = self.halves()?;
-        let result = tx.send(bytes).map_err(io_error);
-        result.map_err(|e| self.disconnect_error(e))
+        if !self.connect_peer(deadline)? {
+            return Err(SendError::Full);
+        }
+        if let Some(lane) = &self.lane {
+            match lane.wait_free(deadline) {
+                Ok(true) => {}
+                Ok(false) => return Err(SendError::Full),
+                Err(Some(failure)) => return Err(self.failed(failure).into()),
+                Err(None) => return Err(SendError::Timeout),
+            }
+        }
+        Ok(())
     }
 
-    /// Serialises `value` as JSON into a reused buffer and sends it.
-    pub(crate) fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+    /// Sends `bytes` once [`ready_to_send`](IpcDuplex::ready_to_send) said it may.
+    fn send_ready(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        let Link::Connected { tx, .. } = &self.link else {
+            return Err(WaitError::Disconnected(self.name.clone()).into());
+        };
+        if deadline == Deadline::Never {
+            let result = tx.send(bytes);
+            return result.map_err(|e| self.failed(e.into()).into());
+        }
+        let lane = match &mut self.lane {
+            Some(lane) => lane,
+            none => none.insert(Lane::start(&self.name, tx.clone())?),
+        };
+        lane.hand_over(bytes);
+        Ok(())
+    }
+
+    /// The core of every JSON send: serialised into the duplex's buffer, then sent as
+    /// [`send_until`](IpcDuplex::send_until) sends.
+    pub(crate) fn send_json_until<T: Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        deadline: Deadline,
+    ) -> Result<(), SendError> {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let result = match serde_json::to_writer(&mut out, value) {
-            Ok(()) => self.send(&out),
-            Err(e) => Err(Error::Json(e)),
+            Ok(()) => self.send_until(&out, deadline),
+            Err(e) => Err(SendError::Json(e)),
         };
         self.out = out;
         result
     }
 
-    /// Waits for one message and lends it out until the next call.
-    pub(crate) fn recv(&mut self) -> Result<&[u8]> {
-        let (_, rx) = self.halves()?;
-        match rx.recv().map_err(ipc_error) {
-            Ok(bytes) => self.inbox = bytes,
-            Err(e) => return Err(self.disconnect_error(e)),
-        }
+    /// The core of every reservation: a buffer of `len` bytes of the duplex's, lent out once
+    /// a message of that length may be sent (see [`send_until`](IpcDuplex::send_until));
+    /// [`IpcGrant::commit`] sends it.
+    pub(crate) fn reserve_until(
+        &mut self,
+        len: usize,
+        deadline: Deadline,
+    ) -> Result<IpcGrant<'_>, SendError> {
+        self.ready_to_send(len, deadline)?;
+        self.out.clear();
+        self.out.resize(len, 0);
+        Ok(IpcGrant {
+            duplex: self,
+            deadline,
+        })
+    }
+
+    /// The core of every receive: the next message, lent out until the next call.
+    pub(crate) fn recv_until(&mut self, deadline: Deadline) -> Result<&[u8], RecvError> {
+        self.receive(deadline)?;
         Ok(&self.inbox)
     }
 
-    /// One message if one is waiting now, else `Err(Empty)`.
-    pub(crate) fn try_recv(&mut self) -> Result<&[u8]> {
-        match self.wait_connected(Some(Duration::ZERO)) {
-            Err(Error::Timeout) => return Err(Error::Empty),
-            other => other?,
-        }
-        let (_, rx) = self.halves()?;
-        self.inbox = match rx.try_recv() {
-            Ok(bytes) => bytes,
-            Err(TryRecvError::Empty) => return Err(Error::Empty),
-            Err(TryRecvError::IpcError(e)) => {
-                let e = ipc_error(e);
-                return Err(self.disconnect_error(e));
-            }
-        };
-        Ok(&self.inbox)
+    /// The core of every receive into a buffer: the next message, which trades places with
+    /// `buf` (it arrived in a buffer of its own).
+    pub(crate) fn recv_into_until(
+        &mut self,
+        buf: &mut Vec<u8>,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        self.receive(deadline)?;
+        std::mem::swap(buf, &mut self.inbox);
+        Ok(buf.len())
     }
 
-    /// Waits at most `timeout` for one message (`Err(Timeout)` after that).
-    pub(crate) fn recv_timeout(&mut self, timeout: Duration) -> Result<&[u8]> {
-        let deadline = Instant::now() + timeout;
+    /// Receives the next message into `inbox`, waiting for it until `deadline`.
+    fn receive(&mut self, deadline: Deadline) -> Result<(), RecvError> {
         let mut turns = 0u32;
         loop {
-            match self.try_recv() {
-                Ok(_) => return Ok(&self.inbox),
-                Err(Error::Empty) => {}
-                Err(e) => return Err(e),
+            match self.connect_peer(deadline) {
+                Ok(true) => {}
+                Ok(false) => return Err(RecvError::Empty),
+                Err(e) => return Err(e.into()),
             }
-            if Instant::now() >= deadline {
-                return Err(Error::Timeout);
-            }
-            turns += 1;
-            if turns < 64 {
-                std::thread::yield_now();
+            let Link::Connected { rx, .. } = &self.link else {
+                return Err(WaitError::Disconnected(self.name.clone()).into());
+            };
+            let failure = if deadline == Deadline::Never {
+                match rx.recv() {
+                    Ok(bytes) => {
+                        self.inbox = bytes;
+                        return Ok(());
+                    }
+                    Err(e) => Failure::from(e),
+                }
             } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
+                match rx.try_recv() {
+                    Ok(bytes) => {
+                        self.inbox = bytes;
+                        return Ok(());
+                    }
+                    Err(TryRecvError::Empty) => {
+                        if deadline == Deadline::Now {
+                            return Err(RecvError::Empty);
+                        }
+                        if deadline.passed() {
+                            return Err(RecvError::Timeout);
+                        }
+                        // No timed receive on a byte channel: poll until the deadline.
+                        turns += 1;
+                        if turns < 64 {
+                            std::thread::yield_now();
+                        } else {
+                            std::thread::sleep(Duration::from_micros(50));
+                        }
+                        continue;
+                    }
+                    Err(TryRecvError::IpcError(e)) => Failure::from(e),
+                }
+            };
+            return Err(self.failed(failure).into());
         }
     }
+}
 
-    /// Waits for one message and decodes it as JSON.
-    pub(crate) fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T> {
-        let bytes = self.recv()?;
-        Ok(serde_json::from_slice(bytes)?)
+/// A buffer of an [`IpcDuplex`]'s, lent out by [`IpcDuplex::reserve_until`] to be written in
+/// place and sent by [`commit`](IpcGrant::commit); dropped, it sends nothing.
+pub(crate) struct IpcGrant<'a> {
+    duplex: &'a mut IpcDuplex,
+    deadline: Deadline,
+}
+
+impl IpcGrant<'_> {
+    /// Sends the first `used` bytes (at most the grant's length) as one message: on this
+    /// thread for a grant reserved without a deadline, else through the lane, which the
+    /// reservation found free.
+    pub(crate) fn commit(self, used: usize) -> Result<(), SendError> {
+        let used = used.min(self.duplex.out.len());
+        let out = std::mem::take(&mut self.duplex.out);
+        let result = self.duplex.send_ready(&out[..used], self.deadline);
+        self.duplex.out = out;
+        result
+    }
+}
+
+impl std::ops::Deref for IpcGrant<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.duplex.out
+    }
+}
+
+impl std::ops::DerefMut for IpcGrant<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.duplex.out
     }
 }
 
@@ -515,8 +665,9 @@ impl Drop for IpcDuplex {
                 rendezvous::wake(server_name);
             }
             Link::Connected { bye_tx, .. } => {
-                // Before the data channels close (the fields drop after this): the peer that
-                // sees them closed finds the goodbye and reports a clean close.
+                // Before the data channels close (the fields drop after this; the lane's copy
+                // of the sender closes once its last message is out): the peer that sees them
+                // closed finds the goodbye and reports a clean close.
                 let _ = bye_tx.send(GOODBYE);
             }
             Link::Broken => {}
@@ -524,52 +675,107 @@ impl Drop for IpcDuplex {
     }
 }
 
+/// The blocking forms the tests of this backend use.
+#[cfg(test)]
+impl IpcDuplex {
+    pub(crate) fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+        self.send_until(bytes, Deadline::Never)
+    }
+
+    pub(crate) fn recv_timeout(&mut self, timeout: Duration) -> Result<&[u8], RecvError> {
+        self.recv_until(Deadline::after(timeout))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
+
+    fn within(secs: u64) -> Deadline {
+        Deadline::after(Duration::from_secs(secs))
+    }
 
     #[test]
     fn names_are_validated() {
         assert!(validate_name("ok-name_1.2").is_ok());
         for bad in ["", ".hidden", "-dash", "a/b", "sp ace", &"x".repeat(201)] {
             assert!(
-                matches!(validate_name(bad), Err(Error::InvalidName { .. })),
+                matches!(validate_name(bad), Err(OpenError::InvalidName { .. })),
                 "{bad:?}"
             );
         }
     }
 
     #[test]
-    fn duplex_in_one_process() -> Result<()> {
+    fn duplex_in_one_process() -> Result<(), Error> {
         let name = format!("fallback-unit-{}", std::process::id());
         let mut a = IpcDuplex::create(&name)?;
-        let mut b = IpcDuplex::connect_timeout(&name, Duration::from_secs(5))?;
-        a.send(b"ping")?;
-        assert_eq!(b.recv()?, b"ping");
-        b.send_json(&("pong", 7u64))?;
-        let (word, n): (String, u64) = a.recv_json()?;
+        let mut b = IpcDuplex::connect_until(&name, within(5).instant())?;
+        a.send_until(b"ping", Deadline::Never)?;
+        assert_eq!(b.recv_until(Deadline::Never)?, b"ping");
+        b.send_json_until(&("pong", 7u64), Deadline::Never)?;
+        let (word, n): (String, u64) = serde_json::from_slice(a.recv_until(Deadline::Never)?)?;
         assert_eq!((word.as_str(), n), ("pong", 7));
-        assert!(matches!(a.try_recv(), Err(Error::Empty)));
+        assert!(matches!(a.recv_until(Deadline::Now), Err(RecvError::Empty)));
         assert!(
             !rendezvous::rendezvous_path(&name).exists(),
             "rendezvous file removed after accept"
         );
         drop(b);
         assert!(matches!(
-            a.recv_timeout(Duration::from_secs(5)),
-            Err(Error::Disconnected { .. })
+            a.recv_until(within(5)),
+            Err(RecvError::Disconnected(_))
         ));
         Ok(())
     }
 
     #[test]
-    fn dropping_a_pending_creator_cleans_up() -> Result<()> {
+    fn a_send_with_a_deadline_keeps_it_when_the_peer_does_not_read() -> Result<(), Error> {
+        let name = format!("fallback-full-{}", std::process::id());
+        let mut a = IpcDuplex::create(&name)?;
+        let mut b = IpcDuplex::connect_until(&name, within(5).instant())?;
+        // The peer reads nothing: its socket buffer fills, then the lane holds a message it
+        // cannot send, and the next send with a deadline ends at it.
+        let chunk = vec![3u8; 1 << 20];
+        let mut sent = 0;
+        let timed_out = loop {
+            let started = Instant::now();
+            match a.send_until(&chunk, Deadline::after(Duration::from_millis(100))) {
+                Ok(()) => sent += 1,
+                Err(SendError::Timeout) => break started.elapsed(),
+                Err(e) => return Err(e.into()),
+            }
+            assert!(sent < 64, "a peer that never reads took {sent} MiB");
+        };
+        assert!(
+            timed_out >= Duration::from_millis(100),
+            "ended before its deadline"
+        );
+        assert!(matches!(
+            a.send_until(b"x", Deadline::Now),
+            Err(SendError::Full)
+        ));
+        // Once the peer reads, everything handed over arrives, in order, and sends go on.
+        for _ in 0..sent {
+            assert_eq!(b.recv_until(within(10))?.len(), chunk.len());
+        }
+        a.send_until(b"after", within(10))?;
+        assert_eq!(b.recv_until(within(10))?, b"after");
+        Ok(())
+    }
+
+    #[test]
+    fn dropping_a_pending_creator_cleans_up() -> Result<(), Error> {
         let name = format!("fallback-pending-{}", std::process::id());
         let a = IpcDuplex::create(&name)?;
         assert!(rendezvous::rendezvous_path(&name).exists());
         drop(a);
         assert!(!rendezvous::rendezvous_path(&name).exists());
-        assert!(matches!(IpcDuplex::connect(&name), Err(Error::NotFound(_))));
+        assert!(matches!(
+            IpcDuplex::connect_until(&name, None),
+            Err(OpenError::NotFound(_))
+        ));
         Ok(())
     }
 }

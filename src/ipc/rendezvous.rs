@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 use ipc_channel::ipc::IpcSender;
 use serde::{Deserialize, Serialize};
 
+use crate::error::OpenError as Error;
 use crate::sys::{self, euid};
-use crate::Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -138,7 +138,7 @@ fn checked_dir(name: &str, create: bool) -> Result<PathBuf> {
     }
     match std::fs::symlink_metadata(&dir) {
         Ok(meta) => check_private_dir(&dir, &meta).map(|()| dir),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::NotFound(name.to_owned())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::NotFound(name.into())),
         Err(e) => Err(Error::Io(e)),
     }
 }
@@ -183,14 +183,12 @@ fn kind_of(file_type: std::fs::FileType) -> &'static str {
 pub(crate) fn open(path: &Path, name: &str, kind: Kind, options: &mut OpenOptions) -> Result<File> {
     let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     let not_a_channel = |is: &str| Error::NotAChannel {
-        name: name.to_owned(),
+        name: name.into(),
         reason: format!("its {} {} is {is}", kind.what(), path.display()),
     };
     let file = match options.custom_flags(flags).open(path) {
         Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Error::NotFound(name.to_owned()))
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Error::NotFound(name.into())),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
             return Err(not_a_channel("a symbolic link"))
         }
@@ -203,7 +201,7 @@ pub(crate) fn open(path: &Path, name: &str, kind: Kind, options: &mut OpenOption
     let mode = meta.mode() & 0o7777;
     if meta.uid() != euid() || mode & 0o077 != 0 {
         return Err(Error::NotPrivate {
-            name: path.display().to_string(),
+            name: path.display().to_string().into(),
             owner: meta.uid(),
             mode,
             expected: euid(),
@@ -234,14 +232,14 @@ pub(crate) fn read(name: &str) -> Result<Published> {
         .read_to_end(&mut contents)?;
     if contents.len() > MAX_RENDEZVOUS {
         return Err(Error::NotAChannel {
-            name: name.to_owned(),
+            name: name.into(),
             reason: format!(
                 "its rendezvous file {} is longer than {MAX_RENDEZVOUS} bytes",
                 path.display()
             ),
         });
     }
-    parse(&contents).ok_or_else(|| Error::NotReady(name.to_owned()))
+    parse(&contents).ok_or_else(|| Error::NotReady(name.into()))
 }
 
 fn parse(contents: &[u8]) -> Option<Published> {
@@ -355,18 +353,18 @@ fn server_dir(name: &str, server: &str) -> Result<ServerDir> {
     let socket = Path::new(server);
     let Some(dir) = socket.parent().filter(|_| socket.is_absolute()) else {
         return Err(Error::NotAChannel {
-            name: name.to_owned(),
+            name: name.into(),
             reason: format!("its rendezvous file names {server:?}, not a socket path"),
         });
     };
     let lstat = |path: &Path| match std::fs::symlink_metadata(path) {
         Ok(meta) => Ok(meta),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::NotFound(name.to_owned())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::NotFound(name.into())),
         Err(e) => Err(Error::Io(e)),
     };
     let me = euid();
     let refuse = |path: &Path, meta: &std::fs::Metadata| Error::NotPrivate {
-        name: path.display().to_string(),
+        name: path.display().to_string().into(),
         owner: meta.uid(),
         mode: meta.mode() & 0o7777,
         expected: me,
@@ -374,7 +372,7 @@ fn server_dir(name: &str, server: &str) -> Result<ServerDir> {
     let d = lstat(dir)?;
     if !d.is_dir() {
         return Err(Error::NotAChannel {
-            name: name.to_owned(),
+            name: name.into(),
             reason: format!(
                 "its server's directory {} is not a directory",
                 dir.display()
@@ -387,7 +385,7 @@ fn server_dir(name: &str, server: &str) -> Result<ServerDir> {
     let s = lstat(socket)?;
     if !s.file_type().is_socket() {
         return Err(Error::NotAChannel {
-            name: name.to_owned(),
+            name: name.into(),
             reason: format!("its server {server} is {}", kind_of(s.file_type())),
         });
     }
@@ -428,7 +426,7 @@ where
                 let _ = done.send(IpcSender::<T>::connect(target));
             })?;
         Ok(Connecting {
-            name: name.to_owned(),
+            name: name.into(),
             server: server.to_owned(),
             before,
             done: connected,
@@ -439,7 +437,7 @@ where
     /// `Err(NotFound(name))` when the server went away (or its directory is not the one checked
     /// before: nothing has been sent yet).
     pub(crate) fn wait(&self, wait: Duration) -> Result<Option<IpcSender<T>>> {
-        let gone = || Error::NotFound(self.name.clone());
+        let gone = || Error::NotFound(self.name.as_str().into());
         let sender = match self.done.recv_timeout(wait) {
             Ok(Ok(sender)) => sender,
             Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => return Err(gone()),

@@ -33,7 +33,7 @@ use std::mem::{align_of, size_of};
 
 use super::frame::FRAME_ALIGN;
 use super::{Padded, CELL_ALIGN, HEADER_SIZE, LAYOUT_VERSION, MAGIC, POINTER_WIDTH};
-use crate::error::{Error, Result};
+use crate::error::OpenError;
 
 /// Smallest ring capacity accepted.
 pub(crate) const MIN_CAPACITY: usize = 256;
@@ -182,9 +182,9 @@ pub(crate) fn segment_size(capacity: usize) -> usize {
 }
 
 /// Checks a capacity chosen by a caller.
-pub(crate) fn check_capacity(capacity: usize) -> Result<()> {
+pub(crate) fn check_capacity(capacity: usize) -> Result<(), OpenError> {
     if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
-        return Err(Error::InvalidConfig(format!(
+        return Err(OpenError::InvalidConfig(format!(
             "ring capacity {capacity} must be a power of two between {MIN_CAPACITY} and {MAX_CAPACITY}"
         )));
     }
@@ -226,11 +226,16 @@ impl SegmentHeader {
     /// Checks the fixed fields of a header the creator has marked ready, against the real
     /// length of the mapping; `magic` is the first word, as the caller read it. Returns the ring
     /// capacity. `name` names the channel in errors.
-    pub(crate) fn validate(&self, magic: u64, mapping_len: usize, name: &str) -> Result<usize> {
+    pub(crate) fn validate(
+        &self,
+        magic: u64,
+        mapping_len: usize,
+        name: &str,
+    ) -> Result<usize, OpenError> {
         use std::sync::atomic::Ordering::Relaxed;
         if magic != MAGIC {
-            return Err(Error::BadMagic {
-                channel: name.to_owned(),
+            return Err(OpenError::BadMagic {
+                channel: name.into(),
                 magic,
             });
         }
@@ -238,8 +243,8 @@ impl SegmentHeader {
         // has already read with Acquire.
         let version = self.version.load(Relaxed);
         if version != LAYOUT_VERSION {
-            return Err(Error::VersionMismatch {
-                channel: name.to_owned(),
+            return Err(OpenError::VersionMismatch {
+                channel: name.into(),
                 found: version,
                 expected: LAYOUT_VERSION,
             });
@@ -251,8 +256,8 @@ impl SegmentHeader {
         ] {
             let found = cell.load(Relaxed);
             if found != expected {
-                return Err(Error::LayoutMismatch {
-                    channel: name.to_owned(),
+                return Err(OpenError::LayoutMismatch {
+                    channel: name.into(),
                     field,
                     found: found.into(),
                     expected: expected.into(),
@@ -261,7 +266,7 @@ impl SegmentHeader {
         }
         let header_size = self.header_size.load(Relaxed) as usize;
         if header_size != HEADER_SIZE {
-            return Err(Error::size_mismatch(
+            return Err(OpenError::size_mismatch(
                 name,
                 format!("header size {header_size}, expected {HEADER_SIZE}"),
             ));
@@ -271,17 +276,17 @@ impl SegmentHeader {
             .ok()
             .filter(|c| check_capacity(*c).is_ok())
             .ok_or_else(|| {
-                Error::size_mismatch(name, format!("ring capacity {capacity} is invalid"))
+                OpenError::size_mismatch(name, format!("ring capacity {capacity} is invalid"))
             })?;
         let total = self.total_size.load(Relaxed);
         if total != segment_size(capacity) as u64 {
-            return Err(Error::size_mismatch(
+            return Err(OpenError::size_mismatch(
                 name,
                 format!("total size {total} does not match two rings of {capacity} bytes"),
             ));
         }
         if (total as usize) > mapping_len {
-            return Err(Error::size_mismatch(
+            return Err(OpenError::size_mismatch(
                 name,
                 format!("header says {total} bytes but the mapping has {mapping_len}"),
             ));

@@ -3,7 +3,7 @@
 use crate::sync::Ordering;
 use std::cell::{Cell, OnceCell};
 
-use crate::error::{Error, Result};
+use crate::error::{ChannelName, OpenError, RecvError};
 use crate::layout::{WaitCell, MODE_SPIN};
 use crate::wait;
 
@@ -20,8 +20,8 @@ pub struct Consumer {
     /// back when it drops, so decoding allocates only when a frame is larger than any before.
     pub(super) spare: Cell<Vec<u8>>,
     pub(super) _owned: Option<std::sync::Arc<Owned>>,
-    /// The channel's name, for errors (empty for a ring between threads).
-    pub(super) channel: std::sync::Arc<str>,
+    /// The channel's name, for errors (`"ring"` for a ring between threads).
+    pub(super) channel: ChannelName,
 }
 
 // SAFETY: as for `Producer`; `spare` is plain owned memory.
@@ -42,8 +42,8 @@ impl Consumer {
     pub(crate) unsafe fn new(
         ptrs: RingPtrs,
         owned: Option<std::sync::Arc<Owned>>,
-        channel: std::sync::Arc<str>,
-    ) -> Result<Self> {
+        channel: ChannelName,
+    ) -> Result<Self, OpenError> {
         // Acquire: pairs with the Release store of our predecessor's index.
         let head = ptrs.header().head.load(Ordering::Acquire);
         // Acquire: pairs with the producer's Release store of its informational index.
@@ -53,7 +53,7 @@ impl Consumer {
             || head > tail
             || tail - head > ptrs.capacity as u64
         {
-            return Err(Error::corrupt(
+            return Err(OpenError::corrupt(
                 &channel,
                 format!("ring indices out of range: head {head}, tail {tail}"),
             ));
@@ -89,10 +89,10 @@ impl Consumer {
             != 0
     }
 
-    /// Takes the next frame, if one is there: [`Error::Empty`] when none is, and
-    /// [`Error::Corrupt`] when the shared memory holds something that is not a valid frame.
+    /// Takes the next frame, if one is there: [`RecvError::Empty`] when none is, and
+    /// [`RecvError::Corrupt`] when the shared memory holds something that is not a valid frame.
     #[inline]
-    pub fn try_read(&mut self) -> Result<ReadGuard<'_>> {
+    pub fn try_read(&mut self) -> Result<ReadGuard<'_>, RecvError> {
         let frame = self.next_frame()?;
         Ok(self.guard(frame))
     }
@@ -114,7 +114,7 @@ impl Consumer {
 
     /// Validates the frame at our position, skipping at most one PAD.
     #[inline]
-    pub(crate) fn next_frame(&mut self) -> Result<Frame> {
+    pub(crate) fn next_frame(&mut self) -> Result<Frame, RecvError> {
         let cap = self.mask + 1;
         let mut skipped = false;
         loop {
@@ -122,24 +122,20 @@ impl Consumer {
             // OBSERVE (Acquire): pairs with PUBLISH in Producer::publish / try_reserve_kind.
             let word = self.ptrs.word(pos).load(OBSERVE);
             if word == 0 {
-                return Err(Error::Empty);
+                return Err(RecvError::Empty);
             }
             let (tag, kind, len) = decode(word);
             if tag != tag_of(self.head) {
-                return Err(Error::corrupt(
-                    &self.channel,
-                    format!(
+                return Err(self.corrupt(format!(
                     "frame header {word:#018x} at offset {pos} carries a tag for another position"
-                ),
-                ));
+                )));
             }
             match kind {
                 kind::PAD => {
                     if pos == 0 || skipped {
-                        return Err(Error::corrupt(
-                            &self.channel,
-                            format!("padding marker at offset {pos} does not end a lap"),
-                        ));
+                        return Err(self.corrupt(format!(
+                            "padding marker at offset {pos} does not end a lap"
+                        )));
                     }
                     skipped = true;
                     self.head += cap - pos as u64;
@@ -149,10 +145,9 @@ impl Consumer {
                     let len = len as usize;
                     let size = frame_size(len) as u64;
                     if len > self.max_len || pos as u64 + size > cap {
-                        return Err(Error::corrupt(
-                            &self.channel,
-                            format!("frame of {len} bytes at offset {pos} runs past the region"),
-                        ));
+                        return Err(self.corrupt(format!(
+                            "frame of {len} bytes at offset {pos} runs past the region"
+                        )));
                     }
                     return Ok(Frame {
                         offset: pos + FRAME_HEADER,
@@ -161,13 +156,17 @@ impl Consumer {
                         size,
                     });
                 }
-                _ => {
-                    return Err(Error::corrupt(
-                        &self.channel,
-                        format!("unknown frame kind {kind} at offset {pos}"),
-                    ))
-                }
+                _ => return Err(self.corrupt(format!("unknown frame kind {kind} at offset {pos}"))),
             }
+        }
+    }
+
+    /// [`RecvError::Corrupt`] in this ring's channel.
+    #[cold]
+    fn corrupt(&self, what: String) -> RecvError {
+        RecvError::Corrupt {
+            channel: self.channel.clone(),
+            what,
         }
     }
 
@@ -247,12 +246,6 @@ impl<'a> ReadGuard<'a> {
         }
     }
 
-    /// True when the bytes were reassembled from fragments outside the ring.
-    #[inline]
-    pub(crate) fn is_assembled(&self) -> bool {
-        matches!(self.src, Source::Assembled(_))
-    }
-
     /// The frame kind; `DATA` for reassembled messages.
     #[inline]
     pub(crate) fn kind(&self) -> u8 {
@@ -272,7 +265,7 @@ impl<'a> ReadGuard<'a> {
     /// decoded, never make a borrowed `&str` invalid. A reassembled message is already private
     /// and is decoded where it is.
     #[inline]
-    pub fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T> {
+    pub fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
         let text = std::str::from_utf8(self.private_bytes())
             .map_err(<serde_json::Error as serde::de::Error>::custom)?;
         Ok(serde_json::from_str(text)?)

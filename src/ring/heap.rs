@@ -5,9 +5,7 @@ use std::alloc::{self, Layout};
 #[cfg(not(loom))]
 use std::ptr::NonNull;
 
-#[cfg(not(loom))]
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{ChannelName, OpenError};
 use crate::layout::check_capacity;
 #[cfg(not(loom))]
 use crate::layout::{RingHeader, MODE_SPIN};
@@ -15,6 +13,9 @@ use crate::layout::{RingHeader, MODE_SPIN};
 use crate::sync::{AtomicU32, Ordering};
 
 use super::*;
+
+/// The name a ring between threads goes by in its errors.
+const RING_NAME: &str = "ring";
 
 /// Heap storage for an in-process ring.
 #[cfg(not(loom))]
@@ -51,12 +52,17 @@ const HEAP_REGION_OFFSET: usize = std::mem::size_of::<RingHeader>() + 128;
 #[cfg(not(loom))]
 impl Owned {
     /// A zeroed ring of `capacity` bytes whose ends both announce `MODE_SPIN`.
-    pub(crate) fn new(capacity: usize) -> Result<Owned> {
+    pub(crate) fn new(capacity: usize) -> Result<Owned, OpenError> {
         let layout = Layout::from_size_align(HEAP_REGION_OFFSET + capacity, 128)
-            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+            .map_err(|e| OpenError::InvalidConfig(e.to_string()))?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or_else(|| Error::InvalidConfig("out of memory".into()))?;
+        let ptr = NonNull::new(raw).ok_or_else(|| {
+            OpenError::Io(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!("cannot allocate a ring of {capacity} bytes"),
+            ))
+        })?;
         let owned = Owned { ptr, layout };
         // In one process both ends are told the other spins until one of them blocks (`Block`
         // is not offered for in-process rings), so no wake-ups are needed.
@@ -92,10 +98,13 @@ impl Owned {
     }
 }
 
-/// Creates an in-process ring of `capacity` bytes (a power of two, at least 256).
+/// Creates an in-process ring of `capacity` bytes (a power of two from 256 B to 2 GiB).
 ///
 /// This is the same protocol the shared channel uses, on heap memory; it is handy for moving
-/// variable-length byte frames between threads.
+/// variable-length byte frames between threads. It fails only for a capacity out of range
+/// ([`OpenError::InvalidConfig`]) or when the memory cannot be had ([`OpenError::Io`] of kind
+/// [`OutOfMemory`](std::io::ErrorKind::OutOfMemory)). Errors of the ring name its channel
+/// `"ring"`.
 ///
 /// ```
 /// let (mut tx, mut rx) = shmlink::ring::new(1024)?;
@@ -103,14 +112,15 @@ impl Owned {
 /// assert_eq!(&*rx.try_read()?, b"hello");
 /// # Ok::<(), shmlink::Error>(())
 /// ```
-pub fn new(capacity: usize) -> Result<(Producer, Consumer)> {
+pub fn new(capacity: usize) -> Result<(Producer, Consumer), OpenError> {
     check_capacity(capacity)?;
     let owned = std::sync::Arc::new(Owned::new(capacity)?);
     let (producer_ptrs, consumer_ptrs) = owned.parts().ends(capacity);
-    // SAFETY: the memory is kept alive by the `Arc` each end holds.
-    let producer =
-        unsafe { Producer::new(producer_ptrs, Some(owned.clone()), std::sync::Arc::from("")) }?;
+    let name = ChannelName::from(RING_NAME);
+    // SAFETY: the memory is kept alive by the `Arc` each end holds; it is fresh and zeroed, so
+    // the indices the ends read are valid.
+    let producer = unsafe { Producer::new(producer_ptrs, Some(owned.clone()), name.clone()) }?;
     // SAFETY: as above.
-    let consumer = unsafe { Consumer::new(consumer_ptrs, Some(owned), std::sync::Arc::from("")) }?;
+    let consumer = unsafe { Consumer::new(consumer_ptrs, Some(owned), name) }?;
     Ok((producer, consumer))
 }

@@ -6,7 +6,7 @@
 use std::ptr::NonNull;
 
 use super::RingParts;
-use crate::error::Result;
+use crate::error::OpenError;
 use crate::layout::{Padded, RingHeader, WaitCell, MODE_BLOCK};
 use crate::sync::{AtomicU32, AtomicU64};
 
@@ -50,7 +50,7 @@ fn cell() -> WaitCell {
 }
 
 impl LoomStorage {
-    pub(crate) fn new(capacity: usize) -> Result<LoomStorage> {
+    pub(crate) fn new(capacity: usize) -> Result<LoomStorage, OpenError> {
         Ok(LoomStorage {
             header: Box::new(RingHeader {
                 tail: Padded(AtomicU64::new(0)),

@@ -2,7 +2,7 @@
 
 use crate::sync::Ordering;
 
-use crate::error::{Error, Result};
+use crate::error::{ChannelName, OpenError, SendError};
 use crate::layout::{WaitCell, MODE_SPIN};
 use crate::wait;
 
@@ -20,8 +20,8 @@ pub struct Producer {
     pub(super) next_rewind: u64,
     pub(super) max_len: usize,
     pub(super) _owned: Option<std::sync::Arc<Owned>>,
-    /// The channel's name, for errors (empty for a ring between threads).
-    pub(super) channel: std::sync::Arc<str>,
+    /// The channel's name, for errors (`"ring"` for a ring between threads).
+    pub(super) channel: ChannelName,
 }
 
 // SAFETY: the producer only holds pointers into memory that outlives it (kept alive by `_owned`
@@ -46,8 +46,8 @@ impl Producer {
     pub(crate) unsafe fn new(
         ptrs: RingPtrs,
         owned: Option<std::sync::Arc<Owned>>,
-        channel: std::sync::Arc<str>,
-    ) -> Result<Self> {
+        channel: ChannelName,
+    ) -> Result<Self, OpenError> {
         let capacity = ptrs.capacity;
         // Acquire: pairs with the Release stores of our predecessor (a fresh ring is all zero).
         let tail = ptrs.header().tail.load(Ordering::Acquire);
@@ -57,7 +57,7 @@ impl Producer {
             || head > tail
             || tail - head > capacity as u64
         {
-            return Err(Error::corrupt(
+            return Err(OpenError::corrupt(
                 &channel,
                 format!("ring indices out of range: head {head}, tail {tail}"),
             ));
@@ -90,19 +90,34 @@ impl Producer {
 
     /// Rereads the consumer's index. Fails if it moved backwards or past us.
     #[inline(never)]
-    pub(super) fn refresh_head(&mut self) -> Result<()> {
+    pub(super) fn refresh_head(&mut self) -> Result<(), SendError> {
         let head = self.ptrs.header().head.load(RECLAIM);
         if head < self.cached_head || head > self.tail || head % FRAME_ALIGN as u64 != 0 {
-            return Err(Error::corrupt(
-                &self.channel,
-                format!(
+            return Err(SendError::Corrupt {
+                channel: self.channel.clone(),
+                what: format!(
                     "consumer index {head} outside [{}, {}]",
                     self.cached_head, self.tail
                 ),
-            ));
+            });
         }
         self.cached_head = head;
         Ok(())
+    }
+
+    /// Where a frame of `len` bytes goes when it follows a frame that ends at index `end`:
+    /// right there, or at the start of the next lap (after a PAD) if it does not fit before the
+    /// end of the region.
+    #[inline]
+    fn place_after(&self, end: u64, len: usize) -> u64 {
+        let fs = frame_size(len) as u64;
+        let cap = self.mask + 1;
+        let pos = end & self.mask;
+        if pos + fs <= cap {
+            end
+        } else {
+            end + (cap - pos)
+        }
     }
 
     /// Where a frame of `len` bytes would start (after a PAD if it does not fit before the end
@@ -110,17 +125,12 @@ impl Producer {
     /// consumer's index only when the cached one says there is no room.
     /// `Ok(None)`: no room now; `Err`: the consumer's index is corrupt.
     #[inline]
-    pub(crate) fn room_for(&mut self, len: usize) -> Result<Option<u64>> {
+    pub(crate) fn room_for(&mut self, len: usize) -> Result<Option<u64>, SendError> {
         let fs = frame_size(len) as u64;
         let cap = self.mask + 1;
-        let pos = self.tail & self.mask;
-        let mut start = if pos + fs <= cap {
-            self.tail
-        } else {
-            self.tail + (cap - pos)
-        };
+        let mut start = self.place_after(self.tail, len);
         if self.tail >= self.next_rewind && start == self.tail {
-            start = self.maybe_rewind(pos, fs)?;
+            start = self.maybe_rewind(self.tail & self.mask, fs)?;
         }
         let need_end = start + fs + FRAME_HEADER as u64;
         if need_end - self.cached_head > cap {
@@ -132,12 +142,39 @@ impl Producer {
         Ok(Some(start))
     }
 
+    /// True when frames of the payload lengths `lens`, each placed right after the one before
+    /// it from our position (never rewound early: see [`next_start`](Producer::next_start)),
+    /// all fit in the ring now, with the header word after the last. Rereads the consumer's
+    /// index only when the cached one says they do not.
+    pub(crate) fn room_for_all(
+        &mut self,
+        lens: impl Iterator<Item = usize>,
+    ) -> Result<bool, SendError> {
+        let end = lens.fold(self.tail, |end, len| {
+            self.place_after(end, len) + frame_size(len) as u64
+        });
+        let need = end + FRAME_HEADER as u64;
+        let cap = self.mask + 1;
+        if need - self.cached_head > cap {
+            self.refresh_head()?;
+        }
+        Ok(need - self.cached_head <= cap)
+    }
+
+    /// Where the next frame of `len` bytes starts in a sequence that
+    /// [`room_for_all`](Producer::room_for_all) found room for: right after the frame before
+    /// it.
+    #[inline]
+    pub(crate) fn next_start(&self, len: usize) -> u64 {
+        self.place_after(self.tail, len)
+    }
+
     /// Once per lap, past [`REWIND_AT`] bytes into it: if the consumer has read everything, start
     /// the next frame at the beginning of the region (after a PAD) instead of further on. A
     /// ring much larger than the caches then still works in the same few hundred kilobytes
     /// while it is lightly used, and those lines stay warm in both cores' caches.
     #[cold]
-    pub(super) fn maybe_rewind(&mut self, pos: u64, fs: u64) -> Result<u64> {
+    pub(super) fn maybe_rewind(&mut self, pos: u64, fs: u64) -> Result<u64, SendError> {
         let cap = self.mask + 1;
         if pos < fs + FRAME_HEADER as u64 {
             // The frame would not fit before our position; look again at a later one.
@@ -155,7 +192,7 @@ impl Producer {
 
     /// True when a frame of `len` bytes fits right now.
     #[inline]
-    pub(crate) fn has_room(&mut self, len: usize) -> Result<bool> {
+    pub(crate) fn has_room(&mut self, len: usize) -> Result<bool, SendError> {
         Ok(self.room_for(len)?.is_some())
     }
 
@@ -196,30 +233,45 @@ impl Producer {
 
     /// Reserves room for a frame of `len` bytes and hands out the payload to write in place.
     ///
-    /// Returns [`Error::Full`] when there is no room now and [`Error::TooLarge`] when `len` can
-    /// never fit. Commit the grant with [`WriteGrant::commit`]; dropping it writes nothing.
+    /// Returns [`SendError::Full`] when there is no room now and [`SendError::TooLarge`] when
+    /// `len` can never fit. Commit the grant with [`WriteGrant::commit`]; dropping it writes
+    /// nothing.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmlink::ring::new(1024)?;
+    /// let mut grant = tx.try_reserve(64)?;
+    /// grant[..5].copy_from_slice(b"hello");
+    /// grant.commit(5);
+    /// assert_eq!(&*rx.try_read()?, b"hello");
+    /// # Ok::<(), shmlink::Error>(())
+    /// ```
     #[inline]
-    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>> {
+    pub fn try_reserve(&mut self, len: usize) -> Result<WriteGrant<'_>, SendError> {
         self.try_reserve_kind(len, kind::DATA)
     }
 
     #[inline]
-    pub(crate) fn try_reserve_kind(&mut self, len: usize, kind: u8) -> Result<WriteGrant<'_>> {
+    pub(crate) fn try_reserve_kind(
+        &mut self,
+        len: usize,
+        kind: u8,
+    ) -> Result<WriteGrant<'_>, SendError> {
         if len > self.max_len {
-            return Err(Error::TooLarge {
+            return Err(SendError::TooLarge {
                 len,
                 max: self.max_len,
             });
         }
         match self.room_for(len)? {
             Some(start) => Ok(self.grant_at(start, len, kind)),
-            None => Err(Error::Full),
+            None => Err(SendError::Full),
         }
     }
 
-    /// Copies `data` into one frame. [`Error::Full`] when there is no room now.
+    /// Copies `data` into one frame: [`SendError::Full`] when there is no room now,
+    /// [`SendError::TooLarge`] past [`max_len`](Producer::max_len).
     #[inline]
-    pub fn try_send(&mut self, data: &[u8]) -> Result<()> {
+    pub fn try_send(&mut self, data: &[u8]) -> Result<(), SendError> {
         let mut grant = self.try_reserve(data.len())?;
         grant.copy_from_slice(data);
         grant.commit(data.len());
@@ -303,6 +355,12 @@ pub struct WriteGrant<'a> {
     len: usize,
     kind: u8,
 }
+
+// SAFETY: a grant is a unique borrow of its `Producer` (which is `Send`) plus a pointer into
+// the memory that producer writes alone until the commit; moving it to another thread moves
+// that unique access with it, as sending the `&mut Producer` itself would. (An async task that
+// holds a grant across an await may move between threads.)
+unsafe impl Send for WriteGrant<'_> {}
 
 impl WriteGrant<'_> {
     /// Publishes the first `used` bytes of the grant as one frame. `used` is clamped to the

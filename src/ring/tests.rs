@@ -1,7 +1,7 @@
 //! The ring's unit and property tests, on heap memory.
 
 use super::*;
-use crate::error::Error;
+use crate::error::{RecvError, SendError};
 use crate::sync::Ordering;
 use proptest::prelude::*;
 use std::collections::VecDeque;
@@ -28,7 +28,7 @@ fn fill_and_drain_in_order() {
         loop {
             match tx.try_send(&pattern(round * 1000 + sent, 100)) {
                 Ok(()) => sent += 1,
-                Err(Error::Full) => break,
+                Err(SendError::Full) => break,
                 Err(e) => panic!("{e}"),
             }
         }
@@ -38,7 +38,7 @@ fn fill_and_drain_in_order() {
             let frame = rx.try_read().unwrap();
             assert_eq!(&*frame, &pattern(round * 1000 + i, 100)[..]);
         }
-        assert!(matches!(rx.try_read(), Err(Error::Empty)));
+        assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
     }
 }
 
@@ -59,7 +59,7 @@ fn every_length_at_every_wrap_offset() {
                     "offset {offset} len {len}"
                 );
                 assert_eq!(&*rx.try_read().unwrap(), b"next");
-                assert!(matches!(rx.try_read(), Err(Error::Empty)));
+                assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
             }
         }
     }
@@ -72,16 +72,16 @@ fn full_is_not_never_fits() {
     assert_eq!(max, 1024 / 2 - 72);
     assert!(matches!(
         tx.try_reserve(max + 1),
-        Err(Error::TooLarge { len, max: m }) if len == max + 1 && m == max
+        Err(SendError::TooLarge { len, max: m }) if len == max + 1 && m == max
     ));
     tx.try_send(&vec![1; max]).unwrap();
     tx.try_send(&vec![2; max]).unwrap();
-    assert!(matches!(tx.try_reserve(max), Err(Error::Full)));
-    assert!(matches!(tx.try_reserve(200), Err(Error::Full)));
+    assert!(matches!(tx.try_reserve(max), Err(SendError::Full)));
+    assert!(matches!(tx.try_reserve(200), Err(SendError::Full)));
     // Never-fits stays never-fits when full, too.
     assert!(matches!(
         tx.try_reserve(max + 1),
-        Err(Error::TooLarge { .. })
+        Err(SendError::TooLarge { .. })
     ));
     assert_eq!(&*rx.try_read().unwrap(), &vec![1; max][..]);
     assert_eq!(&*rx.try_read().unwrap(), &vec![2; max][..]);
@@ -94,7 +94,7 @@ fn fill(tx: &mut Producer, len: usize) {
     loop {
         match tx.try_send(&vec![0; len]) {
             Ok(()) => {}
-            Err(Error::Full) => return,
+            Err(SendError::Full) => return,
             Err(e) => panic!("{e}"),
         }
     }
@@ -107,7 +107,7 @@ fn dropping_a_grant_aborts_it() {
         let mut grant = tx.try_reserve(40).unwrap();
         grant.fill(0xAB);
     }
-    assert!(matches!(rx.try_read(), Err(Error::Empty)));
+    assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
     let mut grant = tx.try_reserve(40).unwrap();
     grant[..3].copy_from_slice(b"abc");
     grant.commit(3);
@@ -201,7 +201,7 @@ fn a_dropped_grant_never_leaves_a_sleeping_consumer_behind_a_pad() {
 
     rx.data_cell().sleepers.store(0, Ordering::Relaxed);
     assert_eq!(&*rx.try_read().unwrap(), &vec![7; max][..]);
-    assert!(matches!(rx.try_read(), Err(Error::Empty)));
+    assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
     // The same after a grant that did not fit before the end of the region, dropped: the next
     // frame still goes where the consumer finds it.
     let (mut tx, mut rx) = ring_at(1024, 1024 - 128);
@@ -246,7 +246,7 @@ proptest! {
         for op in ops {
             match op {
                 Op::Send(len) | Op::Reserve(len, _) if len > tx.max_len() => {
-                    let too_large = matches!(tx.try_reserve(len), Err(Error::TooLarge { .. }));
+                    let too_large = matches!(tx.try_reserve(len), Err(SendError::TooLarge { .. }));
                     prop_assert!(too_large);
                 }
                 Op::Send(len) => {
@@ -254,7 +254,7 @@ proptest! {
                     let data = pattern(seed, len);
                     match tx.try_send(&data) {
                         Ok(()) => model.push_back(data),
-                        Err(Error::Full) => prop_assert!(!model.is_empty(), "full while empty"),
+                        Err(SendError::Full) => prop_assert!(!model.is_empty(), "full while empty"),
                         Err(e) => prop_assert!(false, "unexpected {e}"),
                     }
                 }
@@ -268,7 +268,7 @@ proptest! {
                             grant.commit(used);
                             model.push_back(data[..used].to_vec());
                         }
-                        Err(Error::Full) => prop_assert!(!model.is_empty(), "full while empty"),
+                        Err(SendError::Full) => prop_assert!(!model.is_empty(), "full while empty"),
                         Err(e) => prop_assert!(false, "unexpected {e}"),
                     }
                 }
@@ -277,7 +277,7 @@ proptest! {
                         let expected = model.pop_front();
                         prop_assert_eq!(Some(&frame[..]), expected.as_deref());
                     }
-                    Err(Error::Empty) => prop_assert!(model.is_empty()),
+                    Err(RecvError::Empty) => prop_assert!(model.is_empty()),
                     Err(e) => prop_assert!(false, "unexpected {e}"),
                 },
             }
@@ -286,7 +286,7 @@ proptest! {
             let frame = rx.try_read().unwrap();
             prop_assert_eq!(&frame[..], &expected[..]);
         }
-        prop_assert!(matches!(rx.try_read(), Err(Error::Empty)));
+        prop_assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
     }
 }
 
@@ -318,7 +318,7 @@ fn hostile_frame_headers_are_corrupt_errors() {
             corrupt_head_word(&rx, word(rx.head));
             for _ in 0..3 {
                 assert!(
-                    matches!(rx.try_read(), Err(Error::Corrupt { .. })),
+                    matches!(rx.try_read(), Err(RecvError::Corrupt { .. })),
                     "{what} at {offset} accepted"
                 );
             }
@@ -327,11 +327,11 @@ fn hostile_frame_headers_are_corrupt_errors() {
     // A frame that fits by length but would run past the end of the region.
     let (_tx, mut rx) = ring_at(1024, 960);
     corrupt_head_word(&rx, encode(rx.head, kind::DATA, 200));
-    assert!(matches!(rx.try_read(), Err(Error::Corrupt { .. })));
+    assert!(matches!(rx.try_read(), Err(RecvError::Corrupt { .. })));
     // A PAD at offset 0 would skip a whole lap.
     let (_tx, mut rx) = ring_at(256, 0);
     corrupt_head_word(&rx, encode(rx.head, kind::PAD, 0));
-    assert!(matches!(rx.try_read(), Err(Error::Corrupt { .. })));
+    assert!(matches!(rx.try_read(), Err(RecvError::Corrupt { .. })));
 }
 
 #[test]
@@ -340,7 +340,10 @@ fn hostile_consumer_index_is_a_corrupt_error() {
     let (mut tx, rx) = new(256).unwrap();
     fill(&mut tx, 40);
     rx.ptrs.header().head.store(10_048, Ordering::Relaxed);
-    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt { .. })));
+    assert!(matches!(
+        tx.try_send(&[0; 40]),
+        Err(SendError::Corrupt { .. })
+    ));
     // Moves backwards.
     let (mut tx, mut rx) = new(256).unwrap();
     for _ in 0..3 {
@@ -349,12 +352,18 @@ fn hostile_consumer_index_is_a_corrupt_error() {
     }
     fill(&mut tx, 40);
     rx.ptrs.header().head.store(64, Ordering::Relaxed);
-    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt { .. })));
+    assert!(matches!(
+        tx.try_send(&[0; 40]),
+        Err(SendError::Corrupt { .. })
+    ));
     // Misaligned.
     let (mut tx, rx) = new(256).unwrap();
     fill(&mut tx, 40);
     rx.ptrs.header().head.store(8, Ordering::Relaxed);
-    assert!(matches!(tx.try_send(&[0; 40]), Err(Error::Corrupt { .. })));
+    assert!(matches!(
+        tx.try_send(&[0; 40]),
+        Err(SendError::Corrupt { .. })
+    ));
 }
 
 #[test]
@@ -372,7 +381,7 @@ fn threads_move_a_million_frames() {
                         g.commit(len + 4);
                         break;
                     }
-                    Err(Error::Full) => std::thread::yield_now(),
+                    Err(SendError::Full) => std::thread::yield_now(),
                     Err(e) => panic!("{e}"),
                 }
             }
@@ -387,7 +396,7 @@ fn threads_move_a_million_frames() {
                 assert!(frame[4..].iter().all(|&b| b == i as u8));
                 i += 1;
             }
-            Err(Error::Empty) => std::thread::yield_now(),
+            Err(RecvError::Empty) => std::thread::yield_now(),
             Err(e) => panic!("{e}"),
         }
     }

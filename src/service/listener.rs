@@ -1,23 +1,23 @@
 //! One server, many clients: a [`Listener`] hands out one duplex [`Channel`] per client.
 //!
 //! The listener is a small mapping under the listener's name (`/shmlink-<name>`, its own magic
-//! number, so [`Channel::connect`] refuses it with [`Error::WrongKind`] and
-//! [`segments`](crate::segments) lists it like a channel whose creator is the server). It holds
-//! a fixed number of client slots (the limit on concurrent clients) and a doorbell futex word
-//! (the bytes are drawn in `crate::layout::listener`).
+//! number, so [`segments`](crate::segments) lists it like a channel whose creator is the
+//! server). It holds a fixed number of client slots (the limit on concurrent clients) and a
+//! doorbell futex word (the bytes are drawn in `crate::layout::listener`).
 //!
-//! A client ([`Listener::connect`]) claims a free slot with a compare-and-swap, creates its own
-//! channel under a name derived from the listener's (`<name>.<pid>.<seq>`), publishes the slot
-//! as pending and rings the doorbell, then waits until the server has connected. The client is
-//! that channel's creator, so everything the library knows about a channel applies to a
-//! connection: when the client closes, its name and memory go away with it; when it dies, the
-//! server's end reports [`Error::PeerGone`] and the server removes the stale name when it drops
-//! the [`Connection`] (a client killed after that is cleaned up when the listener is dropped,
-//! or by the next listener of that name); when the server dies, every client's end reports
-//! [`Error::PeerGone`]. An idle `accept` sleeps until a client rings the doorbell: it wakes on a
-//! timer only while a client is half-way through connecting (it may die there).
-//! A slot stays taken until the server drops the connection, so [`Listener::connect`] fails with
-//! [`Error::TooManyClients`] while the server holds `max_clients` connections.
+//! A client ([`Channel::connect`] to the listener's name, which reads the magic and comes here,
+//! `connect_client`) claims a free slot with a compare-and-swap, creates its own channel under
+//! a name derived from the listener's (`<name>.<pid>.<seq>`), publishes the slot as pending and
+//! rings the doorbell, then waits until the server has connected. The client is that channel's
+//! creator, so everything the library knows about a channel applies to a connection: when the
+//! client closes, its name and memory go away with it; when it dies, the server's end reports
+//! `PeerGone` and the server removes the stale name when it drops the [`Connection`] (a client
+//! killed after that is cleaned up when the listener is dropped, or by the next listener of
+//! that name); when the server dies, every client's end reports `PeerGone`. An idle `accept`
+//! sleeps until a client rings the doorbell: it wakes on a timer only while a client is
+//! half-way through connecting (it may die there). A slot stays taken until the server drops
+//! the connection, so a client's connect fails with [`OpenError::TooManyClients`] while the
+//! server holds `max_clients` connections.
 //!
 //! Any process of the user can write the slots. The server never trusts a slot word for what it
 //! holds itself: it keeps in its own memory which slots its connections lease, and frees every
@@ -27,7 +27,7 @@
 //! accepted, and does not claim one of a listener whose server is gone.
 //!
 //! A plain [`Channel`] has one connector for its whole life (a second one gets
-//! [`Error::AlreadyConnected`], even once the first has gone); a server that must outlive its
+//! [`OpenError::AlreadyConnected`], even once the first has gone); a server that must outlive its
 //! clients uses a listener.
 
 use std::borrow::{Borrow, BorrowMut};
@@ -38,18 +38,19 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::channel::{mode_of, Channel, Config};
-use crate::error::{Error, Result, KIND_CHANNEL, KIND_LISTENER};
+use crate::error::{ChannelName, OpenError};
 use crate::layout::listener::{
     listener_size, slot_lock, ListenerHeader, Slot, LISTENER_MAGIC, LISTENER_VERSION, MAX_CLIENTS,
     SLOTS_OFFSET, SLOT_ACTIVE, SLOT_CLAIMED, SLOT_FREE, SLOT_NAMED, SLOT_PENDING,
 };
 use crate::layout::{
-    check_capacity, SegmentHeader, CREATOR_LOCK, MAGIC, PEER_CLOSED, PEER_PRESENT, READY,
-    RINGS_OFFSET,
+    check_capacity, SegmentHeader, CREATOR_LOCK, PEER_CLOSED, PEER_PRESENT, READY, RINGS_OFFSET,
 };
 use crate::mapping::{self, Mapping};
 use crate::sys::{futex_wait, futex_wake, lock, ProcessId};
 use crate::wait::WaitStrategy;
+
+type Result<T, E = OpenError> = std::result::Result<T, E>;
 
 /// Concurrent clients a listener admits by default ([`Listener::bind`]).
 pub const DEFAULT_MAX_CLIENTS: usize = 64;
@@ -67,7 +68,7 @@ const RECLAIM_FOR: Duration = Duration::from_secs(5);
 struct ListenerMap {
     map: Mapping,
     slots: usize,
-    name: String,
+    name: ChannelName,
     /// Names of ended connections whose client looked alive when the connection was dropped
     /// (its process may still be exiting), with when to stop trying: retried every sweep.
     reclaim_later: Mutex<Vec<(String, Instant)>>,
@@ -115,18 +116,18 @@ impl ListenerMap {
         ListenerMap {
             map,
             slots,
-            name: name.to_owned(),
+            name: name.into(),
             reclaim_later: Mutex::new(Vec::new()),
             leased: Box::new([]),
             lease_lock: Mutex::new(()),
         }
     }
 
-    /// Opens the listener `name` as a client and checks its header. Every error names it.
-    fn open(name: &str) -> Result<ListenerMap> {
-        let map = Mapping::open_named(name)?;
+    /// The listener `name` opened by a client (`map`, whose first word read
+    /// `LISTENER_MAGIC`), its header checked. Every error names it.
+    fn from_mapping(map: Mapping, name: &str) -> Result<ListenerMap> {
         if map.len() < SLOTS_OFFSET {
-            return Err(Error::size_mismatch(
+            return Err(OpenError::size_mismatch(
                 name,
                 format!(
                     "a listener's mapping of {} bytes is smaller than its header",
@@ -136,31 +137,15 @@ impl ListenerMap {
         }
         let probe = ListenerMap::new(map, name, 0);
         let hdr = probe.header();
-        // Acquire: pairs with the Release store of `ready` in `Listener::bind`.
-        let ready = hdr.ready.load(Ordering::Acquire);
-        // Relaxed: published by `ready` (or, if not ready, only compared).
-        let magic = hdr.magic.load(Ordering::Relaxed);
-        match magic {
-            LISTENER_MAGIC if ready == READY => {}
-            LISTENER_MAGIC | 0 if ready != READY => return Err(Error::NotReady(name.to_owned())),
-            MAGIC => {
-                return Err(Error::WrongKind {
-                    name: name.to_owned(),
-                    found: KIND_CHANNEL,
-                    expected: KIND_LISTENER,
-                })
-            }
-            magic => {
-                return Err(Error::BadMagic {
-                    channel: name.to_owned(),
-                    magic,
-                })
-            }
+        // Acquire: pairs with the Release store of `ready` in `Listener::bind`; the magic was
+        // written before it.
+        if hdr.ready.load(Ordering::Acquire) != READY {
+            return Err(OpenError::NotReady(name.into()));
         }
         let version = hdr.version.load(Ordering::Relaxed);
         if version != LISTENER_VERSION {
-            return Err(Error::VersionMismatch {
-                channel: name.to_owned(),
+            return Err(OpenError::VersionMismatch {
+                channel: name.into(),
                 found: version,
                 expected: LISTENER_VERSION,
             });
@@ -171,7 +156,7 @@ impl ListenerMap {
             || total != listener_size(slots) as u64
             || listener_size(slots) > probe.map.len()
         {
-            return Err(Error::size_mismatch(
+            return Err(OpenError::size_mismatch(
                 name,
                 format!(
                     "{slots} listener slots and {total} bytes do not fit a mapping of {}",
@@ -309,8 +294,9 @@ impl ListenerMap {
 /// # Ok::<(), shmlink::Error>(())
 /// ```
 ///
-/// Clients connect with [`Listener::connect`]. To serve many connections from one thread, put
-/// them in a [`Selector`](crate::Selector).
+/// Clients connect with [`Channel::connect`] (or [`Endpoint::connect`](crate::Endpoint::connect))
+/// to the listener's name. To serve many connections from one thread, put them in a
+/// [`Selector`](crate::Selector).
 pub struct Listener {
     shared: Arc<ListenerMap>,
     config: Config,
@@ -340,27 +326,27 @@ impl Listener {
     /// `config.wait`.
     ///
     /// The name is in the same namespace as channels and follows the same rule
-    /// ([`Error::InvalidName`]; at most [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes): a live
-    /// channel or listener of that name gives [`Error::AlreadyExists`]; one whose creator died
+    /// ([`OpenError::InvalidName`]; at most [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes): a live
+    /// channel or listener of that name gives [`OpenError::AlreadyExists`]; one whose creator died
     /// is removed and replaced; an entry that is not a channel or listener is left alone
-    /// ([`Error::NotAChannel`]).
+    /// ([`OpenError::NotAChannel`]).
     pub fn bind(name: &str, config: &Config) -> Result<Listener> {
         Self::bind_with_limit(name, config, DEFAULT_MAX_CLIENTS)
     }
 
     /// Like [`bind`](Listener::bind), admitting at most `max_clients` (1 to [`MAX_CLIENTS`])
-    /// clients at once: past it, [`Listener::connect`] fails with [`Error::TooManyClients`].
+    /// clients at once: past it, a client's connect fails with [`OpenError::TooManyClients`].
     pub fn bind_with_limit(name: &str, config: &Config, max_clients: usize) -> Result<Listener> {
         mapping::validate_name(name)?;
         check_capacity(config.capacity)?;
         if !(1..=MAX_CLIENTS).contains(&max_clients) {
-            return Err(Error::InvalidConfig(format!(
+            return Err(OpenError::InvalidConfig(format!(
                 "listener {name:?}: max_clients {max_clients} must be between 1 and {MAX_CLIENTS}"
             )));
         }
         let size = listener_size(max_clients);
         let map = match Mapping::create_named(name, size) {
-            Err(Error::AlreadyExists(_)) if crate::segments::reclaim_if_dead(name)? => {
+            Err(OpenError::AlreadyExists(_)) if crate::segments::reclaim_if_dead(name)? => {
                 Mapping::create_named(name, size)?
             }
             other => other?,
@@ -414,14 +400,14 @@ impl Listener {
         self.accept_deadline(None)
     }
 
-    /// Like [`accept`](Listener::accept), giving up with [`Error::Timeout`] after `timeout`.
+    /// Like [`accept`](Listener::accept), giving up with [`OpenError::Timeout`] after `timeout`.
     pub fn accept_timeout(&self, timeout: Duration) -> Result<Connection> {
-        self.accept_deadline(Some(Instant::now() + timeout))
+        self.accept_deadline(crate::wait::Deadline::after(timeout).instant())
     }
 
-    /// Accepts a client that is waiting now: [`Error::Empty`] if none is.
+    /// Accepts a client that is waiting now: [`OpenError::Empty`] if none is.
     pub fn try_accept(&self) -> Result<Connection> {
-        self.scan()?.ok_or(Error::Empty)
+        self.scan()?.ok_or(OpenError::Empty)
     }
 
     /// Sleeps on the doorbell between scans. The sleep is timed (one sweep period) only while
@@ -441,7 +427,7 @@ impl Listener {
             let mut nap = busy.then_some(SWEEP_PERIOD);
             if let Some(d) = deadline {
                 if now >= d {
-                    return Err(Error::Timeout);
+                    return Err(OpenError::Timeout);
                 }
                 nap = Some(nap.map_or(d - now, |n| n.min(d - now)));
             }
@@ -502,7 +488,7 @@ impl Listener {
                         active,
                         name: name.clone(),
                     };
-                    match Channel::connect_for_listener(&name, self.config.wait) {
+                    match Channel::connect_channel(&name, self.config.wait) {
                         Ok(channel) => {
                             // Release: pairs with the client's Acquire load of `accepted`; our
                             // connect (connector PRESENT) happened before.
@@ -551,42 +537,25 @@ impl Listener {
         }
         Ok((None, busy))
     }
+}
 
-    /// Connects to the listener `name` as a client: a new channel whose other end a server's
-    /// [`accept`](Listener::accept) gets. Waits until the server has accepted it.
-    ///
-    /// Errors about the listener name it. Fails with [`Error::InvalidName`] for a name no listener
-    /// can have (at once), [`Error::NotFound`] if there is no listener of that name (see
-    /// [`connect_timeout`](Listener::connect_timeout) to wait for one),
-    /// [`Error::TooManyClients`] when all its slots are taken, [`Error::WrongKind`] if the name
-    /// is a plain channel's, [`Error::PeerGone`] if the server died (before or while we wait)
-    /// and [`Error::Disconnected`] if it closes the listener while we wait. A client that fails
-    /// leaves no slot taken.
-    pub fn connect(name: &str, wait: WaitStrategy) -> Result<Channel> {
-        mapping::validate_name(name)?;
-        let shared = ListenerMap::open(name)?;
-        connect_to(&shared, wait, None)
-    }
-
-    /// Like [`connect`](Listener::connect), waiting up to `timeout` for the listener to appear
-    /// and for the server to accept. Past the deadline it ends like
-    /// [`Channel::connect_timeout`]: [`Error::NotFound`], naming the listener, if nothing by
-    /// that name appeared, and [`Error::Timeout`] if the listener is there but was not ready, or
-    /// its server did not accept us in time.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use shmlink::{Error, Listener, WaitStrategy};
-    /// let err = Listener::connect_timeout("nobody-listens", WaitStrategy::Block, Duration::from_millis(10))
-    ///     .unwrap_err();
-    /// assert!(matches!(&err, Error::NotFound(name) if name == "nobody-listens"));
-    /// ```
-    pub fn connect_timeout(name: &str, wait: WaitStrategy, timeout: Duration) -> Result<Channel> {
-        mapping::validate_name(name)?;
-        let deadline = Instant::now() + timeout;
-        let shared = mapping::retry_until_there(deadline, || ListenerMap::open(name))?;
-        connect_to(&shared, wait, Some(deadline))
-    }
+/// Connects as a new client to the listener `name`, open in `map` (whose first word read
+/// `LISTENER_MAGIC`): a new channel whose other end the server's
+/// [`accept`](Listener::accept) gets. Waits until the server has accepted it, at most until
+/// `deadline`.
+///
+/// Fails with [`OpenError::TooManyClients`] when all its slots are taken,
+/// [`OpenError::PeerGone`] if the server died (before or while we wait),
+/// [`OpenError::Disconnected`] if it closes the listener while we wait and
+/// [`OpenError::Timeout`] past the deadline. A client that fails leaves no slot taken.
+pub(crate) fn connect_client(
+    map: Mapping,
+    name: &str,
+    wait: WaitStrategy,
+    deadline: Option<Instant>,
+) -> Result<Channel> {
+    let shared = ListenerMap::from_mapping(map, name)?;
+    connect_to(&shared, wait, deadline)
 }
 
 fn connection_name(listener: &str, pid: u32, seq: u64) -> String {
@@ -662,7 +631,7 @@ fn claim(shared: &ListenerMap, pid: u32) -> Result<Option<Claim<'_>>> {
 
 /// True while the server holds its creator lock on the listener.
 fn server_alive(shared: &ListenerMap) -> Result<bool> {
-    lock::alive(shared.map.file().as_raw_fd(), CREATOR_LOCK)
+    Ok(lock::alive(shared.map.file().as_raw_fd(), CREATOR_LOCK)?)
 }
 
 /// Connects to the listener of `shared` as a client: claims a slot, makes the channel the
@@ -674,7 +643,7 @@ fn connect_to(
 ) -> Result<Channel> {
     let (state, server) = shared.server();
     if state != PEER_PRESENT {
-        return Err(Error::disconnected(&shared.name));
+        return Err(OpenError::Disconnected(shared.name.clone()));
     }
     // A listener whose server died: nobody would ever accept us, so claim nothing.
     if !server_alive(shared)? {
@@ -686,7 +655,7 @@ fn connect_to(
         .ok()
         .filter(|c| check_capacity(*c).is_ok())
         .ok_or_else(|| {
-            Error::size_mismatch(&shared.name, format!("ring capacity {capacity} is invalid"))
+            OpenError::size_mismatch(&shared.name, format!("ring capacity {capacity} is invalid"))
         })?;
     let me = ProcessId::current();
     // From here on, every way out but being accepted gives the slot back (the claim's drop).
@@ -695,7 +664,7 @@ fn connect_to(
         // connection of the server's leases: ring, so that a server asleep in `accept` looks,
         // and the next client finds the slot free.
         shared.ring_doorbell();
-        return Err(Error::TooManyClients {
+        return Err(OpenError::TooManyClients {
             name: shared.name.clone(),
             limit: shared.slots,
         });
@@ -704,9 +673,9 @@ fn connect_to(
     await_accept(shared, claim, channel, server, deadline)
 }
 
-/// [`Error::PeerGone`] for the listener's server.
-fn server_gone(shared: &ListenerMap, server: ProcessId) -> Error {
-    Error::PeerGone {
+/// [`OpenError::PeerGone`] for the listener's server.
+fn server_gone(shared: &ListenerMap, server: ProcessId) -> OpenError {
+    OpenError::PeerGone {
         channel: shared.name.clone(),
         pid: server.pid,
     }
@@ -732,7 +701,7 @@ fn create_channel(
         match Channel::create_for_listener(&connection_name(&shared.name, me.pid, seq), config) {
             Ok(channel) => return Ok(channel),
             // A live channel of ours under that name (made by hand?): take the next number.
-            Err(Error::AlreadyExists(_)) => continue,
+            Err(OpenError::AlreadyExists(_)) => continue,
             Err(e) => return Err(e),
         }
     }
@@ -743,7 +712,7 @@ fn create_channel(
 fn await_accept(
     shared: &ListenerMap,
     mut claim: Claim<'_>,
-    mut channel: Channel,
+    channel: Channel,
     server: ProcessId,
     deadline: Option<Instant>,
 ) -> Result<Channel> {
@@ -759,11 +728,11 @@ fn await_accept(
         }
         if channel.peer_closed() {
             // The server took us and closed the connection at once.
-            return Err(Error::disconnected(&shared.name));
+            return Err(OpenError::Disconnected(shared.name.clone()));
         }
         let (state, _) = shared.server();
         if state == PEER_CLOSED {
-            return Err(Error::disconnected(&shared.name));
+            return Err(OpenError::Disconnected(shared.name.clone()));
         }
         if !server_alive(shared)? {
             return Err(server_gone(shared, server));
@@ -772,7 +741,7 @@ fn await_accept(
         if let Some(d) = deadline {
             let now = Instant::now();
             if now >= d {
-                return Err(Error::Timeout);
+                return Err(OpenError::Timeout);
             }
             nap = nap.min(d - now);
         }

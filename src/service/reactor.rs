@@ -1,8 +1,8 @@
 //! The async reactor: one thread per process (started on first use) that sleeps with
 //! `futex_waitv` on the futex words of every task waiting in `crate::tokio`, plus a control word
-//! that new waits ring, and wakes a task's `Waker` once its word changes. How a task hands its
-//! word over (read the word, announce, fence, look again) is in `crate::tokio`; the reactor only
-//! compares words and wakes.
+//! that new waits ring, and wakes a task's `Waker` once its word changes or its deadline
+//! passes. How a task hands its word over (read the word, announce, fence, look again) is in
+//! `crate::tokio`; the reactor only compares words and clocks, and wakes.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -25,6 +25,8 @@ struct Entry {
     /// The death watcher does not cover the task's peer: wake it every [`UNWATCHED_SLICE`]
     /// anyway, so that it looks at the peer.
     timed: bool,
+    /// When the task's wait ends whatever the word says (its operation's deadline).
+    deadline: Option<Instant>,
     waker: Waker,
 }
 
@@ -80,10 +82,14 @@ impl Reactor {
             waiters.push(FutexWaitv::new(&self.control, control));
             let mut overflow = false;
             let mut timed = false;
+            let mut earliest: Option<Instant> = None;
             {
                 let table = self.lock();
                 for entry in table.entries.iter().flatten() {
                     timed |= entry.timed;
+                    if let Some(d) = entry.deadline {
+                        earliest = Some(earliest.map_or(d, |e| e.min(d)));
+                    }
                     if waiters.len() == WAITV_MAX {
                         overflow = true;
                         continue;
@@ -96,13 +102,14 @@ impl Reactor {
                 // The first timed entry gets a whole slice.
                 last_tick = Instant::now();
             }
-            // No timeout while every waiting task's peer is watched and every word fits.
+            // No timeout while every waiting task's peer is watched, every word fits and no
+            // task has a deadline.
             let tick_in = timed.then(|| UNWATCHED_SLICE.saturating_sub(last_tick.elapsed()));
-            let timeout = if overflow {
-                Some(tick_in.map_or(POLL_SLICE, |t| t.min(POLL_SLICE)))
-            } else {
-                tick_in
-            };
+            let due_in = earliest.map(|d| d.saturating_duration_since(Instant::now()));
+            let timeout = [tick_in, due_in, overflow.then_some(POLL_SLICE)]
+                .into_iter()
+                .flatten()
+                .min();
             if wait_any(&waiters, timeout) == WaitAny::Unsupported {
                 std::thread::sleep(timeout.map_or(POLL_SLICE, |t| t.min(POLL_SLICE)));
             }
@@ -111,6 +118,7 @@ impl Reactor {
                 last_tick = Instant::now();
             }
             {
+                let now = Instant::now();
                 let mut table = self.lock();
                 for slot in table.entries.iter_mut() {
                     let fire = match slot {
@@ -119,7 +127,9 @@ impl Reactor {
                             let word = unsafe { &*e.word };
                             // Acquire: pairs with the Release increment of the waker (or of
                             // the death watcher).
-                            (tick && e.timed) || word.load(Ordering::Acquire) != e.seen
+                            (tick && e.timed)
+                                || e.deadline.is_some_and(|d| now >= d)
+                                || word.load(Ordering::Acquire) != e.seen
                         }
                         None => false,
                     };
@@ -156,10 +166,17 @@ impl Registration {
         Registration { id }
     }
 
-    /// Asks the reactor to wake `waker` once `word` no longer holds `seen` (and, if `timed`,
-    /// at the next tick of [`UNWATCHED_SLICE`]). The caller keeps the memory of `word` mapped
-    /// until it calls `disarm` or drops the registration.
-    pub(crate) fn arm(&self, word: &AtomicU32, seen: u32, timed: bool, waker: &Waker) {
+    /// Asks the reactor to wake `waker` once `word` no longer holds `seen`, or `deadline`
+    /// passed (and, if `timed`, at the next tick of [`UNWATCHED_SLICE`]). The caller keeps the
+    /// memory of `word` mapped until it calls `disarm` or drops the registration.
+    pub(crate) fn arm(
+        &self,
+        word: &AtomicU32,
+        seen: u32,
+        timed: bool,
+        deadline: Option<Instant>,
+        waker: &Waker,
+    ) {
         let reactor = Reactor::get();
         {
             let mut table = reactor.lock();
@@ -167,6 +184,7 @@ impl Registration {
                 word,
                 seen,
                 timed,
+                deadline,
                 waker: waker.clone(),
             });
         }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use super::listener::{Connection, Listener};
 use crate::channel::Channel;
-use crate::error::Result;
+use crate::error::OpenError;
 use crate::ring::full_fence;
 use crate::sync;
 use crate::sys::{wait_any, FutexWaitv, WaitAny, WAITV_MAX};
@@ -70,7 +70,7 @@ const POLL_SLICE: Duration = Duration::from_millis(1);
 /// until a message, a close or a death wakes it, with no timed wake-ups: the process's death
 /// watcher (a thread holding a pidfd per peer) wakes it when a peer process
 /// dies, so the dead peer's channel is ready at once and its next receive reports
-/// [`Error::PeerGone`](crate::Error::PeerGone). A peer the watcher cannot cover (no pidfds,
+/// [`RecvError::PeerGone`](crate::RecvError::PeerGone). A peer the watcher cannot cover (no pidfds,
 /// a peer in another pid namespace, one that has not connected yet) is looked at every 10 ms
 /// instead, as a `Block` receive does. Ends with another strategy, more than 128 channels, or
 /// a kernel without `futex_waitv` (before 5.16) make the selector look every millisecond
@@ -98,7 +98,7 @@ trait Set {
     /// The listener's doorbell, if new clients are accepted into the set.
     fn bell(&self) -> Option<&AtomicU32>;
     /// Accepts the clients waiting now.
-    fn accept(&mut self) -> Result<()>;
+    fn accept(&mut self) -> Result<(), OpenError>;
 }
 
 struct Plain<'a, C>(&'a mut [C]);
@@ -113,7 +113,7 @@ impl<C: BorrowMut<Channel>> Set for Plain<'_, C> {
     fn bell(&self) -> Option<&AtomicU32> {
         None
     }
-    fn accept(&mut self) -> Result<()> {
+    fn accept(&mut self) -> Result<(), OpenError> {
         Ok(())
     }
 }
@@ -133,11 +133,11 @@ impl Set for Accepting<'_> {
     fn bell(&self) -> Option<&AtomicU32> {
         Some(self.listener.doorbell())
     }
-    fn accept(&mut self) -> Result<()> {
+    fn accept(&mut self) -> Result<(), OpenError> {
         loop {
             match self.listener.try_accept() {
                 Ok(conn) => self.conns.push(conn),
-                Err(crate::Error::Empty) => return Ok(()),
+                Err(OpenError::Empty) => return Ok(()),
                 Err(e) => return Err(e),
             }
         }
@@ -156,10 +156,11 @@ impl Selector {
         &mut self,
         channels: &mut [C],
         timeout: Option<Duration>,
-    ) -> Result<&[usize]> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        self.run(&mut Plain(channels), deadline)?;
-        Ok(&self.ready)
+    ) -> &[usize] {
+        let deadline = timeout.and_then(|t| crate::wait::Deadline::after(t).instant());
+        // Only accepting can fail, and a plain set accepts nobody.
+        let _ = self.run(&mut Plain(channels), deadline);
+        &self.ready
     }
 
     /// Like [`wait`](Selector::wait), also accepting every client that connects to `listener`
@@ -170,8 +171,8 @@ impl Selector {
         listener: &Listener,
         conns: &mut Vec<Connection>,
         timeout: Option<Duration>,
-    ) -> Result<&[usize]> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+    ) -> Result<&[usize], OpenError> {
+        let deadline = timeout.and_then(|t| crate::wait::Deadline::after(t).instant());
         self.run(&mut Accepting { listener, conns }, deadline)?;
         Ok(&self.ready)
     }
@@ -251,7 +252,7 @@ impl Selector {
         })
     }
 
-    fn run(&mut self, set: &mut dyn Set, deadline: Option<Instant>) -> Result<()> {
+    fn run(&mut self, set: &mut dyn Set, deadline: Option<Instant>) -> Result<(), OpenError> {
         // Acquire: pairs with the client's Release increment of the doorbell.
         let mut bell_seen = set.bell().map(|b| b.load(Ordering::Acquire));
         if bell_seen.is_some() {

@@ -20,7 +20,7 @@
 use std::fs::File;
 use std::os::unix::io::{AsRawFd, RawFd};
 
-use crate::error::{Error, Result};
+use std::io;
 
 fn request(kind: libc::c_int, byte: u64) -> libc::flock {
     libc::flock {
@@ -35,7 +35,7 @@ fn request(kind: libc::c_int, byte: u64) -> libc::flock {
 
 /// Takes the lock on `byte` of `file`. With `wait == false`, returns `Ok(false)` at once when
 /// another open of the object holds it; with `wait == true`, waits until it is free.
-pub(crate) fn take(file: &File, byte: u64, wait: bool) -> Result<bool> {
+pub(crate) fn take(file: &File, byte: u64, wait: bool) -> io::Result<bool> {
     let cmd = if wait {
         libc::F_OFD_SETLKW
     } else {
@@ -53,13 +53,13 @@ pub(crate) fn take(file: &File, byte: u64, wait: bool) -> Result<bool> {
         match err.raw_os_error() {
             Some(libc::EINTR) => continue,
             Some(libc::EAGAIN | libc::EACCES) if !wait => return Ok(false),
-            _ => return Err(Error::Io(err)),
+            _ => return Err(err),
         }
     }
 }
 
 /// Releases the lock on `byte` of `file`, taken with [`take`].
-pub(crate) fn release(file: &File, byte: u64) -> Result<()> {
+pub(crate) fn release(file: &File, byte: u64) -> io::Result<()> {
     let mut lock = request(libc::F_UNLCK, byte);
     // SAFETY: as in `take`.
     if unsafe {
@@ -70,7 +70,7 @@ pub(crate) fn release(file: &File, byte: u64) -> Result<()> {
         )
     } != 0
     {
-        return Err(Error::Io(std::io::Error::last_os_error()));
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }
@@ -78,12 +78,12 @@ pub(crate) fn release(file: &File, byte: u64) -> Result<()> {
 /// Whether the end that locks `byte` is alive: whether some other open of the object holds the
 /// lock (the endpoint's process, or for a moment a process that inspects or reclaims a segment
 /// whose creator died). Allocation-free: a waiting endpoint asks this every few milliseconds.
-pub(crate) fn alive(fd: RawFd, byte: u64) -> Result<bool> {
+pub(crate) fn alive(fd: RawFd, byte: u64) -> io::Result<bool> {
     let mut lock = request(libc::F_WRLCK, byte);
     // SAFETY: as in `take`; F_OFD_GETLK writes the first conflicting lock (or F_UNLCK) back into
     // `lock`.
     if unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut lock as *mut libc::flock) } != 0 {
-        return Err(Error::Io(std::io::Error::last_os_error()));
+        return Err(io::Error::last_os_error());
     }
     Ok(lock.l_type != libc::F_UNLCK as libc::c_short)
 }

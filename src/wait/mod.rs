@@ -57,9 +57,9 @@
 //! handshake's two sides (`sleep`, `wake_if_sleeping`).
 
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::Error;
 
 mod policy;
 mod waiter;
@@ -120,7 +120,7 @@ impl std::fmt::Display for WaitStrategy {
 /// ```
 impl FromStr for WaitStrategy {
     type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
+    fn from_str(s: &str) -> Result<Self, Error> {
         match s.to_ascii_lowercase().as_str() {
             "spin" => Ok(WaitStrategy::Spin),
             "yield" | "spin-yield" | "spinyield" | "spin_yield" => Ok(WaitStrategy::SpinYield),
@@ -128,6 +128,45 @@ impl FromStr for WaitStrategy {
             _ => Err(Error::InvalidConfig(format!(
                 "unknown wait strategy {s:?} (expected spin, yield or block)"
             ))),
+        }
+    }
+}
+
+/// How long an operation may wait: the one parameter every surface's core takes, from which
+/// the blocking, `try_` and `_timeout` forms of each operation are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Deadline {
+    /// Not at all: the `try_` forms.
+    Now,
+    /// Until this instant: the `_timeout` forms.
+    At(Instant),
+    /// For as long as it takes: the blocking forms.
+    Never,
+}
+
+impl Deadline {
+    /// `timeout` from now (or never, for a timeout too long to add to the clock).
+    pub(crate) fn after(timeout: Duration) -> Deadline {
+        Instant::now()
+            .checked_add(timeout)
+            .map_or(Deadline::Never, Deadline::At)
+    }
+
+    /// The instant a wait ends at, if any (`Now` is an instant already past).
+    pub(crate) fn instant(self) -> Option<Instant> {
+        match self {
+            Deadline::Now => Some(Instant::now()),
+            Deadline::At(at) => Some(at),
+            Deadline::Never => None,
+        }
+    }
+
+    /// True once the deadline has passed (always for `Now`).
+    pub(crate) fn passed(self) -> bool {
+        match self {
+            Deadline::Now => true,
+            Deadline::At(at) => Instant::now() >= at,
+            Deadline::Never => false,
         }
     }
 }

@@ -7,7 +7,9 @@ use crossbeam_utils::Backoff;
 
 use super::policy::{note_woke_peer, Policy};
 use super::{WaitStrategy, CHECK_INTERVAL, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
-use crate::error::{Error, Result};
+use crate::error::WaitError as Error;
+
+type Result<T, E = Error> = std::result::Result<T, E>;
 use crate::layout::WaitCell;
 use crate::sync::{self, fence, DeathWatch, Ordering};
 use crate::sys::HoldsEnd;
@@ -19,8 +21,8 @@ const SPIN_POLITE_AFTER: Duration = Duration::from_micros(20);
 
 /// What a waiter needs to know about the other endpoint.
 pub(crate) trait Peer {
-    /// `Err` once the peer closed ([`Error::Disconnected`]) or, when `process` is true, once
-    /// its process is gone ([`Error::PeerGone`]). With `process` false this is one load from
+    /// `Err` once the peer closed (`Disconnected`) or, when `process` is true, once
+    /// its process is gone (`PeerGone`). With `process` false this is one load from
     /// the mapping.
     fn check(&mut self, process: bool) -> Result<()>;
     /// The pid and process start time (clock ticks since boot) the peer recorded, once it is
@@ -79,7 +81,7 @@ impl Waiter {
     ///
     /// When the peer closed or died, `ready()` is tried once more (so data sent just before is
     /// still delivered) and the error is returned. `cell` is where `Block` sleeps. Returns
-    /// [`Error::Timeout`] past `deadline`.
+    /// `Timeout` past `deadline`.
     #[inline]
     pub(crate) fn wait_until(
         &mut self,

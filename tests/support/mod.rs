@@ -44,19 +44,19 @@ pub trait ClientEnd {
 
 impl ClientEnd for shmlink::Channel {
     fn send_bytes(&mut self, bytes: &[u8]) -> shmlink::Result<()> {
-        self.send(bytes)
+        Ok(self.send(bytes)?)
     }
     fn recv_bytes(&mut self, timeout: std::time::Duration) -> shmlink::Result<Vec<u8>> {
-        self.recv_timeout(timeout).map(|m| m.to_vec())
+        Ok(self.recv_timeout(timeout).map(|m| m.to_vec())?)
     }
 }
 
 impl ClientEnd for shmlink::Endpoint {
     fn send_bytes(&mut self, bytes: &[u8]) -> shmlink::Result<()> {
-        self.send(bytes)
+        Ok(self.send(bytes)?)
     }
     fn recv_bytes(&mut self, timeout: std::time::Duration) -> shmlink::Result<Vec<u8>> {
-        self.recv_timeout(timeout).map(|m| m.to_vec())
+        Ok(self.recv_timeout(timeout).map(|m| m.to_vec())?)
     }
 }
 

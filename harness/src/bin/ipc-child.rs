@@ -16,11 +16,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use common::{check_stamp, is_peer_gone, MessageKind, OwnedPing, Ping, PingMsg, Workload};
-use shmlink::{Error, WaitStrategy};
+use common::{check_stamp, MessageKind, OwnedPing, Ping, PingMsg, Workload};
+use shmlink::WaitStrategy;
 use shmlink_harness::clients::{run_client, ClientRow, ClientSpec};
 use shmlink_harness::streaming;
 use shmlink_harness::transport::{self, Kind, Options, Peer, Transport, Visitor};
+use shmlink_harness::Error;
 
 /// Answers the parent's pings over one transport.
 #[derive(Debug, Parser)]
@@ -202,7 +203,7 @@ impl Visitor for Serve<'_> {
         };
         match result {
             // The parent closed the transport or exited: the normal end.
-            Err(e) if is_peer_gone(&e) => Ok(()),
+            Err(e) if e.is_disconnect() => Ok(()),
             other => other.map_err(anyhow::Error::from),
         }
     }

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use ipc_channel::ipc::{IpcOneShotServer, IpcReceiverSet, IpcSelectionResult};
 use shmlink::tokio::AsyncChannel;
-use shmlink::{Channel, Config, Connection, Error, Listener, Selector, WaitStrategy};
+use shmlink::{Channel, Config, Connection, Listener, RecvError, Selector, WaitStrategy};
+
+use crate::Error;
 
 use super::child::{interrupted, ChildGuard, CHILD_PID};
 use super::cli::{ClientsArgs, DEFAULT_RING};
@@ -196,8 +198,8 @@ fn accept_uds(listener: &UnixListener, n: usize) -> anyhow::Result<Vec<UnixStrea
 
 /// A client that closed its end: the normal end of its part of a round. A client that died
 /// (`PeerGone`) fails the round.
-fn closed(e: &Error) -> bool {
-    matches!(e, Error::Disconnected { .. })
+fn closed(e: &RecvError) -> bool {
+    matches!(e, RecvError::Disconnected(_))
 }
 
 /// Echoes on one channel until its peer leaves (the first message within [`CONNECT_LIMIT`]).
@@ -228,14 +230,14 @@ fn serve_selector(mut conns: Vec<Connection>, size: usize) -> anyhow::Result<()>
     let mut gone = Vec::new();
     while !conns.is_empty() {
         gone.clear();
-        for &i in selector.wait(&mut conns, None)? {
+        for &i in selector.wait(&mut conns, None) {
             let c = &mut conns[i];
             match c.try_recv() {
                 Ok(m) => {
                     buf.clear();
                     buf.extend_from_slice(&m);
                 }
-                Err(Error::Empty) => continue,
+                Err(RecvError::Empty) => continue,
                 Err(e) if closed(&e) => {
                     gone.push(i);
                     continue;
@@ -286,7 +288,7 @@ fn serve_async(conns: Vec<Connection>, size: usize) -> anyhow::Result<()> {
                         match c.recv_into(&mut buf).await {
                             Ok(_) => c.send(&buf).await?,
                             Err(e) if closed(&e) => return Ok::<(), Error>(()),
-                            Err(e) => return Err(e),
+                            Err(e) => return Err(e.into()),
                         }
                     }
                 }));

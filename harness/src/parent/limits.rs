@@ -3,8 +3,8 @@
 
 use std::hint::black_box;
 
+use crate::Error;
 use shmlink::testing::SliceWriter;
-use shmlink::Error;
 
 use super::connect::Plan;
 use crate::workload::{self as common, Ping};

@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::Error;
 use anyhow::{anyhow, Context};
 use hdrhistogram::Histogram;
-use shmlink::Error;
 
 use super::document::RoundTrips;
 

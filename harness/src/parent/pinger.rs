@@ -1,6 +1,6 @@
 //! The parent's side of the ping-pong workload over a transport.
 
-use shmlink::Error;
+use crate::Error;
 
 use super::connect::Plan;
 use crate::transport::{Kind, Transport};

@@ -10,7 +10,9 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use shmlink::Error;
+use shmlink::{RecvError, SendError};
+
+use crate::Error;
 
 use super::cli::{sized_ring, StreamArgs};
 use super::connect::{connect, Plan};
@@ -149,14 +151,14 @@ fn ring_phase(
             while verdict.count < n {
                 match rx.try_read() {
                     Ok(frame) => streaming::take(&mut verdict, &frame, size),
-                    Err(Error::Empty) => {
+                    Err(RecvError::Empty) => {
                         // Relaxed: a plain stop flag; it orders no other data.
                         if abort.load(Ordering::Relaxed) {
                             return Err(transport::closed());
                         }
                         spin.turn();
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(e.into()),
                 }
             }
             Ok((verdict, Instant::now()))
@@ -165,15 +167,15 @@ fn ring_phase(
     start_line.wait();
     let start = Instant::now();
     let mut spin = Spin(0);
-    let mut sent = Ok(());
+    let mut sent: Result<(), Error> = Ok(());
     'send: for seq in 0..n {
         let msg = stream.message(seq);
         loop {
             match tx.try_send(msg) {
                 Ok(()) => break,
-                Err(Error::Full) => spin.turn(),
+                Err(SendError::Full) => spin.turn(),
                 Err(e) => {
-                    sent = Err(e);
+                    sent = Err(e.into());
                     break 'send;
                 }
             }

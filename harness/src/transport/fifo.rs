@@ -21,7 +21,7 @@ use serde::Serialize;
 use super::pipe::grow_pipe;
 use super::stream::{self, Framed};
 use super::{poll_until, ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use shmlink::Error;
+use crate::Error;
 
 /// What the parent writes first, unframed, once it holds the write end of `p2c`.
 const HELLO: &[u8; 8] = b"ipcbfifo";

@@ -17,7 +17,7 @@ use super::{
     await_connected, create_mapping, mapping_id, open_mapping, poll_until, ChildStdio, Kind,
     Listener, Options, Peer, Result, Spinner, Transport,
 };
-use shmlink::Error;
+use crate::Error;
 
 const MAGIC: u64 = 0x7368_6d72_666c_6f72; // "shmrflor"
 const WORDS: usize = 5;
@@ -159,10 +159,9 @@ impl Transport for Floor {
         // Relaxed: ordered after the Acquire load of `ready` above.
         let magic = header.magic.load(Ordering::Relaxed);
         if magic != MAGIC {
-            return Err(Error::BadMagic {
-                channel: address.to_owned(),
-                magic,
-            });
+            return Err(crate::garbled(format!(
+                "mapping {address:?} starts with {magic:#x}, not the floor's magic"
+            )));
         }
         // Release: pairs with the Acquire load of `ready` in `FloorListener::accept`.
         header.ready.store(2, Ordering::Release);

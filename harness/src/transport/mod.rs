@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use shmlink::{Error, WaitStrategy};
+use crate::Error;
+use shmlink::WaitStrategy;
 
 /// The message methods of a [`Transport`] whose messages travel as length-prefixed frames over
 /// a byte stream kept in `self.framed` (see `stream.rs`).
@@ -392,7 +393,6 @@ impl Peer {
     /// The error for a gone peer.
     pub fn gone_error(&self) -> Error {
         Error::PeerGone {
-            channel: PEER.to_owned(),
             pid: self.pid().unwrap_or(0),
         }
     }
@@ -514,14 +514,9 @@ pub trait Visitor {
     fn visit<T: Transport>(self) -> Self::Output;
 }
 
-/// What the harness's errors call the other side of a transport.
-const PEER: &str = "harness peer";
-
 /// The error for a peer that closed its end of a transport.
 pub fn closed() -> Error {
-    Error::Disconnected {
-        channel: PEER.to_owned(),
-    }
+    Error::Disconnected
 }
 
 /// Prefix of the mappings the comparison transports create. Not `shmlink-`: those names belong to
@@ -570,13 +565,10 @@ pub(crate) fn open_mapping(
         other => other,
     })?;
     if shmem.len() < size {
-        return Err(Error::SizeMismatch {
-            channel: id.to_owned(),
-            what: format!(
-                "the mapping holds {} bytes, at least {size} expected",
-                shmem.len()
-            ),
-        });
+        return Err(crate::garbled(format!(
+            "mapping {id:?} holds {} bytes, at least {size} expected",
+            shmem.len()
+        )));
     }
     Ok(shmem)
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::stream::Framed;
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use shmlink::Error;
+use crate::Error;
 
 enum Ends {
     Parent(Framed<ChildStdout, ChildStdin>),

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use shmlink::Error;
+use crate::Error;
 
 /// How long one wait lasts before the peer is checked.
 const SLICE: Duration = Duration::from_millis(50);

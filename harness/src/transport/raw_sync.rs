@@ -24,7 +24,7 @@ use super::{
     await_connected, create_mapping, mapping_id, open_mapping, poll_until, ChildStdio, Kind,
     Listener, Options, Peer, Result, Transport,
 };
-use shmlink::Error;
+use crate::Error;
 
 const MAGIC: u64 = 0x7368_6d72_7273_796e; // "shmrrsyn"
 /// Bytes before the first mailbox.
@@ -225,10 +225,9 @@ impl Transport for RawSync {
         // Relaxed: ordered after the Acquire load of `ready` above (as is `slot` below).
         let magic = header.magic.load(Ordering::Relaxed);
         if magic != MAGIC {
-            return Err(Error::BadMagic {
-                channel: address.to_owned(),
-                magic,
-            });
+            return Err(crate::garbled(format!(
+                "mapping {address:?} starts with {magic:#x}, not the raw-sync magic"
+            )));
         }
         let slot = usize::try_from(header.slot.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
         if slot % 64 != 0
@@ -237,10 +236,10 @@ impl Transport for RawSync {
                 .and_then(|s| s.checked_add(HEADER + 2 * MAILBOX_HEADER))
                 .is_none_or(|total| total > shmem.len())
         {
-            return Err(Error::SizeMismatch {
-                channel: address.to_owned(),
-                what: format!("slot of {slot} bytes in a mapping of {}", shmem.len()),
-            });
+            return Err(crate::garbled(format!(
+                "mapping {address:?}: slot of {slot} bytes in a mapping of {}",
+                shmem.len()
+            )));
         }
         let (outbox, inbox) = RawSync::open_mailboxes(&shmem, slot, false, 1)?;
         let end = RawSync {

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{ChildStdio, JsonMessage, Kind, Listener, Options, Peer, Result, Transport};
-use shmlink::{Backend, Config, Endpoint, Error};
+use crate::Error;
+use shmlink::{Backend, Config, Endpoint, OpenError, RecvError};
 
 /// What the child sends first, so that the parent knows it connected.
 const HELLO: &[u8] = b"shmlink-hello";
@@ -122,11 +123,11 @@ impl<B: BackendChoice> Transport for EndpointTransport<B> {
                 max: self.max,
             });
         }
-        self.endpoint.send(msg)
+        Ok(self.endpoint.send(msg)?)
     }
 
     fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.endpoint.send_json(value)
+        Ok(self.endpoint.send_json(value)?)
     }
 
     fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
@@ -141,7 +142,7 @@ impl<B: BackendChoice> Transport for EndpointTransport<B> {
             Some(channel) => {
                 let (tx, rx) = channel.split();
                 let msg = rx.recv()?;
-                tx.send(&msg)
+                Ok(tx.send(&msg)?)
             }
             None => {
                 let len = self.recv_with(|bytes| {
@@ -189,10 +190,10 @@ fn connect_endpoint(address: &str, opts: &Options, peer: &Peer) -> Result<Endpoi
         match Endpoint::connect_timeout(address, opts.wait, SLICE) {
             Ok(e) => return Ok(e),
             // Not there yet, or there and not ready within the slice.
-            Err(Error::NotFound(_) | Error::Timeout) if Instant::now() < deadline => {
+            Err(OpenError::NotFound(_) | OpenError::Timeout) if Instant::now() < deadline => {
                 peer.check()?
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -205,13 +206,13 @@ fn await_hello(endpoint: &mut Endpoint, opts: &Options, peer: &Peer) -> Result<(
         match endpoint.recv_timeout(SLICE) {
             Ok(msg) if &msg[..] == HELLO => return Ok(()),
             Ok(_) => return Err(crate::garbled("unexpected handshake message".to_owned())),
-            Err(Error::Timeout) => {
+            Err(RecvError::Timeout) => {
                 peer.check()?;
                 if Instant::now() >= deadline {
                     return Err(Error::Timeout);
                 }
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
 }

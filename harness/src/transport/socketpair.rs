@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::stream::{self, set_socket_buffers, Framed};
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use shmlink::Error;
+use crate::Error;
 
 /// One end of the socket pair transport.
 pub struct Socketpair {

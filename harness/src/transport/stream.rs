@@ -9,7 +9,7 @@ use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
 use serde::Serialize;
 
 use super::{Options, Result};
-use shmlink::Error;
+use crate::Error;
 
 /// Bytes in a frame header.
 const HEADER: usize = 4;
@@ -187,14 +187,14 @@ mod tests {
         assert_eq!(f.recv_with(|b| Ok(b.len())).ok(), Some(0));
         assert!(matches!(
             f.recv_with(|b| Ok(b.len())),
-            Err(Error::Disconnected { .. })
+            Err(Error::Disconnected)
         ));
 
         let bogus = [0xff, 0xff, 0xff, 0x7f, 1, 2, 3];
         let mut f = Framed::new(&bogus[..], io::sink(), 1024);
         assert!(matches!(
             f.recv_with(|b| Ok(b.len())),
-            Err(Error::Corrupt { .. })
+            Err(Error::Garbled(_))
         ));
     }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::stream::{self, set_socket_buffers, Framed};
 use super::{poll_until, ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use shmlink::Error;
+use crate::Error;
 
 /// One end of the TCP transport.
 pub struct Tcp {

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::stream::{self, set_socket_buffers, Framed};
 use super::{poll_until, ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
-use shmlink::Error;
+use crate::Error;
 
 /// One end of the Unix socket transport.
 pub struct Uds {

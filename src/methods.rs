@@ -1,0 +1,552 @@
+//! The one method set: every message surface ([`Channel`](crate::Channel), its halves,
+//! [`Endpoint`](crate::Endpoint) on either backend, and the async channel) offers the same
+//! operations under the same names, with the same meaning and the same documentation.
+//!
+//! | | blocking | now | deadline |
+//! | --- | --- | --- | --- |
+//! | send bytes | `send` | `try_send` | `send_timeout` |
+//! | send JSON | `send_json` | `try_send_json` | `send_json_timeout` |
+//! | write in place | `reserve` | `try_reserve` | `reserve_timeout` |
+//! | receive in place | `recv` | `try_recv` | `recv_timeout` |
+//! | receive into a buffer | `recv_into` | `try_recv_into` | `recv_into_timeout` |
+//! | receive JSON | `recv_json` | `try_recv_json` | `recv_json_timeout` |
+//!
+//! Each surface implements one core per operation, taking a [`Deadline`](crate::wait::Deadline)
+//! (`Now`, `At(instant)` or `Never`): `send_until`, `send_json_until`, `reserve_until`,
+//! `recv_until`, `recv_into_until`. The macros here write the public forms from those cores,
+//! once; the documentation text is in the `doc_*` macros, shared by the blocking and the async
+//! forms.
+
+/// The documentation of each operation, shared by every surface (blocking and async).
+macro_rules! doc_send {
+    () => {
+        "Sends one message, waiting for room for as long as it takes.\n\n\
+         A message of up to `max_frame` bytes travels as one frame; a longer one, up to \
+         `max_message`, in fragments as the peer reads them, and the receiver gets it whole. \
+         Fails with [`SendError::TooLarge`](crate::SendError::TooLarge) past the receiver's \
+         limit or this side's (before anything is written; the channel keeps working), \
+         [`SendError::Disconnected`](crate::SendError::Disconnected) once the peer closed, and \
+         [`SendError::PeerGone`](crate::SendError::PeerGone) once its process died."
+    };
+}
+
+macro_rules! doc_try_send {
+    () => {
+        "Sends one message if it can go out whole now, else \
+         [`SendError::Full`](crate::SendError::Full), with nothing sent.\n\n\
+         A message longer than one frame goes only if the ring has room for all its fragments \
+         now (one that needs more than about half the ring may have to wait until the peer \
+         has read and moved on: use `send` or `send_timeout` for those); one that could never \
+         fit the ring at once is [`SendError::TooLarge`](crate::SendError::TooLarge)."
+    };
+}
+
+macro_rules! doc_send_timeout {
+    () => {
+        "Like `send`, giving up with [`SendError::Timeout`](crate::SendError::Timeout) once \
+         `timeout` has passed.\n\n\
+         A message sent in fragments that times out part-way is withdrawn: the receiver drops \
+         the part it got and never sees the message, and the next send goes through as usual."
+    };
+}
+
+macro_rules! doc_send_json {
+    () => {
+        "Serialises `value` as JSON and sends it as one message, waiting for room.\n\n\
+         On shared memory the text is written straight into the ring, in a grant sized from \
+         earlier messages; a value that does not fit it is serialised again into a buffer the \
+         endpoint keeps and sent from there, in fragments if it is longer than a frame. Values \
+         of any size up to `max_message` go through. A value that cannot be serialised fails \
+         with [`SendError::Json`](crate::SendError::Json) and sends nothing."
+    };
+}
+
+macro_rules! doc_try_send_json {
+    () => {
+        "Like `send_json`, if the message can go out whole now (see `try_send`), else \
+         [`SendError::Full`](crate::SendError::Full), with nothing sent."
+    };
+}
+
+macro_rules! doc_send_json_timeout {
+    () => {
+        "Like `send_json`, giving up with [`SendError::Timeout`](crate::SendError::Timeout) \
+         once `timeout` has passed; a value sent in fragments that times out part-way is \
+         withdrawn, as with `send_timeout`."
+    };
+}
+
+macro_rules! doc_reserve {
+    () => {
+        "Reserves room for a message of `len` bytes (at most `max_frame`), waiting for it, and \
+         lends it out to be written in place; `commit(used)` sends the first `used` bytes as \
+         one message, and a grant dropped without a commit sends nothing.\n\n\
+         On shared memory the grant is the frame itself, in the ring; on the ipc-channel \
+         backend it is a buffer of the endpoint's that the commit sends. Fails with \
+         [`SendError::TooLarge`](crate::SendError::TooLarge) for a `len` past one frame or the \
+         receiver's limit."
+    };
+}
+
+macro_rules! doc_try_reserve {
+    () => {
+        "Like `reserve`, if there is room now, else [`SendError::Full`](crate::SendError::Full)."
+    };
+}
+
+macro_rules! doc_reserve_timeout {
+    () => {
+        "Like `reserve`, giving up with [`SendError::Timeout`](crate::SendError::Timeout) once \
+         `timeout` has passed."
+    };
+}
+
+macro_rules! doc_recv {
+    () => {
+        "Receives the next message, waiting for it for as long as it takes, and lends it out: \
+         the guard derefs to the bytes (on shared memory, read in place in the ring, which \
+         the guard releases when it drops).\n\n\
+         A message that came in fragments is handed over whole, reassembled. Fails with \
+         [`RecvError::Disconnected`](crate::RecvError::Disconnected) once the peer closed and \
+         everything it sent has been received, \
+         [`RecvError::PeerGone`](crate::RecvError::PeerGone) soon after its process died, and \
+         [`RecvError::Corrupt`](crate::RecvError::Corrupt) if the ring holds something that is \
+         not a valid message."
+    };
+}
+
+macro_rules! doc_try_recv {
+    () => {
+        "Receives the next message if a whole one is there now, else \
+         [`RecvError::Empty`](crate::RecvError::Empty).\n\n\
+         One call takes at most a ring's worth of fragments of a long message; the part \
+         received is kept, and a later call hands the message over once it is complete."
+    };
+}
+
+macro_rules! doc_recv_timeout {
+    () => {
+        "Like `recv`, giving up with [`RecvError::Timeout`](crate::RecvError::Timeout) once \
+         `timeout` has passed (also while the fragments of a long message keep arriving: the \
+         part received is kept for the next call)."
+    };
+}
+
+macro_rules! doc_recv_into {
+    () => {
+        "Receives the next message into `buf`, replacing its contents, and returns its length, \
+         waiting for it.\n\n\
+         `buf` keeps its capacity, so a caller that reuses it allocates only for a message \
+         longer than any before. A message that was reassembled (or, on the ipc-channel \
+         backend, received into a buffer of its own) trades places with `buf` instead of being \
+         copied."
+    };
+}
+
+macro_rules! doc_try_recv_into {
+    () => {
+        "Like `recv_into`, if a whole message is there now (see `try_recv`), else \
+         [`RecvError::Empty`](crate::RecvError::Empty)."
+    };
+}
+
+macro_rules! doc_recv_into_timeout {
+    () => {
+        "Like `recv_into`, giving up with [`RecvError::Timeout`](crate::RecvError::Timeout) \
+         once `timeout` has passed."
+    };
+}
+
+macro_rules! doc_recv_json {
+    () => {
+        "Receives the next message and decodes it as JSON into an owned value, waiting for \
+         it.\n\n\
+         To borrow string fields from the message instead, `recv` it and decode it with the \
+         guard's `json`. A message that is not valid JSON for `T` is \
+         [`RecvError::Json`](crate::RecvError::Json) (the message is consumed; the channel \
+         keeps working)."
+    };
+}
+
+macro_rules! doc_try_recv_json {
+    () => {
+        "Like `recv_json`, if a whole message is there now (see `try_recv`), else \
+         [`RecvError::Empty`](crate::RecvError::Empty)."
+    };
+}
+
+macro_rules! doc_recv_json_timeout {
+    () => {
+        "Like `recv_json`, giving up with [`RecvError::Timeout`](crate::RecvError::Timeout) \
+         once `timeout` has passed."
+    };
+}
+
+/// Writes the sending methods of a surface from its cores `send_until`, `send_json_until` and
+/// `reserve_until`. `$grant` is the surface's grant type; `$setup` is the example's hidden
+/// preamble, which makes a sender `tx` and its peer's receiver `rx`; `$commit` commits the
+/// example's grant `grant` of 5 bytes.
+macro_rules! send_methods {
+    ($grant:ty, $setup:expr, $commit:expr) => {
+        #[doc = doc_send!()]
+        ///
+        /// ```
+        #[doc = $setup]
+        /// tx.send(b"hello")?;
+        /// assert_eq!(&*rx.recv()?, b"hello");
+        /// // Longer than a frame (of a 1 MiB ring): fragmented, and received whole.
+        /// let long = vec![7u8; 3 << 20];
+        /// std::thread::scope(|s| {
+        ///     let sender = s.spawn(|| tx.send(&long));
+        ///     assert_eq!(rx.recv().unwrap().len(), long.len());
+        ///     sender.join().unwrap()
+        /// })?;
+        /// # Ok::<(), shmlink::Error>(())
+        /// ```
+        #[inline]
+        pub fn send(&mut self, bytes: &[u8]) -> Result<(), $crate::SendError> {
+            self.send_until(bytes, $crate::wait::Deadline::Never)
+        }
+
+        #[doc = doc_try_send!()]
+        #[inline]
+        pub fn try_send(&mut self, bytes: &[u8]) -> Result<(), $crate::SendError> {
+            self.send_until(bytes, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_send_timeout!()]
+        pub fn send_timeout(
+            &mut self,
+            bytes: &[u8],
+            timeout: std::time::Duration,
+        ) -> Result<(), $crate::SendError> {
+            self.send_until(bytes, $crate::wait::Deadline::after(timeout))
+        }
+
+        #[doc = doc_send_json!()]
+        ///
+        /// ```
+        #[doc = $setup]
+        /// tx.send_json(&serde_json::json!({ "id": 7, "name": "seven" }))?;
+        /// let got: serde_json::Value = rx.recv_json()?;
+        /// assert_eq!(got["name"], "seven");
+        /// # Ok::<(), shmlink::Error>(())
+        /// ```
+        #[inline]
+        pub fn send_json<T: serde::Serialize + ?Sized>(
+            &mut self,
+            value: &T,
+        ) -> Result<(), $crate::SendError> {
+            self.send_json_until(value, $crate::wait::Deadline::Never)
+        }
+
+        #[doc = doc_try_send_json!()]
+        pub fn try_send_json<T: serde::Serialize + ?Sized>(
+            &mut self,
+            value: &T,
+        ) -> Result<(), $crate::SendError> {
+            self.send_json_until(value, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_send_json_timeout!()]
+        pub fn send_json_timeout<T: serde::Serialize + ?Sized>(
+            &mut self,
+            value: &T,
+            timeout: std::time::Duration,
+        ) -> Result<(), $crate::SendError> {
+            self.send_json_until(value, $crate::wait::Deadline::after(timeout))
+        }
+
+        #[doc = doc_reserve!()]
+        ///
+        /// ```
+        #[doc = $setup]
+        /// let mut grant = tx.reserve(64)?;
+        /// grant[..5].copy_from_slice(b"hello");
+        #[doc = $commit]
+        /// assert_eq!(&*rx.recv()?, b"hello");
+        /// # Ok::<(), shmlink::Error>(())
+        /// ```
+        #[inline]
+        pub fn reserve(&mut self, len: usize) -> Result<$grant, $crate::SendError> {
+            self.reserve_until(len, $crate::wait::Deadline::Never)
+        }
+
+        #[doc = doc_try_reserve!()]
+        #[inline]
+        pub fn try_reserve(&mut self, len: usize) -> Result<$grant, $crate::SendError> {
+            self.reserve_until(len, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_reserve_timeout!()]
+        pub fn reserve_timeout(
+            &mut self,
+            len: usize,
+            timeout: std::time::Duration,
+        ) -> Result<$grant, $crate::SendError> {
+            self.reserve_until(len, $crate::wait::Deadline::after(timeout))
+        }
+    };
+}
+
+/// Writes the receiving methods of a surface from its cores `recv_until` and
+/// `recv_into_until` (the JSON forms decode what `recv_until` lends out, with the guard's
+/// `json`). `$guard` is the surface's guard type; `$setup` as for `send_methods!`.
+macro_rules! recv_methods {
+    ($guard:ty, $setup:expr) => {
+        #[doc = doc_recv!()]
+        ///
+        /// ```
+        #[doc = $setup]
+        /// tx.send(b"ping")?;
+        /// let msg = rx.recv()?;
+        /// assert_eq!(&*msg, b"ping");
+        /// drop(msg); // gives the frame back to the ring
+        /// assert!(matches!(rx.try_recv(), Err(shmlink::RecvError::Empty)));
+        /// let waited = rx.recv_timeout(std::time::Duration::from_millis(1));
+        /// assert!(matches!(waited, Err(shmlink::RecvError::Timeout)));
+        /// # Ok::<(), shmlink::Error>(())
+        /// ```
+        #[inline]
+        pub fn recv(&mut self) -> Result<$guard, $crate::RecvError> {
+            self.recv_until($crate::wait::Deadline::Never)
+        }
+
+        #[doc = doc_try_recv!()]
+        #[inline]
+        pub fn try_recv(&mut self) -> Result<$guard, $crate::RecvError> {
+            self.recv_until($crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_recv_timeout!()]
+        #[inline]
+        pub fn recv_timeout(
+            &mut self,
+            timeout: std::time::Duration,
+        ) -> Result<$guard, $crate::RecvError> {
+            self.recv_until($crate::wait::Deadline::after(timeout))
+        }
+
+        #[doc = doc_recv_into!()]
+        ///
+        /// ```
+        #[doc = $setup]
+        /// let mut buf = Vec::new();
+        /// tx.send(b"one")?;
+        /// assert_eq!(rx.recv_into(&mut buf)?, 3);
+        /// assert_eq!(buf, b"one");
+        /// # Ok::<(), shmlink::Error>(())
+        /// ```
+        #[inline]
+        pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, $crate::RecvError> {
+            self.recv_into_until(buf, $crate::wait::Deadline::Never)
+        }
+
+        #[doc = doc_try_recv_into!()]
+        #[inline]
+        pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, $crate::RecvError> {
+            self.recv_into_until(buf, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_recv_into_timeout!()]
+        pub fn recv_into_timeout(
+            &mut self,
+            buf: &mut Vec<u8>,
+            timeout: std::time::Duration,
+        ) -> Result<usize, $crate::RecvError> {
+            self.recv_into_until(buf, $crate::wait::Deadline::after(timeout))
+        }
+
+        #[doc = doc_recv_json!()]
+        ///
+        /// ```
+        #[doc = $setup]
+        /// tx.send(br#"{"n": 3}"#)?;
+        /// let got: std::collections::HashMap<String, u32> = rx.recv_json()?;
+        /// assert_eq!(got["n"], 3);
+        /// # Ok::<(), shmlink::Error>(())
+        /// ```
+        pub fn recv_json<T: serde::de::DeserializeOwned>(
+            &mut self,
+        ) -> Result<T, $crate::RecvError> {
+            self.recv_until($crate::wait::Deadline::Never)?.json()
+        }
+
+        #[doc = doc_try_recv_json!()]
+        pub fn try_recv_json<T: serde::de::DeserializeOwned>(
+            &mut self,
+        ) -> Result<T, $crate::RecvError> {
+            self.recv_until($crate::wait::Deadline::Now)?.json()
+        }
+
+        #[doc = doc_recv_json_timeout!()]
+        pub fn recv_json_timeout<T: serde::de::DeserializeOwned>(
+            &mut self,
+            timeout: std::time::Duration,
+        ) -> Result<T, $crate::RecvError> {
+            self.recv_until($crate::wait::Deadline::after(timeout))?
+                .json()
+        }
+    };
+}
+
+/// Writes the methods of the async surface from its async cores (`send_until`,
+/// `send_json_until`, `reserve_until`, `recv_until`, `recv_into_until`) and, for the `try_`
+/// forms, which do not wait, the channel's own cores (through `now()`).
+#[cfg(feature = "tokio")]
+macro_rules! async_methods {
+    () => {
+        #[doc = doc_send!()]
+        ///
+        /// ```
+        /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+        /// # use shmlink::{tokio::AsyncChannel, Channel, Config, WaitStrategy};
+        /// # let name = format!("doc-async-send-{}", std::process::id());
+        /// # let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+        /// runtime.block_on(async {
+        ///     let mut tx = AsyncChannel::new(Channel::create(&name, &Config::default())?)?;
+        ///     let mut rx = AsyncChannel::new(Channel::connect(&name, WaitStrategy::Block)?)?;
+        ///     tx.send(b"hello").await?;
+        ///     assert_eq!(&*rx.recv().await?, b"hello");
+        ///     Ok::<(), shmlink::Error>(())
+        /// })?;
+        /// # Ok(()) }
+        /// ```
+        pub async fn send(&mut self, bytes: &[u8]) -> Result<(), $crate::SendError> {
+            self.send_until(bytes, $crate::wait::Deadline::Never).await
+        }
+
+        #[doc = doc_try_send!()]
+        pub fn try_send(&mut self, bytes: &[u8]) -> Result<(), $crate::SendError> {
+            self.now().send_until(bytes, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_send_timeout!()]
+        pub async fn send_timeout(
+            &mut self,
+            bytes: &[u8],
+            timeout: std::time::Duration,
+        ) -> Result<(), $crate::SendError> {
+            self.send_until(bytes, $crate::wait::Deadline::after(timeout))
+                .await
+        }
+
+        #[doc = doc_send_json!()]
+        pub async fn send_json<T: serde::Serialize + ?Sized>(
+            &mut self,
+            value: &T,
+        ) -> Result<(), $crate::SendError> {
+            self.send_json_until(value, $crate::wait::Deadline::Never)
+                .await
+        }
+
+        #[doc = doc_try_send_json!()]
+        pub fn try_send_json<T: serde::Serialize + ?Sized>(
+            &mut self,
+            value: &T,
+        ) -> Result<(), $crate::SendError> {
+            self.now()
+                .send_json_until(value, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_send_json_timeout!()]
+        pub async fn send_json_timeout<T: serde::Serialize + ?Sized>(
+            &mut self,
+            value: &T,
+            timeout: std::time::Duration,
+        ) -> Result<(), $crate::SendError> {
+            self.send_json_until(value, $crate::wait::Deadline::after(timeout))
+                .await
+        }
+
+        #[doc = doc_reserve!()]
+        pub async fn reserve(
+            &mut self,
+            len: usize,
+        ) -> Result<$crate::WriteGrant<'_>, $crate::SendError> {
+            self.reserve_until(len, $crate::wait::Deadline::Never).await
+        }
+
+        #[doc = doc_try_reserve!()]
+        pub fn try_reserve(
+            &mut self,
+            len: usize,
+        ) -> Result<$crate::WriteGrant<'_>, $crate::SendError> {
+            self.now().reserve_until(len, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_reserve_timeout!()]
+        pub async fn reserve_timeout(
+            &mut self,
+            len: usize,
+            timeout: std::time::Duration,
+        ) -> Result<$crate::WriteGrant<'_>, $crate::SendError> {
+            self.reserve_until(len, $crate::wait::Deadline::after(timeout))
+                .await
+        }
+
+        #[doc = doc_recv!()]
+        pub async fn recv(&mut self) -> Result<$crate::ReadGuard<'_>, $crate::RecvError> {
+            self.recv_until($crate::wait::Deadline::Never).await
+        }
+
+        #[doc = doc_try_recv!()]
+        pub fn try_recv(&mut self) -> Result<$crate::ReadGuard<'_>, $crate::RecvError> {
+            self.now().recv_until($crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_recv_timeout!()]
+        pub async fn recv_timeout(
+            &mut self,
+            timeout: std::time::Duration,
+        ) -> Result<$crate::ReadGuard<'_>, $crate::RecvError> {
+            self.recv_until($crate::wait::Deadline::after(timeout))
+                .await
+        }
+
+        #[doc = doc_recv_into!()]
+        pub async fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, $crate::RecvError> {
+            self.recv_into_until(buf, $crate::wait::Deadline::Never)
+                .await
+        }
+
+        #[doc = doc_try_recv_into!()]
+        pub fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, $crate::RecvError> {
+            self.now().recv_into_until(buf, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_recv_into_timeout!()]
+        pub async fn recv_into_timeout(
+            &mut self,
+            buf: &mut Vec<u8>,
+            timeout: std::time::Duration,
+        ) -> Result<usize, $crate::RecvError> {
+            self.recv_into_until(buf, $crate::wait::Deadline::after(timeout))
+                .await
+        }
+
+        #[doc = doc_recv_json!()]
+        pub async fn recv_json<T: serde::de::DeserializeOwned>(
+            &mut self,
+        ) -> Result<T, $crate::RecvError> {
+            self.recv_until($crate::wait::Deadline::Never).await?.json()
+        }
+
+        #[doc = doc_try_recv_json!()]
+        pub fn try_recv_json<T: serde::de::DeserializeOwned>(
+            &mut self,
+        ) -> Result<T, $crate::RecvError> {
+            self.now().recv_until($crate::wait::Deadline::Now)?.json()
+        }
+
+        #[doc = doc_recv_json_timeout!()]
+        pub async fn recv_json_timeout<T: serde::de::DeserializeOwned>(
+            &mut self,
+            timeout: std::time::Duration,
+        ) -> Result<T, $crate::RecvError> {
+            self.recv_until($crate::wait::Deadline::after(timeout))
+                .await?
+                .json()
+        }
+    };
+}
