@@ -19,3 +19,8 @@ pub fn garbled(what: impl Into<String>) -> shmlink::Error {
         what: what.into(),
     }
 }
+
+/// The code blocks of the harness manual, checked by `cargo test --doc` like the library's.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
