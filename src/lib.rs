@@ -354,3 +354,17 @@ pub mod testing;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
+
+/// The code blocks of the README and of `docs/`, compiled and run as doctests by
+/// `cargo test --doc`, so that no example there goes stale.
+#[cfg(doctest)]
+mod doc_files {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/design.md")]
+    struct Design;
+    #[doc = include_str!("../docs/safety.md")]
+    struct Safety;
+    #[doc = include_str!("../docs/testing.md")]
+    struct Testing;
+}

@@ -13,3 +13,8 @@ pub mod workload;
 
 mod error;
 pub use error::{garbled, Error, Result};
+
+/// The code blocks of the harness manual, checked by `cargo test --doc` like the library's.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
