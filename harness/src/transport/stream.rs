@@ -1,10 +1,15 @@
 //! Length-prefixed framing over any byte stream (pipe, Unix socket, TCP).
 //!
-//! A frame is a little-endian `u32` length followed by that many bytes. The reader buffers, so a
-//! small frame usually costs one `read` system call; the writer assembles header and payload in
-//! one reused buffer, so a frame costs one `write`.
+//! A frame is a little-endian `u32` length followed by that many bytes. The reader reads up to
+//! [`READ_BUFFER`] bytes per `read` system call and lends whole frames straight from that buffer,
+//! so many small frames cost one `read`; the writer hands header and payload to one `writev`, so a
+//! frame costs one system call and no copy in this process.
+//!
+//! The same stream also carries *bare* messages ([`Framed::send_bare`], [`Framed::recv_bare`]):
+//! no header, one `write` of the message, and `read`s of exactly the rest of the message until it
+//! is whole, as a minimal C program does when both sides know the size.
 
-use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{self, BufRead, BufReader, ErrorKind, IoSlice, Read, Write};
 
 use serde::Serialize;
 
@@ -13,6 +18,9 @@ use crate::Error;
 
 /// Bytes in a frame header.
 const HEADER: usize = 4;
+
+/// Bytes the reader asks for per `read`: many small frames, or several 4 KiB ones, per call.
+pub(crate) const READ_BUFFER: usize = 64 * 1024;
 
 /// The frame limit of the stream backends: sixteen times the buffer size (at least 16 MiB), or
 /// [`Options::max_message`] when that is larger; never past the `u32` length header.
@@ -28,9 +36,10 @@ pub(crate) fn max_message(opts: &Options) -> usize {
 pub(crate) struct Framed<R: Read, W: Write> {
     reader: BufReader<R>,
     writer: W,
-    /// Reused for outgoing frames.
+    /// Reused for outgoing JSON frames.
     out: Vec<u8>,
-    /// Reused for incoming frames that do not sit whole in the reader's buffer.
+    /// Reused for incoming frames that do not sit whole in the reader's buffer, and for bare
+    /// messages.
     inc: Vec<u8>,
     max: usize,
 }
@@ -38,9 +47,9 @@ pub(crate) struct Framed<R: Read, W: Write> {
 impl<R: Read, W: Write> Framed<R, W> {
     pub(crate) fn new(reader: R, writer: W, max: usize) -> Self {
         Framed {
-            reader: BufReader::with_capacity(64 * 1024, reader),
+            reader: BufReader::with_capacity(READ_BUFFER, reader),
             writer,
-            out: Vec::with_capacity(4096),
+            out: Vec::new(),
             inc: Vec::new(),
             max: max.min(u32::MAX as usize),
         }
@@ -59,16 +68,35 @@ impl<R: Read, W: Write> Framed<R, W> {
             return Err(self.too_large(msg.len()));
         }
         let header = (msg.len() as u32).to_le_bytes();
-        if msg.len() <= 64 * 1024 {
-            self.out.clear();
-            self.out.extend_from_slice(&header);
-            self.out.extend_from_slice(msg);
-            write_all(&mut self.writer, &self.out)
-        } else {
-            // Large frames are not worth a copy: two writes.
-            write_all(&mut self.writer, &header)?;
-            write_all(&mut self.writer, msg)
+        write_frame(&mut self.writer, &header, msg)
+    }
+
+    /// Sends `msg` as it is, no header: one `write` (more only if the kernel takes part of it).
+    pub(crate) fn send_bare(&mut self, msg: &[u8]) -> Result<()> {
+        write_all(&mut self.writer, msg)
+    }
+
+    /// Receives one bare message of `size` bytes: `read`s of exactly what is missing until it is
+    /// whole (never past it, so the stream stays in step), then lends it to `read`. Bytes the
+    /// frame reader had already buffered come first.
+    pub(crate) fn recv_bare<T>(
+        &mut self,
+        size: usize,
+        read: impl FnOnce(&[u8]) -> Result<T>,
+    ) -> Result<T> {
+        if size > self.max {
+            return Err(self.too_large(size));
         }
+        self.inc.resize(size, 0);
+        let buffered = self.reader.buffer().len().min(size);
+        if buffered > 0 {
+            self.inc[..buffered].copy_from_slice(&self.reader.buffer()[..buffered]);
+            self.reader.consume(buffered);
+        }
+        // The frame reader's buffer is empty now (or the message was whole in it): read from
+        // the stream itself.
+        read_exact(self.reader.get_mut(), &mut self.inc[buffered..])?;
+        read(&self.inc)
     }
 
     pub(crate) fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
@@ -107,6 +135,31 @@ impl<R: Read, W: Write> Framed<R, W> {
 
     pub(crate) fn writer(&self) -> &W {
         &self.writer
+    }
+}
+
+/// Writes header and payload with one vectored write, finishing with plain writes if the
+/// kernel took only part of them.
+fn write_frame<W: Write>(writer: &mut W, header: &[u8], msg: &[u8]) -> Result<()> {
+    let total = header.len() + msg.len();
+    let written = loop {
+        match writer.write_vectored(&[IoSlice::new(header), IoSlice::new(msg)]) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if is_disconnect(&e) => return Err(super::closed()),
+            Err(e) => return Err(Error::Io(e)),
+        }
+    };
+    if written == 0 && total > 0 {
+        return Err(super::closed());
+    }
+    if written < header.len() {
+        write_all(writer, &header[written..])?;
+        write_all(writer, msg)
+    } else if written < total {
+        write_all(writer, &msg[written - header.len()..])
+    } else {
+        Ok(())
     }
 }
 
