@@ -425,6 +425,12 @@ pub(crate) fn run(args: StreamArgs) -> anyhow::Result<()> {
                 median_mb_per_s: mb(median_rate),
                 ring_ratio: best_at(Row::Ring, c.size).and_then(|r| ratio(best_rate, r)),
                 memcpy_ratio: best_at(Row::Memcpy, c.size).and_then(|m| ratio(best_rate, m)),
+                bare_ratio: match c.row {
+                    Row::Ipc(kind) => {
+                        best_at(Row::Bare(kind), c.size).and_then(|b| ratio(best_rate, b))
+                    }
+                    _ => None,
+                },
             }
         })
         .collect();
