@@ -93,3 +93,40 @@ impl Listener for TcpListenerSide {
         Tcp::from_stream(stream, &self.opts)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(opts: &Options) -> (Tcp, Tcp) {
+        let listener = match Tcp::listen("nodelay", opts) {
+            Ok(l) => l,
+            Err(e) => panic!("listen: {e}"),
+        };
+        let address = listener.address();
+        let connecting = {
+            let opts = opts.clone();
+            std::thread::spawn(move || Tcp::connect(&address, &opts, Peer::unknown()))
+        };
+        let accepted = listener.accept(ChildStdio::default(), Peer::unknown());
+        let connected = connecting.join().ok().and_then(|r| r.ok());
+        match (accepted, connected) {
+            (Ok(a), Some(c)) => (a, c),
+            (a, c) => panic!("no connection: {:?} / {}", a.err(), c.is_some()),
+        }
+    }
+
+    #[test]
+    fn nagle_stays_on_for_a_stream_and_off_for_round_trips() {
+        for nodelay in [false, true] {
+            let opts = Options {
+                tcp_nodelay: nodelay,
+                ..Options::default()
+            };
+            let (a, c) = pair(&opts);
+            for end in [&a, &c] {
+                assert_eq!(end.framed.writer().nodelay().ok(), Some(nodelay));
+            }
+        }
+    }
+}
