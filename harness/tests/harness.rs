@@ -385,7 +385,7 @@ fn stream_checks_every_transport_and_bare_row_at_every_size_beside_ring_and_memc
             with_limits(expected, &["ring", "memcpy"]),
             "size {size}"
         );
-        for r in at {
+        for r in &at {
             let t = r.row.label();
             assert_eq!(r.count, 1500, "{t} at {size}");
             assert_eq!(r.rounds.len(), 2, "{t} at {size}: rounds");
