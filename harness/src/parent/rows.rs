@@ -70,7 +70,8 @@ fn parse_bare(item: &str) -> anyhow::Result<Option<Kind>> {
     let kind: Kind = transport.parse()?;
     if !kind.is_kernel() {
         bail!(
-            "{item}: only the kernel transports (pipe, fifo, socketpair, posixmq, uds, tcp) have a              bare row"
+            "{item}: only the kernel transports (pipe, fifo, socketpair, posixmq, uds, tcp) have a \
+             bare row"
         );
     }
     Ok(Some(kind))
@@ -79,7 +80,8 @@ fn parse_bare(item: &str) -> anyhow::Result<Option<Kind>> {
 /// Why a bare row is refused outside a stream.
 fn bare_outside_stream(item: &str) -> anyhow::Error {
     anyhow::anyhow!(
-        "{item}: bare rows (fixed-size messages, no framing, one system call per message) belong          to the one-way stream (ipc-parent stream); ping-pong and sweep messages are framed"
+        "{item}: bare rows (fixed-size messages, no framing, one system call per message) belong \
+         to the one-way stream (ipc-parent stream); ping-pong and sweep messages are framed"
     )
 }
 
