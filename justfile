@@ -103,7 +103,7 @@ fairness wait="spin" *ARGS:
             --rounds 1 --name fair$i-$$ {{ARGS}} | grep completed & \
     done; wait
 
-# One-way streaming (STREAM_SIZES, COUNT): msgs/s and MB/s per transport and size beside the ring between two threads and memcpy; saves results/stream-<mode>.json, draws docs/stream-chart.svg
+# One-way streaming (STREAM_SIZES, COUNT): msgs/s and MB/s per transport (framed, and bare for the kernel ones) and size beside the ring between two threads and memcpy; saves results/stream-<mode>.json, draws docs/stream-chart.svg
 stream *ARGS: build
     mkdir -p results docs
     {{bin_dir}}/ipc-parent stream --sizes {{stream_sizes}} {{count_flag}} --transport {{transports}} --rounds {{rounds}} --save results/stream-{{build_mode}}.json {{ARGS}}

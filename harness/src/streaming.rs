@@ -12,6 +12,12 @@
 //! The child digests every byte of every message, so a transport cannot skip or defer the copy,
 //! and the parent knows the expected sum without digesting anything itself
 //! ([`Stream::expected`]). The time of a phase runs from the start message to the verdict.
+//!
+//! A *bare* phase ([`send_bare_phase`], [`receive_bare_phase`], kernel transports only) sends the
+//! data messages unframed ([`Transport::send_bare`]): after the start message the receiver
+//! answers [`READY`], so that nothing framed is in flight while the bare messages go, and each
+//! message is then one `write` of exactly its bytes on one side and reads until it is whole on
+//! the other; the verdict is framed again.
 
 use crate::Error;
 
@@ -23,6 +29,8 @@ pub const START_LEN: usize = 16;
 pub const VERDICT_LEN: usize = 24;
 /// The smallest message: the sequence number.
 pub const MIN_SIZE: usize = 8;
+/// The receiver's answer to the start of a bare phase: ready for the unframed messages.
+pub const READY: &[u8; 8] = b"ready-go";
 
 /// The digest of one message: the wrapping sum of its little-endian `u64` words (the tail
 /// zero-padded to a word) plus their XOR rotated by 17 bits. Returns (first word, digest) so
@@ -247,6 +255,51 @@ pub fn receive_phase<T: Transport>(t: &mut T) -> Result<Verdict, Error> {
     };
     for _ in 0..count {
         t.recv_with(|bytes| {
+            take(&mut verdict, bytes, size);
+            Ok(())
+        })?;
+    }
+    t.send(&verdict.encode())?;
+    Ok(verdict)
+}
+
+/// The sending side of a bare phase: the start message, the receiver's [`READY`], `count` bare
+/// messages, then the receiver's verdict, returned unchecked.
+pub fn send_bare_phase<T: Transport>(
+    t: &mut T,
+    stream: &mut Stream,
+    count: u64,
+) -> Result<Verdict, Error> {
+    t.send(&start_message(count, stream.size()))?;
+    let ready = t.recv_with(|bytes| Ok(bytes == READY))?;
+    if !ready {
+        return Err(crate::garbled(
+            "the receiver did not answer the start of a bare phase".to_owned(),
+        ));
+    }
+    for seq in 0..count {
+        t.send_bare(stream.message(seq))?;
+    }
+    t.recv_with(Verdict::decode)
+}
+
+/// The receiving side of a bare phase: waits for the start message, answers [`READY`], receives
+/// and digests `count` bare messages of the announced size, sends the verdict. Returns it.
+pub fn receive_bare_phase<T: Transport>(t: &mut T) -> Result<Verdict, Error> {
+    let (count, size) = t.recv_with(parse_start)?;
+    if size < MIN_SIZE {
+        return Err(crate::garbled(format!(
+            "bare messages of {size} bytes: at least {MIN_SIZE} hold the sequence number"
+        )));
+    }
+    t.send(READY)?;
+    let mut verdict = Verdict {
+        count: 0,
+        digest: 0,
+        first_bad: None,
+    };
+    for _ in 0..count {
+        t.recv_bare(size, |bytes| {
             take(&mut verdict, bytes, size);
             Ok(())
         })?;

@@ -1,6 +1,7 @@
 //! One behaviour suite, generic over the transport, run against every backend: messages arrive
-//! in order, a large message arrives whole, a peer that closes is seen as closed, and a peer
-//! that is killed is an error, never a hang.
+//! in order, a large message arrives whole, a peer that closes is seen as closed, a peer that is
+//! killed is an error, never a hang, and bare messages (kernel transports) arrive whole and in
+//! order while the other transports refuse them.
 //!
 //! This test process is the parent; the other end is the real `ipc-child` binary in one of its
 //! test modes.
@@ -12,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{leftovers, serial, unique, ChildGuard, Watchdog};
+use shmlink_harness::streaming::{self, Stream};
 use shmlink_harness::transport::{
     fifo::Fifo,
     floor::Floor,
@@ -223,6 +225,41 @@ fn peer_killed<T: Transport>() {
     s.finish();
 }
 
+fn bare_messages<T: Transport>() {
+    let _serial = serial();
+    let _watchdog = Watchdog::arm(LIMIT, &format!("{} bare messages", T::KIND));
+    if !T::KIND.is_kernel() {
+        let mut s = start::<T>("echo", 0);
+        assert!(
+            matches!(s.t.send_bare(b"12345678"), Err(Error::InvalidConfig(_))),
+            "{}: only the kernel transports send bare messages",
+            T::KIND
+        );
+        s.finish();
+        return;
+    }
+    let mut s = start::<T>("bare-stream", 0);
+    // Sizes that fill pipe pages exactly, straddle them, and (but posixmq, whose bare message is
+    // one queue message) outgrow the frame reader's buffer.
+    let mut sizes = vec![8, 129, 4096, 4100];
+    if T::KIND != Kind::PosixMq {
+        sizes.push(100_000);
+    }
+    for size in sizes {
+        let mut stream = Stream::new(size);
+        for count in [1, 700] {
+            let verdict = match streaming::send_bare_phase(&mut s.t, &mut stream, count) {
+                Ok(v) => v,
+                Err(e) => panic!("{}: bare phase of {count} x {size} B: {e}", T::KIND),
+            };
+            if let Err(e) = verdict.check(&stream, count) {
+                panic!("{}: bare phase of {count} x {size} B: {e}", T::KIND);
+            }
+        }
+    }
+    s.finish();
+}
+
 macro_rules! conformance {
     ($($module:ident => $transport:ty),* $(,)?) => {$(
         mod $module {
@@ -246,6 +283,11 @@ macro_rules! conformance {
             #[test]
             fn a_killed_peer_is_an_error_not_a_hang() {
                 peer_killed::<$transport>();
+            }
+
+            #[test]
+            fn bare_messages_arrive_whole_or_are_refused() {
+                bare_messages::<$transport>();
             }
         }
     )*};

@@ -327,11 +327,18 @@ fn mode_options_are_checked() {
         &["clients", "1", "--transport", "shm"],
         &["clients", "1", "--count", "0"],
         &["clients", "--sweep"],
+        // Bare rows belong to the stream, and only the kernel transports have one.
+        &["--transport", "pipe-bare"],
+        &["ping-pong", "--message", "raw", "--transport", "tcp-bare"],
+        &["sweep", "--transport", "uds-bare"],
+        &["clients", "1", "--transport", "pipe-bare"],
+        &["stream", "--transport", "shm-bare"],
+        &["stream", "--transport", "floor-bare"],
     ]);
 }
 
 #[test]
-fn stream_checks_every_transport_at_every_size_beside_ring_and_memcpy() {
+fn stream_checks_every_transport_and_bare_row_at_every_size_beside_ring_and_memcpy() {
     let _serial = serial();
     let name = unique("stream");
     let dir = std::env::temp_dir().join(unique("stream-chart"));
@@ -356,14 +363,29 @@ fn stream_checks_every_transport_at_every_size_beside_ring_and_memcpy() {
         "{:?}",
         s.posixmq
     );
+    let msgsize = s.posixmq.as_ref().map_or(0, |mq| mq.msgsize);
     for size in [8, 9216] {
         let at: Vec<_> = s.results.iter().filter(|r| r.size == size).collect();
+        // Every kernel transport is followed by its bare row; posixmq's only where one queue
+        // message holds the message.
+        let expected: Vec<_> = transports(&[Kind::Floor], &["spin"])
+            .into_iter()
+            .flat_map(|(t, wait)| {
+                let kind: Kind = t.parse().expect("a transport");
+                let bare = kind.is_kernel() && (kind != Kind::PosixMq || size <= msgsize);
+                let mut rows = vec![(t.clone(), wait)];
+                if bare {
+                    rows.push((format!("{t}-bare"), None));
+                }
+                rows
+            })
+            .collect();
         assert_eq!(
             row_names(at.iter().map(|r| &r.row)),
-            with_limits(transports(&[Kind::Floor], &["spin"]), &["ring", "memcpy"]),
+            with_limits(expected, &["ring", "memcpy"]),
             "size {size}"
         );
-        for r in at {
+        for r in &at {
             let t = r.row.label();
             assert_eq!(r.count, 1500, "{t} at {size}");
             assert_eq!(r.rounds.len(), 2, "{t} at {size}: rounds");
@@ -373,6 +395,16 @@ fn stream_checks_every_transport_at_every_size_beside_ring_and_memcpy() {
             assert_eq!(
                 r.row.limit,
                 matches!(r.row.transport.as_str(), "ring" | "memcpy")
+            );
+            // A framed kernel row carries its ratio to its bare row, where that row ran.
+            let has_bare = at
+                .iter()
+                .any(|b| b.row.transport == format!("{}-bare", r.row.transport));
+            assert_eq!(
+                r.bare_ratio.is_some_and(|x| x > 0.0),
+                has_bare,
+                "{t} at {size}: bare ratio {:?}",
+                r.bare_ratio
             );
         }
     }

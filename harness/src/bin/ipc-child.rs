@@ -99,6 +99,9 @@ enum Mode {
     /// Receive one-way stream phases: check every message's sequence number and digest every
     /// byte, confirm each phase with a verdict (see `shmlink_harness::streaming`).
     Stream,
+    /// The same with bare messages: fixed-size, unframed, one system call per message (kernel
+    /// transports only).
+    BareStream,
 }
 
 fn main() -> ExitCode {
@@ -148,6 +151,8 @@ fn run() -> anyhow::Result<()> {
         ring_size: args.ring_size,
         max_message: args.max_message,
         connect_timeout: Duration::from_secs(10),
+        // A stream is one way: Nagle's algorithm on, as on the parent's side.
+        tcp_nodelay: !matches!(args.mode, Mode::Stream | Mode::BareStream),
         ..Options::default()
     };
     transport::dispatch(
@@ -194,6 +199,7 @@ impl Visitor for Serve<'_> {
             Mode::Echo => echo(&mut t, u64::MAX),
             Mode::Burst => burst(&mut t, self.args.count),
             Mode::Stream => stream(&mut t),
+            Mode::BareStream => bare_stream(&mut t),
             Mode::CloseAfter => {
                 let r = echo(&mut t, self.args.count);
                 drop(t);
@@ -284,5 +290,11 @@ fn burst<T: Transport>(t: &mut T, count: u64) -> Result<(), Error> {
 fn stream<T: Transport>(t: &mut T) -> Result<(), Error> {
     loop {
         streaming::receive_phase(t)?;
+    }
+}
+
+fn bare_stream<T: Transport>(t: &mut T) -> Result<(), Error> {
+    loop {
+        streaming::receive_bare_phase(t)?;
     }
 }

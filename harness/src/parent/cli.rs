@@ -158,7 +158,10 @@ pub struct SweepArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct StreamArgs {
-    /// Rows: a comma list of the transports (as for sweep) or `all`; the ring and memcpy limit
+    /// Rows: a comma list of the transports (as for sweep) and the bare rows of the kernel
+    /// transports (pipe-bare, fifo-bare, socketpair-bare, posixmq-bare, uds-bare, tcp-bare:
+    /// fixed-size messages, no framing, one system call per message on each side), or `all`
+    /// (every transport, each kernel one followed by its bare row); the ring and memcpy limit
     /// rows are always added.
     #[arg(long, short, default_value = "all")]
     pub transport: String,

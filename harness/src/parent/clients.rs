@@ -46,6 +46,12 @@ fn parse_client_rows(list: &str) -> anyhow::Result<Vec<ClientRow>> {
     }
     let mut rows = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if item.ends_with("-bare") {
+            bail!(
+                "{item}: bare rows (fixed-size messages, no framing) belong to the one-way stream \
+                 (ipc-parent stream), not to a clients run"
+            );
+        }
         let row: ClientRow = item.parse().context("--transport of a clients run")?;
         if !rows.contains(&row) {
             rows.push(row);

@@ -242,6 +242,10 @@ pub struct StreamResult {
     pub ring_ratio: Option<f64>,
     /// Best messages/s over the memcpy row's at the same size.
     pub memcpy_ratio: Option<f64>,
+    /// A framed kernel row: its best messages/s over its bare row's (`<transport>-bare`) at the
+    /// same size, when that row ran.
+    #[serde(default)]
+    pub bare_ratio: Option<f64>,
 }
 
 /// `clients`.

@@ -225,6 +225,7 @@ fn run_round(
             )?))
         }
         Row::Ring => bail!("the ring row belongs to the stream"),
+        Row::Bare(_) => bail!("{} belongs to the stream", row.name()),
     }
 }
 
@@ -241,6 +242,7 @@ fn options(
         max_message: largest.max(Options::default().max_message),
         tcp_addr: tcp_addr.to_owned(),
         connect_timeout: Duration::from_secs(10),
+        tcp_nodelay: true,
     }
 }
 

@@ -523,7 +523,9 @@ fn stream(s: &Stream) -> String {
     let mut out = format!(
         "one-way stream, ring {} per direction, shm waits {}: messages/s and MB/s (size x \
          messages / s) until the receiver confirmed them all, best and median of {rounds} \
-         round(s); x ring / x memcpy: best over the limit row's at the same size\n\n",
+         round(s); x ring / x memcpy: best over the limit row's at the same size; x bare: a \
+         framed kernel row's best over its bare row's (`<transport>-bare`: fixed-size \
+         messages, no framing, one system call per message on each side)\n\n",
         size_label(s.ring_size),
         s.wait
     );
@@ -536,6 +538,7 @@ fn stream(s: &Stream) -> String {
             ">median MB/s",
             ">x ring",
             ">x memcpy",
+            ">x bare",
         ],
         &s.sizes,
         &s.results,
@@ -549,6 +552,7 @@ fn stream(s: &Stream) -> String {
                 whole(r.median_mb_per_s),
                 times(r.ring_ratio),
                 times(r.memcpy_ratio),
+                times(r.bare_ratio),
             ]
         },
     );

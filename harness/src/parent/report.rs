@@ -407,8 +407,8 @@ mod tests {
          "count": 1000, "rounds": [{"messages": 1000, "seconds": 0.004, "msgs_per_s": 250000.0},
                                    {"messages": 1000, "seconds": 0.005, "msgs_per_s": 200000.0}],
          "msgs_per_s": 250000.0, "median_msgs_per_s": 225000.0, "mb_per_s": 32.0,
-         "median_mb_per_s": 28.8, "ring_ratio": 0.125, "memcpy_ratio": null},
-        {"transport": "pipe-bare", "wait": null, "backend": "pipe-bare", "limit": false, "size": 128,
+         "median_mb_per_s": 28.8, "ring_ratio": 0.125, "memcpy_ratio": null, "bare_ratio": 0.625},
+        {"transport": "pipe-bare", "wait": null, "backend": "pipe", "limit": false, "size": 128,
          "count": 1000, "rounds": [{"messages": 1000, "seconds": 0.0025, "msgs_per_s": 400000.0},
                                    {"messages": 1000, "seconds": 0.0025, "msgs_per_s": 400000.0}],
          "msgs_per_s": 400000.0, "median_msgs_per_s": 400000.0, "mb_per_s": 51.2,
@@ -550,16 +550,16 @@ ipc-parent stream --sizes 128,4KiB --rounds 2 --pin 0,1
 - pinned: parent on CPU 0, children on CPU 1
 - load average at the start: 1.50 (busy: spinning rows and the floor mean little); 0 busy processes added (`--load`)
 
-one-way stream, ring 1 MiB per direction, shm waits spin: messages/s and MB/s (size x messages / s) until the receiver confirmed them all, best and median of 2 round(s); x ring / x memcpy: best over the limit row's at the same size
+one-way stream, ring 1 MiB per direction, shm waits spin: messages/s and MB/s (size x messages / s) until the receiver confirmed them all, best and median of 2 round(s); x ring / x memcpy: best over the limit row's at the same size; x bare: a framed kernel row's best over its bare row's (`<transport>-bare`: fixed-size messages, no framing, one system call per message on each side)
 
-| size  | transport    | backend   | messages | best msg/s | median msg/s | best MB/s | median MB/s | x ring | x memcpy |
-| ----- | ------------ | --------- | -------: | ---------: | -----------: | --------: | ----------: | -----: | -------: |
-| 128 B | shm (spin)   | shm       |    1,000 |  1,000,000 |      900,000 |       128 |         115 |  0.50x |        - |
-| 128 B | pipe         | pipe      |    1,000 |    250,000 |      225,000 |        32 |          29 |  0.12x |        - |
-| 128 B | pipe-bare    | pipe-bare |    1,000 |    400,000 |      400,000 |        51 |          51 |  0.20x |        - |
-| 128 B | ring [limit] | -         |    1,000 |  2,000,000 |    2,000,000 |       256 |         256 |  1.00x |        - |
-| 4 KiB | shm (spin)   | shm       |    1,000 |    500,000 |      500,000 |     2,048 |       2,048 |      - |        - |
-| 4 KiB | pipe         | pipe      |    1,000 |    125,000 |      112,500 |       512 |         461 |      - |        - |
+| size  | transport    | backend | messages | best msg/s | median msg/s | best MB/s | median MB/s | x ring | x memcpy | x bare |
+| ----- | ------------ | ------- | -------: | ---------: | -----------: | --------: | ----------: | -----: | -------: | -----: |
+| 128 B | shm (spin)   | shm     |    1,000 |  1,000,000 |      900,000 |       128 |         115 |  0.50x |        - |      - |
+| 128 B | pipe         | pipe    |    1,000 |    250,000 |      225,000 |        32 |          29 |  0.12x |        - |  0.62x |
+| 128 B | pipe-bare    | pipe    |    1,000 |    400,000 |      400,000 |        51 |          51 |  0.20x |        - |      - |
+| 128 B | ring [limit] | -       |    1,000 |  2,000,000 |    2,000,000 |       256 |         256 |  1.00x |        - |      - |
+| 4 KiB | shm (spin)   | shm     |    1,000 |    500,000 |      500,000 |     2,048 |       2,048 |      - |        - |      - |
+| 4 KiB | pipe         | pipe    |    1,000 |    125,000 |      112,500 |       512 |         461 |      - |        - |      - |
 
 | best msg/s   |     128 B |   4 KiB |
 | ------------ | --------: | ------: |

@@ -10,8 +10,11 @@ use crate::workload::MessageKind;
 /// One row of the table: a transport between two processes, or a limit measured in this one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Row {
-    /// Ping-pong with a child over a transport (`floor` included).
+    /// Ping-pong with a child over a transport (`floor` included); in a stream, framed messages.
     Ipc(Kind),
+    /// A stream of bare messages over a kernel transport: fixed-size, unframed, one system call
+    /// per message on each side, as a minimal C program does. Named `<transport>-bare`.
+    Bare(Kind),
     /// Ping-pong with a child over shared memory, waiting this way (`--wait` with several
     /// strategies: one row each).
     Shm(WaitStrategy),
@@ -28,6 +31,7 @@ impl Row {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Row::Ipc(kind) => kind.as_str(),
+            Row::Bare(kind) => bare_name(kind),
             Row::Shm(_) => Kind::Shm.as_str(),
             Row::Serde => "serde",
             Row::Memcpy => "memcpy",
@@ -42,6 +46,43 @@ impl Row {
             Row::Ipc(Kind::Floor) | Row::Serde | Row::Memcpy | Row::Ring
         )
     }
+}
+
+/// The name of a kernel transport's bare row.
+fn bare_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Pipe => "pipe-bare",
+        Kind::Fifo => "fifo-bare",
+        Kind::Socketpair => "socketpair-bare",
+        Kind::PosixMq => "posixmq-bare",
+        Kind::Uds => "uds-bare",
+        Kind::Tcp => "tcp-bare",
+        // Only the kernel transports have a bare row (see `parse_bare`).
+        Kind::Shm | Kind::IpcChannel | Kind::RawSync | Kind::Floor => kind.as_str(),
+    }
+}
+
+/// The kernel transport of a `<transport>-bare` name; `None` when `item` names no bare row.
+fn parse_bare(item: &str) -> anyhow::Result<Option<Kind>> {
+    let Some(transport) = item.strip_suffix("-bare") else {
+        return Ok(None);
+    };
+    let kind: Kind = transport.parse()?;
+    if !kind.is_kernel() {
+        bail!(
+            "{item}: only the kernel transports (pipe, fifo, socketpair, posixmq, uds, tcp) have a \
+             bare row"
+        );
+    }
+    Ok(Some(kind))
+}
+
+/// Why a bare row is refused outside a stream.
+fn bare_outside_stream(item: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{item}: bare rows (fixed-size messages, no framing, one system call per message) belong \
+         to the one-way stream (ipc-parent stream); ping-pong and sweep messages are framed"
+    )
 }
 
 /// The rows `--transport` names, in its order (`all`: every transport, then the limits); the
@@ -77,6 +118,7 @@ fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Re
                 "serde" => Row::Serde,
                 "memcpy" => Row::Memcpy,
                 "ring" => Row::Ring,
+                other if other.ends_with("-bare") => return Err(bare_outside_stream(other)),
                 other => Row::Ipc(other.parse()?),
             };
             if !rows.contains(&row) {
@@ -111,16 +153,17 @@ fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Re
 }
 
 /// The rows of a streaming run: the transports `--transport` names (`all`: every one but
-/// floor), then the limit rows ring and memcpy, always measured.
+/// floor, each kernel transport followed by its bare row), then the limit rows ring and memcpy,
+/// always measured.
 pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     if list.trim() == "all" {
-        rows.extend(
-            Kind::ALL
-                .iter()
-                .filter(|&&k| k != Kind::Floor)
-                .map(|&k| Row::Ipc(k)),
-        );
+        for &kind in Kind::ALL.iter().filter(|&&k| k != Kind::Floor) {
+            rows.push(Row::Ipc(kind));
+            if kind.is_kernel() {
+                rows.push(Row::Bare(kind));
+            }
+        }
     } else {
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let row = match item {
@@ -129,7 +172,10 @@ pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
                     "{item} is a limit of the ping-pong run; a stream's limits are the ring and \
                      memcpy rows, which it always measures"
                 ),
-                other => Row::Ipc(other.parse()?),
+                other => match parse_bare(other)? {
+                    Some(kind) => Row::Bare(kind),
+                    None => Row::Ipc(other.parse()?),
+                },
             };
             if !rows.contains(&row) {
                 rows.push(row);

@@ -69,35 +69,61 @@ fn measure_stream(
     })
 }
 
-/// One round of one transport at one size, with a child in `--mode stream`.
+/// One round of one transport at one size, with a child in `--mode stream` (framed messages)
+/// or `--mode bare-stream`.
 struct StreamPhases<'a, 's> {
     plan: &'a Plan<'s>,
     round: u32,
     size: usize,
     count: &'a mut Option<u64>,
+    bare: bool,
 }
 
 impl Visitor for StreamPhases<'_, '_> {
     type Output = anyhow::Result<(StreamRound, String)>;
 
     fn visit<T: Transport>(self) -> anyhow::Result<(StreamRound, String)> {
-        let tag = format!("s{}-{}", self.round, self.size);
+        let (tag, mode, row) = if self.bare {
+            (
+                format!("b{}-{}", self.round, self.size),
+                "bare-stream",
+                Row::Bare(T::KIND),
+            )
+        } else {
+            (
+                format!("s{}-{}", self.round, self.size),
+                "stream",
+                Row::Ipc(T::KIND),
+            )
+        };
         let mut conn = connect::<T>(
             self.plan,
             self.round,
             &tag,
             MessageKind::Raw,
-            &["--mode", "stream"],
+            &["--mode", mode],
         )?;
         let mut stream = streaming::Stream::new(self.size);
+        let bare = self.bare;
         let round = measure_stream(&self.plan.timing, self.count, |n| {
             let start = Instant::now();
-            let verdict = streaming::send_phase(&mut conn.t, &mut stream, n)?;
+            let verdict = if bare {
+                streaming::send_bare_phase(&mut conn.t, &mut stream, n)?
+            } else {
+                streaming::send_phase(&mut conn.t, &mut stream, n)?
+            };
             let took = start.elapsed();
             verdict.check(&stream, n)?;
             Ok(took)
         })
-        .with_context(|| format!("{} {} round {}", T::KIND, size_label(self.size), self.round))?;
+        .with_context(|| {
+            format!(
+                "{} {} round {}",
+                row.name(),
+                size_label(self.size),
+                self.round
+            )
+        })?;
         let backend = conn.backend.clone();
         conn.finish()?;
         Ok((round, backend))
@@ -226,7 +252,7 @@ fn stream_round(
     let capacity = plan.opts.ring_size;
     let what = || format!("{} {} round {round}", row.name(), size_label(size));
     match row {
-        Row::Ipc(kind) => {
+        Row::Ipc(kind) | Row::Bare(kind) => {
             let (r, backend) = transport::dispatch(
                 kind,
                 StreamPhases {
@@ -234,6 +260,7 @@ fn stream_round(
                     round,
                     size,
                     count,
+                    bare: matches!(row, Row::Bare(_)),
                 },
             )?;
             Ok((r, Some(backend)))
@@ -288,7 +315,14 @@ pub(crate) fn run(args: StreamArgs) -> anyhow::Result<()> {
             largest
         );
     }
-    let needs_child = rows.iter().any(|r| matches!(r, Row::Ipc(_)));
+    let needs_child = rows.iter().any(|r| matches!(r, Row::Ipc(_) | Row::Bare(_)));
+    let uses_mq =
+        rows.contains(&Row::Ipc(Kind::PosixMq)) || rows.contains(&Row::Bare(Kind::PosixMq));
+    // A bare queue message holds a whole message: larger sizes have no posixmq-bare cell.
+    let mq_msgsize = uses_mq.then(|| MqLimits::read().msgsize);
+    let has_cell = |row: Row, size: usize| {
+        row != Row::Bare(Kind::PosixMq) || mq_msgsize.is_some_and(|max| size <= max)
+    };
     let session = Session::start(args.common.clone(), needs_child)?;
     let plan = Plan::new(
         &session,
@@ -298,6 +332,8 @@ pub(crate) fn run(args: StreamArgs) -> anyhow::Result<()> {
             max_message: largest.max(Options::default().max_message),
             tcp_addr: args.tcp_addr.clone(),
             connect_timeout: Duration::from_secs(10),
+            // One way: Nagle's algorithm fills segments while the sender runs ahead.
+            tcp_nodelay: false,
         },
         Timing {
             warmup: args.common.warmup,
@@ -305,7 +341,7 @@ pub(crate) fn run(args: StreamArgs) -> anyhow::Result<()> {
             pace: Duration::ZERO,
         },
     );
-    let mq = rows.contains(&Row::Ipc(Kind::PosixMq)).then(MqLimits::read);
+    let mq = uses_mq.then(MqLimits::read);
     session.say(&format!(
         "one-way stream of {}; ring {}; shm waits {}; {}",
         sizes
@@ -324,9 +360,18 @@ pub(crate) fn run(args: StreamArgs) -> anyhow::Result<()> {
         }
     ));
 
+    let bare_mq = Row::Bare(Kind::PosixMq);
+    if rows.contains(&bare_mq) && sizes.iter().any(|&size| !has_cell(bare_mq, size)) {
+        session.say(&format!(
+            "posixmq-bare: no cell over {}, what one queue message holds here \
+             (/proc/sys/fs/mqueue/msgsize_max)",
+            size_label(mq_msgsize.unwrap_or(0))
+        ));
+    }
     let mut cells: Vec<Cell> = sizes
         .iter()
         .flat_map(|&size| rows.iter().map(move |&row| (row, size)))
+        .filter(|&(row, size)| has_cell(row, size))
         .map(|(row, size)| Cell {
             row,
             size,
@@ -380,6 +425,12 @@ pub(crate) fn run(args: StreamArgs) -> anyhow::Result<()> {
                 median_mb_per_s: mb(median_rate),
                 ring_ratio: best_at(Row::Ring, c.size).and_then(|r| ratio(best_rate, r)),
                 memcpy_ratio: best_at(Row::Memcpy, c.size).and_then(|m| ratio(best_rate, m)),
+                bare_ratio: match c.row {
+                    Row::Ipc(kind) => {
+                        best_at(Row::Bare(kind), c.size).and_then(|b| ratio(best_rate, b))
+                    }
+                    _ => None,
+                },
             }
         })
         .collect();

@@ -5,7 +5,9 @@
 //! the child and [`Listener::accept`]s; the child side calls [`Transport::connect`] with that
 //! address. After that both sides are symmetric: [`Transport::send`] / [`Transport::recv_with`]
 //! move one message of bytes, [`Transport::send_json`] / [`Transport::recv_json`] move one JSON
-//! value without a heap allocation where the backend allows it.
+//! value without a heap allocation where the backend allows it. The kernel transports also move
+//! *bare* messages ([`Transport::send_bare`] / [`Transport::recv_bare`]): fixed-size, unframed,
+//! one system call per message on each side, the stream's reference rows.
 //!
 //! Every blocking wait notices a peer that is gone: a socket or pipe sees end of file, a
 //! shared-memory spin checks the peer's "closed" flag and whether its process is still alive
@@ -21,7 +23,7 @@
 //! | `socketpair` | `socketpair.rs` | an `AF_UNIX` `SOCK_STREAM` pair made before the spawn, length-prefixed |
 //! | `posixmq` | `posixmq.rs` | two POSIX message queues, large messages in fragments |
 //! | `uds` | `uds.rs` | a Unix stream socket with large send / receive buffers on both ends |
-//! | `tcp` | `tcp.rs` | TCP, loopback by default, `TCP_NODELAY` |
+//! | `tcp` | `tcp.rs` | TCP, loopback by default, `TCP_NODELAY` except in a one-way stream |
 //! | `floor` | `floor.rs` | one cache line per direction bounced between the processes: the hardware limit |
 
 use std::fmt;
@@ -52,6 +54,18 @@ macro_rules! framed_methods {
 
         fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
             self.framed.recv_with(read)
+        }
+
+        fn send_bare(&mut self, msg: &[u8]) -> Result<()> {
+            self.framed.send_bare(msg)
+        }
+
+        fn recv_bare<R>(
+            &mut self,
+            size: usize,
+            read: impl FnOnce(&[u8]) -> Result<R>,
+        ) -> Result<R> {
+            self.framed.recv_bare(size, read)
         }
     };
 }
@@ -194,6 +208,10 @@ pub struct Options {
     pub tcp_addr: String,
     /// How long a connect or an accept may wait for the other side.
     pub connect_timeout: Duration,
+    /// Whether `tcp` sets `TCP_NODELAY`: yes where a message waits for an answer (ping-pong,
+    /// sweep), no for a one-way stream, where Nagle's algorithm lets a busy sender fill
+    /// segments instead of paying one per message.
+    pub tcp_nodelay: bool,
 }
 
 impl Default for Options {
@@ -204,6 +222,7 @@ impl Default for Options {
             max_message: 1 << 20,
             tcp_addr: "127.0.0.1:0".to_owned(),
             connect_timeout: Duration::from_secs(10),
+            tcp_nodelay: true,
         }
     }
 }
@@ -241,6 +260,21 @@ pub trait Transport: Sized {
 
     /// Waits for one message and lends its bytes to `read`.
     fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R>;
+
+    /// Sends `msg` bare: no framing, exactly one system call writing its bytes (a `write`,
+    /// `mq_send`), as a minimal C program does when both sides know the size. Only the kernel
+    /// transports ([`Kind::is_kernel`]) have a bare form; the others refuse.
+    fn send_bare(&mut self, msg: &[u8]) -> Result<()> {
+        let _ = msg;
+        Err(no_bare_form(Self::KIND))
+    }
+
+    /// Receives one bare message of `size` bytes (reading until it is whole, never past it) and
+    /// lends it to `read`. The counterpart of [`Transport::send_bare`].
+    fn recv_bare<R>(&mut self, size: usize, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
+        let _ = (size, read);
+        Err(no_bare_form(Self::KIND))
+    }
 
     /// Receives one message and sends the same bytes back. `buf` is scratch space a backend may
     /// use to hold the message in between; backends that can send straight from the received
@@ -512,6 +546,13 @@ pub trait Visitor {
     type Output;
     /// Runs with `T` as the transport type.
     fn visit<T: Transport>(self) -> Self::Output;
+}
+
+/// The error of a bare send or receive on a transport that has no bare form.
+fn no_bare_form(kind: Kind) -> Error {
+    Error::InvalidConfig(format!(
+        "{kind} has no bare form: only the kernel transports send unframed messages"
+    ))
 }
 
 /// The error for a peer that closed its end of a transport.

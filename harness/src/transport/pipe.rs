@@ -80,6 +80,20 @@ impl Transport for Pipe {
             Ends::Child(f) => f.recv_with(read),
         }
     }
+
+    fn send_bare(&mut self, msg: &[u8]) -> Result<()> {
+        match &mut self.ends {
+            Ends::Parent(f) => f.send_bare(msg),
+            Ends::Child(f) => f.send_bare(msg),
+        }
+    }
+
+    fn recv_bare<R>(&mut self, size: usize, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
+        match &mut self.ends {
+            Ends::Parent(f) => f.recv_bare(size, read),
+            Ends::Child(f) => f.recv_bare(size, read),
+        }
+    }
 }
 
 impl Listener for PipeListener {

@@ -11,6 +11,9 @@
 //! both, the child opens them and sends a hello, and the parent unlinks both names as soon as the
 //! hello arrives (or when the listener is dropped): the open descriptors keep working.
 //!
+//! A bare message ([`Transport::send_bare`]) is one queue message holding exactly the message,
+//! so it must fit in one.
+//!
 //! A queue does not notice a dead peer, so every wait is `mq_timedsend` / `mq_timedreceive` in
 //! slices of 50 ms with a check of the peer's process between slices.
 
@@ -464,6 +467,29 @@ impl Transport for PosixMq {
 
     fn recv_with<R>(&mut self, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
         self.recv_message(None, read)
+    }
+
+    /// One queue message holding exactly `msg` (so at most the queue's message size; an empty
+    /// one would read as the close marker).
+    fn send_bare(&mut self, msg: &[u8]) -> Result<()> {
+        if msg.is_empty() || msg.len() > self.msgsize {
+            return Err(Error::TooLarge {
+                len: msg.len(),
+                max: self.msgsize,
+            });
+        }
+        self.send_chunk(msg)
+    }
+
+    /// One queue message, which must hold exactly `size` bytes.
+    fn recv_bare<R>(&mut self, size: usize, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
+        let n = self.recv_chunk(None)?;
+        if n != size {
+            return Err(crate::garbled(format!(
+                "bare queue message of {n} bytes, {size} expected"
+            )));
+        }
+        read(&self.chunk[..n])
     }
 }
 

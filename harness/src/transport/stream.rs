@@ -1,10 +1,17 @@
 //! Length-prefixed framing over any byte stream (pipe, Unix socket, TCP).
 //!
-//! A frame is a little-endian `u32` length followed by that many bytes. The reader buffers, so a
-//! small frame usually costs one `read` system call; the writer assembles header and payload in
-//! one reused buffer, so a frame costs one `write`.
+//! A frame is a little-endian `u32` length followed by that many bytes. The reader asks each
+//! `read` system call for all the room in its [`READ_BUFFER`]-byte buffer and lends whole frames
+//! straight from it (a partial frame moves to the front for the next `read`), so many small
+//! frames cost one `read` and no copy in this process. The writer sends a frame with one system
+//! call: header and payload copied into one buffer for a plain `write` up to [`COPY_LIMIT`]
+//! bytes, one `writev` of both, uncopied, above.
+//!
+//! The same stream also carries *bare* messages ([`Framed::send_bare`], [`Framed::recv_bare`]):
+//! no header, one `write` of the message, and `read`s of exactly the rest of the message until it
+//! is whole, as a minimal C program does when both sides know the size.
 
-use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, IoSlice, Read, Write};
 
 use serde::Serialize;
 
@@ -13,6 +20,13 @@ use crate::Error;
 
 /// Bytes in a frame header.
 const HEADER: usize = 4;
+
+/// Bytes the reader asks for per `read`: many small frames, or several 4 KiB ones, per call.
+pub(crate) const READ_BUFFER: usize = 64 * 1024;
+
+/// The largest payload the writer copies behind its header for one plain `write`; larger ones
+/// go out with the header in one `writev`, uncopied.
+const COPY_LIMIT: usize = 4096;
 
 /// The frame limit of the stream backends: sixteen times the buffer size (at least 16 MiB), or
 /// [`Options::max_message`] when that is larger; never past the `u32` length header.
@@ -24,24 +38,86 @@ pub(crate) fn max_message(opts: &Options) -> usize {
         .min(u32::MAX as usize)
 }
 
+/// The receiving half: a buffer the frames are read into and lent from.
+struct Incoming<R> {
+    inner: R,
+    /// Storage; `buf[start..end]` holds received bytes not yet consumed. It grows to hold a
+    /// frame larger than [`READ_BUFFER`].
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl<R: Read> Incoming<R> {
+    fn new(inner: R) -> Self {
+        Incoming {
+            inner,
+            buf: vec![0; READ_BUFFER],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Reads until `need` bytes are buffered. Each `read` asks for all the room there is
+    /// (`bulk`: frames, many per call) or for exactly what is missing (bare messages, which a
+    /// read must not run past).
+    fn fill(&mut self, need: usize, bulk: bool) -> Result<()> {
+        if self.end - self.start >= need {
+            return Ok(());
+        }
+        // Move the partial frame to the front: the room after it is for reading.
+        if self.start > 0 && (bulk || self.start + need > self.buf.len()) {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.start + need > self.buf.len() {
+            self.buf.resize(self.start + need, 0);
+        }
+        while self.end - self.start < need {
+            let limit = if bulk {
+                self.buf.len()
+            } else {
+                self.start + need
+            };
+            match self.inner.read(&mut self.buf[self.end..limit]) {
+                Ok(0) => return Err(super::closed()),
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if is_disconnect(&e) => return Err(super::closed()),
+                Err(e) => return Err(Error::Io(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Lends the next `len` buffered bytes to `read` and consumes them.
+    fn lend<T>(&mut self, len: usize, read: impl FnOnce(&[u8]) -> Result<T>) -> Result<T> {
+        let at = self.start;
+        self.start += len;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        read(&self.buf[at..at + len])
+    }
+}
+
 /// A framed duplex stream.
 pub(crate) struct Framed<R: Read, W: Write> {
-    reader: BufReader<R>,
+    reader: Incoming<R>,
     writer: W,
-    /// Reused for outgoing frames.
+    /// Reused for outgoing JSON frames.
     out: Vec<u8>,
-    /// Reused for incoming frames that do not sit whole in the reader's buffer.
-    inc: Vec<u8>,
     max: usize,
 }
 
 impl<R: Read, W: Write> Framed<R, W> {
     pub(crate) fn new(reader: R, writer: W, max: usize) -> Self {
         Framed {
-            reader: BufReader::with_capacity(64 * 1024, reader),
+            reader: Incoming::new(reader),
             writer,
-            out: Vec::with_capacity(4096),
-            inc: Vec::new(),
+            out: Vec::new(),
             max: max.min(u32::MAX as usize),
         }
     }
@@ -59,16 +135,33 @@ impl<R: Read, W: Write> Framed<R, W> {
             return Err(self.too_large(msg.len()));
         }
         let header = (msg.len() as u32).to_le_bytes();
-        if msg.len() <= 64 * 1024 {
+        if msg.len() <= COPY_LIMIT {
+            // One contiguous `write`: the copy costs less than a second I/O vector.
             self.out.clear();
             self.out.extend_from_slice(&header);
             self.out.extend_from_slice(msg);
-            write_all(&mut self.writer, &self.out)
-        } else {
-            // Large frames are not worth a copy: two writes.
-            write_all(&mut self.writer, &header)?;
-            write_all(&mut self.writer, msg)
+            return write_all(&mut self.writer, &self.out);
         }
+        write_frame(&mut self.writer, &header, msg)
+    }
+
+    /// Sends `msg` as it is, no header: one `write` (more only if the kernel takes part of it).
+    pub(crate) fn send_bare(&mut self, msg: &[u8]) -> Result<()> {
+        write_all(&mut self.writer, msg)
+    }
+
+    /// Receives one bare message of `size` bytes: `read`s of exactly what is missing until it is
+    /// whole (never past it, so the stream stays in step), then lends it to `read`.
+    pub(crate) fn recv_bare<T>(
+        &mut self,
+        size: usize,
+        read: impl FnOnce(&[u8]) -> Result<T>,
+    ) -> Result<T> {
+        if size > self.max {
+            return Err(self.too_large(size));
+        }
+        self.reader.fill(size, false)?;
+        self.reader.lend(size, read)
     }
 
     pub(crate) fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
@@ -84,8 +177,10 @@ impl<R: Read, W: Write> Framed<R, W> {
     }
 
     pub(crate) fn recv_with<T>(&mut self, read: impl FnOnce(&[u8]) -> Result<T>) -> Result<T> {
+        self.reader.fill(HEADER, true)?;
+        let at = self.reader.start;
         let mut header = [0u8; HEADER];
-        read_exact(&mut self.reader, &mut header)?;
+        header.copy_from_slice(&self.reader.buf[at..at + HEADER]);
         let len = u32::from_le_bytes(header) as usize;
         if len > self.max {
             return Err(crate::garbled(format!(
@@ -93,16 +188,9 @@ impl<R: Read, W: Write> Framed<R, W> {
                 self.max
             )));
         }
-        // Lend straight from the reader's buffer when the whole frame is already there.
-        let buffered = self.reader.buffer();
-        if buffered.len() >= len {
-            let result = read(&buffered[..len]);
-            self.reader.consume(len);
-            return result;
-        }
-        self.inc.resize(len, 0);
-        read_exact(&mut self.reader, &mut self.inc)?;
-        read(&self.inc)
+        self.reader.fill(HEADER + len, true)?;
+        self.reader.start += HEADER;
+        self.reader.lend(len, read)
     }
 
     pub(crate) fn writer(&self) -> &W {
@@ -110,18 +198,33 @@ impl<R: Read, W: Write> Framed<R, W> {
     }
 }
 
-fn write_all<W: Write>(writer: &mut W, bytes: &[u8]) -> Result<()> {
-    match writer.write_all(bytes).and_then(|()| writer.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if is_disconnect(&e) => Err(super::closed()),
-        Err(e) => Err(Error::Io(e)),
+/// Writes header and payload with one vectored write, finishing with plain writes if the
+/// kernel took only part of them.
+fn write_frame<W: Write>(writer: &mut W, header: &[u8], msg: &[u8]) -> Result<()> {
+    let total = header.len() + msg.len();
+    let written = loop {
+        match writer.write_vectored(&[IoSlice::new(header), IoSlice::new(msg)]) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if is_disconnect(&e) => return Err(super::closed()),
+            Err(e) => return Err(Error::Io(e)),
+        }
+    };
+    if written == 0 && total > 0 {
+        return Err(super::closed());
+    }
+    if written < header.len() {
+        write_all(writer, &header[written..])?;
+        write_all(writer, msg)
+    } else if written < total {
+        write_all(writer, &msg[written - header.len()..])
+    } else {
+        Ok(())
     }
 }
 
-/// Reads exactly `buf.len()` bytes. End of file, whether between frames (a clean close) or
-/// inside one (a peer that died mid-write), is `Disconnected`: nothing more will come.
-fn read_exact<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<()> {
-    match reader.read_exact(buf) {
+fn write_all<W: Write>(writer: &mut W, bytes: &[u8]) -> Result<()> {
+    match writer.write_all(bytes).and_then(|()| writer.flush()) {
         Ok(()) => Ok(()),
         Err(e) if is_disconnect(&e) => Err(super::closed()),
         Err(e) => Err(Error::Io(e)),
@@ -164,6 +267,93 @@ pub(crate) fn set_socket_buffers(fd: std::os::fd::RawFd, bytes: usize) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A byte stream that hands out at most `step` bytes per `read` and counts the calls.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+        reads: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.reads += 1;
+            let n = buf.len().min(self.step).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn frames_in_pieces_and_bare_messages_arrive_whole_and_in_step() {
+        let big: Vec<u8> = (0..3 * READ_BUFFER + 17).map(|i| (i * 7) as u8).collect();
+        let mid: Vec<u8> = (0..4096).map(|i| (i * 3) as u8).collect();
+        let mut wire = Vec::new();
+        {
+            let mut f = Framed::new(io::empty(), &mut wire, 1 << 20);
+            for _ in 0..40 {
+                f.send(b"small").ok();
+                f.send(&mid).ok();
+            }
+            f.send(&big).ok();
+            f.send_bare(&mid[..100]).ok();
+            f.send_bare(&big).ok();
+            f.send(b"after").ok();
+        }
+        for step in [1, 3, 4099, usize::MAX] {
+            let mut f = Framed::new(
+                Trickle {
+                    bytes: &wire,
+                    step,
+                    reads: 0,
+                },
+                io::sink(),
+                1 << 20,
+            );
+            for i in 0..40 {
+                assert_eq!(f.recv_with(|b| Ok(b == b"small")).ok(), Some(true), "{i}");
+                assert_eq!(f.recv_with(|b| Ok(b == &mid[..])).ok(), Some(true), "{i}");
+            }
+            assert_eq!(f.recv_with(|b| Ok(b == &big[..])).ok(), Some(true));
+            assert_eq!(f.recv_bare(100, |b| Ok(b == &mid[..100])).ok(), Some(true));
+            assert_eq!(
+                f.recv_bare(big.len(), |b| Ok(b == &big[..])).ok(),
+                Some(true)
+            );
+            assert_eq!(f.recv_with(|b| Ok(b == b"after")).ok(), Some(true));
+            assert!(matches!(
+                f.recv_with(|b| Ok(b.len())),
+                Err(Error::Disconnected)
+            ));
+        }
+    }
+
+    #[test]
+    fn a_bare_read_never_runs_past_its_message() {
+        // Two bare messages on the wire: the first receive must leave the second in the stream.
+        let wire = [1u8; 64];
+        let mut f = Framed::new(
+            Trickle {
+                bytes: &wire,
+                step: usize::MAX,
+                reads: 0,
+            },
+            io::sink(),
+            1024,
+        );
+        assert_eq!(f.recv_bare(24, |b| Ok(b.len())).ok(), Some(24));
+        assert_eq!(f.reader.inner.bytes.len(), 40, "read past the bare message");
+        assert_eq!(
+            f.reader.inner.reads, 1,
+            "one read for a message that is there whole"
+        );
+        assert_eq!(f.recv_bare(40, |b| Ok(b.len())).ok(), Some(40));
+        assert!(matches!(
+            f.recv_bare(1, |b| Ok(b.len())),
+            Err(Error::Disconnected)
+        ));
+    }
 
     #[test]
     fn frames_round_trip_and_bad_lengths_are_corrupt() {

@@ -1,4 +1,7 @@
-//! `tcp`: a TCP connection with `TCP_NODELAY`, length-prefixed frames.
+//! `tcp`: a TCP connection, length-prefixed frames. `TCP_NODELAY` is set where a message waits
+//! for its answer ([`Options::tcp_nodelay`]: ping-pong, sweep); a one-way stream leaves Nagle's
+//! algorithm on, so that a sender that runs ahead fills segments instead of paying one per
+//! message.
 //!
 //! The parent binds [`Options::tcp_addr`] (`127.0.0.1:0` by default: loopback, any free port)
 //! and tells the child the address it got. Bind another address (for example `0.0.0.0:7000`)
@@ -26,7 +29,7 @@ pub struct TcpListenerSide {
 
 impl Tcp {
     fn from_stream(stream: TcpStream, opts: &Options) -> Result<Tcp> {
-        stream.set_nodelay(true)?;
+        stream.set_nodelay(opts.tcp_nodelay)?;
         set_socket_buffers(stream.as_raw_fd(), opts.ring_size)?;
         let reader = stream.try_clone()?;
         Ok(Tcp {
@@ -88,5 +91,42 @@ impl Listener for TcpListenerSide {
         })?;
         stream.set_nonblocking(false)?;
         Tcp::from_stream(stream, &self.opts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(opts: &Options) -> (Tcp, Tcp) {
+        let listener = match Tcp::listen("nodelay", opts) {
+            Ok(l) => l,
+            Err(e) => panic!("listen: {e}"),
+        };
+        let address = listener.address();
+        let connecting = {
+            let opts = opts.clone();
+            std::thread::spawn(move || Tcp::connect(&address, &opts, Peer::unknown()))
+        };
+        let accepted = listener.accept(ChildStdio::default(), Peer::unknown());
+        let connected = connecting.join().ok().and_then(|r| r.ok());
+        match (accepted, connected) {
+            (Ok(a), Some(c)) => (a, c),
+            (a, c) => panic!("no connection: {:?} / {}", a.err(), c.is_some()),
+        }
+    }
+
+    #[test]
+    fn nagle_stays_on_for_a_stream_and_off_for_round_trips() {
+        for nodelay in [false, true] {
+            let opts = Options {
+                tcp_nodelay: nodelay,
+                ..Options::default()
+            };
+            let (a, c) = pair(&opts);
+            for end in [&a, &c] {
+                assert_eq!(end.framed.writer().nodelay().ok(), Some(nodelay));
+            }
+        }
     }
 }
