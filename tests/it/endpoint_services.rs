@@ -4,7 +4,7 @@
 //! Client and server processes are this test binary run again with `SHMLINK_EPSVC_ROLE` set
 //! (see `child`).
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ fn spawn_role_with(role: &str, args: &[&str], env: &[(&str, &str)]) -> ChildGuar
     let spec = format!("{role} {}", args.join(" "));
     let mut env = env.to_vec();
     env.push((ROLE, &spec));
-    respawn("child", &env)
+    respawn("endpoint_services::child", &env)
 }
 
 /// The entry point of the re-executed processes; a no-op in a normal test run.

@@ -1,8 +1,7 @@
 //! The async API (feature `tokio`) across real processes: a server process accepting with
 //! `AsyncListener` and eight client tasks in one current-thread runtime.
-#![cfg(feature = "tokio")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -57,7 +56,7 @@ fn child() {
 }
 
 fn spawn_server(name: &str) -> ChildGuard {
-    let mut child = respawn("child", &[(ROLE, name)]);
+    let mut child = respawn("tokio_api::child", &[(ROLE, name)]);
     wait_for_line(&mut child, "ready");
     child
 }
@@ -236,7 +235,7 @@ fn an_idle_async_recv_makes_no_timed_wake_ups() {
     let _guard = NameGuard(name.clone());
     // In a process of its own: the other tests' tasks would wake the reactor, and their
     // threads use CPU.
-    let mut child = respawn("idle_child", &[(IDLE, &name)]);
+    let mut child = respawn("tokio_api::idle_child", &[(IDLE, &name)]);
     let status = child.reap();
     let out = child.read_all();
     eprintln!("{}", out.trim());

@@ -2,7 +2,7 @@
 //! close (`Disconnected`) and a killed peer (`PeerGone`) on either side. The child is this test
 //! binary run again, in the mode named by an environment variable.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -73,7 +73,7 @@ fn child_process_entry() {
 
 fn spawn_child(mode: &str, backend: Backend, name: &str) -> ChildGuard {
     let child = Command::new(std::env::current_exe().expect("current_exe"))
-        .args(["--exact", "child_process_entry", "--test-threads=1"])
+        .args(["--exact", "endpoint::child_process_entry", "--test-threads=1"])
         .env(CHILD_ENV, format!("{mode} {backend} {name}"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
