@@ -8,6 +8,7 @@
 mod support;
 
 mod alloc;
+mod conformance;
 mod crash;
 mod delivery;
 mod echo;
