@@ -66,6 +66,10 @@ trait Surface: 'static {
     /// The module name of its tests, and its name for a peer process.
     const NAME: &'static str;
     const CAPS: Caps;
+    /// Its peer processes run with the test hook that forces the ipc-channel backend
+    /// (`shmlink::testing::FORCE_FALLBACK_ENV`), and make their ends with the plain `create`
+    /// and `bind`, which must then choose that backend.
+    const FORCED_IN_PEERS: bool = false;
     type End: End;
     /// What its listener's accept returns.
     type Accepted: End;
@@ -106,8 +110,11 @@ trait End: Send + 'static {
     fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError>;
     fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError>;
     fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError>;
-    fn recv_into_timeout(&mut self, buf: &mut Vec<u8>, timeout: Duration)
-        -> Result<usize, RecvError>;
+    fn recv_into_timeout(
+        &mut self,
+        buf: &mut Vec<u8>,
+        timeout: Duration,
+    ) -> Result<usize, RecvError>;
     fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError>;
     fn try_recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError>;
     fn recv_json_timeout<T: DeserializeOwned>(&mut self, timeout: Duration)
@@ -290,23 +297,42 @@ impl<const B: u8> EndpointOn<B> {
 }
 
 impl<const B: u8> Surface for EndpointOn<B> {
-    const NAME: &'static str = if B == 0 { "endpoint_shm" } else { "endpoint_ipc" };
+    const NAME: &'static str = if B == 0 {
+        "endpoint_shm"
+    } else {
+        "endpoint_ipc"
+    };
     const CAPS: Caps = if B == 0 { SHM } else { IPC_CHANNEL };
+    const FORCED_IN_PEERS: bool = B == 1;
     type End = Endpoint;
     type Accepted = Endpoint;
     type Listener = EndpointListener;
     fn create(name: &str, config: &Config) -> Result<Endpoint, OpenError> {
-        let end = Endpoint::create_with(name, config, Self::BACKEND)?;
+        let end = if shmlink::testing::forced() {
+            Endpoint::create(name, config)?
+        } else {
+            Endpoint::create_with(name, config, Self::BACKEND)?
+        };
         assert_eq!(end.backend(), Self::BACKEND);
         Ok(end)
     }
     fn connect(name: &str, timeout: Duration) -> Result<Endpoint, OpenError> {
         let end = Endpoint::connect_timeout(name, WaitStrategy::Block, timeout)?;
-        assert_eq!(end.backend(), Self::BACKEND, "the connector finds the backend");
+        assert_eq!(
+            end.backend(),
+            Self::BACKEND,
+            "the connector finds the backend"
+        );
         Ok(end)
     }
     fn bind(name: &str, config: &Config, max: usize) -> Result<EndpointListener, OpenError> {
-        EndpointListener::bind_with(name, config, Self::BACKEND, max)
+        let listener = if shmlink::testing::forced() {
+            EndpointListener::bind_with_limit(name, config, max)?
+        } else {
+            EndpointListener::bind_with(name, config, Self::BACKEND, max)?
+        };
+        assert_eq!(listener.backend(), Self::BACKEND);
+        Ok(listener)
     }
     fn accept(listener: &mut EndpointListener) -> Result<Endpoint, OpenError> {
         listener.accept()
@@ -416,7 +442,8 @@ mod async_surface {
         }
         fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
             let ch = &mut self.ch;
-            self.rt.block_on(async { ch.recv().await.map(|m| m.to_vec()) })
+            self.rt
+                .block_on(async { ch.recv().await.map(|m| m.to_vec()) })
         }
         fn try_recv(&mut self) -> Result<Vec<u8>, RecvError> {
             self.ch.try_recv().map(|m| m.to_vec())
@@ -534,7 +561,11 @@ fn fill(end: &mut impl End, len: usize) -> Vec<usize> {
                 Err(SendError::Timeout) => break,
                 Err(e) => panic!("filling: {e:?}"),
             }
-            assert!(sent.len() < 100_000, "a peer that reads nothing took {} messages", sent.len());
+            assert!(
+                sent.len() < 100_000,
+                "a peer that reads nothing took {} messages",
+                sent.len()
+            );
         }
     }
     sent
@@ -559,7 +590,10 @@ fn assert_gave_up_at_deadline<T: std::fmt::Debug, E: std::fmt::Debug>(
         matches!(&got, Err(e) if timed_out(e)),
         "{what}: expected Timeout, got {got:?}"
     );
-    assert!(waited >= SHORT, "{what}: gave up after {waited:?}, before its deadline");
+    assert!(
+        waited >= SHORT,
+        "{what}: gave up after {waited:?}, before its deadline"
+    );
 }
 
 fn send_timed_out(e: &SendError) -> bool {
@@ -632,7 +666,10 @@ fn json_goes_through_every_send_and_receive_form<S: Surface>() {
     assert_eq!(b.recv_json_timeout::<Note>(WATCHDOG).unwrap(), note(2, 100));
     a.send_json_timeout(&note(3, 1000), WATCHDOG)
         .expect("send_json_timeout");
-    assert_eq!(first_not_empty(|| b.try_recv_json::<Note>()).unwrap(), note(3, 1000));
+    assert_eq!(
+        first_not_empty(|| b.try_recv_json::<Note>()).unwrap(),
+        note(3, 1000)
+    );
     assert_gave_up_at_deadline("recv_json_timeout", recv_timed_out, || {
         b.recv_json_timeout::<Note>(SHORT)
     });
@@ -640,7 +677,10 @@ fn json_goes_through_every_send_and_receive_form<S: Surface>() {
     let big = note(4, 3 << 20);
     std::thread::scope(|s| {
         s.spawn(|| a.send_json(&big).expect("send_json of several MiB"));
-        assert!(b.recv_json::<Note>().unwrap() == big, "the big value changed");
+        assert!(
+            b.recv_json::<Note>().unwrap() == big,
+            "the big value changed"
+        );
     });
     // Not JSON for `Note`: an error for that message only.
     a.send(b"{\"id\": \"seven\"}").unwrap();
@@ -649,7 +689,10 @@ fn json_goes_through_every_send_and_receive_form<S: Surface>() {
     assert_eq!(b.recv_json::<Note>().unwrap(), note(5, 2));
     // A value that cannot be serialised sends nothing.
     let unserialisable: std::collections::HashMap<(u8, u8), u8> = [((1, 2), 3)].into();
-    assert!(matches!(a.send_json(&unserialisable), Err(SendError::Json(_))));
+    assert!(matches!(
+        a.send_json(&unserialisable),
+        Err(SendError::Json(_))
+    ));
     assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
     drop((a, b));
     assert_nothing_left(&names.name);
@@ -674,7 +717,10 @@ fn recv_into_replaces_the_callers_buffer_whatever_its_size<S: Surface>() {
     assert_gave_up_at_deadline("recv_into_timeout", recv_timed_out, || {
         b.recv_into_timeout(&mut long, SHORT)
     });
-    assert_eq!(long, b"short", "a receive that got nothing leaves the buffer alone");
+    assert_eq!(
+        long, b"short",
+        "a receive that got nothing leaves the buffer alone"
+    );
     a.try_send(b"now").unwrap();
     assert_eq!(first_not_empty(|| b.try_recv_into(&mut long)).unwrap(), 3);
     assert_eq!(long, b"now");
@@ -702,14 +748,21 @@ fn try_forms_are_empty_and_full_where_the_others_would_wait<S: Surface>() {
     let len = (16 << 10).min(a.max_frame());
     let sent = fill(&mut a, len);
     assert!(!sent.is_empty(), "nothing could be sent");
-    assert!(matches!(a.try_send(&numbered(0, len)), Err(SendError::Full)));
+    assert!(matches!(
+        a.try_send(&numbered(0, len)),
+        Err(SendError::Full)
+    ));
     assert!(matches!(a.try_send(b""), Err(SendError::Full)));
     assert!(matches!(a.try_send_json(&note(0, 8)), Err(SendError::Full)));
     assert!(matches!(a.try_reserve(len, b"x"), Err(SendError::Full)));
     drain(&mut b, &sent);
     assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
     a.send_timeout(b"after", WATCHDOG).unwrap();
-    expect_message(first_not_empty(|| b.try_recv()), b"after", "after the drain");
+    expect_message(
+        first_not_empty(|| b.try_recv()),
+        b"after",
+        "after the drain",
+    );
     drop((a, b));
     assert_nothing_left(&names.name);
 }
@@ -766,7 +819,11 @@ fn a_grant_sends_only_what_is_committed<S: Surface>() {
     if S::CAPS.frames {
         a.reserve(frame, &numbered(0, frame))
             .expect("a grant of a whole frame");
-        expect_message(b.recv_timeout(WATCHDOG), &numbered(0, frame), "a whole frame");
+        expect_message(
+            b.recv_timeout(WATCHDOG),
+            &numbered(0, frame),
+            "a whole frame",
+        );
     }
     assert!(matches!(
         a.try_reserve(frame + 1, b""),
@@ -823,13 +880,20 @@ fn a_peer_that_closes_is_disconnected_after_everything_it_sent<S: Surface>() {
         drop(closing);
         for i in 0..BEFORE_THE_END {
             let want = numbered(i, i as usize * 3);
-            expect_message(staying.recv_timeout(WATCHDOG), &want, "sent before the close");
+            expect_message(
+                staying.recv_timeout(WATCHDOG),
+                &want,
+                "sent before the close",
+            );
         }
         match staying.recv_timeout(WATCHDOG) {
             Err(RecvError::Disconnected(channel)) => assert_eq!(channel, *name),
             other => panic!("creator closes {creator_closes}: {other:?}"),
         }
-        assert!(matches!(staying.try_recv(), Err(RecvError::Disconnected(_))));
+        assert!(matches!(
+            staying.try_recv(),
+            Err(RecvError::Disconnected(_))
+        ));
         match staying.send(b"anyone?") {
             Err(SendError::Disconnected(channel)) => assert_eq!(channel, *name),
             other => panic!("a send to a closed peer: {other:?}"),
@@ -839,9 +903,18 @@ fn a_peer_that_closes_is_disconnected_after_everything_it_sent<S: Surface>() {
     }
 }
 
-/// The peer's side, in a process of its own (this binary run again): makes its end on the
-/// surface its role names, waits for one message, sends [`BEFORE_THE_END`] numbered ones, says
-/// so, and waits to be killed. A no-op unless started as a peer.
+/// The test a peer process runs: [`peer_process`].
+const PEER_TEST: &str = "conformance::peer_process";
+/// Messages each client of a listener exchanges.
+const CLIENT_MESSAGES: u64 = 20;
+
+/// The peer's side, in a process of its own (this binary run again), on the surface its role
+/// names; a no-op unless started as a peer. Roles:
+/// - `create` / `connect`: makes its end, waits for one message, sends [`BEFORE_THE_END`]
+///   numbered ones, says `sent`, and waits to be killed;
+/// - `client`: connects to a listener, checks the echo of [`CLIENT_MESSAGES`] messages, exits;
+/// - `hold`: connects to a listener, checks one echo, says `connected`, waits to be killed;
+/// - `serve`: binds a listener, says `ready`, and echoes for every client until killed.
 #[test]
 fn peer_process() {
     let Ok(role) = std::env::var(PEER_ENV) else {
@@ -859,24 +932,93 @@ fn peer_process() {
         "async_shm" => peer::<AsyncShm>(side, name),
         _ => panic!("no surface {surface:?}"),
     }
+    std::process::exit(0);
+}
+
+/// Starts a peer process on `S` in `side` for `name`.
+fn spawn_peer<S: Surface>(side: &str, name: &str) -> ChildGuard {
+    let role = format!("{} {side} {name}", S::NAME);
+    let mut env = vec![(PEER_ENV, role.as_str())];
+    if S::FORCED_IN_PEERS {
+        env.push((shmlink::testing::FORCE_FALLBACK_ENV, "1"));
+    }
+    respawn(PEER_TEST, &env)
+}
+
+/// Waits to be killed; bounded, so that a parent that failed leaves no process behind.
+fn wait_to_be_killed() -> ! {
+    std::thread::sleep(Duration::from_secs(60));
+    std::process::exit(1);
+}
+
+/// Message `i` of a listener's client: lengths that vary, one longer than a frame.
+fn client_message(i: u64, frame: usize) -> Vec<u8> {
+    let len = if i == 7 {
+        frame + 1
+    } else {
+        (i as usize * 37) % 300
+    };
+    numbered(i, len)
 }
 
 fn peer<S: Surface>(side: &str, name: &str) {
-    let mut end = if side == "create" {
-        let end = S::create(name, &config()).expect("peer create");
-        println!("ready");
-        end
-    } else {
-        S::connect(name, WATCHDOG).expect("peer connect")
-    };
-    expect_message(end.recv_timeout(WATCHDOG), b"hello", "the parent's hello");
-    for i in 0..BEFORE_THE_END {
-        end.send(&numbered(i, i as usize * 3)).expect("peer send");
+    match side {
+        "create" | "connect" => {
+            let mut end = if side == "create" {
+                let end = S::create(name, &config()).expect("peer create");
+                println!("ready");
+                end
+            } else {
+                S::connect(name, WATCHDOG).expect("peer connect")
+            };
+            expect_message(end.recv_timeout(WATCHDOG), b"hello", "the parent's hello");
+            for i in 0..BEFORE_THE_END {
+                end.send(&numbered(i, i as usize * 3)).expect("peer send");
+            }
+            println!("sent");
+            wait_to_be_killed();
+        }
+        "client" => {
+            let mut end = S::connect(name, WATCHDOG).expect("client connect");
+            let frame = if S::CAPS.frames {
+                end.max_frame()
+            } else {
+                1000
+            };
+            for i in 0..CLIENT_MESSAGES {
+                let msg = client_message(i, frame);
+                end.send(&msg).expect("client send");
+                expect_message(end.recv_timeout(WATCHDOG), &msg, "an echo");
+            }
+        }
+        "hold" => {
+            let mut end = S::connect(name, WATCHDOG).expect("client connect");
+            end.send(b"hold").expect("client send");
+            expect_message(end.recv_timeout(WATCHDOG), b"hold", "an echo");
+            println!("connected");
+            wait_to_be_killed();
+        }
+        "serve" => {
+            let mut listener = S::bind(name, &config(), 8).expect("bind");
+            println!("ready");
+            loop {
+                let conn = S::accept(&mut listener).expect("accept");
+                std::thread::spawn(move || echo_until_it_ends(conn));
+            }
+        }
+        _ => panic!("no role {side:?}"),
     }
-    println!("sent");
-    // Until the parent kills it; bounded, so that a parent that failed leaves no process.
-    std::thread::sleep(Duration::from_secs(60));
-    std::process::exit(1);
+}
+
+/// Echoes every message until a receive or send fails; returns the receive's error (a failed
+/// send fails the test).
+fn echo_until_it_ends(mut end: impl End) -> RecvError {
+    loop {
+        match end.recv_timeout(CASE_LIMIT) {
+            Ok(msg) => end.send(&msg).expect("echo"),
+            Err(e) => return e,
+        }
+    }
 }
 
 /// A peer whose process is killed (the creator or the connector) is `PeerGone`, naming its pid
@@ -886,16 +1028,15 @@ fn killed_peer<S: Surface>(peer_creates: bool) {
     let names = names::<S>(if peer_creates { "kill-cr" } else { "kill-co" });
     let name = &names.name;
     let side = if peer_creates { "create" } else { "connect" };
-    let role = format!("{} {side} {name}", S::NAME);
     let mut end;
     let mut child: ChildGuard;
     if peer_creates {
-        child = respawn("conformance::peer_process", &[(PEER_ENV, &role)]);
+        child = spawn_peer::<S>(side, name);
         wait_for_line(&mut child, "ready");
         end = S::connect(name, WATCHDOG).expect("connect");
     } else {
         end = S::create(name, &config()).expect("create");
-        child = respawn("conformance::peer_process", &[(PEER_ENV, &role)]);
+        child = spawn_peer::<S>(side, name);
     }
     end.send(b"hello").unwrap();
     wait_for_line(&mut child, "sent");
@@ -928,7 +1069,15 @@ fn a_killed_creator_is_peer_gone_after_everything_it_sent<S: Surface>() {
 fn names_outside_the_one_rule_are_refused_and_the_longest_serves<S: Surface>() {
     let _dog = Watchdog::arm(CASE_LIMIT, "names");
     let too_long = "x".repeat(MAX_NAME_LEN + 1);
-    for bad in ["", ".hidden", "-dash", "a/b", "sp ace", "nul\0", too_long.as_str()] {
+    for bad in [
+        "",
+        ".hidden",
+        "-dash",
+        "a/b",
+        "sp ace",
+        "nul\0",
+        too_long.as_str(),
+    ] {
         let refused = |what: &str, e: Option<OpenError>| match e {
             Some(OpenError::InvalidName { name, .. }) => assert_eq!(name, bad),
             other => panic!("{what} {bad:?}: {other:?}"),
@@ -948,6 +1097,17 @@ fn names_outside_the_one_rule_are_refused_and_the_longest_serves<S: Surface>() {
     a.send(b"longest").unwrap();
     expect_message(b.recv_timeout(WATCHDOG), b"longest", "on the longest name");
     drop((a, b));
+    let listener = S::bind(&longest, &config(), 1).expect("bind the longest name");
+    let server = serve::<S>(listener, &longest, 1, Arc::new(AtomicUsize::new(0)));
+    let mut client = S::connect(&longest, WATCHDOG).expect("connect to the longest name");
+    client.send(b"longest").unwrap();
+    expect_message(
+        client.recv_timeout(WATCHDOG),
+        b"longest",
+        "a listener's echo",
+    );
+    drop(client);
+    drop(server.join().expect("the server failed"));
     assert_nothing_left(&names.name);
 }
 
@@ -973,7 +1133,11 @@ fn a_name_in_use_is_already_exists_until_its_creator_drops<S: Surface>() {
     ));
     peer.send(b"still the first").unwrap();
     let mut first = first;
-    expect_message(first.recv_timeout(WATCHDOG), b"still the first", "the first channel");
+    expect_message(
+        first.recv_timeout(WATCHDOG),
+        b"still the first",
+        "the first channel",
+    );
     drop((first, peer));
     drop(S::create(name, &config()).expect("create once the name is free"));
     assert_nothing_left(name);
@@ -994,68 +1158,199 @@ fn a_connect_to_a_missing_name_is_not_found_at_its_deadline<S: Surface>() {
     assert_nothing_left(name);
 }
 
-/// Clients connect to a listener in waves, each wave as many as the listener admits; every
-/// client's messages come back, and each wave finds the places of the one before free.
+/// The server's side of a listener in this process: accepts `clients` connections, echoes
+/// each on a thread of its own, and counts those whose client closed (`Disconnected`, naming
+/// the channel). Joins to the listener.
+fn serve<S: Surface>(
+    mut listener: S::Listener,
+    name: &str,
+    clients: usize,
+    closed: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<S::Listener> {
+    let name = name.to_owned();
+    std::thread::spawn(move || {
+        let mut echoes = Vec::new();
+        for _ in 0..clients {
+            let conn = S::accept(&mut listener).expect("accept");
+            let closed = Arc::clone(&closed);
+            let name = name.clone();
+            echoes.push(std::thread::spawn(move || match echo_until_it_ends(conn) {
+                RecvError::Disconnected(channel) if channel.starts_with(&name) => {
+                    closed.fetch_add(1, Ordering::SeqCst);
+                }
+                other => panic!("a server end: {other:?}"),
+            }));
+        }
+        for echo in echoes {
+            echo.join().expect("an echo thread failed");
+        }
+        listener
+    })
+}
+
+/// Waits (bounded by the case's watchdog) until `count` reaches `want`.
+fn wait_until_count(count: &AtomicUsize, want: usize) {
+    while count.load(Ordering::SeqCst) < want {
+        // A bounded wait for other threads to finish; nothing to sleep on.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Client processes connect to a listener in waves, each wave as many as the listener admits:
+/// every client's messages (one longer than a frame) come back, each wave finds the places of
+/// the one before free, and a closed listener leaves nothing.
 fn clients_in_waves_through_a_listener_each_get_their_echoes<S: Surface>() {
     const CLIENTS: usize = 4;
     const WAVES: usize = 3;
-    const MESSAGES: u64 = 20;
     let _dog = Watchdog::arm(CASE_LIMIT, "waves");
     let names = names::<S>("waves");
-    let name = names.name.clone();
-    let mut listener = S::bind(&name, &config(), CLIENTS).expect("bind");
-    let ended = Arc::new(AtomicUsize::new(0));
-    let server = {
-        let ended = Arc::clone(&ended);
-        std::thread::spawn(move || {
-            let mut echoes = Vec::new();
-            for _ in 0..CLIENTS * WAVES {
-                let mut conn = S::accept(&mut listener).expect("accept");
-                let ended = Arc::clone(&ended);
-                echoes.push(std::thread::spawn(move || {
-                    loop {
-                        match conn.recv_timeout(WATCHDOG) {
-                            Ok(msg) => conn.send(&msg).expect("echo"),
-                            Err(RecvError::Disconnected(_)) => break,
-                            Err(e) => panic!("server end: {e:?}"),
-                        }
-                    }
-                    drop(conn);
-                    ended.fetch_add(1, Ordering::SeqCst);
-                }));
-            }
-            for echo in echoes {
-                echo.join().expect("an echo thread failed");
-            }
-            listener
-        })
-    };
+    let name = &names.name;
+    let listener = S::bind(name, &config(), CLIENTS).expect("bind");
+    let closed = Arc::new(AtomicUsize::new(0));
+    let server = serve::<S>(listener, name, CLIENTS * WAVES, Arc::clone(&closed));
     for wave in 0..WAVES {
-        let clients: Vec<_> = (0..CLIENTS)
-            .map(|c| {
-                let name = name.clone();
-                std::thread::spawn(move || {
-                    let mut end = S::connect(&name, WATCHDOG).expect("client connect");
-                    for i in 0..MESSAGES {
-                        let msg = numbered(i, (wave * 31 + c * 7 + i as usize) % 200);
-                        end.send(&msg).expect("client send");
-                        expect_message(end.recv_timeout(WATCHDOG), &msg, "an echo");
-                    }
-                })
-            })
+        let mut clients: Vec<ChildGuard> = (0..CLIENTS)
+            .map(|_| spawn_peer::<S>("client", name))
             .collect();
-        for client in clients {
-            client.join().expect("a client failed");
+        for client in &mut clients {
+            let status = client.reap_within(CASE_LIMIT);
+            assert!(status.success(), "client {} failed: {status}", client.pid());
         }
-        // The next wave needs every place: wait (bounded by the watchdog) until the server
-        // dropped this wave's ends.
-        while ended.load(Ordering::SeqCst) < (wave + 1) * CLIENTS {
-            std::thread::sleep(Duration::from_millis(1));
+        // The next wave needs every place: the server's ends of this one must be gone.
+        wait_until_count(&closed, (wave + 1) * CLIENTS);
+    }
+    drop(server.join().expect("the server failed"));
+    assert_nothing_left(name);
+}
+
+/// Past its limit a listener refuses a client with `TooManyClients`, naming it and the limit;
+/// a place freed by dropping a connection (its client sees a clean close) admits the next.
+fn a_client_past_the_limit_is_too_many_clients_until_a_place_is_freed<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "client limit");
+    let names = names::<S>("limit");
+    let name = &names.name;
+    let mut listener = S::bind(name, &config(), 2).expect("bind");
+    let mut clients = Vec::new();
+    let mut accepted = Vec::new();
+    for i in 0..2u64 {
+        // A client waits for the server to accept it: one thread each.
+        let connecting = {
+            let name = name.clone();
+            std::thread::spawn(move || S::connect(&name, WATCHDOG).expect("connect"))
+        };
+        let mut conn = S::accept(&mut listener).expect("accept");
+        let mut client = connecting.join().expect("client thread");
+        client.send(&numbered(i, 10)).unwrap();
+        expect_message(
+            conn.recv_timeout(WATCHDOG),
+            &numbered(i, 10),
+            "a client's message",
+        );
+        clients.push(client);
+        accepted.push(conn);
+    }
+    match S::connect(name, WATCHDOG) {
+        Err(OpenError::TooManyClients { name: n, limit }) => {
+            assert_eq!((n.as_str(), limit), (name.as_str(), 2));
+        }
+        other => panic!("a third client: {:?}", other.err()),
+    }
+    drop(accepted.remove(0));
+    match clients[0].recv_timeout(WATCHDOG) {
+        Err(RecvError::Disconnected(channel)) => assert!(channel.starts_with(name.as_str())),
+        other => panic!("a client whose connection was dropped: {other:?}"),
+    }
+    let server = serve::<S>(listener, name, 1, Arc::new(AtomicUsize::new(0)));
+    let mut third = S::connect(name, WATCHDOG).expect("a freed place admits a client");
+    third.send(b"third").unwrap();
+    expect_message(
+        third.recv_timeout(WATCHDOG),
+        b"third",
+        "the third client's echo",
+    );
+    drop(third);
+    drop((server.join().expect("the server failed"), accepted, clients));
+    assert_nothing_left(name);
+}
+
+/// A client process killed while connected is `PeerGone` on the server's end, and its place
+/// (the only one) admits the next client.
+fn a_killed_client_is_peer_gone_and_frees_its_place<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "killed client");
+    let names = names::<S>("kill-cl");
+    let name = &names.name;
+    let mut listener = S::bind(name, &config(), 1).expect("bind");
+    let mut doomed = spawn_peer::<S>("hold", name);
+    let mut conn = S::accept(&mut listener).expect("accept");
+    expect_message(conn.recv_timeout(WATCHDOG), b"hold", "the client's message");
+    conn.send(b"hold").unwrap();
+    wait_for_line(&mut doomed, "connected");
+    let pid = doomed.pid();
+    doomed.kill();
+    reap_killed(&mut doomed);
+    match conn.recv_timeout(WATCHDOG) {
+        Err(RecvError::PeerGone { pid: gone, channel }) => {
+            assert_eq!(gone, pid);
+            assert!(channel.starts_with(name.as_str()), "{channel}");
+        }
+        other => panic!("a killed client: {other:?}"),
+    }
+    drop(conn);
+    let server = serve::<S>(listener, name, 1, Arc::new(AtomicUsize::new(0)));
+    let mut next = spawn_peer::<S>("client", name);
+    assert!(
+        next.reap_within(CASE_LIMIT).success(),
+        "the next client failed"
+    );
+    drop(server.join().expect("the server failed"));
+    assert_nothing_left(name);
+}
+
+/// A listener process killed while clients are connected is `PeerGone` for every client, and
+/// its name is reclaimed by the next listener (which a second bind then finds taken).
+fn a_killed_listener_is_peer_gone_for_every_client_and_its_name_is_reclaimed<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "killed listener");
+    let names = names::<S>("kill-ls");
+    let name = &names.name;
+    let mut server = spawn_peer::<S>("serve", name);
+    wait_for_line(&mut server, "ready");
+    let mut clients: Vec<S::End> = (0..3u64)
+        .map(|i| {
+            let mut client = S::connect(name, WATCHDOG).expect("connect");
+            client.send(&numbered(i, 5)).unwrap();
+            expect_message(client.recv_timeout(WATCHDOG), &numbered(i, 5), "an echo");
+            client
+        })
+        .collect();
+    let pid = server.pid();
+    server.kill();
+    reap_killed(&mut server);
+    for client in &mut clients {
+        match client.recv_timeout(WATCHDOG) {
+            Err(RecvError::PeerGone { pid: gone, channel }) => {
+                assert_eq!(gone, pid);
+                assert!(channel.starts_with(name.as_str()), "{channel}");
+            }
+            other => panic!("a client of a killed listener: {other:?}"),
         }
     }
-    let listener = server.join().expect("the server failed");
-    drop(listener);
-    assert_nothing_left(&name);
+    drop(clients);
+    let listener = S::bind(name, &config(), 4).expect("bind over a dead listener");
+    assert!(matches!(
+        S::bind(name, &config(), 4).err(),
+        Some(OpenError::AlreadyExists(_))
+    ));
+    let server = serve::<S>(listener, name, 1, Arc::new(AtomicUsize::new(0)));
+    let mut client = S::connect(name, WATCHDOG).expect("connect to the new listener");
+    client.send(b"again").unwrap();
+    expect_message(
+        client.recv_timeout(WATCHDOG),
+        b"again",
+        "from the new listener",
+    );
+    drop(client);
+    drop(server.join().expect("the server failed"));
+    assert_nothing_left(name);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1099,4 +1394,7 @@ every_surface!([
     a_name_in_use_is_already_exists_until_its_creator_drops,
     a_connect_to_a_missing_name_is_not_found_at_its_deadline,
     clients_in_waves_through_a_listener_each_get_their_echoes,
+    a_client_past_the_limit_is_too_many_clients_until_a_place_is_freed,
+    a_killed_client_is_peer_gone_and_frees_its_place,
+    a_killed_listener_is_peer_gone_for_every_client_and_its_name_is_reclaimed,
 ]);

@@ -12,7 +12,6 @@ mod conformance;
 mod crash;
 mod delivery;
 mod echo;
-mod endpoint;
 mod endpoint_services;
 mod examples;
 mod fallback_trust;

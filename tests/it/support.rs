@@ -28,4 +28,3 @@ pub fn echo_creator(extra: &[&str], name: &str, wait: &str) -> ChildGuard {
     assert_eq!(line, "ready", "shmlink-echo --create did not start");
     child
 }
-
