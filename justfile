@@ -154,7 +154,7 @@ leftovers:
 
 # Stress both wait strategies: 10,000,000 frames per direction through a 4 KiB ring, print the counts
 stress frames="10000000":
-    SHMLINK_STRESS_FRAMES={{frames}} cargo test --release --test stress -- --nocapture --test-threads=1
+    SHMLINK_STRESS_FRAMES={{frames}} cargo test --release -p shmlink --test it -- stress:: --nocapture --test-threads=1
 
 # List shmlink segments with owner and state, and remove those whose creator is dead (--dry-run lists only)
 clean-shm *ARGS:

@@ -80,7 +80,8 @@ pub fn rendezvous_path(name: &str) -> std::path::PathBuf {
     crate::ipc::rendezvous::rendezvous_path(name)
 }
 
-/// Where the ipc-channel listener `name` keeps its lock file (beside its rendezvous file).
+/// Where the ipc-channel listener or channel creator `name` keeps its lock file (beside its
+/// rendezvous file).
 pub fn fallback_listener_lock_path(name: &str) -> std::path::PathBuf {
     crate::ipc::listener::lock_path(name)
 }

@@ -98,7 +98,7 @@ enum Reply {
     Refused { limit: u64 },
 }
 
-/// Where the lock file of listener `name` lives (beside its rendezvous file).
+/// Where the lock file of listener or channel `name` lives (beside its rendezvous file).
 #[cfg(any(test, feature = "test-hooks"))]
 pub(crate) fn lock_path(name: &str) -> PathBuf {
     rendezvous::path_of(name, Kind::Lock)
@@ -116,8 +116,8 @@ fn open_lock(name: &str, write: bool) -> Result<File> {
     )
 }
 
-/// True while a live listener holds the lock of `name`.
-pub(crate) fn alive(name: &str) -> Result<bool> {
+/// True while a live listener (or channel creator) holds the lock of `name`.
+fn alive(name: &str) -> Result<bool> {
     match open_lock(name, false) {
         Ok(file) => Ok(lock::alive(file.as_raw_fd(), CREATOR_LOCK)?),
         Err(Error::NotFound(_)) => Ok(false),
@@ -268,8 +268,9 @@ impl std::fmt::Debug for IpcListener {
 }
 
 /// Opens (making it, and its directory, if need be) the lock file of `name` and takes its
-/// lock: `Ok(None)` when a live listener holds it.
-fn take_lock(name: &str) -> Result<Option<(PathBuf, File)>> {
+/// lock: `Ok(None)` when a live listener or channel creator holds it. A listener and a channel's
+/// creator take the same lock, so one name is one or the other, as in shared memory.
+pub(crate) fn take_lock(name: &str) -> Result<Option<(PathBuf, File)>> {
     let path = rendezvous::checked_path(name, Kind::Lock, true)?;
     loop {
         let file = rendezvous::open(
@@ -303,7 +304,7 @@ fn take_lock(name: &str) -> Result<Option<(PathBuf, File)>> {
 /// listener that died, removes that server's socket and the directory ipc-channel made for it
 /// (nobody else removes them). Only a socket of this user, alone in a `.tmp*` directory of this
 /// user in the temporary directory, is touched.
-fn remove_dead_server(name: &str) {
+pub(crate) fn remove_dead_server(name: &str) {
     let Ok(Published::Listener { server, .. }) = rendezvous::read(name) else {
         return;
     };

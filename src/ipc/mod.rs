@@ -136,6 +136,24 @@ pub(crate) struct IpcDuplex {
     /// the data sender, so the peer sees the channel closed only once the lane's last message
     /// is out (and the goodbye, sent first, is there by then).
     lane: Option<Lane>,
+    /// The creator's hold on its name (`None` on a connector's end and a listener's
+    /// connection). Declared last: it is released after the rendezvous file is removed.
+    _name_lock: Option<NameLock>,
+}
+
+/// A creator's lock on its name (the lock file a listener of the name takes too): removed,
+/// while still locked, on drop, so a new creator cannot have taken the name in between.
+#[derive(Debug)]
+struct NameLock {
+    path: PathBuf,
+    /// Holds the lock; closed (releasing it) after the file is removed.
+    _file: std::fs::File,
+}
+
+impl Drop for NameLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 impl std::fmt::Debug for IpcDuplex {
@@ -224,10 +242,17 @@ impl IpcDuplex {
     /// the connection completes in the background.
     pub(crate) fn create(name: &str) -> Result<IpcDuplex, OpenError> {
         validate_name(name)?;
+        // The name's lock, the one a listener of the name takes too: held while this end
+        // lives, so a second creator (or listener) of a live name is refused, as in shared
+        // memory.
+        let (lock_path, lock_file) =
+            listener::take_lock(name)?.ok_or_else(|| OpenError::AlreadyExists(name.into()))?;
+        let name_lock = NameLock {
+            path: lock_path,
+            _file: lock_file,
+        };
+        listener::remove_dead_server(name);
         let path = rendezvous::checked_path(name, Kind::Rendezvous, true)?;
-        if listener::alive(name)? {
-            return Err(OpenError::AlreadyExists(name.into()));
-        }
         let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
         rendezvous::close_server_dir(&server_name)?;
         rendezvous::publish(&path, &format!("{}\n{server_name}", std::process::id()))?;
@@ -258,7 +283,7 @@ impl IpcDuplex {
                 // The creator may be gone (dropped while pending): nobody to tell.
                 let _ = done.send(result);
             })?;
-        Ok(IpcDuplex::new(
+        let mut duplex = IpcDuplex::new(
             name,
             Link::Pending {
                 accepted,
@@ -266,7 +291,9 @@ impl IpcDuplex {
                 _rendezvous: rendezvous,
             },
             None,
-        ))
+        );
+        duplex._name_lock = Some(name_lock);
+        Ok(duplex)
     }
 
     /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
@@ -306,6 +333,7 @@ impl IpcDuplex {
             inbox: Vec::new(),
             out: Vec::new(),
             lane: None,
+            _name_lock: None,
         }
     }
 
@@ -762,6 +790,32 @@ mod tests {
         }
         a.send_until(b"after", within(10))?;
         assert_eq!(b.recv_until(within(10))?, b"after");
+        Ok(())
+    }
+
+    #[test]
+    fn a_name_in_use_cannot_be_created_again_until_its_creator_drops() -> Result<(), Error> {
+        let name = format!("fallback-taken-{}", std::process::id());
+        let a = IpcDuplex::create(&name)?;
+        assert!(
+            matches!(IpcDuplex::create(&name), Err(OpenError::AlreadyExists(ref n)) if *n == name),
+            "a second creator of a pending name"
+        );
+        let b = IpcDuplex::connect_until(&name, within(5).instant())?;
+        let mut a = a;
+        a.send_until(b"taken", within(5))?;
+        assert!(
+            matches!(IpcDuplex::create(&name), Err(OpenError::AlreadyExists(_))),
+            "a second creator of a connected name"
+        );
+        assert!(matches!(
+            listener::IpcListener::bind(&name, 1),
+            Err(OpenError::AlreadyExists(_))
+        ));
+        drop(b);
+        drop(a);
+        assert!(!listener::lock_path(&name).exists(), "lock file removed");
+        drop(IpcDuplex::create(&name)?);
         Ok(())
     }
 

@@ -1,8 +1,8 @@
 //! Where the fallback backend meets: its files, and the one-shot servers they name.
 //!
 //! A channel or listener on the fallback is found through a small rendezvous file named after
-//! it (`shmlink-<name>.ipc`), and a listener's liveness is a lock on a file beside it
-//! (`shmlink-<name>.ipc.lock`). Both live in one directory that no other user can write:
+//! it (`shmlink-<name>.ipc`), and whoever holds the name (a listener or a channel's creator)
+//! keeps a lock on a file beside it (`shmlink-<name>.ipc.lock`). Both live in one directory that no other user can write:
 //!
 //! * `$XDG_RUNTIME_DIR` when it is an absolute path to a directory (not a link) owned by the
 //!   effective user and writable by nobody else;
@@ -53,7 +53,7 @@ pub(crate) const LISTENER_TAG: &str = "listener";
 pub(crate) enum Kind {
     /// `shmlink-<name>.ipc`: what to connect to.
     Rendezvous,
-    /// `shmlink-<name>.ipc.lock`: a listener's liveness.
+    /// `shmlink-<name>.ipc.lock`: the liveness of the listener or channel creator holding the name.
     Lock,
 }
 

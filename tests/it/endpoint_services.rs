@@ -1,10 +1,12 @@
-//! One server, many clients through [`EndpointListener`], on both backends, across real
-//! processes: clients in waves, the client limit, a killed server, a killed client.
+//! [`EndpointListener`] across real processes, where its backends differ or choose themselves
+//! (what every surface does alike is in the conformance suite): a killed fallback listener's
+//! leftovers removed by the next, and a listener on the forced fallback found by a plain
+//! client.
 //!
 //! Client and server processes are this test binary run again with `SHMLINK_EPSVC_ROLE` set
 //! (see `child`).
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -63,7 +65,7 @@ fn spawn_role_with(role: &str, args: &[&str], env: &[(&str, &str)]) -> ChildGuar
     let spec = format!("{role} {}", args.join(" "));
     let mut env = env.to_vec();
     env.push((ROLE, &spec));
-    respawn("child", &env)
+    respawn("endpoint_services::child", &env)
 }
 
 /// The entry point of the re-executed processes; a no-op in a normal test run.
@@ -183,115 +185,6 @@ fn bind(name: &str, backend: Backend, limit: usize) -> EndpointListener {
     listener
 }
 
-fn clients_in_waves_lose_nothing_and_leave_nothing(backend: Backend) {
-    let _serial = serial();
-    let _dog = Watchdog::arm(6 * WATCHDOG, "clients in waves");
-    let name = unique(&format!("epwave-{}", backend_arg(backend)));
-    let _cleanup = Cleanup(name.clone());
-    const CLIENTS: usize = 4;
-    let listener = bind(&name, backend, CLIENTS);
-    let stop = Arc::new(AtomicBool::new(false));
-    let server = {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || serve(listener, stop))
-    };
-    for wave in 0..2 {
-        let mut clients: Vec<ChildGuard> = (0..CLIENTS)
-            .map(|i| {
-                let id = (wave * CLIENTS + i).to_string();
-                spawn_role("client", &[&name, &id, "500"])
-            })
-            .collect();
-        for c in &mut clients {
-            let status = c.reap_within(4 * WATCHDOG);
-            assert!(status.success(), "client {} failed: {status}", c.pid());
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    let ends = server.join().expect("server");
-    assert_eq!(ends.len(), 2 * CLIENTS, "every client was accepted once");
-    for e in ends {
-        assert!(
-            matches!(&e, Error::Disconnected(channel) if channel.starts_with(&name)),
-            "a client that closed is a clean close naming the channel, got {e}"
-        );
-    }
-    assert_nothing_left(&name);
-}
-
-#[test]
-fn clients_in_waves_lose_nothing_and_leave_nothing_shm() {
-    clients_in_waves_lose_nothing_and_leave_nothing(Backend::Shm);
-}
-
-#[test]
-fn clients_in_waves_lose_nothing_and_leave_nothing_fallback() {
-    clients_in_waves_lose_nothing_and_leave_nothing(Backend::IpcChannel);
-}
-
-fn past_the_limit_is_too_many_clients(backend: Backend) {
-    let _serial = serial();
-    let _dog = Watchdog::arm(4 * WATCHDOG, "client limit");
-    let name = unique(&format!("eplimit-{}", backend_arg(backend)));
-    let _cleanup = Cleanup(name.clone());
-    let listener = bind(&name, backend, 2);
-    let mut holders: Vec<ChildGuard> = (0..2)
-        .map(|i| spawn_role("client", &[&name, &i.to_string(), "0"]))
-        .collect();
-    let mut accepted = Vec::new();
-    for _ in 0..2 {
-        let mut ep = listener.accept_timeout(WATCHDOG).expect("accept a holder");
-        let msg = ep.recv_timeout(WATCHDOG).expect("first message").to_vec();
-        ep.send(&msg).expect("echo");
-        accepted.push(ep);
-    }
-    for h in &mut holders {
-        wait_for_line(h, "connected");
-    }
-    match Endpoint::connect_timeout(&name, WaitStrategy::Block, WATCHDOG) {
-        Err(OpenError::TooManyClients { name: n, limit }) => {
-            assert_eq!((n.as_str(), limit), (name.as_str(), 2));
-        }
-        other => panic!(
-            "a third client must be refused, got {:?}",
-            other.map(|e| e.backend())
-        ),
-    }
-    // Dropping a connection frees its place; its client sees a clean close.
-    let first = accepted.remove(0);
-    let pid = first.peer_pid().expect("the client's pid");
-    drop(first);
-    let at = holders
-        .iter()
-        .position(|h| h.pid() == pid)
-        .expect("the accepted client is one of the holders");
-    let mut freed = holders.remove(at);
-    assert_eq!(
-        freed.reap().code(),
-        Some(CLOSED),
-        "holder saw a clean close"
-    );
-    // A freed place admits a new client.
-    let (mut third, mut ep) = connect_and_accept(&listener);
-    third.send(b"third").unwrap();
-    assert_eq!(&*ep.recv_timeout(WATCHDOG).unwrap(), b"third");
-    drop((ep, third, accepted, listener));
-    for mut h in holders {
-        assert_eq!(h.reap().code(), Some(CLOSED));
-    }
-    assert_nothing_left(&name);
-}
-
-#[test]
-fn past_the_limit_is_too_many_clients_shm() {
-    past_the_limit_is_too_many_clients(Backend::Shm);
-}
-
-#[test]
-fn past_the_limit_is_too_many_clients_fallback() {
-    past_the_limit_is_too_many_clients(Backend::IpcChannel);
-}
-
 fn a_killed_server_is_peer_gone_for_every_client(backend: Backend) {
     let _serial = serial();
     let _dog = Watchdog::arm(4 * WATCHDOG, "killed server");
@@ -343,62 +236,12 @@ fn a_killed_server_is_peer_gone_for_every_client(backend: Backend) {
     assert_nothing_left(&name);
 }
 
+/// What the conformance suite checks of a killed listener on every surface, and here, across
+/// processes, what only the fallback leaves: the one-shot server of the dead listener, which
+/// the next listener of the name removes.
 #[test]
-fn a_killed_server_is_peer_gone_for_every_client_shm() {
-    a_killed_server_is_peer_gone_for_every_client(Backend::Shm);
-}
-
-#[test]
-fn a_killed_server_is_peer_gone_for_every_client_fallback() {
+fn a_new_fallback_listener_removes_the_server_a_killed_one_left() {
     a_killed_server_is_peer_gone_for_every_client(Backend::IpcChannel);
-}
-
-fn a_killed_client_is_peer_gone_and_frees_its_place(backend: Backend) {
-    let _serial = serial();
-    let _dog = Watchdog::arm(4 * WATCHDOG, "killed client");
-    let name = unique(&format!("epcli-{}", backend_arg(backend)));
-    let _cleanup = Cleanup(name.clone());
-    let listener = bind(&name, backend, 1);
-    let mut doomed = spawn_role("client", &[&name, "0", "0"]);
-    let mut ep = listener.accept_timeout(WATCHDOG).expect("accept");
-    let msg = ep.recv_timeout(WATCHDOG).expect("first message").to_vec();
-    ep.send(&msg).unwrap();
-    wait_for_line(&mut doomed, "connected");
-    doomed.kill();
-    reap_killed(&mut doomed);
-    match ep.recv_timeout(WATCHDOG) {
-        Err(RecvError::PeerGone { channel, .. }) => {
-            assert!(channel.starts_with(&name), "{channel}")
-        }
-        other => panic!(
-            "a killed client is PeerGone, got {:?}",
-            other.map(|m| m.len())
-        ),
-    }
-    drop(ep);
-    // Its place (the only one) is free again.
-    let mut next = spawn_role("client", &[&name, "1", "100"]);
-    let ep = listener
-        .accept_timeout(WATCHDOG)
-        .expect("accept the next client");
-    let end = echo(ep);
-    assert!(
-        next.reap().success(),
-        "the next client exchanged its messages"
-    );
-    assert!(matches!(end, Error::Disconnected { .. }), "{end}");
-    drop(listener);
-    assert_nothing_left(&name);
-}
-
-#[test]
-fn a_killed_client_is_peer_gone_and_frees_its_place_shm() {
-    a_killed_client_is_peer_gone_and_frees_its_place(Backend::Shm);
-}
-
-#[test]
-fn a_killed_client_is_peer_gone_and_frees_its_place_fallback() {
-    a_killed_client_is_peer_gone_and_frees_its_place(Backend::IpcChannel);
 }
 
 #[test]
@@ -423,46 +266,4 @@ fn a_forced_fallback_server_is_found_by_a_plain_client() {
     // A new listener reclaims the name (and what the killed one left); closing it leaves nothing.
     drop(bind(&name, Backend::IpcChannel, 1));
     assert_nothing_left(&name);
-}
-
-/// `name` padded to `len` bytes.
-fn padded(name: &str, len: usize) -> String {
-    let mut name = name.to_owned();
-    name.extend(std::iter::repeat_n('n', len - name.len()));
-    name
-}
-
-fn the_longest_name_serves_and_a_longer_one_is_refused(backend: Backend) {
-    let _serial = serial();
-    let _dog = Watchdog::arm(4 * WATCHDOG, "name rule");
-    let tag = unique(&format!("eplen-{}", backend_arg(backend)));
-    let name = padded(&tag, shmlink::MAX_NAME_LEN);
-    let _cleanup = Cleanup(name.clone());
-    let listener = bind(&name, backend, 2);
-    let (mut client, mut ep) = connect_and_accept(&listener);
-    client.send(b"long").unwrap();
-    assert_eq!(&*ep.recv_timeout(WATCHDOG).unwrap(), b"long");
-    drop((ep, client, listener));
-    assert_nothing_left(&tag);
-    // One byte more is refused at once, by the server and by a client.
-    let longer = padded(&tag, shmlink::MAX_NAME_LEN + 1);
-    assert!(matches!(
-        EndpointListener::bind_with(&longer, &Config::default(), backend, 2),
-        Err(OpenError::InvalidName { .. })
-    ));
-    assert!(matches!(
-        Endpoint::connect_timeout(&longer, WaitStrategy::Block, WATCHDOG),
-        Err(OpenError::InvalidName { .. })
-    ));
-    assert_nothing_left(&tag);
-}
-
-#[test]
-fn the_longest_name_serves_and_a_longer_one_is_refused_shm() {
-    the_longest_name_serves_and_a_longer_one_is_refused(Backend::Shm);
-}
-
-#[test]
-fn the_longest_name_serves_and_a_longer_one_is_refused_fallback() {
-    the_longest_name_serves_and_a_longer_one_is_refused(Backend::IpcChannel);
 }

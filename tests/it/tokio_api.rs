@@ -1,8 +1,7 @@
 //! The async API (feature `tokio`) across real processes: a server process accepting with
 //! `AsyncListener` and eight client tasks in one current-thread runtime.
-#![cfg(feature = "tokio")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -57,7 +56,7 @@ fn child() {
 }
 
 fn spawn_server(name: &str) -> ChildGuard {
-    let mut child = respawn("child", &[(ROLE, name)]);
+    let mut child = respawn("tokio_api::child", &[(ROLE, name)]);
     wait_for_line(&mut child, "ready");
     child
 }
@@ -236,7 +235,7 @@ fn an_idle_async_recv_makes_no_timed_wake_ups() {
     let _guard = NameGuard(name.clone());
     // In a process of its own: the other tests' tasks would wake the reactor, and their
     // threads use CPU.
-    let mut child = respawn("idle_child", &[(IDLE, &name)]);
+    let mut child = respawn("tokio_api::idle_child", &[(IDLE, &name)]);
     let status = child.reap();
     let out = child.read_all();
     eprintln!("{}", out.trim());
@@ -295,58 +294,6 @@ fn small_block() -> Config {
         capacity: 4096,
         wait: WaitStrategy::Block,
     }
-}
-
-/// The async forms do what the sync ones do: a send longer than the ring is fragmented as the
-/// peer reads, JSON and grants go through, and each deadline form ends at its deadline.
-#[test]
-fn the_async_method_set_fragments_decodes_grants_and_keeps_deadlines() {
-    let name = unique("tokioset");
-    let _guard = NameGuard(name.clone());
-    let a = Channel::create(&name, &small_block()).unwrap();
-    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
-    let long: Vec<u8> = (0..20_000).map(|i| (i % 251) as u8).collect();
-    let expected = long.clone();
-    let reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        assert_eq!(b.recv_into_timeout(&mut buf, WATCHDOG).unwrap(), 20_000);
-        assert!(buf == expected, "the long message arrived changed");
-        assert_eq!(&*b.recv_timeout(WATCHDOG).unwrap(), b"grant");
-        let json: Vec<u32> = b.recv_json_timeout(WATCHDOG).unwrap();
-        assert_eq!(json, [4, 5, 6]);
-        b.send(b"reply").unwrap();
-        b.send_json(&("json", 2)).unwrap();
-        b
-    });
-    run_with_watchdog(WATCHDOG, async move {
-        let mut ch = AsyncChannel::new(a)?;
-        ch.send(&long).await?;
-        let mut grant = ch.reserve(64).await?;
-        grant[..5].copy_from_slice(b"grant");
-        grant.commit(5);
-        ch.send_json(&[4u32, 5, 6]).await?;
-        let reply = ch.recv_timeout(WATCHDOG).await?.to_vec();
-        assert_eq!(reply, b"reply");
-        let got: (String, u32) = ch.recv_json_timeout(WATCHDOG).await?;
-        assert_eq!(got, ("json".to_owned(), 2));
-        // Nothing more comes: the deadline ends the wait, through the reactor.
-        let short = Duration::from_millis(50);
-        let started_idle = std::time::Instant::now();
-        assert!(matches!(
-            ch.recv_timeout(short).await,
-            Err(RecvError::Timeout)
-        ));
-        assert!(started_idle.elapsed() >= short);
-        assert!(matches!(ch.try_recv(), Err(RecvError::Empty)));
-        let mut buf = Vec::new();
-        assert!(matches!(
-            ch.recv_into_timeout(&mut buf, short).await,
-            Err(RecvError::Timeout)
-        ));
-        Ok::<_, Error>(())
-    })
-    .unwrap();
-    reader.join().unwrap();
 }
 
 /// A send that times out, or whose future is dropped, part-way through a message longer than

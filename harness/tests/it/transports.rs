@@ -6,8 +6,7 @@
 //! This test process is the parent; the other end is the real `ipc-child` binary in one of its
 //! test modes.
 
-#[path = "../../tests/support/common.rs"]
-mod common;
+use shmlink_test_support as common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -3,10 +3,10 @@
 //! receive or send after the peer closed or died. They name their channel with the name the
 //! endpoint holds, shared, not copied.
 //!
-//! This test binary installs a counting global allocator (it affects only this binary) and
-//! counts the allocations of the test's own thread while it makes each call.
+//! The test binary has a counting global allocator (it affects only this binary); these tests
+//! count the allocations of the test's own thread while it makes each call.
 
-mod support;
+use crate::support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

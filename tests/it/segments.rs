@@ -1,7 +1,7 @@
 //! Stale segments, live owners, permissions and names, with real processes where the feature is
 //! about processes.
 
-mod support;
+use crate::support;
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -439,7 +439,7 @@ const NOT_REGULAR: [&str; 4] = ["directory", "symlink", "dangling", "fifo"];
 
 #[test]
 fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
-    if !in_private_shm("odd_entries_named_like_channels_are_skipped_and_never_touched") {
+    if !in_private_shm("segments::odd_entries_named_like_channels_are_skipped_and_never_touched") {
         return;
     }
     let _serial = serial();

@@ -1,7 +1,7 @@
 //! Runs `examples/request_reply.rs` as a user would: two processes, public API only.
 //! `cargo test` builds the examples before it runs the tests.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 

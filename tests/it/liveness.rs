@@ -7,7 +7,7 @@
 //! Connectors that forge their record are this test binary run again with `SHMLINK_FORGE_AS_INIT`
 //! set (see `child`).
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -472,7 +472,7 @@ fn connector_dead_as_init(tag: &str) -> (Channel, NameGuard) {
     let name = unique(tag);
     let guard = NameGuard(name.clone());
     let mut ch = Channel::create(&name, &small()).expect("create");
-    let mut child = respawn("child", &[(FORGE_AS_INIT, &name)]);
+    let mut child = respawn("liveness::child", &[(FORGE_AS_INIT, &name)]);
     wait_for_line(&mut child, "forged");
     assert!(matches!(
         ch.recv_timeout(Duration::from_millis(30)),

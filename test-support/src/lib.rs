@@ -1,12 +1,15 @@
-//! Test support shared by every integration test of the workspace (the library's in `tests/`,
-//! the harness's in `harness/tests/`, which include this file by path): names unique to a test, a
-//! lock that serialises tests which busy-spin across processes, child processes that are always
-//! reaped, names that are always unlinked, and a watchdog that turns a hang into a failure.
+//! Test support shared by the integration tests of the workspace (the library's `tests/it/`,
+//! the harness's `harness/tests/it/`), a dev-dependency of both and never published: names
+//! unique to a test, a lock that serialises tests which busy-spin across processes, child
+//! processes that are always reaped, names and files that are always removed, a watchdog that
+//! turns a hang into a failure, the test binary run again in a child role, and what a wait costs
+//! (`cost`).
 
-#![allow(dead_code)]
+mod cost;
+pub use cost::*;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
@@ -183,6 +186,17 @@ impl Drop for ChildGuard {
     }
 }
 
+/// Removes the ipc-channel backend's files of `name` (its rendezvous file and its lock file)
+/// when dropped: a creator that was killed leaves them behind.
+pub struct FallbackFiles(pub String);
+
+impl Drop for FallbackFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(shmlink::testing::rendezvous_path(&self.0));
+        let _ = std::fs::remove_file(shmlink::testing::fallback_listener_lock_path(&self.0));
+    }
+}
+
 /// Whether a process with this id exists (a zombie counts).
 pub fn process_exists(pid: u32) -> bool {
     let pid = i32::try_from(pid).unwrap_or(0);
@@ -220,4 +234,110 @@ pub fn leftovers(needle: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// A client end the service tests drive: a [`shmlink::Channel`] or a [`shmlink::Endpoint`].
+pub trait ClientEnd {
+    fn send_bytes(&mut self, bytes: &[u8]) -> shmlink::Result<()>;
+    /// The next message (copied out), waiting at most `timeout`.
+    fn recv_bytes(&mut self, timeout: std::time::Duration) -> shmlink::Result<Vec<u8>>;
+}
+
+impl ClientEnd for shmlink::Channel {
+    fn send_bytes(&mut self, bytes: &[u8]) -> shmlink::Result<()> {
+        Ok(self.send(bytes)?)
+    }
+    fn recv_bytes(&mut self, timeout: std::time::Duration) -> shmlink::Result<Vec<u8>> {
+        Ok(self.recv_timeout(timeout).map(|m| m.to_vec())?)
+    }
+}
+
+impl ClientEnd for shmlink::Endpoint {
+    fn send_bytes(&mut self, bytes: &[u8]) -> shmlink::Result<()> {
+        Ok(self.send(bytes)?)
+    }
+    fn recv_bytes(&mut self, timeout: std::time::Duration) -> shmlink::Result<Vec<u8>> {
+        Ok(self.recv_timeout(timeout).map(|m| m.to_vec())?)
+    }
+}
+
+/// Client `id` sends its `i`-th message (of a length that varies with `i`) and checks that the
+/// echo is the same. `Err` holds the exit code for the failure, whose reason is printed:
+/// 3 send, 4 wrong reply, 5 receive.
+pub fn checked_echo(end: &mut impl ClientEnd, id: &str, i: u64) -> Result<(), i32> {
+    let msg = format!("client {id} message {i} {}", "x".repeat((i % 97) as usize));
+    if let Err(e) = end.send_bytes(msg.as_bytes()) {
+        eprintln!("client {id}: send {i}: {e}");
+        return Err(3);
+    }
+    match end.recv_bytes(WATCHDOG) {
+        Ok(reply) if reply == msg.as_bytes() => Ok(()),
+        Ok(reply) => {
+            eprintln!(
+                "client {id}: reply {i} is {:?}",
+                String::from_utf8_lossy(&reply)
+            );
+            Err(4)
+        }
+        Err(e) => {
+            eprintln!("client {id}: recv {i}: {e}");
+            Err(5)
+        }
+    }
+}
+
+/// Runs this test binary again with only its test `test` (the entry point of a child role, by
+/// its path in the binary: `module::name`),
+/// with the environment `env` (the role and its arguments): stdin closed, stdout piped for
+/// [`wait_for_line`] or [`ChildGuard::read_all`], stderr shared with ours.
+pub fn respawn(test: &str, env: &[(&str, &str)]) -> ChildGuard {
+    let child = Command::new(std::env::current_exe().expect("current_exe"))
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("re-exec the test binary");
+    ChildGuard::from(child)
+}
+
+/// Waits at most [`WATCHDOG`] until a re-executed process printed a line ending in `word`
+/// (after the test harness's own lines); the rest of its output stays readable.
+pub fn wait_for_line(child: &mut ChildGuard, word: &'static str) {
+    use std::io::BufRead;
+    let stdout = child.child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = std::io::BufReader::new(stdout);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line.trim_end().ends_with(word) => {
+                    let _ = tx.send(reader.into_inner());
+                    return;
+                }
+                Ok(_) => {}
+            }
+        }
+    });
+    let stdout = rx
+        .recv_timeout(WATCHDOG)
+        .unwrap_or_else(|_| panic!("process {} did not print {word:?}", child.pid()));
+    child.child.stdout = Some(stdout);
+}
+
+/// Reaps a child this test killed with SIGKILL and checks that the kill is what it died of: a
+/// child that had already exited by itself (an error, a panic) fails the test.
+pub fn reap_killed(child: &mut ChildGuard) {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.pid();
+    let status = child.reap();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "child {pid} was to die of our SIGKILL, but ended with {status}"
+    );
 }

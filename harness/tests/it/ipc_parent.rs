@@ -3,8 +3,7 @@
 //! clients run (its rows, a client killed, Ctrl-C), and the chart / compare subcommands. No
 //! timing is asserted.
 
-#[path = "../../tests/support/common.rs"]
-mod common;
+use shmlink_test_support as common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

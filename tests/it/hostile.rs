@@ -8,7 +8,7 @@
 //! aborts the process if a call never returns). Each property also counts how far its cases got
 //! (frames accepted, connections made) and fails if too few went past the first check.
 
-mod support;
+use crate::support;
 
 use support::Watchdog;
 

@@ -2,7 +2,7 @@
 //! receiver makes no timed wake-ups, and a peer killed while we sleep gives `PeerGone` without
 //! them. Real processes (`shmlink-echo`); the only time limits are watchdogs.
 
-mod support;
+use crate::support;
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

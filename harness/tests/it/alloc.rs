@@ -10,8 +10,7 @@
 
 use shmlink_harness::workload;
 
-#[path = "../../tests/support/common.rs"]
-mod common;
+use shmlink_test_support as common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

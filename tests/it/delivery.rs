@@ -10,7 +10,7 @@
 //! The other processes are this test binary run again with `SHMLINK_DELIVERY_ROLE` set (see
 //! `child`).
 
-mod support;
+use crate::support;
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
@@ -26,7 +26,7 @@ const ROLE: &str = "SHMLINK_DELIVERY_ROLE";
 /// Runs this binary again in the role `args`, which go through the environment so the test
 /// harness only runs `child`.
 fn spawn_role(args: &[&str]) -> ChildGuard {
-    respawn("child", &[(ROLE, &args.join(" "))])
+    respawn("delivery::child", &[(ROLE, &args.join(" "))])
 }
 
 /// The entry point of the re-executed processes; a no-op in a normal test run.

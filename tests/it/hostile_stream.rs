@@ -6,7 +6,7 @@
 //! when the writer gives up (after the watchdog) is a failure, and an abort is caught by running
 //! the receiver in a child process.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -633,7 +633,7 @@ fn a_huge_announced_message_does_not_abort() {
     let child = Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
-            "huge_announcement_receiver",
+            "hostile_stream::huge_announcement_receiver",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -2,7 +2,7 @@
 //! `PeerGone`, and the name can be created again. Real processes, every wait strategy, both
 //! roles. Prints the measured detection times (run with `--nocapture` to see them).
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@
 //! names) with a temporary directory of its own, world-writable and sticky like `/tmp`, and
 //! without a runtime directory; the directory and everything in it is removed at the end.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -82,7 +82,7 @@ fn spawn(
     command
         .args([
             "--exact",
-            "child_process_entry",
+            "fallback_trust::child_process_entry",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -16,7 +16,7 @@
 //! travels in a flag on the messages themselves (and on an empty control message when its
 //! holder has nothing left to send), so the two sides never both block.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -313,7 +313,7 @@ fn stress(wait: WaitStrategy) {
     let child = Command::new(std::env::current_exe().expect("current_exe"))
         .args([
             "--exact",
-            "stress_child_process",
+            "stress::stress_child_process",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -4,7 +4,7 @@
 //! Client and server processes are this test binary run again with `SHMLINK_SVC_ROLE` set
 //! (see `child`).
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -22,7 +22,10 @@ const ROLE: &str = "SHMLINK_SVC_ROLE";
 /// Runs this binary again as a client or server: `role` and its arguments go through the
 /// environment so the test harness only runs `child`.
 fn spawn_role(role: &str, args: &[String]) -> ChildGuard {
-    respawn("child", &[(ROLE, &format!("{role} {}", args.join(" ")))])
+    respawn(
+        "services::child",
+        &[(ROLE, &format!("{role} {}", args.join(" ")))],
+    )
 }
 
 /// The entry point of the re-executed processes; a no-op in a normal test run.

@@ -1,0 +1,1400 @@
+//! One conformance suite over every surface and backend: `Channel` on shared memory, `Endpoint`
+//! on shared memory, `Endpoint` on the ipc-channel backend, and the async API (`shmlink::tokio`)
+//! on shared memory. Each case is written once, as a function generic over [`Surface`], and the
+//! `suite!` macro at the end runs every case against every surface, so a test reads
+//! `conformance::<surface>::<case>`.
+//!
+//! Where the surfaces legitimately differ, [`Caps`] says so, once; a case that meets a
+//! difference asks the surface's capabilities and checks what that surface promises instead.
+//! Deaths are real: the peer is this test binary run again (`peer_process`), on the same
+//! surface, and killed with SIGKILL.
+
+use crate::support;
+
+use std::borrow::BorrowMut;
+use std::ops::DerefMut;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use shmlink::{
+    Backend, Channel, Config, Connection, Endpoint, EndpointListener, Listener, OpenError,
+    RecvError, Reserved, SendError, WaitStrategy, WriteGrant, MAX_NAME_LEN,
+};
+use support::{
+    assert_nothing_left, reap_killed, respawn, unique, wait_for_line, ChildGuard, FallbackFiles,
+    NameGuard, Watchdog, WATCHDOG,
+};
+
+/// What a deadline form is given when it is expected to give up.
+const SHORT: Duration = Duration::from_millis(30);
+/// A whole case (several MiB through a debug build on a loaded two-core machine).
+const CASE_LIMIT: Duration = Duration::from_secs(60);
+/// Frames a peer sends before it closes or is killed.
+const BEFORE_THE_END: u64 = 40;
+/// The role of a re-run of this binary: `<surface> <create|connect> <name>`.
+const PEER_ENV: &str = "SHMLINK_CONFORMANCE_PEER";
+
+/// Where the surfaces legitimately differ. Every case runs on every surface; these say what a
+/// surface promises where they differ.
+#[derive(Clone, Copy, Debug)]
+struct Caps {
+    /// Messages longer than a frame travel in fragments (shared memory, whose frames are at most
+    /// half a ring). The ipc-channel backend sends every message whole: its frame is its
+    /// largest message (256 MiB), so the sizes around a frame are not sent there.
+    frames: bool,
+    /// A message sent before the peer connected waits in the ring (shared memory). The
+    /// ipc-channel backend has nowhere to put it until the peer connects: `try_send` is `Full`
+    /// and the deadline forms time out.
+    sends_before_connect: bool,
+}
+
+const SHM: Caps = Caps {
+    frames: true,
+    sends_before_connect: true,
+};
+
+const IPC_CHANNEL: Caps = Caps {
+    frames: false,
+    sends_before_connect: false,
+};
+
+/// One surface on one backend: how its ends are made, and its listener.
+trait Surface: 'static {
+    /// The module name of its tests, and its name for a peer process.
+    const NAME: &'static str;
+    const CAPS: Caps;
+    /// Its peer processes run with the test hook that forces the ipc-channel backend
+    /// (`shmlink::testing::FORCE_FALLBACK_ENV`), and make their ends with the plain `create`
+    /// and `bind`, which must then choose that backend.
+    const FORCED_IN_PEERS: bool = false;
+    type End: End;
+    /// What its listener's accept returns.
+    type Accepted: End;
+    type Listener: Send;
+    fn create(name: &str, config: &Config) -> Result<Self::End, OpenError>;
+    fn connect(name: &str, timeout: Duration) -> Result<Self::End, OpenError>;
+    fn bind(name: &str, config: &Config, max_clients: usize) -> Result<Self::Listener, OpenError>;
+    fn accept(listener: &mut Self::Listener) -> Result<Self::Accepted, OpenError>;
+}
+
+/// The one method set, as each surface offers it (the async surface's waiting forms are run to
+/// completion on the end's own runtime). Received messages are copied out, since each surface
+/// lends them in a guard of its own; a grant is filled with `fill` and commits `fill.len()`
+/// bytes.
+trait End: Send + 'static {
+    fn send(&mut self, bytes: &[u8]) -> Result<(), SendError>;
+    fn try_send(&mut self, bytes: &[u8]) -> Result<(), SendError>;
+    fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), SendError>;
+    fn send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError>;
+    fn try_send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError>;
+    fn send_json_timeout<T: Serialize>(
+        &mut self,
+        value: &T,
+        timeout: Duration,
+    ) -> Result<(), SendError>;
+    fn reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError>;
+    fn try_reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError>;
+    fn reserve_timeout(
+        &mut self,
+        len: usize,
+        fill: &[u8],
+        timeout: Duration,
+    ) -> Result<(), SendError>;
+    /// `try_reserve(len)`, and the grant dropped without a commit.
+    fn reserve_and_drop(&mut self, len: usize) -> Result<(), SendError>;
+    fn recv(&mut self) -> Result<Vec<u8>, RecvError>;
+    fn try_recv(&mut self) -> Result<Vec<u8>, RecvError>;
+    fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError>;
+    fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError>;
+    fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError>;
+    fn recv_into_timeout(
+        &mut self,
+        buf: &mut Vec<u8>,
+        timeout: Duration,
+    ) -> Result<usize, RecvError>;
+    fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError>;
+    fn try_recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError>;
+    fn recv_json_timeout<T: DeserializeOwned>(&mut self, timeout: Duration)
+        -> Result<T, RecvError>;
+    fn max_frame(&mut self) -> usize;
+}
+
+/// A grant of either kind: written in place, then committed.
+trait Grant: DerefMut<Target = [u8]> {
+    fn commit_used(self, used: usize) -> Result<(), SendError>;
+}
+
+impl Grant for WriteGrant<'_> {
+    fn commit_used(self, used: usize) -> Result<(), SendError> {
+        self.commit(used);
+        Ok(())
+    }
+}
+
+impl Grant for Reserved<'_> {
+    fn commit_used(self, used: usize) -> Result<(), SendError> {
+        self.commit(used)
+    }
+}
+
+fn fill_and_commit(mut grant: impl Grant, len: usize, fill: &[u8]) -> Result<(), SendError> {
+    assert_eq!(grant.len(), len, "a grant lends what was reserved");
+    grant[..fill.len()].copy_from_slice(fill);
+    grant.commit_used(fill.len())
+}
+
+/// `End` for a blocking surface, whose inherent methods `$get` (an expression of `$s`, the
+/// end) reaches.
+macro_rules! blocking_end {
+    ($ty:ty, $s:ident => $get:expr) => {
+        impl End for $ty {
+            fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+                let $s = self;
+                $get.send(bytes)
+            }
+            fn try_send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+                let $s = self;
+                $get.try_send(bytes)
+            }
+            fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
+                let $s = self;
+                $get.send_timeout(bytes, timeout)
+            }
+            fn send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
+                let $s = self;
+                $get.send_json(value)
+            }
+            fn try_send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
+                let $s = self;
+                $get.try_send_json(value)
+            }
+            fn send_json_timeout<T: Serialize>(
+                &mut self,
+                value: &T,
+                timeout: Duration,
+            ) -> Result<(), SendError> {
+                let $s = self;
+                $get.send_json_timeout(value, timeout)
+            }
+            fn reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
+                let $s = self;
+                fill_and_commit($get.reserve(len)?, len, fill)
+            }
+            fn try_reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
+                let $s = self;
+                fill_and_commit($get.try_reserve(len)?, len, fill)
+            }
+            fn reserve_timeout(
+                &mut self,
+                len: usize,
+                fill: &[u8],
+                timeout: Duration,
+            ) -> Result<(), SendError> {
+                let $s = self;
+                fill_and_commit($get.reserve_timeout(len, timeout)?, len, fill)
+            }
+            fn reserve_and_drop(&mut self, len: usize) -> Result<(), SendError> {
+                let $s = self;
+                drop($get.try_reserve(len)?);
+                Ok(())
+            }
+            fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
+                let $s = self;
+                $get.recv().map(|m| m.to_vec())
+            }
+            fn try_recv(&mut self) -> Result<Vec<u8>, RecvError> {
+                let $s = self;
+                $get.try_recv().map(|m| m.to_vec())
+            }
+            fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
+                let $s = self;
+                $get.recv_timeout(timeout).map(|m| m.to_vec())
+            }
+            fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
+                let $s = self;
+                $get.recv_into(buf)
+            }
+            fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
+                let $s = self;
+                $get.try_recv_into(buf)
+            }
+            fn recv_into_timeout(
+                &mut self,
+                buf: &mut Vec<u8>,
+                timeout: Duration,
+            ) -> Result<usize, RecvError> {
+                let $s = self;
+                $get.recv_into_timeout(buf, timeout)
+            }
+            fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
+                let $s = self;
+                $get.recv_json()
+            }
+            fn try_recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
+                let $s = self;
+                $get.try_recv_json()
+            }
+            fn recv_json_timeout<T: DeserializeOwned>(
+                &mut self,
+                timeout: Duration,
+            ) -> Result<T, RecvError> {
+                let $s = self;
+                $get.recv_json_timeout(timeout)
+            }
+            fn max_frame(&mut self) -> usize {
+                let $s = self;
+                // Through a shared borrow: the inherent method takes `&self`.
+                let end: &_ = $get;
+                end.max_frame()
+            }
+        }
+    };
+}
+
+blocking_end!(Channel, s => s);
+blocking_end!(Connection, s => s.channel());
+blocking_end!(Endpoint, s => s);
+
+/// `Channel` on shared memory; its listener is `Listener`.
+struct ChannelShm;
+
+impl Surface for ChannelShm {
+    const NAME: &'static str = "channel_shm";
+    const CAPS: Caps = SHM;
+    type End = Channel;
+    type Accepted = Connection;
+    type Listener = Listener;
+    fn create(name: &str, config: &Config) -> Result<Channel, OpenError> {
+        Channel::create(name, config)
+    }
+    fn connect(name: &str, timeout: Duration) -> Result<Channel, OpenError> {
+        Channel::connect_timeout(name, WaitStrategy::Block, timeout)
+    }
+    fn bind(name: &str, config: &Config, max_clients: usize) -> Result<Listener, OpenError> {
+        Listener::bind_with_limit(name, config, max_clients)
+    }
+    fn accept(listener: &mut Listener) -> Result<Connection, OpenError> {
+        listener.accept()
+    }
+}
+
+/// `Endpoint` on the backend `B` (its `Backend` by index: 0 shared memory, 1 ipc-channel),
+/// with `EndpointListener`.
+struct EndpointOn<const B: u8>;
+
+type EndpointShm = EndpointOn<0>;
+type EndpointIpc = EndpointOn<1>;
+
+impl<const B: u8> EndpointOn<B> {
+    const BACKEND: Backend = if B == 0 {
+        Backend::Shm
+    } else {
+        Backend::IpcChannel
+    };
+}
+
+impl<const B: u8> Surface for EndpointOn<B> {
+    const NAME: &'static str = if B == 0 {
+        "endpoint_shm"
+    } else {
+        "endpoint_ipc"
+    };
+    const CAPS: Caps = if B == 0 { SHM } else { IPC_CHANNEL };
+    const FORCED_IN_PEERS: bool = B == 1;
+    type End = Endpoint;
+    type Accepted = Endpoint;
+    type Listener = EndpointListener;
+    fn create(name: &str, config: &Config) -> Result<Endpoint, OpenError> {
+        let end = if shmlink::testing::forced() {
+            Endpoint::create(name, config)?
+        } else {
+            Endpoint::create_with(name, config, Self::BACKEND)?
+        };
+        assert_eq!(end.backend(), Self::BACKEND);
+        Ok(end)
+    }
+    fn connect(name: &str, timeout: Duration) -> Result<Endpoint, OpenError> {
+        let end = Endpoint::connect_timeout(name, WaitStrategy::Block, timeout)?;
+        assert_eq!(
+            end.backend(),
+            Self::BACKEND,
+            "the connector finds the backend"
+        );
+        Ok(end)
+    }
+    fn bind(name: &str, config: &Config, max: usize) -> Result<EndpointListener, OpenError> {
+        let listener = if shmlink::testing::forced() {
+            EndpointListener::bind_with_limit(name, config, max)?
+        } else {
+            EndpointListener::bind_with(name, config, Self::BACKEND, max)?
+        };
+        assert_eq!(listener.backend(), Self::BACKEND);
+        Ok(listener)
+    }
+    fn accept(listener: &mut EndpointListener) -> Result<Endpoint, OpenError> {
+        listener.accept()
+    }
+}
+
+#[cfg(feature = "tokio")]
+mod async_surface {
+    //! The async API on shared memory: each end runs its futures on a runtime of its own.
+
+    use super::*;
+    use shmlink::tokio::{AsyncChannel, AsyncListener};
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a tokio runtime")
+    }
+
+    pub(super) struct AsyncEnd<C: BorrowMut<Channel>> {
+        // First: dropped before the runtime.
+        ch: AsyncChannel<C>,
+        rt: tokio::runtime::Runtime,
+    }
+
+    pub(super) struct AsyncServer {
+        listener: AsyncListener,
+        rt: tokio::runtime::Runtime,
+    }
+
+    /// The async API (`shmlink::tokio`) on shared memory; its listener is `AsyncListener`.
+    pub(super) struct AsyncShm;
+
+    impl Surface for AsyncShm {
+        const NAME: &'static str = "async_shm";
+        const CAPS: Caps = SHM;
+        type End = AsyncEnd<Channel>;
+        type Accepted = AsyncEnd<Connection>;
+        type Listener = AsyncServer;
+        fn create(name: &str, config: &Config) -> Result<Self::End, OpenError> {
+            let ch = AsyncChannel::new(Channel::create(name, config)?)?;
+            Ok(AsyncEnd { ch, rt: runtime() })
+        }
+        fn connect(name: &str, timeout: Duration) -> Result<Self::End, OpenError> {
+            let rt = runtime();
+            let ch = rt.block_on(shmlink::tokio::connect_timeout(name, timeout))?;
+            Ok(AsyncEnd { ch, rt })
+        }
+        fn bind(name: &str, config: &Config, max: usize) -> Result<AsyncServer, OpenError> {
+            let listener = AsyncListener::new(Listener::bind_with_limit(name, config, max)?)?;
+            Ok(AsyncServer {
+                listener,
+                rt: runtime(),
+            })
+        }
+        fn accept(server: &mut AsyncServer) -> Result<Self::Accepted, OpenError> {
+            let ch = server.rt.block_on(server.listener.accept())?;
+            Ok(AsyncEnd { ch, rt: runtime() })
+        }
+    }
+
+    impl<C: BorrowMut<Channel> + Send + 'static> End for AsyncEnd<C> {
+        fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+            self.rt.block_on(self.ch.send(bytes))
+        }
+        fn try_send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+            self.ch.try_send(bytes)
+        }
+        fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
+            self.rt.block_on(self.ch.send_timeout(bytes, timeout))
+        }
+        fn send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
+            self.rt.block_on(self.ch.send_json(value))
+        }
+        fn try_send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
+            self.ch.try_send_json(value)
+        }
+        fn send_json_timeout<T: Serialize>(
+            &mut self,
+            value: &T,
+            timeout: Duration,
+        ) -> Result<(), SendError> {
+            self.rt.block_on(self.ch.send_json_timeout(value, timeout))
+        }
+        fn reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
+            let ch = &mut self.ch;
+            self.rt
+                .block_on(async { fill_and_commit(ch.reserve(len).await?, len, fill) })
+        }
+        fn try_reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
+            fill_and_commit(self.ch.try_reserve(len)?, len, fill)
+        }
+        fn reserve_timeout(
+            &mut self,
+            len: usize,
+            fill: &[u8],
+            timeout: Duration,
+        ) -> Result<(), SendError> {
+            let ch = &mut self.ch;
+            self.rt.block_on(async {
+                fill_and_commit(ch.reserve_timeout(len, timeout).await?, len, fill)
+            })
+        }
+        fn reserve_and_drop(&mut self, len: usize) -> Result<(), SendError> {
+            drop(self.ch.try_reserve(len)?);
+            Ok(())
+        }
+        fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
+            let ch = &mut self.ch;
+            self.rt
+                .block_on(async { ch.recv().await.map(|m| m.to_vec()) })
+        }
+        fn try_recv(&mut self) -> Result<Vec<u8>, RecvError> {
+            self.ch.try_recv().map(|m| m.to_vec())
+        }
+        fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
+            let ch = &mut self.ch;
+            self.rt
+                .block_on(async { ch.recv_timeout(timeout).await.map(|m| m.to_vec()) })
+        }
+        fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
+            self.rt.block_on(self.ch.recv_into(buf))
+        }
+        fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
+            self.ch.try_recv_into(buf)
+        }
+        fn recv_into_timeout(
+            &mut self,
+            buf: &mut Vec<u8>,
+            timeout: Duration,
+        ) -> Result<usize, RecvError> {
+            self.rt.block_on(self.ch.recv_into_timeout(buf, timeout))
+        }
+        fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
+            self.rt.block_on(self.ch.recv_json())
+        }
+        fn try_recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
+            self.ch.try_recv_json()
+        }
+        fn recv_json_timeout<T: DeserializeOwned>(
+            &mut self,
+            timeout: Duration,
+        ) -> Result<T, RecvError> {
+            self.rt.block_on(self.ch.recv_json_timeout(timeout))
+        }
+        fn max_frame(&mut self) -> usize {
+            self.ch.get_mut().max_frame()
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+use async_surface::AsyncShm;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+/// A ring of 64 KiB, so that a frame is small and long messages go in fragments.
+fn config() -> Config {
+    Config {
+        capacity: 64 << 10,
+        wait: WaitStrategy::Block,
+    }
+}
+
+/// The names a case uses, and the removal of whatever a killed process left under them.
+struct Names {
+    name: String,
+    _shm: NameGuard,
+    _files: FallbackFiles,
+}
+
+fn names<S: Surface>(tag: &str) -> Names {
+    let name = unique(&format!("cf-{}-{tag}", S::NAME));
+    Names {
+        _shm: NameGuard(name.clone()),
+        _files: FallbackFiles(name.clone()),
+        name,
+    }
+}
+
+/// A created end and a connected one.
+fn pair<S: Surface>(name: &str) -> (S::End, S::End) {
+    let a = S::create(name, &config()).expect("create");
+    let b = S::connect(name, WATCHDOG).expect("connect");
+    (a, b)
+}
+
+/// Message `i` of `len` bytes: its number, then bytes that depend on it and their place.
+fn numbered(i: u64, len: usize) -> Vec<u8> {
+    let mut out: Vec<u8> = (0..len).map(|k| (k as u64 * 7 + i) as u8).collect();
+    let head = len.min(8);
+    out[..head].copy_from_slice(&i.to_le_bytes()[..head]);
+    out
+}
+
+fn expect_message(got: Result<Vec<u8>, RecvError>, want: &[u8], what: &str) {
+    match got {
+        Ok(got) => {
+            assert_eq!(got.len(), want.len(), "{what}: length");
+            assert!(got == want, "{what}: the bytes changed on the way");
+        }
+        Err(e) => panic!("{what}: {e:?}"),
+    }
+}
+
+/// Polls a `try_` form until it has something other than `Empty` (the watchdog bounds it).
+fn first_not_empty<T>(mut attempt: impl FnMut() -> Result<T, RecvError>) -> Result<T, RecvError> {
+    loop {
+        match attempt() {
+            Err(RecvError::Empty) => std::thread::yield_now(),
+            other => return other,
+        }
+    }
+}
+
+/// Sends numbered messages of `len` bytes until the peer, which reads nothing, can take no
+/// more (until `send_timeout` gives up), then empty ones until not even those fit, so that no
+/// message of any length can go now. Returns the lengths sent, in order.
+fn fill(end: &mut impl End, len: usize) -> Vec<usize> {
+    let mut sent = Vec::new();
+    for len in [len, 0] {
+        loop {
+            match end.send_timeout(&numbered(sent.len() as u64, len), SHORT) {
+                Ok(()) => sent.push(len),
+                Err(SendError::Timeout) => break,
+                Err(e) => panic!("filling: {e:?}"),
+            }
+            assert!(
+                sent.len() < 100_000,
+                "a peer that reads nothing took {} messages",
+                sent.len()
+            );
+        }
+    }
+    sent
+}
+
+fn drain(end: &mut impl End, sent: &[usize]) {
+    for (i, &len) in sent.iter().enumerate() {
+        let want = numbered(i as u64, len);
+        expect_message(end.recv_timeout(WATCHDOG), &want, "a queued message");
+    }
+}
+
+fn assert_gave_up_at_deadline<T: std::fmt::Debug, E: std::fmt::Debug>(
+    what: &str,
+    timed_out: fn(&E) -> bool,
+    call: impl FnOnce() -> Result<T, E>,
+) {
+    let started = Instant::now();
+    let got = call();
+    let waited = started.elapsed();
+    assert!(
+        matches!(&got, Err(e) if timed_out(e)),
+        "{what}: expected Timeout, got {got:?}"
+    );
+    assert!(
+        waited >= SHORT,
+        "{what}: gave up after {waited:?}, before its deadline"
+    );
+}
+
+fn send_timed_out(e: &SendError) -> bool {
+    matches!(e, SendError::Timeout)
+}
+
+fn recv_timed_out(e: &RecvError) -> bool {
+    matches!(e, RecvError::Timeout)
+}
+
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+struct Note {
+    id: u32,
+    text: String,
+}
+
+fn note(id: u32, len: usize) -> Note {
+    Note {
+        id,
+        text: "é".repeat(len / 2),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cases
+
+/// Sends messages of `sizes` from `from` on one thread while `to` receives them on this one.
+fn one_way(from: &mut impl End, to: &mut impl End, sizes: &[usize]) {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for (i, &len) in sizes.iter().enumerate() {
+                from.send(&numbered(i as u64, len)).expect("send");
+            }
+        });
+        for (i, &len) in sizes.iter().enumerate() {
+            let want = numbered(i as u64, len);
+            expect_message(to.recv_timeout(CASE_LIMIT), &want, &format!("{len} bytes"));
+        }
+    });
+}
+
+/// Empty, one byte, a line, a frame and a byte either side of it, several frames, several MiB:
+/// each arrives whole and in order, both ways.
+fn messages_of_every_size_class_arrive_whole_and_in_order<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "every size class");
+    let names = names::<S>("sizes");
+    let (mut a, mut b) = pair::<S>(&names.name);
+    let frame = a.max_frame();
+    let mut sizes = vec![0, 1, 80];
+    if S::CAPS.frames {
+        sizes.extend([frame - 1, frame, frame + 1, 3 * frame + 7]);
+    }
+    sizes.push(5 << 20);
+    one_way(&mut a, &mut b, &sizes);
+    one_way(&mut b, &mut a, &sizes);
+    drop((a, b));
+    assert_nothing_left(&names.name);
+}
+
+/// `send_json`, `try_send_json` and `send_json_timeout` meet `recv_json`, `try_recv_json` and
+/// `recv_json_timeout`; a value of several MiB goes through; a message that is not JSON for
+/// the type is `RecvError::Json` and the channel keeps working.
+fn json_goes_through_every_send_and_receive_form<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "json");
+    let names = names::<S>("json");
+    let (mut a, mut b) = pair::<S>(&names.name);
+    a.send_json(&note(1, 10)).expect("send_json");
+    assert_eq!(b.recv_json::<Note>().expect("recv_json"), note(1, 10));
+    a.try_send_json(&note(2, 100)).expect("try_send_json");
+    assert_eq!(b.recv_json_timeout::<Note>(WATCHDOG).unwrap(), note(2, 100));
+    a.send_json_timeout(&note(3, 1000), WATCHDOG)
+        .expect("send_json_timeout");
+    assert_eq!(
+        first_not_empty(|| b.try_recv_json::<Note>()).unwrap(),
+        note(3, 1000)
+    );
+    assert_gave_up_at_deadline("recv_json_timeout", recv_timed_out, || {
+        b.recv_json_timeout::<Note>(SHORT)
+    });
+    // Several MiB of text, in fragments where the backend has frames.
+    let big = note(4, 3 << 20);
+    std::thread::scope(|s| {
+        s.spawn(|| a.send_json(&big).expect("send_json of several MiB"));
+        assert!(
+            b.recv_json::<Note>().unwrap() == big,
+            "the big value changed"
+        );
+    });
+    // Not JSON for `Note`: an error for that message only.
+    a.send(b"{\"id\": \"seven\"}").unwrap();
+    assert!(matches!(b.recv_json::<Note>(), Err(RecvError::Json(_))));
+    a.send_json(&note(5, 2)).unwrap();
+    assert_eq!(b.recv_json::<Note>().unwrap(), note(5, 2));
+    // A value that cannot be serialised sends nothing.
+    let unserialisable: std::collections::HashMap<(u8, u8), u8> = [((1, 2), 3)].into();
+    assert!(matches!(
+        a.send_json(&unserialisable),
+        Err(SendError::Json(_))
+    ));
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    drop((a, b));
+    assert_nothing_left(&names.name);
+}
+
+/// `recv_into` replaces the caller's buffer with the message, whether the buffer was too
+/// small (it grows) or longer (it is cut to the message); the `try_` and deadline forms leave
+/// it as it was when there is nothing.
+fn recv_into_replaces_the_callers_buffer_whatever_its_size<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "recv_into");
+    let names = names::<S>("into");
+    let (mut a, mut b) = pair::<S>(&names.name);
+    let mut small = Vec::with_capacity(4);
+    a.send(&numbered(0, 100)).unwrap();
+    assert_eq!(b.recv_into(&mut small).unwrap(), 100);
+    assert_eq!(small, numbered(0, 100));
+    let mut long = vec![0xAA; 4096];
+    a.send(b"short").unwrap();
+    assert_eq!(b.recv_into_timeout(&mut long, WATCHDOG).unwrap(), 5);
+    assert_eq!(long, b"short");
+    assert!(matches!(b.try_recv_into(&mut long), Err(RecvError::Empty)));
+    assert_gave_up_at_deadline("recv_into_timeout", recv_timed_out, || {
+        b.recv_into_timeout(&mut long, SHORT)
+    });
+    assert_eq!(
+        long, b"short",
+        "a receive that got nothing leaves the buffer alone"
+    );
+    a.try_send(b"now").unwrap();
+    assert_eq!(first_not_empty(|| b.try_recv_into(&mut long)).unwrap(), 3);
+    assert_eq!(long, b"now");
+    // Several MiB into the small buffer.
+    let big = numbered(1, 3 << 20);
+    let mut buf = Vec::new();
+    std::thread::scope(|s| {
+        s.spawn(|| a.send(&big).expect("send several MiB"));
+        assert_eq!(b.recv_into(&mut buf).unwrap(), big.len());
+    });
+    assert!(buf == big, "the long message changed on the way");
+    drop((a, b));
+    assert_nothing_left(&names.name);
+}
+
+/// With nothing there, `try_recv` is `Empty`; with a peer that reads nothing, sends fill the
+/// channel until `try_send` (and `try_send_json`, `try_reserve`) is `Full`. Nothing was lost
+/// or sent twice: the peer then reads every message in order, and sending goes on.
+fn try_forms_are_empty_and_full_where_the_others_would_wait<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "try forms");
+    let names = names::<S>("try");
+    let (mut a, mut b) = pair::<S>(&names.name);
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv_json::<Note>(), Err(RecvError::Empty)));
+    let len = (16 << 10).min(a.max_frame());
+    let sent = fill(&mut a, len);
+    assert!(!sent.is_empty(), "nothing could be sent");
+    assert!(matches!(
+        a.try_send(&numbered(0, len)),
+        Err(SendError::Full)
+    ));
+    assert!(matches!(a.try_send(b""), Err(SendError::Full)));
+    assert!(matches!(a.try_send_json(&note(0, 8)), Err(SendError::Full)));
+    assert!(matches!(a.try_reserve(len, b"x"), Err(SendError::Full)));
+    drain(&mut b, &sent);
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    a.send_timeout(b"after", WATCHDOG).unwrap();
+    expect_message(
+        first_not_empty(|| b.try_recv()),
+        b"after",
+        "after the drain",
+    );
+    drop((a, b));
+    assert_nothing_left(&names.name);
+}
+
+/// Every deadline form gives up with `Timeout` once its deadline passed, not before: the
+/// receives on an empty channel, the sends and the grant on a full one.
+fn every_deadline_form_gives_up_at_its_deadline<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "deadlines");
+    let names = names::<S>("deadline");
+    let (mut a, mut b) = pair::<S>(&names.name);
+    let mut buf = Vec::new();
+    assert_gave_up_at_deadline("recv_timeout", recv_timed_out, || b.recv_timeout(SHORT));
+    assert_gave_up_at_deadline("recv_into_timeout", recv_timed_out, || {
+        b.recv_into_timeout(&mut buf, SHORT)
+    });
+    assert_gave_up_at_deadline("recv_json_timeout", recv_timed_out, || {
+        b.recv_json_timeout::<Note>(SHORT)
+    });
+    let len = (16 << 10).min(a.max_frame());
+    let sent = fill(&mut a, len);
+    assert_gave_up_at_deadline("send_timeout", send_timed_out, || {
+        a.send_timeout(b"late", SHORT)
+    });
+    assert_gave_up_at_deadline("send_json_timeout", send_timed_out, || {
+        a.send_json_timeout(&note(0, 8), SHORT)
+    });
+    assert_gave_up_at_deadline("reserve_timeout", send_timed_out, || {
+        a.reserve_timeout(len, b"late", SHORT)
+    });
+    // Nothing of what gave up arrives.
+    drain(&mut b, &sent);
+    assert!(matches!(b.recv_timeout(SHORT), Err(RecvError::Timeout)));
+    drop((a, b));
+    assert_nothing_left(&names.name);
+}
+
+/// A grant (`reserve`, `try_reserve`, `reserve_timeout`) is written in place and sends the
+/// bytes committed, no more; one dropped without a commit sends nothing; one longer than a
+/// frame is `TooLarge`.
+fn a_grant_sends_only_what_is_committed<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "grants");
+    let names = names::<S>("grant");
+    let (mut a, mut b) = pair::<S>(&names.name);
+    a.reserve(64, b"grant").expect("reserve");
+    expect_message(b.recv(), b"grant", "reserve");
+    a.try_reserve(16, b"").expect("try_reserve");
+    expect_message(b.recv_timeout(WATCHDOG), b"", "an empty commit");
+    a.reserve_timeout(100, &[9; 100], WATCHDOG)
+        .expect("reserve_timeout");
+    expect_message(b.recv_timeout(WATCHDOG), &[9; 100], "reserve_timeout");
+    a.reserve_and_drop(32).expect("try_reserve");
+    assert!(matches!(b.recv_timeout(SHORT), Err(RecvError::Timeout)));
+    let frame = a.max_frame();
+    if S::CAPS.frames {
+        a.reserve(frame, &numbered(0, frame))
+            .expect("a grant of a whole frame");
+        expect_message(
+            b.recv_timeout(WATCHDOG),
+            &numbered(0, frame),
+            "a whole frame",
+        );
+    }
+    assert!(matches!(
+        a.try_reserve(frame + 1, b""),
+        Err(SendError::TooLarge { len, .. }) if len == frame + 1
+    ));
+    a.send(b"still works").unwrap();
+    expect_message(b.recv_timeout(WATCHDOG), b"still works", "after TooLarge");
+    drop((a, b));
+    assert_nothing_left(&names.name);
+}
+
+/// What a send does before anybody connected: [`Caps::sends_before_connect`].
+fn sending_before_the_peer_connects_does_what_the_backend_promises<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "before connect");
+    let names = names::<S>("early");
+    let mut a = S::create(&names.name, &config()).expect("create");
+    let mut early = Vec::new();
+    if S::CAPS.sends_before_connect {
+        a.try_send(b"early").expect("try_send before connect");
+        a.send_timeout(b"early too", SHORT)
+            .expect("send_timeout before connect");
+        early = vec![&b"early"[..], &b"early too"[..]];
+    } else {
+        assert!(matches!(a.try_send(b"early"), Err(SendError::Full)));
+        assert_gave_up_at_deadline("send_timeout before connect", send_timed_out, || {
+            a.send_timeout(b"early", SHORT)
+        });
+        assert_gave_up_at_deadline("send_json_timeout before connect", send_timed_out, || {
+            a.send_json_timeout(&note(0, 2), SHORT)
+        });
+    }
+    let mut b = S::connect(&names.name, WATCHDOG).expect("connect");
+    a.send(b"after").unwrap();
+    for want in early {
+        expect_message(b.recv_timeout(WATCHDOG), want, "sent before connect");
+    }
+    expect_message(b.recv_timeout(WATCHDOG), b"after", "sent after connect");
+    drop((a, b));
+    assert_nothing_left(&names.name);
+}
+
+/// A peer that drops its end (either one) is `Disconnected`, naming the channel, once
+/// everything it sent before has been received; a send to it is `Disconnected` too.
+fn a_peer_that_closes_is_disconnected_after_everything_it_sent<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "close");
+    for creator_closes in [false, true] {
+        let names = names::<S>("close");
+        let name = &names.name;
+        let (a, b) = pair::<S>(name);
+        let (mut closing, mut staying) = if creator_closes { (a, b) } else { (b, a) };
+        for i in 0..BEFORE_THE_END {
+            closing.send(&numbered(i, i as usize * 3)).unwrap();
+        }
+        drop(closing);
+        for i in 0..BEFORE_THE_END {
+            let want = numbered(i, i as usize * 3);
+            expect_message(
+                staying.recv_timeout(WATCHDOG),
+                &want,
+                "sent before the close",
+            );
+        }
+        match staying.recv_timeout(WATCHDOG) {
+            Err(RecvError::Disconnected(channel)) => assert_eq!(channel, *name),
+            other => panic!("creator closes {creator_closes}: {other:?}"),
+        }
+        assert!(matches!(
+            staying.try_recv(),
+            Err(RecvError::Disconnected(_))
+        ));
+        match staying.send(b"anyone?") {
+            Err(SendError::Disconnected(channel)) => assert_eq!(channel, *name),
+            other => panic!("a send to a closed peer: {other:?}"),
+        }
+        drop(staying);
+        assert_nothing_left(name);
+    }
+}
+
+/// The test a peer process runs: [`peer_process`].
+const PEER_TEST: &str = "conformance::peer_process";
+/// Messages each client of a listener exchanges.
+const CLIENT_MESSAGES: u64 = 20;
+
+/// The peer's side, in a process of its own (this binary run again), on the surface its role
+/// names; a no-op unless started as a peer. Roles:
+/// - `create` / `connect`: makes its end, waits for one message, sends [`BEFORE_THE_END`]
+///   numbered ones, says `sent`, and waits to be killed;
+/// - `client`: connects to a listener, checks the echo of [`CLIENT_MESSAGES`] messages, exits;
+/// - `hold`: connects to a listener, checks one echo, says `connected`, waits to be killed;
+/// - `serve`: binds a listener, says `ready`, and echoes for every client until killed.
+#[test]
+fn peer_process() {
+    let Ok(role) = std::env::var(PEER_ENV) else {
+        return;
+    };
+    let words: Vec<&str> = role.split(' ').collect();
+    let [surface, side, name] = words[..] else {
+        panic!("bad role {role:?}");
+    };
+    match surface {
+        "channel_shm" => peer::<ChannelShm>(side, name),
+        "endpoint_shm" => peer::<EndpointShm>(side, name),
+        "endpoint_ipc" => peer::<EndpointIpc>(side, name),
+        #[cfg(feature = "tokio")]
+        "async_shm" => peer::<AsyncShm>(side, name),
+        _ => panic!("no surface {surface:?}"),
+    }
+    std::process::exit(0);
+}
+
+/// Starts a peer process on `S` in `side` for `name`.
+fn spawn_peer<S: Surface>(side: &str, name: &str) -> ChildGuard {
+    let role = format!("{} {side} {name}", S::NAME);
+    let mut env = vec![(PEER_ENV, role.as_str())];
+    if S::FORCED_IN_PEERS {
+        env.push((shmlink::testing::FORCE_FALLBACK_ENV, "1"));
+    }
+    respawn(PEER_TEST, &env)
+}
+
+/// Waits to be killed; bounded, so that a parent that failed leaves no process behind.
+fn wait_to_be_killed() -> ! {
+    std::thread::sleep(Duration::from_secs(60));
+    std::process::exit(1);
+}
+
+/// Message `i` of a listener's client: lengths that vary, one longer than a frame.
+fn client_message(i: u64, frame: usize) -> Vec<u8> {
+    let len = if i == 7 {
+        frame + 1
+    } else {
+        (i as usize * 37) % 300
+    };
+    numbered(i, len)
+}
+
+fn peer<S: Surface>(side: &str, name: &str) {
+    match side {
+        "create" | "connect" => {
+            let mut end = if side == "create" {
+                let end = S::create(name, &config()).expect("peer create");
+                println!("ready");
+                end
+            } else {
+                S::connect(name, WATCHDOG).expect("peer connect")
+            };
+            expect_message(end.recv_timeout(WATCHDOG), b"hello", "the parent's hello");
+            for i in 0..BEFORE_THE_END {
+                end.send(&numbered(i, i as usize * 3)).expect("peer send");
+            }
+            println!("sent");
+            wait_to_be_killed();
+        }
+        "client" => {
+            let mut end = S::connect(name, WATCHDOG).expect("client connect");
+            let frame = if S::CAPS.frames {
+                end.max_frame()
+            } else {
+                1000
+            };
+            for i in 0..CLIENT_MESSAGES {
+                let msg = client_message(i, frame);
+                end.send(&msg).expect("client send");
+                expect_message(end.recv_timeout(WATCHDOG), &msg, "an echo");
+            }
+        }
+        "hold" => {
+            let mut end = S::connect(name, WATCHDOG).expect("client connect");
+            end.send(b"hold").expect("client send");
+            expect_message(end.recv_timeout(WATCHDOG), b"hold", "an echo");
+            println!("connected");
+            wait_to_be_killed();
+        }
+        "serve" => {
+            let mut listener = S::bind(name, &config(), 8).expect("bind");
+            println!("ready");
+            loop {
+                let conn = S::accept(&mut listener).expect("accept");
+                std::thread::spawn(move || echo_until_it_ends(conn));
+            }
+        }
+        _ => panic!("no role {side:?}"),
+    }
+}
+
+/// Echoes every message until a receive or send fails; returns the receive's error (a failed
+/// send fails the test).
+fn echo_until_it_ends(mut end: impl End) -> RecvError {
+    loop {
+        match end.recv_timeout(CASE_LIMIT) {
+            Ok(msg) => end.send(&msg).expect("echo"),
+            Err(e) => return e,
+        }
+    }
+}
+
+/// A peer whose process is killed (the creator or the connector) is `PeerGone`, naming its pid
+/// and the channel, once everything it sent before has been received.
+fn killed_peer<S: Surface>(peer_creates: bool) {
+    let _dog = Watchdog::arm(CASE_LIMIT, "killed peer");
+    let names = names::<S>(if peer_creates { "kill-cr" } else { "kill-co" });
+    let name = &names.name;
+    let side = if peer_creates { "create" } else { "connect" };
+    let mut end;
+    let mut child: ChildGuard;
+    if peer_creates {
+        child = spawn_peer::<S>(side, name);
+        wait_for_line(&mut child, "ready");
+        end = S::connect(name, WATCHDOG).expect("connect");
+    } else {
+        end = S::create(name, &config()).expect("create");
+        child = spawn_peer::<S>(side, name);
+    }
+    end.send(b"hello").unwrap();
+    wait_for_line(&mut child, "sent");
+    let pid = child.pid();
+    child.kill();
+    reap_killed(&mut child);
+    for i in 0..BEFORE_THE_END {
+        let want = numbered(i, i as usize * 3);
+        expect_message(end.recv_timeout(WATCHDOG), &want, "sent before the kill");
+    }
+    match end.recv_timeout(WATCHDOG) {
+        Err(RecvError::PeerGone { pid: gone, channel }) => {
+            assert_eq!(gone, pid);
+            assert_eq!(channel, *name);
+        }
+        other => panic!("after the kill: {other:?}"),
+    }
+}
+
+fn a_killed_connector_is_peer_gone_after_everything_it_sent<S: Surface>() {
+    killed_peer::<S>(false);
+}
+
+fn a_killed_creator_is_peer_gone_after_everything_it_sent<S: Surface>() {
+    killed_peer::<S>(true);
+}
+
+/// One rule for every name: a name outside it is `InvalidName` for create, connect and bind;
+/// the longest name allowed (`MAX_NAME_LEN`) serves.
+fn names_outside_the_one_rule_are_refused_and_the_longest_serves<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "names");
+    let too_long = "x".repeat(MAX_NAME_LEN + 1);
+    for bad in [
+        "",
+        ".hidden",
+        "-dash",
+        "a/b",
+        "sp ace",
+        "nul\0",
+        too_long.as_str(),
+    ] {
+        let refused = |what: &str, e: Option<OpenError>| match e {
+            Some(OpenError::InvalidName { name, .. }) => assert_eq!(name, bad),
+            other => panic!("{what} {bad:?}: {other:?}"),
+        };
+        refused("create", S::create(bad, &config()).err());
+        refused("connect", S::connect(bad, SHORT).err());
+        refused("bind", S::bind(bad, &config(), 1).err());
+    }
+    let base = unique(&format!("cf-{}-longest", S::NAME));
+    let longest = format!("{base}{}", "n".repeat(MAX_NAME_LEN - base.len()));
+    let names = Names {
+        _shm: NameGuard(longest.clone()),
+        _files: FallbackFiles(longest.clone()),
+        name: longest.clone(),
+    };
+    let (mut a, mut b) = pair::<S>(&longest);
+    a.send(b"longest").unwrap();
+    expect_message(b.recv_timeout(WATCHDOG), b"longest", "on the longest name");
+    drop((a, b));
+    let listener = S::bind(&longest, &config(), 1).expect("bind the longest name");
+    let server = serve::<S>(listener, &longest, 1, Arc::new(AtomicUsize::new(0)));
+    let mut client = S::connect(&longest, WATCHDOG).expect("connect to the longest name");
+    client.send(b"longest").unwrap();
+    expect_message(
+        client.recv_timeout(WATCHDOG),
+        b"longest",
+        "a listener's echo",
+    );
+    drop(client);
+    drop(server.join().expect("the server failed"));
+    assert_nothing_left(&names.name);
+}
+
+/// A name whose creator lives is `AlreadyExists` for a second creator and for a listener, and
+/// free again once the creator dropped.
+fn a_name_in_use_is_already_exists_until_its_creator_drops<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "taken");
+    let names = names::<S>("taken");
+    let name = &names.name;
+    let first = S::create(name, &config()).expect("create");
+    match S::create(name, &config()) {
+        Err(OpenError::AlreadyExists(taken)) => assert_eq!(taken, *name),
+        other => panic!("a second create: {:?}", other.err()),
+    }
+    assert!(matches!(
+        S::bind(name, &config(), 1).err(),
+        Some(OpenError::AlreadyExists(_))
+    ));
+    let mut peer = S::connect(name, WATCHDOG).expect("connect");
+    assert!(matches!(
+        S::create(name, &config()).err(),
+        Some(OpenError::AlreadyExists(_))
+    ));
+    peer.send(b"still the first").unwrap();
+    let mut first = first;
+    expect_message(
+        first.recv_timeout(WATCHDOG),
+        b"still the first",
+        "the first channel",
+    );
+    drop((first, peer));
+    drop(S::create(name, &config()).expect("create once the name is free"));
+    assert_nothing_left(name);
+}
+
+/// A connect with a deadline to a name nobody made fails with `NotFound`, naming it.
+fn a_connect_to_a_missing_name_is_not_found_at_its_deadline<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "missing");
+    let names = names::<S>("missing");
+    let name = &names.name;
+    match S::connect(name, SHORT) {
+        Err(e @ OpenError::NotFound(_)) => {
+            assert!(matches!(&e, OpenError::NotFound(n) if n == name));
+            assert!(e.to_string().contains(name.as_str()), "{e}");
+        }
+        other => panic!("connect to a missing name: {:?}", other.err()),
+    }
+    assert_nothing_left(name);
+}
+
+/// The server's side of a listener in this process: accepts `clients` connections, echoes
+/// each on a thread of its own, and counts those whose client closed (`Disconnected`, naming
+/// the channel). Joins to the listener.
+fn serve<S: Surface>(
+    mut listener: S::Listener,
+    name: &str,
+    clients: usize,
+    closed: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<S::Listener> {
+    let name = name.to_owned();
+    std::thread::spawn(move || {
+        let mut echoes = Vec::new();
+        for _ in 0..clients {
+            let conn = S::accept(&mut listener).expect("accept");
+            let closed = Arc::clone(&closed);
+            let name = name.clone();
+            echoes.push(std::thread::spawn(move || match echo_until_it_ends(conn) {
+                RecvError::Disconnected(channel) if channel.starts_with(&name) => {
+                    closed.fetch_add(1, Ordering::SeqCst);
+                }
+                other => panic!("a server end: {other:?}"),
+            }));
+        }
+        for echo in echoes {
+            echo.join().expect("an echo thread failed");
+        }
+        listener
+    })
+}
+
+/// Waits (bounded by the case's watchdog) until `count` reaches `want`.
+fn wait_until_count(count: &AtomicUsize, want: usize) {
+    while count.load(Ordering::SeqCst) < want {
+        // A bounded wait for other threads to finish; nothing to sleep on.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Client processes connect to a listener in waves, each wave as many as the listener admits:
+/// every client's messages (one longer than a frame) come back, each wave finds the places of
+/// the one before free, and a closed listener leaves nothing.
+fn clients_in_waves_through_a_listener_each_get_their_echoes<S: Surface>() {
+    const CLIENTS: usize = 4;
+    const WAVES: usize = 3;
+    let _dog = Watchdog::arm(CASE_LIMIT, "waves");
+    let names = names::<S>("waves");
+    let name = &names.name;
+    let listener = S::bind(name, &config(), CLIENTS).expect("bind");
+    let closed = Arc::new(AtomicUsize::new(0));
+    let server = serve::<S>(listener, name, CLIENTS * WAVES, Arc::clone(&closed));
+    for wave in 0..WAVES {
+        let mut clients: Vec<ChildGuard> = (0..CLIENTS)
+            .map(|_| spawn_peer::<S>("client", name))
+            .collect();
+        for client in &mut clients {
+            let status = client.reap_within(CASE_LIMIT);
+            assert!(status.success(), "client {} failed: {status}", client.pid());
+        }
+        // The next wave needs every place: the server's ends of this one must be gone.
+        wait_until_count(&closed, (wave + 1) * CLIENTS);
+    }
+    drop(server.join().expect("the server failed"));
+    assert_nothing_left(name);
+}
+
+/// Past its limit a listener refuses a client with `TooManyClients`, naming it and the limit;
+/// a place freed by dropping a connection (its client sees a clean close) admits the next.
+fn a_client_past_the_limit_is_too_many_clients_until_a_place_is_freed<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "client limit");
+    let names = names::<S>("limit");
+    let name = &names.name;
+    let mut listener = S::bind(name, &config(), 2).expect("bind");
+    let mut clients = Vec::new();
+    let mut accepted = Vec::new();
+    for i in 0..2u64 {
+        // A client waits for the server to accept it: one thread each.
+        let connecting = {
+            let name = name.clone();
+            std::thread::spawn(move || S::connect(&name, WATCHDOG).expect("connect"))
+        };
+        let mut conn = S::accept(&mut listener).expect("accept");
+        let mut client = connecting.join().expect("client thread");
+        client.send(&numbered(i, 10)).unwrap();
+        expect_message(
+            conn.recv_timeout(WATCHDOG),
+            &numbered(i, 10),
+            "a client's message",
+        );
+        clients.push(client);
+        accepted.push(conn);
+    }
+    match S::connect(name, WATCHDOG) {
+        Err(OpenError::TooManyClients { name: n, limit }) => {
+            assert_eq!((n.as_str(), limit), (name.as_str(), 2));
+        }
+        other => panic!("a third client: {:?}", other.err()),
+    }
+    drop(accepted.remove(0));
+    match clients[0].recv_timeout(WATCHDOG) {
+        Err(RecvError::Disconnected(channel)) => assert!(channel.starts_with(name.as_str())),
+        other => panic!("a client whose connection was dropped: {other:?}"),
+    }
+    let server = serve::<S>(listener, name, 1, Arc::new(AtomicUsize::new(0)));
+    let mut third = S::connect(name, WATCHDOG).expect("a freed place admits a client");
+    third.send(b"third").unwrap();
+    expect_message(
+        third.recv_timeout(WATCHDOG),
+        b"third",
+        "the third client's echo",
+    );
+    drop(third);
+    drop((server.join().expect("the server failed"), accepted, clients));
+    assert_nothing_left(name);
+}
+
+/// A client process killed while connected is `PeerGone` on the server's end, and its place
+/// (the only one) admits the next client.
+fn a_killed_client_is_peer_gone_and_frees_its_place<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "killed client");
+    let names = names::<S>("kill-cl");
+    let name = &names.name;
+    let mut listener = S::bind(name, &config(), 1).expect("bind");
+    let mut doomed = spawn_peer::<S>("hold", name);
+    let mut conn = S::accept(&mut listener).expect("accept");
+    expect_message(conn.recv_timeout(WATCHDOG), b"hold", "the client's message");
+    conn.send(b"hold").unwrap();
+    wait_for_line(&mut doomed, "connected");
+    let pid = doomed.pid();
+    doomed.kill();
+    reap_killed(&mut doomed);
+    match conn.recv_timeout(WATCHDOG) {
+        Err(RecvError::PeerGone { pid: gone, channel }) => {
+            assert_eq!(gone, pid);
+            assert!(channel.starts_with(name.as_str()), "{channel}");
+        }
+        other => panic!("a killed client: {other:?}"),
+    }
+    drop(conn);
+    let server = serve::<S>(listener, name, 1, Arc::new(AtomicUsize::new(0)));
+    let mut next = spawn_peer::<S>("client", name);
+    assert!(
+        next.reap_within(CASE_LIMIT).success(),
+        "the next client failed"
+    );
+    drop(server.join().expect("the server failed"));
+    assert_nothing_left(name);
+}
+
+/// A listener process killed while clients are connected is `PeerGone` for every client, and
+/// its name is reclaimed by the next listener (which a second bind then finds taken).
+fn a_killed_listener_is_peer_gone_for_every_client_and_its_name_is_reclaimed<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "killed listener");
+    let names = names::<S>("kill-ls");
+    let name = &names.name;
+    let mut server = spawn_peer::<S>("serve", name);
+    wait_for_line(&mut server, "ready");
+    let mut clients: Vec<S::End> = (0..3u64)
+        .map(|i| {
+            let mut client = S::connect(name, WATCHDOG).expect("connect");
+            client.send(&numbered(i, 5)).unwrap();
+            expect_message(client.recv_timeout(WATCHDOG), &numbered(i, 5), "an echo");
+            client
+        })
+        .collect();
+    let pid = server.pid();
+    server.kill();
+    reap_killed(&mut server);
+    for client in &mut clients {
+        match client.recv_timeout(WATCHDOG) {
+            Err(RecvError::PeerGone { pid: gone, channel }) => {
+                assert_eq!(gone, pid);
+                assert!(channel.starts_with(name.as_str()), "{channel}");
+            }
+            other => panic!("a client of a killed listener: {other:?}"),
+        }
+    }
+    drop(clients);
+    let listener = S::bind(name, &config(), 4).expect("bind over a dead listener");
+    assert!(matches!(
+        S::bind(name, &config(), 4).err(),
+        Some(OpenError::AlreadyExists(_))
+    ));
+    let server = serve::<S>(listener, name, 1, Arc::new(AtomicUsize::new(0)));
+    let mut client = S::connect(name, WATCHDOG).expect("connect to the new listener");
+    client.send(b"again").unwrap();
+    expect_message(
+        client.recv_timeout(WATCHDOG),
+        b"again",
+        "from the new listener",
+    );
+    drop(client);
+    drop(server.join().expect("the server failed"));
+    assert_nothing_left(name);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every case over every surface
+
+macro_rules! suite {
+    ($(#[$attr:meta])* $module:ident: $surface:ty; [$($case:ident),* $(,)?]) => {
+        $(#[$attr])*
+        mod $module {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case::<$surface>();
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! every_surface {
+    ($cases:tt) => {
+        suite!(channel_shm: super::ChannelShm; $cases);
+        suite!(endpoint_shm: super::EndpointShm; $cases);
+        suite!(endpoint_ipc: super::EndpointIpc; $cases);
+        suite!(#[cfg(feature = "tokio")] async_shm: super::AsyncShm; $cases);
+    };
+}
+
+every_surface!([
+    messages_of_every_size_class_arrive_whole_and_in_order,
+    json_goes_through_every_send_and_receive_form,
+    recv_into_replaces_the_callers_buffer_whatever_its_size,
+    try_forms_are_empty_and_full_where_the_others_would_wait,
+    every_deadline_form_gives_up_at_its_deadline,
+    a_grant_sends_only_what_is_committed,
+    sending_before_the_peer_connects_does_what_the_backend_promises,
+    a_peer_that_closes_is_disconnected_after_everything_it_sent,
+    a_killed_connector_is_peer_gone_after_everything_it_sent,
+    a_killed_creator_is_peer_gone_after_everything_it_sent,
+    names_outside_the_one_rule_are_refused_and_the_longest_serves,
+    a_name_in_use_is_already_exists_until_its_creator_drops,
+    a_connect_to_a_missing_name_is_not_found_at_its_deadline,
+    clients_in_waves_through_a_listener_each_get_their_echoes,
+    a_client_past_the_limit_is_too_many_clients_until_a_place_is_freed,
+    a_killed_client_is_peer_gone_and_frees_its_place,
+    a_killed_listener_is_peer_gone_for_every_client_and_its_name_is_reclaimed,
+]);

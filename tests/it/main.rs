@@ -1,0 +1,26 @@
+//! The library's integration tests, in one binary (`cargo test --test it`), one module per
+//! subject. A test that needs another process runs this binary again with one test selected
+//! by its path (`module::name`) and a role in its environment (see `support::respawn`).
+//!
+//! `conformance` is the one suite over every surface and backend; the other modules test what
+//! only one of them does, or the library's defences.
+
+mod support;
+
+mod alloc;
+mod conformance;
+mod crash;
+mod delivery;
+mod echo;
+mod endpoint_services;
+mod examples;
+mod fallback_trust;
+mod hostile;
+mod hostile_stream;
+mod liveness;
+mod segments;
+mod services;
+mod stress;
+#[cfg(feature = "tokio")]
+mod tokio_api;
+mod wait;
