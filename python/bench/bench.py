@@ -1,7 +1,7 @@
 """shmlink against the IPC Python programs use today, the harness's way: interleaved rounds,
 median and best of the per-round rates, a JSON document that `ipc-parent report` renders.
 
-    python bench/bench.py --rounds 5 --save ../docs/results/python.json
+    python python/bench/bench.py --rounds 5 --save docs/results/python.json
 
 Build the package in release first (`maturin develop --release`), and the Rust example server
 (`cargo build --release -p shmlink-python --example json_server`) for the Rust-server row.
@@ -13,7 +13,7 @@ its best honest way: shmlink (send/recv, JSON through send_json/recv_json); mult
 (put/get of the object, pickled as they do; the faster-fifo stream reader takes get_many);
 pyzmq PAIR sockets over ipc:// (JSON through the same codec); iceoryx2's Python package, one
 publish-subscribe service per direction with a byte-slice payload, written the way its
-examples are, the subscriber polling receive() (its lowest latency). Every row's peer is a
+examples are, the subscriber polling receive(), yielding the CPU between polls. Every row's peer is a
 fresh process per round; rows are interleaved round by round.
 """
 
@@ -245,6 +245,9 @@ class Iceoryx2:
             if sample is not None:
                 payload = sample.payload()
                 return ctypes.string_at(payload.as_ptr(), payload.len())
+            # Polling without a pause starves the peer when the processes outnumber the free
+            # cores: yield the CPU between polls.
+            os.sched_yield()
 
     def send_obj(self, o):
         self.send(dumps(o))
@@ -503,7 +506,8 @@ def main():
     codecs = codec_rates()
     doc = {
         "run": {
-            "command": "python python/bench/bench.py " + " ".join(sys.argv[1:]),
+            # As typed, from the directory it was run in.
+            "command": " ".join(["python", sys.argv[0], *sys.argv[1:]]),
             "commit": commit(),
             "date": started.isoformat().replace("+00:00", "Z"),
             "profile": args.profile,
