@@ -311,8 +311,7 @@ impl Payload<'_> {
         if let Ok(b) = obj.downcast::<PyBytes>() {
             return Ok(Payload::Bytes(b.clone()));
         }
-        if let Ok(s) = obj.downcast::<PyString>() {
-            let _ = s;
+        if obj.is_instance_of::<PyString>() {
             return Err(pyo3::exceptions::PyTypeError::new_err(
                 "send takes bytes-like data, not str (encode it, or use send_json)",
             ));
@@ -499,7 +498,7 @@ impl Channel {
         }
         let cap = buf.len_bytes();
         let buf_ref = &buf;
-        self.recv_with(py, deadline, try_only, &|py, m| {
+        self.recv_with(py, deadline, try_only, &|_py, m| {
             if m.len() > cap {
                 let err = to_py(Error::TooLarge {
                     len: m.len(),
@@ -507,7 +506,6 @@ impl Channel {
                 });
                 return Err(err);
             }
-            let _ = py;
             // SAFETY: `buf_ref` holds the buffer's export, so its memory stays allocated and
             // unmoved (a bytearray cannot resize while exported); it is writable and contiguous
             // (checked above) with `cap >= m.len()` bytes; `m` is in the ring or a heap copy,
@@ -1024,10 +1022,13 @@ impl Selector {
     }
 }
 
+/// What `scan` returns: the channels, and the entries skipped with the reason.
+type Listing = (Vec<PyObject>, Vec<(String, String)>);
+
 /// The channels on this machine, as dicts (the fields of `shmlink-clean`'s listing), and the
 /// entries named like channels that are not ones, as `(name, reason)`.
 #[pyfunction]
-fn scan(py: Python<'_>) -> PyResult<(Vec<PyObject>, Vec<(String, String)>)> {
+fn scan(py: Python<'_>) -> PyResult<Listing> {
     let listing = py.allow_threads(shmlink::segments::scan).map_err(to_py)?;
     let mut out = Vec::new();
     for seg in &listing.channels {

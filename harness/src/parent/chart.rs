@@ -73,7 +73,11 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
             p.workloads
                 .iter()
                 .enumerate()
-                .flat_map(|(i, w)| w.results.iter().map(move |r| (r.contender.clone(), i, r.median)))
+                .flat_map(|(i, w)| {
+                    w.results
+                        .iter()
+                        .map(move |r| (r.contender.clone(), i, r.median))
+                })
                 .collect(),
         ),
         Results::Clients(c) => (

@@ -155,15 +155,26 @@ fn python_targets(p: &PythonBench) -> String {
     let vs = |w: &str, c: &str| {
         let ours = find(w, "shmlink")?;
         let theirs = find(w, c)?;
-        Some((ratio(ours.median, theirs.median)?, ratio(ours.best, theirs.best)?))
+        Some((
+            ratio(ours.median, theirs.median)?,
+            ratio(ours.best, theirs.best)?,
+        ))
     };
     for (w, label) in [("json", "JSON ping-pong"), ("raw-64", "raw 64 B")] {
-        for (c, goal) in [("multiprocessing.Pipe", 5.0), ("pyzmq", 2.0), ("iceoryx2", 1.0)] {
+        for (c, goal) in [
+            ("multiprocessing.Pipe", 5.0),
+            ("pyzmq", 2.0),
+            ("iceoryx2", 1.0),
+        ] {
             at_least(format!("{label}: ≥ {goal}x {c}"), vs(w, c), goal);
         }
     }
     for (c, goal) in [("faster-fifo", 3.0), ("iceoryx2", 1.0)] {
-        at_least(format!("stream 128 B: ≥ {goal}x {c}"), vs("stream-128", c), goal);
+        at_least(
+            format!("stream 128 B: ≥ {goal}x {c}"),
+            vs("stream-128", c),
+            goal,
+        );
     }
     // The Rust server's JSON round trip within 1.5x of Python <-> Python: its rate at least
     // two thirds of theirs.
@@ -176,7 +187,10 @@ fn python_targets(p: &PythonBench) -> String {
     if t.rows.is_empty() {
         return String::new();
     }
-    format!("Targets (shmlink's rate ÷ the other's):\n\n{}\n", t.render())
+    format!(
+        "Targets (shmlink's rate ÷ the other's):\n\n{}\n",
+        t.render()
+    )
 }
 
 /// A Markdown pipe table, its columns padded to line up.
