@@ -9,18 +9,19 @@ touched; entries named like channels that are not ones are listed as skipped. Wi
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from . import NotAChannel, NotFound, ShmlinkError, _shmlink
 
 
-def _endpoint(e: dict) -> str:
+def _endpoint(e: dict[str, Any]) -> str:
     if e["pid"] == 0:
-        return e["state"]
+        return str(e["state"])
     alive = "alive" if e["alive"] else "dead"
     return f"{e['state']} pid {e['pid']} ({alive})"
 
 
-def _row(seg: dict) -> str:
+def _row(seg: dict[str, Any]) -> str:
     state = "stale" if seg["stale"] else ("live" if seg["ready"] else "initialising")
     return (
         f"{seg['name']:<32} {state:<13} {seg['size']:>10}  "

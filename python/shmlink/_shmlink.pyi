@@ -1,9 +1,10 @@
 """Types of the extension module; the package ``shmlink`` re-exports them."""
 
+from collections.abc import Callable
+from types import TracebackType
 from typing import Any, Literal, Self
 
-from collections.abc import Buffer, Callable
-from types import TracebackType
+from typing_extensions import Buffer
 
 Wait = Literal["block", "spin", "yield"]
 
