@@ -33,6 +33,10 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
             format!("N clients against one server, {} B messages", c.size),
             "best round trips per second, all clients (log scale)",
         ),
+        Results::Python(p) => (
+            format!("Python {}: shmlink against Python's IPC", p.python),
+            "median round trips (ping-pong) or messages (stream) / s (log scale)",
+        ),
     };
     let title = format!(
         "{what} ({} build) - {}",
@@ -62,6 +66,18 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
             s.results
                 .iter()
                 .map(|r| (r.row.label(), index(&s.sizes, r.size), r.msgs_per_s))
+                .collect(),
+        ),
+        Results::Python(p) => (
+            p.workloads.iter().map(|w| w.title.clone()).collect(),
+            p.workloads
+                .iter()
+                .enumerate()
+                .flat_map(|(i, w)| {
+                    w.results
+                        .iter()
+                        .map(move |r| (r.contender.clone(), i, r.median))
+                })
                 .collect(),
         ),
         Results::Clients(c) => (

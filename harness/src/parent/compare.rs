@@ -54,6 +54,20 @@ fn lines(doc: &Document) -> (&'static str, Vec<Line>) {
                 })
                 .collect(),
         ),
+        Results::Python(p) => (
+            "/s",
+            p.workloads
+                .iter()
+                .flat_map(|w| {
+                    w.results.iter().map(|r| Line {
+                        label: r.contender.clone(),
+                        at: w.name.clone(),
+                        best: r.best,
+                        p50_ns: None,
+                    })
+                })
+                .collect(),
+        ),
         Results::Clients(c) => (
             "rt/s",
             c.results

@@ -65,6 +65,8 @@ pub enum Results {
     Stream(Stream),
     /// `clients`: N clients against one server, per row and N.
     Clients(Clients),
+    /// `python`: the Python package against Python's IPC, written by `python/bench/bench.py`.
+    Python(PythonBench),
 }
 
 impl Results {
@@ -75,8 +77,49 @@ impl Results {
             Results::Sweep(_) => "sweep",
             Results::Stream(_) => "stream",
             Results::Clients(_) => "clients",
+            Results::Python(_) => "python",
         }
     }
+}
+
+/// A run of the Python benchmark (`python/bench/bench.py`): each workload's rows, one per
+/// contender, with their per-round rates.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PythonBench {
+    /// The interpreter's version.
+    pub python: String,
+    /// The JSON codec the package used (`orjson` or `json`).
+    pub json_codec: String,
+    /// Encode and decode of the JSON workload's message per second, in one process, by codec.
+    pub codec_round_trips_per_s: std::collections::BTreeMap<String, f64>,
+    /// Seconds measured per row and round.
+    pub duration_s: f64,
+    pub workloads: Vec<PythonWorkload>,
+}
+
+/// One workload of the Python benchmark.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PythonWorkload {
+    /// Short name: `json`, `raw-64`, `raw-64k`, `stream-128`, `stream-4k`.
+    pub name: String,
+    pub title: String,
+    /// `ping-pong` or `stream`.
+    pub kind: String,
+    /// Message size in bytes (none for JSON).
+    pub size: Option<usize>,
+    /// What a rate counts: `round trips/s` or `messages/s`.
+    pub unit: String,
+    pub results: Vec<PythonResult>,
+}
+
+/// One contender's rates in one workload.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PythonResult {
+    pub contender: String,
+    /// The rate of each round, in the order measured.
+    pub rounds: Vec<f64>,
+    pub median: f64,
+    pub best: f64,
 }
 
 /// Which row a result is.

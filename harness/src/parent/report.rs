@@ -140,7 +140,7 @@ fn render_dir(dir: &Path) -> anyhow::Result<String> {
 }
 
 /// The modes in the order the page shows them.
-const MODES: [&str; 4] = ["ping-pong", "sweep", "stream", "clients"];
+const MODES: [&str; 5] = ["ping-pong", "sweep", "stream", "clients", "python"];
 
 /// The page: a section per document, by mode and then by file name.
 pub fn page(docs: &[(String, Document)], published: &Published) -> String {
@@ -222,6 +222,7 @@ fn title(doc: &Document) -> String {
         Results::Sweep(_) => "Payload sweep".to_owned(),
         Results::Stream(_) => "One-way stream".to_owned(),
         Results::Clients(_) => "Clients against one server".to_owned(),
+        Results::Python(_) => "Python: the package against Python's IPC".to_owned(),
     }
 }
 

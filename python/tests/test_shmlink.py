@@ -1,0 +1,381 @@
+"""The Python package against real processes: every method, the errors, a killed peer, the GIL
+released during waits, Ctrl-C, Rust peers on both sides, and nothing left in /dev/shm."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import shmlink
+
+# A child that connects to the channel named by argv[1] and sends back every message it gets,
+# until the creator closes the channel.
+ECHO = """
+import sys, shmlink
+with shmlink.connect(sys.argv[1], timeout=10) as ch:
+    print("connected", flush=True)
+    while True:
+        try:
+            msg = ch.recv()
+        except shmlink.Disconnected:
+            break
+        ch.send(msg)
+"""
+
+
+def start_echo(spawn, name):
+    child = spawn(ECHO, name)
+    assert child.stdout.readline().strip() == "connected"
+    return child
+
+
+def test_send_and_recv_every_form_with_a_child(name, spawn):
+    with shmlink.Channel.create(name, capacity=1 << 16) as ch:
+        child = start_echo(spawn, name)
+        ch.send(b"plain")
+        assert ch.recv(timeout=10) == b"plain"
+        ch.try_send(bytearray(b"try"))
+        assert ch.recv(timeout=10) == b"try"
+        ch.send(memoryview(b"view"), timeout=10)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert ch.try_recv() == b"view"
+                break
+            except shmlink.Empty:
+                assert time.monotonic() < deadline
+        ch.send_json({"n": 1, "list": [1, 2.5, "three"], "none": None})
+        assert ch.recv_json(timeout=10) == {"n": 1, "list": [1, 2.5, "three"], "none": None}
+        ch.try_send_json(["x"])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert ch.try_recv_json() == ["x"]
+                break
+            except shmlink.Empty:
+                assert time.monotonic() < deadline
+        buf = bytearray(64)
+        ch.send(b"into")
+        assert ch.recv_into(buf, timeout=10) == 4
+        assert buf[:4] == b"into"
+        ch.send(b"into-now")
+        view = memoryview(buf)[8:]
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert ch.try_recv_into(view) == 8
+                break
+            except shmlink.Empty:
+                assert time.monotonic() < deadline
+        assert buf[8:16] == b"into-now"
+        # Longer than a frame (64 KiB ring, about 32 KiB frames): sent in fragments.
+        big = os.urandom(1 << 20)
+        ch.send(big)
+        assert ch.recv(timeout=10) == big
+        assert ch.peer_pid == child.pid
+        assert ch.is_peer_connected()
+        assert ch.capacity == 1 << 16
+        assert ch.max_frame < ch.capacity
+        assert ch.backend == "shm"
+        assert ch.name == name
+    assert ch.closed
+    assert child.wait(timeout=10) == 0
+
+
+def test_empty_full_and_timeout(name):
+    with shmlink.Channel.create(name, capacity=4096) as a, shmlink.connect(name) as b:
+        with pytest.raises(shmlink.Empty):
+            b.try_recv()
+        started = time.monotonic()
+        with pytest.raises(shmlink.Timeout):
+            b.recv(timeout=0.2)
+        assert time.monotonic() - started >= 0.2
+        with pytest.raises(shmlink.Timeout):
+            b.recv_json(timeout=0.01)
+        frame = b"x" * 1000
+        with pytest.raises(shmlink.Full):
+            for _ in range(100):
+                a.try_send(frame)
+        with pytest.raises(shmlink.Timeout):
+            a.send(frame, timeout=0.1)
+        # Everything sent before the Full arrives, in order.
+        got = 0
+        while True:
+            try:
+                assert b.try_recv() == frame
+                got += 1
+            except shmlink.Empty:
+                break
+        assert got > 0
+
+
+def test_errors_map_to_exception_classes(name):
+    assert issubclass(shmlink.Timeout, shmlink.ShmlinkError)
+    assert issubclass(shmlink.PeerGone, shmlink.ShmlinkError)
+    with pytest.raises(shmlink.InvalidName):
+        shmlink.Channel.create("no/slash")
+    with pytest.raises(shmlink.NotFound):
+        shmlink.connect(name)
+    with pytest.raises(shmlink.NotFound):
+        shmlink.connect(name, timeout=0.1)
+    with pytest.raises(shmlink.InvalidConfig):
+        shmlink.Channel.create(name, capacity=1000)
+    with pytest.raises(ValueError):
+        shmlink.Channel.create(name, wait="sometimes")
+    with shmlink.Channel.create(name) as a:
+        with pytest.raises(shmlink.AlreadyExists):
+            shmlink.Channel.create(name)
+        b = shmlink.connect(name)
+        with pytest.raises(shmlink.AlreadyConnected):
+            shmlink.connect(name)
+        with pytest.raises(ValueError):
+            b.recv(timeout=-1)
+        with pytest.raises(TypeError):
+            a.send("text is not bytes")
+        a.send(b"0123456789")
+        small = bytearray(4)
+        with pytest.raises(shmlink.TooLarge) as info:
+            b.recv_into(small, timeout=5)
+        assert (info.value.len, info.value.max) == (10, 4)
+        with pytest.raises(TypeError):
+            b.recv_into(b"read-only", timeout=0)
+        a.send(b"not json")
+        with pytest.raises(ValueError):
+            b.recv_json(timeout=5)
+        b.close()
+        b.close()
+        with pytest.raises(shmlink.Closed):
+            b.recv()
+        with pytest.raises(shmlink.Disconnected) as info:
+            a.recv(timeout=5)
+        assert info.value.channel == name
+        with pytest.raises(shmlink.Disconnected):
+            a.send(b"to nobody")
+
+
+def test_a_killed_peer_is_peer_gone(name, spawn):
+    with shmlink.Channel.create(name) as ch:
+        child = spawn(
+            "import sys, shmlink, time\n"
+            "ch = shmlink.connect(sys.argv[1], timeout=10)\n"
+            "ch.send(b'before')\n"
+            "print('sent', flush=True)\n"
+            "time.sleep(60)\n",
+            name,
+        )
+        assert child.stdout.readline().strip() == "sent"
+        child.kill()
+        child.wait(timeout=10)
+        # What it sent before dying is still delivered, then the death is reported.
+        assert ch.recv(timeout=10) == b"before"
+        with pytest.raises(shmlink.PeerGone) as info:
+            ch.recv(timeout=10)
+        assert info.value.pid == child.pid
+        # A send goes into the ring while there is room; once none is left, it learns.
+        with pytest.raises(shmlink.PeerGone):
+            for _ in range(1000):
+                ch.send(b"x" * 4096, timeout=10)
+
+
+def test_a_peer_that_closes_is_disconnected(name, spawn):
+    with shmlink.Channel.create(name) as ch:
+        child = spawn(
+            "import sys, shmlink\n"
+            "with shmlink.connect(sys.argv[1], timeout=10) as ch:\n"
+            "    ch.send_json({'bye': True})\n",
+            name,
+        )
+        assert ch.recv_json(timeout=10) == {"bye": True}
+        with pytest.raises(shmlink.Disconnected):
+            ch.recv(timeout=10)
+        assert child.wait(timeout=10) == 0
+
+
+def test_a_blocked_recv_releases_the_gil(name):
+    with shmlink.Channel.create(name) as a, shmlink.connect(name) as b:
+        counted = []
+        done = threading.Event()
+
+        def count():
+            n = 0
+            while not done.is_set():
+                n += 1
+            counted.append(n)
+
+        def recv():
+            try:
+                b.recv(timeout=0.5)
+            except shmlink.Timeout:
+                pass
+            done.set()
+
+        # Alone, the counter gets about as many loops in the same time; while `recv` waits it
+        # must get a good share of that: had the wait kept the GIL, it would get none until the
+        # waiter's timeout.
+        receiver = threading.Thread(target=recv)
+        counter = threading.Thread(target=count)
+        receiver.start()
+        time.sleep(0.05)  # the receiver is in its wait
+        counter.start()
+        receiver.join()
+        counter.join()
+        assert counted[0] > 10_000
+        a.close()
+
+
+def test_recv_in_one_thread_send_in_another(name):
+    with shmlink.Channel.create(name) as a, shmlink.connect(name) as b:
+        received = []
+        receiver = threading.Thread(target=lambda: received.extend(b.recv(timeout=10) for _ in range(3)))
+        receiver.start()
+        for i in range(3):
+            time.sleep(0.01)
+            a.send(bytes([i]))
+        receiver.join()
+        assert received == [b"\x00", b"\x01", b"\x02"]
+
+
+def test_ctrl_c_interrupts_a_blocked_recv(name, spawn):
+    with shmlink.Channel.create(name) as ch:
+        child = spawn(
+            "import sys, shmlink\n"
+            "ch = shmlink.connect(sys.argv[1], timeout=10)\n"
+            "print('waiting', flush=True)\n"
+            "try:\n"
+            "    ch.recv()\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted', flush=True)\n"
+            "    ch.close()\n",
+            name,
+        )
+        assert child.stdout.readline().strip() == "waiting"
+        time.sleep(0.2)  # in recv by now
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=10)
+        assert out.strip() == "interrupted", err
+        assert child.returncode == 0
+        # Within a few slices, not at some later timeout.
+        assert time.monotonic() - sent < 5
+        with pytest.raises(shmlink.Disconnected):
+            ch.recv(timeout=5)
+
+
+def test_listener_accepts_clients_and_selector_waits(name, spawn):
+    client = (
+        "import sys, shmlink\n"
+        "with shmlink.connect(sys.argv[1], timeout=10) as ch:\n"
+        "    ch.send_json({'who': sys.argv[2]})\n"
+        "    assert ch.recv_json(timeout=10) == {'hello': sys.argv[2]}\n"
+    )
+    with shmlink.Listener.bind(name, capacity=1 << 16, max_clients=4) as listener:
+        assert listener.max_clients == 4
+        with pytest.raises(shmlink.Empty):
+            listener.try_accept()
+        with pytest.raises(shmlink.Timeout):
+            listener.accept(timeout=0.05)
+        children = [spawn(client, name, who) for who in ("ann", "bob")]
+        channels = [listener.accept(timeout=10) for _ in children]
+        selector = shmlink.Selector()
+        served = set()
+        while len(served) < 2:
+            for i in selector.wait(channels, timeout=10):
+                if i in served:
+                    continue
+                who = channels[i].recv_json()["who"]
+                channels[i].send_json({"hello": who})
+                served.add(i)
+        for child in children:
+            assert child.wait(timeout=10) == 0
+        assert sorted(selector.poll(channels)) == [0, 1]  # both closed (in a rotating order)
+        for ch in channels:
+            with pytest.raises(shmlink.Disconnected):
+                ch.recv()
+            ch.close()
+    assert listener.closed
+
+
+def test_endpoint_on_both_backends(name):
+    for backend in ("shm", "ipc-channel"):
+        n = f"{name}-{backend}"
+        with shmlink.Endpoint.create(n, backend=backend) as a:
+            with shmlink.Endpoint.connect(n, timeout=10) as b:
+                assert a.backend == b.backend == backend
+                b.send(b"ping")
+                assert a.recv(timeout=10) == b"ping"
+                a.send_json({"pong": 1})
+                assert b.recv_json(timeout=10) == {"pong": 1}
+                with pytest.raises(shmlink.Empty):
+                    a.try_recv()
+    with pytest.raises(ValueError):
+        shmlink.Endpoint.create(name, backend="carrier-pigeon")
+
+
+def test_rust_server_python_client(name, rust_examples):
+    server = subprocess.Popen(
+        [rust_examples / "json_server", name], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        with shmlink.connect(name, timeout=10) as ch:
+            for i in range(100):
+                ch.send_json({"op": "add", "a": i, "b": 1})
+                assert ch.recv_json(timeout=10) == {"sum": i + 1, "from": "rust"}
+            ch.send_json({"op": "stop"})
+            assert ch.recv_json(timeout=10) == {"stopped": True}
+        assert server.wait(timeout=10) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.communicate()
+
+
+def test_python_server_rust_clients(name, rust_examples):
+    script = os.path.join(os.path.dirname(__file__), "..", "examples", "server.py")
+    server = subprocess.Popen([sys.executable, script, name], stdout=subprocess.PIPE, text=True)
+    clients = []
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        clients = [
+            subprocess.Popen([rust_examples / "json_client", name, "200"], stdout=subprocess.PIPE, text=True)
+            for _ in range(3)
+        ]
+        for c in clients:
+            out, _ = c.communicate(timeout=30)
+            assert c.returncode == 0 and out.strip() == "ok 200"
+        stopper = subprocess.run(
+            [rust_examples / "json_client", name, "1", "--stop"], capture_output=True, text=True, timeout=30
+        )
+        assert stopper.returncode == 0, stopper.stderr
+        assert server.wait(timeout=10) == 0
+    finally:
+        for p in [server, *clients]:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+
+
+def test_python_m_shmlink_lists_and_cleans(name, spawn):
+    # A creator that dies leaves its channel behind; the cleaner removes it.
+    child = spawn(
+        "import sys, os, shmlink\n"
+        "ch = shmlink.Channel.create(sys.argv[1])\n"
+        "os._exit(0)\n",
+        name,
+    )
+    child.wait(timeout=10)
+    assert os.path.exists(f"/dev/shm/shmlink-{name}")
+    listing = subprocess.run(
+        [sys.executable, "-m", "shmlink", "--dry-run", name], capture_output=True, text=True, timeout=30
+    )
+    assert listing.returncode == 0
+    assert "stale" in listing.stdout and name in listing.stdout
+    assert os.path.exists(f"/dev/shm/shmlink-{name}")
+    cleaned = subprocess.run([sys.executable, "-m", "shmlink", name], capture_output=True, text=True, timeout=30)
+    assert cleaned.returncode == 0
+    assert "removed" in cleaned.stdout
+    assert not os.path.exists(f"/dev/shm/shmlink-{name}")
