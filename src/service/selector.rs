@@ -17,8 +17,14 @@
 //! * a peer the watcher cannot cover (no pidfds, a peer in another pid namespace, a channel
 //!   whose peer has not connected yet) is looked at every 10 ms, so the selector sleeps in
 //!   slices of that length while there is one;
-//! * at most 128 words per kernel wait: with more channels the selector sleeps on the first 128
-//!   (in rotating order) and looks at all of them at least every millisecond;
+//! * at most 128 words per kernel wait: with more channels the selector first sleeps for at
+//!   most [`HOT_SLICE`] on the channels found ready lately (the last 16) alone, so a busy
+//!   client is answered without more, and a message on another channel may wait that slice;
+//!   then it announces a sleeper on every channel, sleeps on the first batch of words and
+//!   hands every further batch of 127 to a thread of its pool (`pool.rs`), which sleeps on it
+//!   and wakes the selector when a word changes. Each wait that gets this far costs a wake-up
+//!   of each pool thread to hand over its batch and one to call it off; an idle selector still
+//!   makes no timed wake-ups;
 //! * channels whose receiving end waits with `Spin` or `SpinYield` are never woken by their
 //!   peer, and without `futex_waitv` (kernels before 5.16) nothing is: in both cases
 //!   the selector looks every millisecond instead of sleeping.
@@ -28,6 +34,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::listener::{Connection, Listener};
+use super::pool::Pool;
 use crate::channel::Channel;
 use crate::error::OpenError;
 use crate::ring::full_fence;
@@ -36,6 +43,11 @@ use crate::sys::{wait_any, FutexWaitv, WaitAny, WAITV_MAX};
 use crate::wait::{Policy, WaitStrategy, UNWATCHED_SLICE};
 /// The sleep slice of the degraded paths.
 const POLL_SLICE: Duration = Duration::from_millis(1);
+/// How long the hot phase sleeps, on the recently ready channels alone, before the selector
+/// sleeps on every channel with its pool's help.
+const HOT_SLICE: Duration = Duration::from_millis(1);
+/// How many recently ready channels the hot phase covers.
+const HOT_MAX: usize = 16;
 
 /// Waits on many channels from one thread and says which are ready.
 ///
@@ -72,16 +84,31 @@ const POLL_SLICE: Duration = Duration::from_millis(1);
 /// dies, so the dead peer's channel is ready at once and its next receive reports
 /// [`RecvError::PeerGone`](crate::RecvError::PeerGone). A peer the watcher cannot cover (no pidfds,
 /// a peer in another pid namespace, one that has not connected yet) is looked at every 10 ms
-/// instead, as a `Block` receive does. Ends with another strategy, more than 128 channels, or
-/// a kernel without `futex_waitv` (before 5.16) make the selector look every millisecond
-/// instead of sleeping until woken.
+/// instead, as a `Block` receive does. Ends with another strategy, or a kernel without
+/// `futex_waitv` (before 5.16), make the selector look every millisecond instead of sleeping
+/// until woken.
+///
+/// One kernel wait takes at most 128 words. Over more channels a selector sleeps with the help
+/// of threads of its own (one per further 127 channels, started when first needed, named
+/// `shmlink-select`, ended when the selector drops). A wait then first sleeps up to a
+/// millisecond on the 16 channels found ready most recently, before it sleeps on all of them:
+/// a message on another channel may wait that long while the selector is busy.
 #[derive(Debug, Default)]
 pub struct Selector {
     start: usize,
     ready: Vec<usize>,
     waiters: Vec<FutexWaitv>,
+    /// The words beyond the selector's own batch, for the pool's threads.
+    spill: Vec<FutexWaitv>,
     /// Channels whose sleeper count we raised, to lower again.
     announced: Vec<usize>,
+    /// Scratch: the channels already announced in this sleep.
+    marked: Vec<bool>,
+    /// The channels found ready lately, as (index, address of the data word), most recent
+    /// first: the hot phase sleeps on them alone.
+    recent: Vec<(usize, usize)>,
+    /// The threads that sleep on the words beyond the first batch.
+    pool: Pool,
     /// Whether the last scan found a channel whose peer the death watcher does not cover.
     unwatched: bool,
     /// When the peers the death watcher does not cover were last looked at.
@@ -253,6 +280,14 @@ impl Selector {
     }
 
     fn run(&mut self, set: &mut dyn Set, deadline: Option<Instant>) -> Result<(), OpenError> {
+        self.run_once(set, deadline)?;
+        if !self.ready.is_empty() {
+            self.remember(set);
+        }
+        Ok(())
+    }
+
+    fn run_once(&mut self, set: &mut dyn Set, deadline: Option<Instant>) -> Result<(), OpenError> {
         // Acquire: pairs with the client's Release increment of the doorbell.
         let mut bell_seen = set.bell().map(|b| b.load(Ordering::Acquire));
         if bell_seen.is_some() {
@@ -280,6 +315,9 @@ impl Selector {
         if !self.ready.is_empty() {
             return Ok(());
         }
+        // With more channels than one kernel wait takes, sleep first on the recently ready
+        // ones alone, for a short slice: a busy client is answered without waking the pool.
+        let mut hot = !self.recent.is_empty();
         loop {
             let now = Instant::now();
             let next_check = self.next_check();
@@ -312,7 +350,9 @@ impl Selector {
                 .flatten()
                 .min()
                 .map(|t| t.saturating_duration_since(now));
-            let polled = self.sleep(set, bell_seen, nap);
+            let pooled = set.len() + usize::from(bell_seen.is_some()) > WAITV_MAX;
+            let polled = self.sleep(set, bell_seen, nap, hot && pooled);
+            hot = false;
             if polled {
                 std::thread::sleep(nap.map_or(POLL_SLICE, |n| n.min(POLL_SLICE)));
             }
@@ -349,52 +389,75 @@ impl Selector {
         }
     }
 
-    /// Announces a sleeper on every channel (the first 128), looks once more, and sleeps until a
-    /// word is woken or `nap` passes (`None`: no timeout; a millisecond at most when not every
-    /// channel can wake us). True when the kernel cannot wait on many words and the caller must
-    /// sleep a short slice itself.
-    fn sleep(&mut self, set: &mut dyn Set, bell_seen: Option<u32>, nap: Option<Duration>) -> bool {
+    /// Announces a sleeper on the channels (every one, or in the `hot` phase only the recently
+    /// ready ones), looks once more, and sleeps until a word is woken or `nap` passes (`None`:
+    /// no timeout; a millisecond at most when not every channel can wake us, [`HOT_SLICE`] at
+    /// most in the hot phase). Words beyond the first batch go to the pool's threads. True when
+    /// the kernel cannot wait on many words and the caller must sleep a short slice itself.
+    fn sleep(
+        &mut self,
+        set: &mut dyn Set,
+        bell_seen: Option<u32>,
+        nap: Option<Duration>,
+        hot: bool,
+    ) -> bool {
         let n = set.len();
         self.waiters.clear();
+        self.spill.clear();
         self.announced.clear();
-        let mut partial = n + usize::from(bell_seen.is_some()) > WAITV_MAX;
+        let pooled = n + usize::from(bell_seen.is_some()) > WAITV_MAX;
+        // The selector's own batch keeps a slot for the pool's word when there is a pool.
+        let own = WAITV_MAX - usize::from(pooled);
+        let mut partial = false;
         if let (Some(bell), Some(seen)) = (set.bell(), bell_seen) {
             self.waiters.push(FutexWaitv::new(bell, seen));
         }
-        for k in 0..n {
-            if self.waiters.len() == WAITV_MAX {
-                break;
+        // The recently ready channels first, in the selector's own batch: a busy client wakes
+        // this thread directly, not through a pool thread.
+        self.marked.clear();
+        self.marked.resize(n, false);
+        let recent = std::mem::take(&mut self.recent);
+        for &(i, addr) in &recent {
+            if i < n && cell_addr(set.channel(i)) == addr && !self.marked[i] {
+                self.marked[i] = true;
+                partial |= !self.announce(set, i, own);
             }
-            let i = (self.start + k) % n;
-            let ch = set.channel(i);
-            if ch.wait_strategy() != WaitStrategy::Block {
-                partial = true;
-                continue;
+        }
+        self.recent = recent;
+        if !hot {
+            for k in 0..n {
+                let i = (self.start + k) % n;
+                if !self.marked[i] {
+                    partial |= !self.announce(set, i, own);
+                }
             }
-            let cell = ch.data_cell();
-            // Acquire: pairs with the Release increment in the peer's wake-up call and in the
-            // death watcher (which records the death before it), so the scan below sees a
-            // death that changed the word before this load.
-            let seen = cell.futex.load(Ordering::Acquire);
-            // Relaxed RMW, ordered by the fence below (F1 of the channel's handshake).
-            cell.sleepers.fetch_add(1, Ordering::Relaxed);
-            self.waiters.push(sync::futex_waitv(&cell.futex, seen));
-            self.announced.push(i);
         }
         // F1: pairs with F2 in the peer's `wake_if_sleeping`: either we see its frame below, or
-        // it sees our sleeper and changes the futex word we are about to wait on. A death or a
-        // close recorded after the loads above changes the word too.
+        // it sees our sleeper and changes the futex word we (or a pool thread) are about to
+        // wait on. A death or a close recorded after the loads above changes the word too.
         full_fence();
         self.scan(set);
         let mut polled = false;
         if self.ready.is_empty() {
-            let timeout = if partial {
+            let mut dispatched = false;
+            if !self.spill.is_empty() && !partial {
+                // Read the pool's word before handing over the batches (see `Pool::woken`).
+                self.waiters.push(self.pool.woken());
+                dispatched = self.pool.dispatch(&self.spill);
+                partial |= !dispatched;
+            }
+            let timeout = if hot {
+                Some(nap.map_or(HOT_SLICE, |n| n.min(HOT_SLICE)))
+            } else if partial {
                 Some(nap.map_or(POLL_SLICE, |n| n.min(POLL_SLICE)))
             } else {
                 nap
             };
             if wait_any(&self.waiters, timeout) == WaitAny::Unsupported {
                 polled = true;
+            }
+            if dispatched {
+                self.pool.call_off();
             }
         }
         for &i in &self.announced {
@@ -406,4 +469,52 @@ impl Selector {
         }
         polled && self.ready.is_empty()
     }
+
+    /// Announces a sleeper on channel `i` and adds its word to the selector's own batch (while
+    /// it has fewer than `own` words) or to the pool's. False for a channel whose receiving
+    /// end does not block: its peer never wakes it, so it must be polled.
+    fn announce(&mut self, set: &mut dyn Set, i: usize, own: usize) -> bool {
+        let ch = set.channel(i);
+        if ch.wait_strategy() != WaitStrategy::Block {
+            return false;
+        }
+        let cell = ch.data_cell();
+        // Acquire: pairs with the Release increment in the peer's wake-up call and in the
+        // death watcher (which records the death before it), so the scan after the fence sees
+        // a death that changed the word before this load.
+        let seen = cell.futex.load(Ordering::Acquire);
+        // Relaxed RMW, ordered by the fence that follows (F1 of the channel's handshake).
+        cell.sleepers.fetch_add(1, Ordering::Relaxed);
+        let word = sync::futex_waitv(&cell.futex, seen);
+        if self.waiters.len() < own {
+            self.waiters.push(word);
+        } else {
+            self.spill.push(word);
+        }
+        self.announced.push(i);
+        true
+    }
+
+    /// Remembers the channels just found ready (the first [`HOT_MAX`]) as the recent ones.
+    fn remember(&mut self, set: &mut dyn Set) {
+        let mut recent: Vec<(usize, usize)> = Vec::with_capacity(HOT_MAX);
+        for &i in self.ready.iter().take(HOT_MAX) {
+            recent.push((i, cell_addr(set.channel(i))));
+        }
+        for &old in &self.recent {
+            if recent.len() == HOT_MAX {
+                break;
+            }
+            if !recent.contains(&old) {
+                recent.push(old);
+            }
+        }
+        self.recent = recent;
+    }
+}
+
+/// The address of a channel's data word: with its index, how the selector knows a recently
+/// ready channel again in the next call (a stale pair only costs a slot in the hot phase).
+fn cell_addr(ch: &Channel) -> usize {
+    ch.data_cell() as *const _ as usize
 }
