@@ -224,3 +224,36 @@ fn a_dropped_selector_ends_its_pool_threads() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+#[test]
+fn a_chatty_channel_among_many_does_not_starve_a_quiet_one() {
+    let _serial = serial();
+    let (mut senders, mut receivers, _guards) = channels("chatty", 300);
+    let mut selector = Selector::new();
+    // Channel 7 always has more to read, so the selector never sleeps.
+    for _ in 0..20 {
+        senders[7].send(b"chatty").unwrap();
+    }
+    let mut quiet_sent = false;
+    let started = Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < WATCHDOG,
+            "the quiet channel was never reported"
+        );
+        let ready = selector.wait(&mut receivers, Some(WATCHDOG)).to_vec();
+        if quiet_sent && ready.contains(&250) {
+            assert_eq!(&*receivers[250].try_recv().unwrap(), b"quiet");
+            break;
+        }
+        for i in ready {
+            if receivers[i].try_recv().is_ok() {
+                senders[i].send(b"chatty").unwrap();
+            }
+        }
+        if !quiet_sent && started.elapsed() > Duration::from_millis(20) {
+            senders[250].send(b"quiet").unwrap();
+            quiet_sent = true;
+        }
+    }
+}

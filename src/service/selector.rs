@@ -17,14 +17,16 @@
 //! * a peer the watcher cannot cover (no pidfds, a peer in another pid namespace, a channel
 //!   whose peer has not connected yet) is looked at every 10 ms, so the selector sleeps in
 //!   slices of that length while there is one;
-//! * at most 128 words per kernel wait: with more channels the selector first sleeps for at
-//!   most [`HOT_SLICE`] on the channels found ready lately (the last 16) alone, so a busy
-//!   client is answered without more, and a message on another channel may wait that slice;
-//!   then it announces a sleeper on every channel, sleeps on the first batch of words and
-//!   hands every further batch of 127 to a thread of its pool (`pool.rs`), which sleeps on it
-//!   and wakes the selector when a word changes. Each wait that gets this far costs a wake-up
-//!   of each pool thread to hand over its batch and one to call it off; an idle selector still
-//!   makes no timed wake-ups;
+//! * at most 128 words per kernel wait: with more channels the selector works on the channels
+//!   found ready lately (the last 16, `hot`) alone while they keep it busy: it looks at every
+//!   channel once per [`HOT_SLICE`] and otherwise at those (a look at a thousand channels costs
+//!   tens of microseconds), and first sleeps for up to [`HOT_SLICE`] on their words alone, so a
+//!   busy client is answered at the cost of a few channels, and a message on another channel may
+//!   wait that slice. After a quiet slice it announces a sleeper on every channel, sleeps on
+//!   the first batch of words and hands every further batch of 127 to a thread of its pool
+//!   (`pool.rs`), which sleeps on it and wakes the selector when a word changes. Each sleep
+//!   that gets this far costs a wake-up of each pool thread to hand over its batch and one to
+//!   call it off; an idle selector still makes no timed wake-ups;
 //! * channels whose receiving end waits with `Spin` or `SpinYield` are never woken by their
 //!   peer, and without `futex_waitv` (kernels before 5.16) nothing is: in both cases
 //!   the selector looks every millisecond instead of sleeping.
@@ -90,9 +92,10 @@ const HOT_MAX: usize = 16;
 ///
 /// One kernel wait takes at most 128 words. Over more channels a selector sleeps with the help
 /// of threads of its own (one per further 127 channels, started when first needed, named
-/// `shmlink-select`, ended when the selector drops). A wait then first sleeps up to a
-/// millisecond on the 16 channels found ready most recently, before it sleeps on all of them:
-/// a message on another channel may wait that long while the selector is busy.
+/// `shmlink-select`, ended when the selector drops). While the 16 channels found ready most
+/// recently keep it busy, it looks at the others once a millisecond, and a wait first sleeps up
+/// to a millisecond on those 16 alone before it sleeps on every channel: a message on another
+/// channel may wait that long while the selector is busy.
 #[derive(Debug, Default)]
 pub struct Selector {
     start: usize,
@@ -100,6 +103,12 @@ pub struct Selector {
     waiters: Vec<FutexWaitv>,
     /// The words beyond the selector's own batch, for the pool's threads.
     spill: Vec<FutexWaitv>,
+    /// The channels of `recent` still in the set where they were, for this call.
+    hot: Vec<usize>,
+    /// Whether the scans look at the `hot` channels alone.
+    narrow: bool,
+    /// When every channel was last looked at.
+    last_full: Option<Instant>,
     /// Channels whose sleeper count we raised, to lower again.
     announced: Vec<usize>,
     /// Scratch: the channels already announced in this sleep.
@@ -222,22 +231,50 @@ impl Selector {
     ///
     /// Before a sleep, call it after reading the futex words: the watcher records a death
     /// before it bumps the word, so a death this scan misses changes a word we then wait on.
+    ///
+    /// While `narrow`, looks at the recently ready channels (`hot`) alone.
     fn scan(&mut self, set: &mut dyn Set) {
         self.ready.clear();
+        if self.narrow {
+            for k in 0..self.hot.len() {
+                let i = self.hot[k];
+                if self.probe(set.channel(i)) {
+                    self.ready.push(i);
+                }
+            }
+            return;
+        }
         self.unwatched = false;
+        self.last_full = Some(Instant::now());
         let n = set.len();
         for k in 0..n {
             let i = (self.start + k) % n;
-            let ch = set.channel(i);
-            let gone = match ch.watch_recv_peer() {
-                Ok(watched) => {
-                    self.unwatched |= !watched;
-                    false
-                }
-                Err(_) => true,
-            };
-            if gone || ch.has_data() || ch.peer_closed() {
+            if self.probe(set.channel(i)) {
                 self.ready.push(i);
+            }
+        }
+    }
+
+    /// True when `ch` is ready; registers its peer with the watcher (see `scan`).
+    fn probe(&mut self, ch: &mut Channel) -> bool {
+        let gone = match ch.watch_recv_peer() {
+            Ok(watched) => {
+                self.unwatched |= !watched;
+                false
+            }
+            Err(_) => true,
+        };
+        gone || ch.has_data() || ch.peer_closed()
+    }
+
+    /// Fills `hot` with the recently ready channels that are still in `set` where they were.
+    fn find_hot(&mut self, set: &mut dyn Set) {
+        self.hot.clear();
+        let n = set.len();
+        for k in 0..self.recent.len() {
+            let (i, addr) = self.recent[k];
+            if i < n && cell_addr(set.channel(i)) == addr && !self.hot.contains(&i) {
+                self.hot.push(i);
             }
         }
     }
@@ -245,10 +282,12 @@ impl Selector {
     /// True when any ring holds a frame or any peer closed: the cheap test polled while
     /// spinning, before the full scan.
     fn any_data(&self, set: &mut dyn Set) -> bool {
-        (0..set.len()).any(|i| {
-            let ch = set.channel(i);
-            ch.has_data() || ch.peer_closed()
-        })
+        let probe = |ch: &mut Channel| ch.has_data() || ch.peer_closed();
+        if self.narrow {
+            self.hot.iter().any(|&i| probe(set.channel(i)))
+        } else {
+            (0..set.len()).any(|i| probe(set.channel(i)))
+        }
     }
 
     /// Looks at the process of every peer the death watcher does not cover; the ones gone are
@@ -294,6 +333,13 @@ impl Selector {
             set.accept()?;
         }
         self.rotate(set.len());
+        // Over more channels than one kernel wait takes, a wait soon after a full scan looks
+        // at the recently ready channels alone: the others are looked at every `HOT_SLICE`.
+        let pooled = set.len() + usize::from(bell_seen.is_some()) > WAITV_MAX;
+        self.find_hot(set);
+        let now = Instant::now();
+        self.narrow =
+            pooled && !self.hot.is_empty() && self.last_full.is_some_and(|t| now < t + HOT_SLICE);
         self.scan(set);
         // Busy channels keep the selector from sleeping: look at the unwatched peers here too,
         // so a dead one is reported in time however much the others talk.
@@ -303,6 +349,9 @@ impl Selector {
         if !self.ready.is_empty() {
             return Ok(());
         }
+        // Every channel was looked at just now if not before: from here on, until the sleep,
+        // the recently ready ones are enough.
+        self.narrow = pooled && !self.hot.is_empty();
         // Poll for a while, as the policy says: a reply that is already on its way costs no
         // sleep, but right after this thread woke a peer that needs a core, or where polls
         // stopped paying, it sleeps at once.
@@ -316,8 +365,9 @@ impl Selector {
             return Ok(());
         }
         // With more channels than one kernel wait takes, sleep first on the recently ready
-        // ones alone, for a short slice: a busy client is answered without waking the pool.
-        let mut hot = !self.recent.is_empty();
+        // ones alone, for `HOT_SLICE` (looking at every channel each `HOT_SLICE`): a busy
+        // client is answered without waking the pool.
+        let quiet_since = Instant::now();
         loop {
             let now = Instant::now();
             let next_check = self.next_check();
@@ -350,9 +400,24 @@ impl Selector {
                 .flatten()
                 .min()
                 .map(|t| t.saturating_duration_since(now));
-            let pooled = set.len() + usize::from(bell_seen.is_some()) > WAITV_MAX;
-            let polled = self.sleep(set, bell_seen, nap, hot && pooled);
-            hot = false;
+            let hot = pooled && !self.hot.is_empty() && now < quiet_since + HOT_SLICE;
+            if hot && self.last_full.is_none_or(|t| now >= t + HOT_SLICE) {
+                self.narrow = false;
+                self.scan(set);
+                if !self.ready.is_empty() {
+                    return Ok(());
+                }
+            }
+            self.narrow = hot;
+            let nap = match self.last_full {
+                Some(full) if hot => {
+                    let until = (quiet_since + HOT_SLICE).min(full + HOT_SLICE);
+                    let slice = until.saturating_duration_since(now);
+                    Some(nap.map_or(slice, |n| n.min(slice)))
+                }
+                _ => nap,
+            };
+            let polled = self.sleep(set, bell_seen, nap, hot);
             if polled {
                 std::thread::sleep(nap.map_or(POLL_SLICE, |n| n.min(POLL_SLICE)));
             }
@@ -371,10 +436,17 @@ impl Selector {
             return false;
         }
         let until = Instant::now() + budget;
+        // Look at the clock after about 32 looks at a ring, and at least once per pass.
+        let probed = if self.narrow {
+            self.hot.len()
+        } else {
+            set.len()
+        };
+        let passes = (32 / probed.max(1)).max(1);
         loop {
             // Look at the rings between single pause hints (a pause can take 100+ cycles), and
             // at the clock once per batch.
-            for _ in 0..32 {
+            for _ in 0..passes {
                 if self.any_data(set) {
                     return true;
                 }
@@ -416,14 +488,11 @@ impl Selector {
         // this thread directly, not through a pool thread.
         self.marked.clear();
         self.marked.resize(n, false);
-        let recent = std::mem::take(&mut self.recent);
-        for &(i, addr) in &recent {
-            if i < n && cell_addr(set.channel(i)) == addr && !self.marked[i] {
-                self.marked[i] = true;
-                partial |= !self.announce(set, i, own);
-            }
+        for k in 0..self.hot.len() {
+            let i = self.hot[k];
+            self.marked[i] = true;
+            partial |= !self.announce(set, i, own);
         }
-        self.recent = recent;
         if !hot {
             for k in 0..n {
                 let i = (self.start + k) % n;
