@@ -257,3 +257,9 @@ fn a_chatty_channel_among_many_does_not_starve_a_quiet_one() {
         }
     }
 }
+
+#[test]
+fn a_selector_is_still_send_sync_and_unwind_safe() {
+    fn check<T: Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe + Unpin>() {}
+    check::<Selector>();
+}

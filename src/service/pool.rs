@@ -15,6 +15,7 @@
 //! whatever is mapped there now, which at worst is a spurious return, never a memory access by
 //! Rust code (see `FutexWaitv`).
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -39,7 +40,9 @@ struct Slot {
 #[derive(Debug)]
 struct Worker {
     slot: Arc<Slot>,
-    thread: Option<JoinHandle<()>>,
+    /// Only joined when the pool drops: nothing a panic could leave half-done, so a selector
+    /// stays unwind-safe as it was before it had threads.
+    thread: Option<AssertUnwindSafe<JoinHandle<()>>>,
 }
 
 /// The pool of a selector: its threads, spawned as they are first needed, and the word they
@@ -77,7 +80,7 @@ impl Pool {
             match thread {
                 Ok(t) => self.workers.push(Worker {
                     slot,
-                    thread: Some(t),
+                    thread: Some(AssertUnwindSafe(t)),
                 }),
                 Err(_) => return false,
             }
@@ -118,7 +121,7 @@ impl Drop for Pool {
             worker.slot.stop.store(true, Ordering::Release);
             worker.slot.control.fetch_add(1, Ordering::Release);
             futex_wake(&worker.slot.control);
-            if let Some(thread) = worker.thread.take() {
+            if let Some(AssertUnwindSafe(thread)) = worker.thread.take() {
                 let _ = thread.join();
             }
         }
