@@ -5,6 +5,7 @@
 //! peers of the channels they wait on.
 
 pub(crate) mod listener;
+mod pool;
 #[cfg(feature = "tokio")]
 pub(crate) mod reactor;
 mod selector;

@@ -17,8 +17,16 @@
 //! * a peer the watcher cannot cover (no pidfds, a peer in another pid namespace, a channel
 //!   whose peer has not connected yet) is looked at every 10 ms, so the selector sleeps in
 //!   slices of that length while there is one;
-//! * at most 128 words per kernel wait: with more channels the selector sleeps on the first 128
-//!   (in rotating order) and looks at all of them at least every millisecond;
+//! * at most 128 words per kernel wait: with more channels the selector works on the channels
+//!   found ready lately (the last 16, `hot`) alone while they keep it busy: it looks at every
+//!   channel once per [`HOT_SLICE`] and otherwise at those (a look at a thousand channels costs
+//!   tens of microseconds), and first sleeps for up to [`HOT_SLICE`] on their words alone, so a
+//!   busy client is answered at the cost of a few channels, and a message on another channel may
+//!   wait that slice. After a quiet slice it announces a sleeper on every channel, sleeps on
+//!   the first batch of words and hands every further batch of 127 to a thread of its pool
+//!   (`pool.rs`), which sleeps on it and wakes the selector when a word changes. Each sleep
+//!   that gets this far costs a wake-up of each pool thread to hand over its batch and one to
+//!   call it off; an idle selector still makes no timed wake-ups;
 //! * channels whose receiving end waits with `Spin` or `SpinYield` are never woken by their
 //!   peer, and without `futex_waitv` (kernels before 5.16) nothing is: in both cases
 //!   the selector looks every millisecond instead of sleeping.
@@ -28,6 +36,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::listener::{Connection, Listener};
+use super::pool::Pool;
 use crate::channel::Channel;
 use crate::error::OpenError;
 use crate::ring::full_fence;
@@ -36,6 +45,11 @@ use crate::sys::{wait_any, FutexWaitv, WaitAny, WAITV_MAX};
 use crate::wait::{Policy, WaitStrategy, UNWATCHED_SLICE};
 /// The sleep slice of the degraded paths.
 const POLL_SLICE: Duration = Duration::from_millis(1);
+/// How long the hot phase sleeps, on the recently ready channels alone, before the selector
+/// sleeps on every channel with its pool's help.
+const HOT_SLICE: Duration = Duration::from_millis(1);
+/// How many recently ready channels the hot phase covers.
+const HOT_MAX: usize = 16;
 
 /// Waits on many channels from one thread and says which are ready.
 ///
@@ -72,16 +86,38 @@ const POLL_SLICE: Duration = Duration::from_millis(1);
 /// dies, so the dead peer's channel is ready at once and its next receive reports
 /// [`RecvError::PeerGone`](crate::RecvError::PeerGone). A peer the watcher cannot cover (no pidfds,
 /// a peer in another pid namespace, one that has not connected yet) is looked at every 10 ms
-/// instead, as a `Block` receive does. Ends with another strategy, more than 128 channels, or
-/// a kernel without `futex_waitv` (before 5.16) make the selector look every millisecond
-/// instead of sleeping until woken.
+/// instead, as a `Block` receive does. Ends with another strategy, or a kernel without
+/// `futex_waitv` (before 5.16), make the selector look every millisecond instead of sleeping
+/// until woken.
+///
+/// One kernel wait takes at most 128 words. Over more channels a selector sleeps with the help
+/// of threads of its own (one per further 127 channels, started when first needed, named
+/// `shmlink-select`, ended when the selector drops). While the 16 channels found ready most
+/// recently keep it busy, it looks at the others once a millisecond, and a wait first sleeps up
+/// to a millisecond on those 16 alone before it sleeps on every channel: a message on another
+/// channel may wait that long while the selector is busy.
 #[derive(Debug, Default)]
 pub struct Selector {
     start: usize,
     ready: Vec<usize>,
     waiters: Vec<FutexWaitv>,
+    /// The words beyond the selector's own batch, for the pool's threads.
+    spill: Vec<FutexWaitv>,
+    /// The channels of `recent` still in the set where they were, for this call.
+    hot: Vec<usize>,
+    /// Whether the scans look at the `hot` channels alone.
+    narrow: bool,
+    /// When every channel was last looked at.
+    last_full: Option<Instant>,
     /// Channels whose sleeper count we raised, to lower again.
     announced: Vec<usize>,
+    /// Scratch: the channels already announced in this sleep.
+    marked: Vec<bool>,
+    /// The channels found ready lately, as (index, address of the data word), most recent
+    /// first: the hot phase sleeps on them alone.
+    recent: Vec<(usize, usize)>,
+    /// The threads that sleep on the words beyond the first batch.
+    pool: Pool,
     /// Whether the last scan found a channel whose peer the death watcher does not cover.
     unwatched: bool,
     /// When the peers the death watcher does not cover were last looked at.
@@ -195,22 +231,50 @@ impl Selector {
     ///
     /// Before a sleep, call it after reading the futex words: the watcher records a death
     /// before it bumps the word, so a death this scan misses changes a word we then wait on.
+    ///
+    /// While `narrow`, looks at the recently ready channels (`hot`) alone.
     fn scan(&mut self, set: &mut dyn Set) {
         self.ready.clear();
+        if self.narrow {
+            for k in 0..self.hot.len() {
+                let i = self.hot[k];
+                if self.probe(set.channel(i)) {
+                    self.ready.push(i);
+                }
+            }
+            return;
+        }
         self.unwatched = false;
+        self.last_full = Some(Instant::now());
         let n = set.len();
         for k in 0..n {
             let i = (self.start + k) % n;
-            let ch = set.channel(i);
-            let gone = match ch.watch_recv_peer() {
-                Ok(watched) => {
-                    self.unwatched |= !watched;
-                    false
-                }
-                Err(_) => true,
-            };
-            if gone || ch.has_data() || ch.peer_closed() {
+            if self.probe(set.channel(i)) {
                 self.ready.push(i);
+            }
+        }
+    }
+
+    /// True when `ch` is ready; registers its peer with the watcher (see `scan`).
+    fn probe(&mut self, ch: &mut Channel) -> bool {
+        let gone = match ch.watch_recv_peer() {
+            Ok(watched) => {
+                self.unwatched |= !watched;
+                false
+            }
+            Err(_) => true,
+        };
+        gone || ch.has_data() || ch.peer_closed()
+    }
+
+    /// Fills `hot` with the recently ready channels that are still in `set` where they were.
+    fn find_hot(&mut self, set: &mut dyn Set) {
+        self.hot.clear();
+        let n = set.len();
+        for k in 0..self.recent.len() {
+            let (i, addr) = self.recent[k];
+            if i < n && cell_addr(set.channel(i)) == addr && !self.hot.contains(&i) {
+                self.hot.push(i);
             }
         }
     }
@@ -218,10 +282,12 @@ impl Selector {
     /// True when any ring holds a frame or any peer closed: the cheap test polled while
     /// spinning, before the full scan.
     fn any_data(&self, set: &mut dyn Set) -> bool {
-        (0..set.len()).any(|i| {
-            let ch = set.channel(i);
-            ch.has_data() || ch.peer_closed()
-        })
+        let probe = |ch: &mut Channel| ch.has_data() || ch.peer_closed();
+        if self.narrow {
+            self.hot.iter().any(|&i| probe(set.channel(i)))
+        } else {
+            (0..set.len()).any(|i| probe(set.channel(i)))
+        }
     }
 
     /// Looks at the process of every peer the death watcher does not cover; the ones gone are
@@ -253,12 +319,27 @@ impl Selector {
     }
 
     fn run(&mut self, set: &mut dyn Set, deadline: Option<Instant>) -> Result<(), OpenError> {
+        self.run_once(set, deadline)?;
+        if !self.ready.is_empty() {
+            self.remember(set);
+        }
+        Ok(())
+    }
+
+    fn run_once(&mut self, set: &mut dyn Set, deadline: Option<Instant>) -> Result<(), OpenError> {
         // Acquire: pairs with the client's Release increment of the doorbell.
         let mut bell_seen = set.bell().map(|b| b.load(Ordering::Acquire));
         if bell_seen.is_some() {
             set.accept()?;
         }
         self.rotate(set.len());
+        // Over more channels than one kernel wait takes, a wait soon after a full scan looks
+        // at the recently ready channels alone: the others are looked at every `HOT_SLICE`.
+        let pooled = set.len() + usize::from(bell_seen.is_some()) > WAITV_MAX;
+        self.find_hot(set);
+        let now = Instant::now();
+        self.narrow =
+            pooled && !self.hot.is_empty() && self.last_full.is_some_and(|t| now < t + HOT_SLICE);
         self.scan(set);
         // Busy channels keep the selector from sleeping: look at the unwatched peers here too,
         // so a dead one is reported in time however much the others talk.
@@ -268,6 +349,9 @@ impl Selector {
         if !self.ready.is_empty() {
             return Ok(());
         }
+        // Every channel was looked at just now if not before: from here on, until the sleep,
+        // the recently ready ones are enough.
+        self.narrow = pooled && !self.hot.is_empty();
         // Poll for a while, as the policy says: a reply that is already on its way costs no
         // sleep, but right after this thread woke a peer that needs a core, or where polls
         // stopped paying, it sleeps at once.
@@ -280,6 +364,10 @@ impl Selector {
         if !self.ready.is_empty() {
             return Ok(());
         }
+        // With more channels than one kernel wait takes, sleep first on the recently ready
+        // ones alone, for `HOT_SLICE` (looking at every channel each `HOT_SLICE`): a busy
+        // client is answered without waking the pool.
+        let quiet_since = Instant::now();
         loop {
             let now = Instant::now();
             let next_check = self.next_check();
@@ -312,7 +400,24 @@ impl Selector {
                 .flatten()
                 .min()
                 .map(|t| t.saturating_duration_since(now));
-            let polled = self.sleep(set, bell_seen, nap);
+            let hot = pooled && !self.hot.is_empty() && now < quiet_since + HOT_SLICE;
+            if hot && self.last_full.is_none_or(|t| now >= t + HOT_SLICE) {
+                self.narrow = false;
+                self.scan(set);
+                if !self.ready.is_empty() {
+                    return Ok(());
+                }
+            }
+            self.narrow = hot;
+            let nap = match self.last_full {
+                Some(full) if hot => {
+                    let until = (quiet_since + HOT_SLICE).min(full + HOT_SLICE);
+                    let slice = until.saturating_duration_since(now);
+                    Some(nap.map_or(slice, |n| n.min(slice)))
+                }
+                _ => nap,
+            };
+            let polled = self.sleep(set, bell_seen, nap, hot);
             if polled {
                 std::thread::sleep(nap.map_or(POLL_SLICE, |n| n.min(POLL_SLICE)));
             }
@@ -331,10 +436,17 @@ impl Selector {
             return false;
         }
         let until = Instant::now() + budget;
+        // Look at the clock after about 32 looks at a ring, and at least once per pass.
+        let probed = if self.narrow {
+            self.hot.len()
+        } else {
+            set.len()
+        };
+        let passes = (32 / probed.max(1)).max(1);
         loop {
             // Look at the rings between single pause hints (a pause can take 100+ cycles), and
             // at the clock once per batch.
-            for _ in 0..32 {
+            for _ in 0..passes {
                 if self.any_data(set) {
                     return true;
                 }
@@ -349,52 +461,72 @@ impl Selector {
         }
     }
 
-    /// Announces a sleeper on every channel (the first 128), looks once more, and sleeps until a
-    /// word is woken or `nap` passes (`None`: no timeout; a millisecond at most when not every
-    /// channel can wake us). True when the kernel cannot wait on many words and the caller must
-    /// sleep a short slice itself.
-    fn sleep(&mut self, set: &mut dyn Set, bell_seen: Option<u32>, nap: Option<Duration>) -> bool {
+    /// Announces a sleeper on the channels (every one, or in the `hot` phase only the recently
+    /// ready ones), looks once more, and sleeps until a word is woken or `nap` passes (`None`:
+    /// no timeout; a millisecond at most when not every channel can wake us, [`HOT_SLICE`] at
+    /// most in the hot phase). Words beyond the first batch go to the pool's threads. True when
+    /// the kernel cannot wait on many words and the caller must sleep a short slice itself.
+    fn sleep(
+        &mut self,
+        set: &mut dyn Set,
+        bell_seen: Option<u32>,
+        nap: Option<Duration>,
+        hot: bool,
+    ) -> bool {
         let n = set.len();
         self.waiters.clear();
+        self.spill.clear();
         self.announced.clear();
-        let mut partial = n + usize::from(bell_seen.is_some()) > WAITV_MAX;
+        let pooled = n + usize::from(bell_seen.is_some()) > WAITV_MAX;
+        // The selector's own batch keeps a slot for the pool's word when there is a pool.
+        let own = WAITV_MAX - usize::from(pooled);
+        let mut partial = false;
         if let (Some(bell), Some(seen)) = (set.bell(), bell_seen) {
             self.waiters.push(FutexWaitv::new(bell, seen));
         }
-        for k in 0..n {
-            if self.waiters.len() == WAITV_MAX {
-                break;
+        // The recently ready channels first, in the selector's own batch: a busy client wakes
+        // this thread directly, not through a pool thread.
+        self.marked.clear();
+        self.marked.resize(n, false);
+        for k in 0..self.hot.len() {
+            let i = self.hot[k];
+            self.marked[i] = true;
+            partial |= !self.announce(set, i, own);
+        }
+        if !hot {
+            for k in 0..n {
+                let i = (self.start + k) % n;
+                if !self.marked[i] {
+                    partial |= !self.announce(set, i, own);
+                }
             }
-            let i = (self.start + k) % n;
-            let ch = set.channel(i);
-            if ch.wait_strategy() != WaitStrategy::Block {
-                partial = true;
-                continue;
-            }
-            let cell = ch.data_cell();
-            // Acquire: pairs with the Release increment in the peer's wake-up call and in the
-            // death watcher (which records the death before it), so the scan below sees a
-            // death that changed the word before this load.
-            let seen = cell.futex.load(Ordering::Acquire);
-            // Relaxed RMW, ordered by the fence below (F1 of the channel's handshake).
-            cell.sleepers.fetch_add(1, Ordering::Relaxed);
-            self.waiters.push(sync::futex_waitv(&cell.futex, seen));
-            self.announced.push(i);
         }
         // F1: pairs with F2 in the peer's `wake_if_sleeping`: either we see its frame below, or
-        // it sees our sleeper and changes the futex word we are about to wait on. A death or a
-        // close recorded after the loads above changes the word too.
+        // it sees our sleeper and changes the futex word we (or a pool thread) are about to
+        // wait on. A death or a close recorded after the loads above changes the word too.
         full_fence();
         self.scan(set);
         let mut polled = false;
         if self.ready.is_empty() {
-            let timeout = if partial {
+            let mut dispatched = false;
+            if !self.spill.is_empty() && !partial {
+                // Read the pool's word before handing over the batches (see `Pool::woken`).
+                self.waiters.push(self.pool.woken());
+                dispatched = self.pool.dispatch(&self.spill);
+                partial |= !dispatched;
+            }
+            let timeout = if hot {
+                Some(nap.map_or(HOT_SLICE, |n| n.min(HOT_SLICE)))
+            } else if partial {
                 Some(nap.map_or(POLL_SLICE, |n| n.min(POLL_SLICE)))
             } else {
                 nap
             };
             if wait_any(&self.waiters, timeout) == WaitAny::Unsupported {
                 polled = true;
+            }
+            if dispatched {
+                self.pool.call_off();
             }
         }
         for &i in &self.announced {
@@ -406,4 +538,52 @@ impl Selector {
         }
         polled && self.ready.is_empty()
     }
+
+    /// Announces a sleeper on channel `i` and adds its word to the selector's own batch (while
+    /// it has fewer than `own` words) or to the pool's. False for a channel whose receiving
+    /// end does not block: its peer never wakes it, so it must be polled.
+    fn announce(&mut self, set: &mut dyn Set, i: usize, own: usize) -> bool {
+        let ch = set.channel(i);
+        if ch.wait_strategy() != WaitStrategy::Block {
+            return false;
+        }
+        let cell = ch.data_cell();
+        // Acquire: pairs with the Release increment in the peer's wake-up call and in the
+        // death watcher (which records the death before it), so the scan after the fence sees
+        // a death that changed the word before this load.
+        let seen = cell.futex.load(Ordering::Acquire);
+        // Relaxed RMW, ordered by the fence that follows (F1 of the channel's handshake).
+        cell.sleepers.fetch_add(1, Ordering::Relaxed);
+        let word = sync::futex_waitv(&cell.futex, seen);
+        if self.waiters.len() < own {
+            self.waiters.push(word);
+        } else {
+            self.spill.push(word);
+        }
+        self.announced.push(i);
+        true
+    }
+
+    /// Remembers the channels just found ready (the first [`HOT_MAX`]) as the recent ones.
+    fn remember(&mut self, set: &mut dyn Set) {
+        let mut recent: Vec<(usize, usize)> = Vec::with_capacity(HOT_MAX);
+        for &i in self.ready.iter().take(HOT_MAX) {
+            recent.push((i, cell_addr(set.channel(i))));
+        }
+        for &old in &self.recent {
+            if recent.len() == HOT_MAX {
+                break;
+            }
+            if !recent.contains(&old) {
+                recent.push(old);
+            }
+        }
+        self.recent = recent;
+    }
+}
+
+/// The address of a channel's data word: with its index, how the selector knows a recently
+/// ready channel again in the next call (a stale pair only costs a slot in the hot phase).
+fn cell_addr(ch: &Channel) -> usize {
+    ch.data_cell() as *const _ as usize
 }

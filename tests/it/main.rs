@@ -19,6 +19,7 @@ mod hostile;
 mod hostile_stream;
 mod liveness;
 mod segments;
+mod selector_many;
 mod services;
 mod stress;
 #[cfg(feature = "tokio")]

@@ -1,0 +1,167 @@
+//! Threads that sleep on futex words for a [`Selector`](super::Selector) whose channels do not
+//! fit in one `futex_waitv` call (at most 128 words).
+//!
+//! The selector announces its sleep on every channel itself (so the handshake of each channel
+//! is the one of `crate::wait`, made by the selector's thread) and sleeps on the first batch of
+//! words plus the pool's *woken* word. Each further batch of up to 127 words goes to one pool
+//! thread, which waits on it together with its own control word. A pool thread whose wait ends
+//! for another reason than being called off increments the woken word and wakes it, so the
+//! selector wakes and scans its channels.
+//!
+//! A pool thread never touches a channel's memory: it only hands the kernel the addresses and
+//! the values the selector read. The selector calls its threads off when its own wait ends and
+//! returns without waiting for them: a pool thread still in the kernel on a word whose memory
+//! has been unmapped since is woken by its control word, gets `EFAULT`, or compares against
+//! whatever is mapped there now, which at worst is a spurious return, never a memory access by
+//! Rust code (see `FutexWaitv`).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use crate::sys::{futex_wait, futex_wake, wait_any, FutexWaitv, WAITV_MAX};
+
+/// Channel words one pool thread waits on (the last slot is its control word).
+pub(super) const PER_THREAD: usize = WAITV_MAX - 1;
+
+/// What a pool thread shares with the selector.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The generation: incremented by the selector to hand over a batch and again to call it
+    /// off. A pool thread waits on it (with its batch) while it holds the batch's generation.
+    control: AtomicU32,
+    /// The batch and the generation it was handed over at.
+    batch: Mutex<(u32, Vec<FutexWaitv>)>,
+    /// Set (before a last increment of `control`) when the selector drops.
+    stop: AtomicBool,
+}
+
+#[derive(Debug)]
+struct Worker {
+    slot: Arc<Slot>,
+    /// Only joined when the pool drops: nothing a panic could leave half-done, so a selector
+    /// stays unwind-safe as it was before it had threads.
+    thread: Option<AssertUnwindSafe<JoinHandle<()>>>,
+}
+
+/// The pool of a selector: its threads, spawned as they are first needed, and the word they
+/// wake it on.
+#[derive(Debug, Default)]
+pub(super) struct Pool {
+    workers: Vec<Worker>,
+    /// How many workers hold a batch now (the first ones).
+    busy: usize,
+    woken: Arc<AtomicU32>,
+}
+
+impl Pool {
+    /// The word the selector also waits on, with the value to expect: read it before
+    /// [`dispatch`](Pool::dispatch).
+    pub(super) fn woken(&self) -> FutexWaitv {
+        // Acquire: pairs with the Release increment in `serve`; a pool thread increments it
+        // only after taking a batch handed over after this load, so the selector's wait sees
+        // the increment or is woken by the call that follows it.
+        FutexWaitv::new(&self.woken, self.woken.load(Ordering::Acquire))
+    }
+
+    /// Hands `words` to the pool, [`PER_THREAD`] to a thread, spawning threads as needed.
+    /// Returns false (with nothing handed over) if a thread could not be spawned.
+    pub(super) fn dispatch(&mut self, words: &[FutexWaitv]) -> bool {
+        let needed = words.len().div_ceil(PER_THREAD);
+        while self.workers.len() < needed {
+            let slot = Arc::new(Slot::default());
+            let woken = Arc::clone(&self.woken);
+            let theirs = Arc::clone(&slot);
+            let thread = std::thread::Builder::new()
+                .name("shmlink-select".into())
+                .stack_size(64 * 1024)
+                .spawn(move || serve(&theirs, &woken));
+            match thread {
+                Ok(t) => self.workers.push(Worker {
+                    slot,
+                    thread: Some(AssertUnwindSafe(t)),
+                }),
+                Err(_) => return false,
+            }
+        }
+        for (worker, chunk) in self.workers.iter().zip(words.chunks(PER_THREAD)) {
+            let slot = &worker.slot;
+            let mut batch = slot.batch.lock().unwrap_or_else(PoisonError::into_inner);
+            // Relaxed: only this thread writes `control`; the batch is published by the mutex.
+            let generation = slot.control.load(Ordering::Relaxed).wrapping_add(1);
+            batch.0 = generation;
+            batch.1.clear();
+            batch.1.extend_from_slice(chunk);
+            drop(batch);
+            // Release: pairs with the Acquire load in `serve`, which then takes the batch.
+            slot.control.store(generation, Ordering::Release);
+            futex_wake(&slot.control);
+        }
+        self.busy = needed;
+        true
+    }
+
+    /// Calls off the batches handed over by the last [`dispatch`](Pool::dispatch).
+    pub(super) fn call_off(&mut self) {
+        for worker in &self.workers[..self.busy] {
+            // Release: pairs with the Acquire loads in `serve`.
+            worker.slot.control.fetch_add(1, Ordering::Release);
+            futex_wake(&worker.slot.control);
+        }
+        self.busy = 0;
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for worker in &mut self.workers {
+            // Release: pairs with the Acquire load of `stop` in `serve`, made after it saw the
+            // increment below.
+            worker.slot.stop.store(true, Ordering::Release);
+            worker.slot.control.fetch_add(1, Ordering::Release);
+            futex_wake(&worker.slot.control);
+            if let Some(AssertUnwindSafe(thread)) = worker.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// A pool thread: waits for a batch, waits on it, tells the selector when the wait ended for
+/// another reason than being called off.
+fn serve(slot: &Slot, woken: &AtomicU32) {
+    let mut served = None;
+    let mut words = Vec::with_capacity(WAITV_MAX);
+    loop {
+        // Acquire: pairs with the Release store and increments of the selector (`dispatch`,
+        // `call_off`, `drop`).
+        let generation = slot.control.load(Ordering::Acquire);
+        // Acquire: pairs with the Release store in `Pool::drop`.
+        if slot.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let handed = {
+            let batch = slot.batch.lock().unwrap_or_else(PoisonError::into_inner);
+            let fresh = batch.0 == generation && served != Some(generation);
+            if fresh {
+                words.clear();
+                words.extend_from_slice(&batch.1);
+            }
+            fresh
+        };
+        if !handed {
+            futex_wait(&slot.control, generation, None);
+            continue;
+        }
+        served = Some(generation);
+        words.push(FutexWaitv::new(&slot.control, generation));
+        wait_any(&words, None);
+        // Acquire: as above. Called off: the selector is awake already.
+        if slot.control.load(Ordering::Acquire) == generation {
+            // Release: pairs with the Acquire load in `Pool::woken`.
+            woken.fetch_add(1, Ordering::Release);
+            futex_wake(woken);
+        }
+    }
+}
