@@ -107,6 +107,7 @@ impl Clients {
         for (i, address) in addresses.iter().enumerate() {
             let mut command = Command::new(&plan.session.child_path);
             command
+                .env(crate::child::AS_CHILD_ENV, "1")
                 .args(["--client", row.id(), "--address", address])
                 .args(["--wait", args.wait.as_str()])
                 .args(["--size", &args.size.to_string()])

@@ -101,6 +101,7 @@ pub(crate) fn connect<T: Transport>(
     }
     let mut command = Command::new(&session.child_path);
     command
+        .env(crate::child::AS_CHILD_ENV, "1")
         .args(&child_args)
         .arg("--parent-pid")
         .arg(std::process::id().to_string())

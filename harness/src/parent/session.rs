@@ -132,7 +132,9 @@ impl Session {
     }
 }
 
-/// `ipc-child` next to this executable, or `explicit`.
+/// `explicit`, or `ipc-child` next to this executable, or else this executable itself (which
+/// runs as the child when spawned with `child::AS_CHILD_ENV`): a plain `cargo run --release`
+/// builds `ipc-parent` alone.
 fn child_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(path) = explicit {
         return Ok(path.to_owned());
@@ -143,7 +145,7 @@ fn child_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         .ok_or_else(|| anyhow!("executable {exe:?} has no directory"))?;
     let path = dir.join(format!("ipc-child{}", std::env::consts::EXE_SUFFIX));
     if !path.exists() {
-        bail!("child binary not found at {path:?} (build it, or pass --child PATH)");
+        return Ok(exe);
     }
     Ok(path)
 }

@@ -26,7 +26,16 @@ const LIMIT: Duration = Duration::from_secs(180);
 
 /// Runs `ipc-parent` with `args` to completion; returns (success, stdout, stderr).
 fn run_parent(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
-    let mut command = Command::new(PARENT);
+    run_program(std::path::Path::new(PARENT), args, env)
+}
+
+/// Runs `program` (an `ipc-parent`) with `args` to completion; returns (success, stdout, stderr).
+fn run_program(
+    program: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (bool, String, String) {
+    let mut command = Command::new(program);
     command
         .args(args)
         .stdin(Stdio::null())
@@ -446,6 +455,60 @@ fn serde_row_runs_without_a_child() {
     let (ok, stdout, stderr) = run_parent(&args, &[]);
     assert!(ok, "the serde row needs no child:\n{stderr}");
     assert!(stdout.contains("serde [limit]"), "{stdout}");
+}
+
+/// `cargo run --release` on a fresh checkout builds `ipc-parent` alone: with no `ipc-child`
+/// beside it, it is its own child, in every mode.
+#[test]
+fn ipc_parent_alone_in_its_directory_is_its_own_child() {
+    let dir = std::env::temp_dir().join(format!("ipc-parent-alone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let alone = dir.join("ipc-parent");
+    std::fs::copy(PARENT, &alone).unwrap();
+    let runs: [&[&str]; 3] = [
+        &[
+            "ping-pong",
+            "--transport",
+            "shm,pipe",
+            "--duration",
+            "50ms",
+            "--warmup",
+            "10ms",
+        ],
+        &[
+            "stream",
+            "--transport",
+            "shm,pipe-bare",
+            "--sizes",
+            "64",
+            "--count",
+            "500",
+            "--warmup",
+            "10ms",
+        ],
+        &[
+            "clients",
+            "1",
+            "--transport",
+            "plain,uds-poll",
+            "--count",
+            "50",
+            "--warmup",
+            "10ms",
+        ],
+    ];
+    let outcomes: Vec<_> = runs
+        .iter()
+        .map(|args| (args, run_program(&alone, args, &[])))
+        .collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    for (args, (ok, stdout, stderr)) in outcomes {
+        assert!(ok, "ipc-parent {args:?} alone failed:\n{stderr}");
+        assert!(
+            stdout.contains("shm") || stdout.contains("plain"),
+            "{stdout}"
+        );
+    }
 }
 
 #[test]
