@@ -105,9 +105,9 @@ impl SendHalf {
     #[inline]
     pub(crate) fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
         if bytes.len() <= self.tx.max_len() {
-            let mut grant = self.reserve_kind(bytes.len(), kind::DATA, deadline)?;
-            grant.copy_from_slice(bytes);
-            grant.commit(bytes.len());
+            // Placed and written straight away: no grant is handed back through a `Result`.
+            let start = self.place(bytes.len(), kind::DATA, deadline)?;
+            self.tx.write_at(start, bytes, kind::DATA);
             Ok(())
         } else {
             self.send_fragmented(bytes, deadline)
@@ -133,6 +133,15 @@ impl SendHalf {
         kind: u8,
         deadline: Deadline,
     ) -> Result<WriteGrant<'_>, SendError> {
+        let start = self.place(len, kind, deadline)?;
+        Ok(self.tx.grant_at(start, len, kind))
+    }
+
+    /// Where a frame of `len` bytes of kind `kind` goes, once there is room for it (waiting
+    /// for it until `deadline`): what [`reserve_kind`](SendHalf::reserve_kind) checks and
+    /// waits for before it hands out a grant there.
+    #[inline(always)]
+    fn place(&mut self, len: usize, kind: u8, deadline: Deadline) -> Result<u64, SendError> {
         self.send_allowed(len)?;
         if self.unfinished && matches!(kind, kind::DATA | kind::FRAG_FIRST) {
             self.withdraw_unfinished(deadline)?;
@@ -143,13 +152,12 @@ impl SendHalf {
                 max: self.tx.max_len(),
             });
         }
-        let start = loop {
+        loop {
             match self.tx.room_for(len)? {
-                Some(start) => break start,
+                Some(start) => return Ok(start),
                 None => self.wait_room(len, deadline)?,
             }
-        };
-        Ok(self.tx.grant_at(start, len, kind))
+        }
     }
 
     /// Sends the frame that tells the receiver to drop the fragments it has of the unfinished
