@@ -50,20 +50,27 @@ impl SendHalf {
     /// closed, `TooLarge` past our own limit or the one the peer published.
     #[inline]
     fn send_allowed(&self, len: usize) -> Result<(), SendError> {
-        let state = self.peer.state();
-        if state == PEER_CLOSED {
-            return Err(SendError::Disconnected(self.shared.name.clone()));
-        }
-        let max = if state == PEER_PRESENT {
-            self.max_message.min(self.peer_limit())
-        } else {
-            // No limit published yet: the peer has not connected.
-            self.max_message
-        };
+        let max = self.send_limit()?;
         if len > max {
             return Err(SendError::TooLarge { len, max });
         }
         Ok(())
+    }
+
+    /// The largest message that may go out now (see [`max_message`](SendHalf::max_message)),
+    /// from one look at the peer's state and limit: `Disconnected` once the peer closed.
+    #[inline]
+    fn send_limit(&self) -> Result<usize, SendError> {
+        let state = self.peer.state();
+        if state == PEER_CLOSED {
+            return Err(SendError::Disconnected(self.shared.name.clone()));
+        }
+        Ok(if state == PEER_PRESENT {
+            self.max_message.min(self.peer_limit())
+        } else {
+            // No limit published yet: the peer has not connected.
+            self.max_message
+        })
     }
 
     /// The limit the peer published, read once. Any value is a valid limit (a peer that
@@ -143,6 +150,18 @@ impl SendHalf {
     #[inline(always)]
     fn place(&mut self, len: usize, kind: u8, deadline: Deadline) -> Result<u64, SendError> {
         self.send_allowed(len)?;
+        self.place_allowed(len, kind, deadline)
+    }
+
+    /// [`place`](SendHalf::place) for a frame that [`send_limit`](SendHalf::send_limit) has
+    /// already allowed.
+    #[inline(always)]
+    fn place_allowed(
+        &mut self,
+        len: usize,
+        kind: u8,
+        deadline: Deadline,
+    ) -> Result<u64, SendError> {
         if self.unfinished && matches!(kind, kind::DATA | kind::FRAG_FIRST) {
             self.withdraw_unfinished(deadline)?;
         }
@@ -310,13 +329,17 @@ impl SendHalf {
         if self.json_hint == JSON_BUFFERED {
             return Ok(false);
         }
-        let max = self.tx.max_len().min(self.max_message());
-        let mut grant = match self.reserve_kind(self.json_hint.min(max), kind::DATA, deadline) {
-            Ok(grant) => grant,
+        // One look at the peer's state and limit serves both the grant's size and the check
+        // that the message may go out.
+        let max = self.tx.max_len().min(self.send_limit()?);
+        let len = self.json_hint.min(max);
+        let start = match self.place_allowed(len, kind::DATA, deadline) {
+            Ok(start) => start,
             // The value may still fit at its exact size.
             Err(SendError::Full) => return Ok(false),
             Err(e) => return Err(e),
         };
+        let mut grant = self.tx.grant_at(start, len, kind::DATA);
         let mut out = SliceWriter::new(&mut grant);
         match serde_json::to_writer(&mut out, value) {
             Ok(()) => {
