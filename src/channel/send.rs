@@ -113,7 +113,12 @@ impl SendHalf {
     pub(crate) fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
         if bytes.len() <= self.tx.max_len() {
             // Placed and written straight away: no grant is handed back through a `Result`.
-            let start = self.place(bytes.len(), kind::DATA, deadline)?;
+            // (`place` without its look at the frame's size, checked just above.)
+            self.send_allowed(bytes.len())?;
+            if self.unfinished {
+                self.withdraw_unfinished(deadline)?;
+            }
+            let start = self.room(bytes.len(), deadline)?;
             self.tx.write_at(start, bytes, kind::DATA);
             Ok(())
         } else {
@@ -171,6 +176,13 @@ impl SendHalf {
                 max: self.tx.max_len(),
             });
         }
+        self.room(len, deadline)
+    }
+
+    /// Where a frame of `len` bytes (at most a frame's payload) goes, once there is room for
+    /// it, waiting for it until `deadline`.
+    #[inline(always)]
+    fn room(&mut self, len: usize, deadline: Deadline) -> Result<u64, SendError> {
         loop {
             match self.tx.room_for(len)? {
                 Some(start) => return Ok(start),
