@@ -58,12 +58,14 @@ impl PeerWatch {
         self.id.get().map(|id| id.pid)
     }
 
+    #[inline]
     pub(super) fn info(&self) -> &PeerInfo {
         // SAFETY: points into the channel's mapping, which outlives the watch; all fields are
         // atomics.
         unsafe { self.info.as_ref() }
     }
 
+    #[inline]
     pub(super) fn state(&self) -> u32 {
         // Acquire: pairs with the Release store of PEER_PRESENT (so pid and start time are
         // visible) and of PEER_CLOSED in `Channel::drop` (so every frame sent before the close

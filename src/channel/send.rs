@@ -50,20 +50,27 @@ impl SendHalf {
     /// closed, `TooLarge` past our own limit or the one the peer published.
     #[inline]
     fn send_allowed(&self, len: usize) -> Result<(), SendError> {
-        let state = self.peer.state();
-        if state == PEER_CLOSED {
-            return Err(SendError::Disconnected(self.shared.name.clone()));
-        }
-        let max = if state == PEER_PRESENT {
-            self.max_message.min(self.peer_limit())
-        } else {
-            // No limit published yet: the peer has not connected.
-            self.max_message
-        };
+        let max = self.send_limit()?;
         if len > max {
             return Err(SendError::TooLarge { len, max });
         }
         Ok(())
+    }
+
+    /// The largest message that may go out now (see [`max_message`](SendHalf::max_message)),
+    /// from one look at the peer's state and limit: `Disconnected` once the peer closed.
+    #[inline]
+    fn send_limit(&self) -> Result<usize, SendError> {
+        let state = self.peer.state();
+        if state == PEER_CLOSED {
+            return Err(SendError::Disconnected(self.shared.name.clone()));
+        }
+        Ok(if state == PEER_PRESENT {
+            self.max_message.min(self.peer_limit())
+        } else {
+            // No limit published yet: the peer has not connected.
+            self.max_message
+        })
     }
 
     /// The limit the peer published, read once. Any value is a valid limit (a peer that
@@ -105,9 +112,14 @@ impl SendHalf {
     #[inline]
     pub(crate) fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
         if bytes.len() <= self.tx.max_len() {
-            let mut grant = self.reserve_kind(bytes.len(), kind::DATA, deadline)?;
-            grant.copy_from_slice(bytes);
-            grant.commit(bytes.len());
+            // Placed and written straight away: no grant is handed back through a `Result`.
+            // (`place` without its look at the frame's size, checked just above.)
+            self.send_allowed(bytes.len())?;
+            if self.unfinished {
+                self.withdraw_unfinished(deadline)?;
+            }
+            let start = self.room(bytes.len(), deadline)?;
+            self.tx.write_at(start, bytes, kind::DATA);
             Ok(())
         } else {
             self.send_fragmented(bytes, deadline)
@@ -133,7 +145,28 @@ impl SendHalf {
         kind: u8,
         deadline: Deadline,
     ) -> Result<WriteGrant<'_>, SendError> {
+        let start = self.place(len, kind, deadline)?;
+        Ok(self.tx.grant_at(start, len, kind))
+    }
+
+    /// Where a frame of `len` bytes of kind `kind` goes, once there is room for it (waiting
+    /// for it until `deadline`): what [`reserve_kind`](SendHalf::reserve_kind) checks and
+    /// waits for before it hands out a grant there.
+    #[inline(always)]
+    fn place(&mut self, len: usize, kind: u8, deadline: Deadline) -> Result<u64, SendError> {
         self.send_allowed(len)?;
+        self.place_allowed(len, kind, deadline)
+    }
+
+    /// [`place`](SendHalf::place) for a frame that [`send_limit`](SendHalf::send_limit) has
+    /// already allowed.
+    #[inline(always)]
+    fn place_allowed(
+        &mut self,
+        len: usize,
+        kind: u8,
+        deadline: Deadline,
+    ) -> Result<u64, SendError> {
         if self.unfinished && matches!(kind, kind::DATA | kind::FRAG_FIRST) {
             self.withdraw_unfinished(deadline)?;
         }
@@ -143,13 +176,19 @@ impl SendHalf {
                 max: self.tx.max_len(),
             });
         }
-        let start = loop {
+        self.room(len, deadline)
+    }
+
+    /// Where a frame of `len` bytes (at most a frame's payload) goes, once there is room for
+    /// it, waiting for it until `deadline`.
+    #[inline(always)]
+    fn room(&mut self, len: usize, deadline: Deadline) -> Result<u64, SendError> {
+        loop {
             match self.tx.room_for(len)? {
-                Some(start) => break start,
+                Some(start) => return Ok(start),
                 None => self.wait_room(len, deadline)?,
             }
-        };
-        Ok(self.tx.grant_at(start, len, kind))
+        }
     }
 
     /// Sends the frame that tells the receiver to drop the fragments it has of the unfinished
@@ -302,13 +341,17 @@ impl SendHalf {
         if self.json_hint == JSON_BUFFERED {
             return Ok(false);
         }
-        let max = self.tx.max_len().min(self.max_message());
-        let mut grant = match self.reserve_kind(self.json_hint.min(max), kind::DATA, deadline) {
-            Ok(grant) => grant,
+        // One look at the peer's state and limit serves both the grant's size and the check
+        // that the message may go out.
+        let max = self.tx.max_len().min(self.send_limit()?);
+        let len = self.json_hint.min(max);
+        let start = match self.place_allowed(len, kind::DATA, deadline) {
+            Ok(start) => start,
             // The value may still fit at its exact size.
             Err(SendError::Full) => return Ok(false),
             Err(e) => return Err(e),
         };
+        let mut grant = self.tx.grant_at(start, len, kind::DATA);
         let mut out = SliceWriter::new(&mut grant);
         match serde_json::to_writer(&mut out, value) {
             Ok(()) => {

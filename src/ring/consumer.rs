@@ -113,6 +113,9 @@ impl Consumer {
     }
 
     /// Validates the frame at our position, skipping at most one PAD.
+    ///
+    /// The errors are built out of line (`bad_frame`), so that the path of a valid frame
+    /// stays short.
     #[inline]
     pub(crate) fn next_frame(&mut self) -> Result<Frame, RecvError> {
         let cap = self.mask + 1;
@@ -126,16 +129,12 @@ impl Consumer {
             }
             let (tag, kind, len) = decode(word);
             if tag != tag_of(self.head) {
-                return Err(self.corrupt(format!(
-                    "frame header {word:#018x} at offset {pos} carries a tag for another position"
-                )));
+                return Err(self.bad_frame(Bad::Tag(word), pos));
             }
             match kind {
                 kind::PAD => {
                     if pos == 0 || skipped {
-                        return Err(self.corrupt(format!(
-                            "padding marker at offset {pos} does not end a lap"
-                        )));
+                        return Err(self.bad_frame(Bad::Pad, pos));
                     }
                     skipped = true;
                     self.head += cap - pos as u64;
@@ -145,9 +144,7 @@ impl Consumer {
                     let len = len as usize;
                     let size = frame_size(len) as u64;
                     if len > self.max_len || pos as u64 + size > cap {
-                        return Err(self.corrupt(format!(
-                            "frame of {len} bytes at offset {pos} runs past the region"
-                        )));
+                        return Err(self.bad_frame(Bad::Length(len), pos));
                     }
                     return Ok(Frame {
                         offset: pos + FRAME_HEADER,
@@ -156,9 +153,25 @@ impl Consumer {
                         size,
                     });
                 }
-                _ => return Err(self.corrupt(format!("unknown frame kind {kind} at offset {pos}"))),
+                _ => return Err(self.bad_frame(Bad::Kind(kind), pos)),
             }
         }
+    }
+
+    /// [`RecvError::Corrupt`] for the frame header at offset `pos` that `next_frame` refused.
+    #[cold]
+    #[inline(never)]
+    fn bad_frame(&self, bad: Bad, pos: usize) -> RecvError {
+        self.corrupt(match bad {
+            Bad::Tag(word) => format!(
+                "frame header {word:#018x} at offset {pos} carries a tag for another position"
+            ),
+            Bad::Pad => format!("padding marker at offset {pos} does not end a lap"),
+            Bad::Length(len) => {
+                format!("frame of {len} bytes at offset {pos} runs past the region")
+            }
+            Bad::Kind(kind) => format!("unknown frame kind {kind} at offset {pos}"),
+        })
     }
 
     /// [`RecvError::Corrupt`] in this ring's channel.
@@ -189,6 +202,19 @@ impl Consumer {
     pub(crate) fn space_cell(&self) -> &WaitCell {
         &self.ptrs.header().space_wait
     }
+}
+
+/// What is wrong with a frame header that `Consumer::next_frame` refused.
+#[derive(Clone, Copy, Debug)]
+enum Bad {
+    /// The header word (its tag is for another position).
+    Tag(u64),
+    /// A PAD at the start of the region, or right after another.
+    Pad,
+    /// The payload length, which runs past the region.
+    Length(usize),
+    /// The unknown kind.
+    Kind(u8),
 }
 
 /// A validated frame at the consumer's position, not yet handed out.

@@ -214,6 +214,15 @@ impl Producer {
         }
     }
 
+    /// Writes `bytes` as a frame of kind `kind` at `start`, as found by `room_for` with
+    /// `bytes.len()` (at most `max_len`), and publishes it.
+    #[inline]
+    pub(crate) fn write_at(&mut self, start: u64, bytes: &[u8], kind: u8) {
+        let mut grant = self.grant_at(start, bytes.len(), kind);
+        grant.copy_from_slice(bytes);
+        grant.commit(bytes.len());
+    }
+
     /// The frame at `start` does not start at our position (it did not fit before the end of
     /// the region, or it goes back to the start of the region): zero the first word of the
     /// region (our invariant moves there), then publish a PAD at our position. Only called by

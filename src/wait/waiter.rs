@@ -93,10 +93,9 @@ impl Waiter {
         if ready() {
             return Ok(());
         }
-        let started = Instant::now();
         match self.strategy {
-            WaitStrategy::Block => self.wait_block(cell, started, deadline, &mut ready, peer),
-            _ => self.wait_spin(started, deadline, &mut ready, peer),
+            WaitStrategy::Block => self.wait_block(cell, deadline, &mut ready, peer),
+            _ => self.wait_spin(deadline, &mut ready, peer),
         }
     }
 
@@ -135,14 +134,18 @@ impl Waiter {
     }
 
     /// `Spin` and `SpinYield`: poll, looking at the peer every [`CHECK_INTERVAL`].
+    ///
+    /// The clock is first read after the first batch of polls (where the deadline is first
+    /// looked at in any case): a message that arrives within it, as in a ping-pong, costs
+    /// no clock read. The intervals then count from that read.
     fn wait_spin(
         &mut self,
-        started: Instant,
         deadline: Option<Instant>,
         ready: &mut impl FnMut() -> bool,
         peer: &mut impl Peer,
     ) -> Result<()> {
-        let mut next_check = started + CHECK_INTERVAL;
+        // (started, next_check), from the first look at the clock.
+        let mut clock: Option<(Instant, Instant)> = None;
         let backoff = Backoff::new();
         loop {
             for _ in 0..SPINS_PER_CLOCK_READ {
@@ -158,16 +161,17 @@ impl Waiter {
                 }
             }
             let now = Instant::now();
+            let (started, next_check) = clock.get_or_insert((now, now + CHECK_INTERVAL));
             if self.strategy == WaitStrategy::Spin
-                && now.duration_since(started) >= SPIN_POLITE_AFTER
+                && now.duration_since(*started) >= SPIN_POLITE_AFTER
             {
                 std::thread::yield_now();
             }
-            if now >= next_check {
+            if now >= *next_check {
                 if let Err(e) = peer.check(true) {
                     return finish(ready, e);
                 }
-                next_check = now + CHECK_INTERVAL;
+                *next_check = now + CHECK_INTERVAL;
             }
             if deadline.is_some_and(|d| now >= d) {
                 return finish(ready, Error::Timeout);
@@ -177,35 +181,44 @@ impl Waiter {
 
     /// `Block`: poll as the policy plans (yielding between batches right after waking the
     /// peer), then sleep until woken, and teach the policy how it went.
+    ///
+    /// As in `wait_spin`, a wait that polls first reads the clock only after its first batch
+    /// of polls, and its budget counts from there; a wait that sleeps at once reads it first
+    /// (the policy times that sleep).
     fn wait_block(
         &mut self,
         cell: &WaitCell,
-        started: Instant,
         deadline: Option<Instant>,
         ready: &mut impl FnMut() -> bool,
         peer: &mut impl Peer,
     ) -> Result<()> {
         let plan = self.policy.plan();
         let (budget, polite) = plan.poll();
-        if !budget.is_zero() {
-            let until = started + budget;
+        let started = if budget.is_zero() {
+            Instant::now()
+        } else {
+            let mut started = None;
             loop {
                 for _ in 0..SPINS_PER_CLOCK_READ {
                     if ready() {
-                        self.policy.learn(plan, false, || started.elapsed());
+                        // A plan that polls never asks how long the wait took.
+                        self.policy.learn(plan, false, || {
+                            started.map_or(Duration::ZERO, |s: Instant| s.elapsed())
+                        });
                         return Ok(());
                     }
                     std::hint::spin_loop();
                 }
                 let now = Instant::now();
-                if now >= until || deadline.is_some_and(|d| now >= d) {
-                    break;
+                let began = *started.get_or_insert(now);
+                if now >= began + budget || deadline.is_some_and(|d| now >= d) {
+                    break began;
                 }
                 if polite {
                     std::thread::yield_now();
                 }
             }
-        }
+        };
         if self.sleep_until(cell, deadline, ready, peer)? {
             self.policy.learn(plan, true, || started.elapsed());
         }
