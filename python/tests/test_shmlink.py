@@ -379,3 +379,17 @@ def test_python_m_shmlink_lists_and_cleans(name, spawn):
     assert cleaned.returncode == 0
     assert "removed" in cleaned.stdout
     assert not os.path.exists(f"/dev/shm/shmlink-{name}")
+
+
+def test_the_readme_examples_run_as_written():
+    """Every ```python block of python/README.md runs as it is (they run both ends in one process)."""
+    import re
+
+    from conftest import ROOT, shm_entries
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "python" / "README.md").read_text(), re.S)
+    assert blocks, "python/README.md has no python block"
+    before = shm_entries("")
+    for block in blocks:
+        exec(compile(block, "python/README.md", "exec"), {})
+    assert shm_entries("") == before
