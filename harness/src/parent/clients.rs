@@ -10,7 +10,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
@@ -105,9 +105,8 @@ impl Clients {
         let placement = &plan.session.placement;
         let mut group = None;
         for (i, address) in addresses.iter().enumerate() {
-            let mut command = Command::new(&plan.session.child_path);
+            let mut command = plan.session.child_command();
             command
-                .env(crate::child::AS_CHILD_ENV, "1")
                 .args(["--client", row.id(), "--address", address])
                 .args(["--wait", args.wait.as_str()])
                 .args(["--size", &args.size.to_string()])

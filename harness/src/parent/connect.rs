@@ -1,7 +1,7 @@
 //! One connection to a child: the listener set up, the child spawned (or a peer started by
 //! hand awaited), the transport accepted; and the end of it, the child reaped.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -99,9 +99,8 @@ pub(crate) fn connect<T: Transport>(
             backend,
         });
     }
-    let mut command = Command::new(&session.child_path);
+    let mut command = session.child_command();
     command
-        .env(crate::child::AS_CHILD_ENV, "1")
         .args(&child_args)
         .arg("--parent-pid")
         .arg(std::process::id().to_string())

@@ -21,7 +21,7 @@ pub(crate) struct Session {
     pub(crate) common: Common,
     /// The base of the run's names: `--name`, or `h<pid>`.
     pub(crate) base: String,
-    /// The `ipc-child` binary (empty when no row needs one).
+    /// The child binary: `ipc-child`, or this executable (empty when no row needs one).
     pub(crate) child_path: PathBuf,
     /// Where the processes run.
     pub(crate) placement: Placement,
@@ -31,6 +31,14 @@ pub(crate) struct Session {
 }
 
 impl Session {
+    /// A command that starts a child process: the child binary, told to run as the child
+    /// (which `ipc-parent` needs when it is its own child; `ipc-child` ignores it).
+    pub(crate) fn child_command(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(&self.child_path);
+        command.env(crate::child::AS_CHILD_ENV, "1");
+        command
+    }
+
     /// Checks the shared options, notes the machine and its load, starts the `--load`
     /// processes, then pins this process (the load is not pinned), and prints the run's
     /// header line (on standard error with `--json`) and, on a busy machine, a warning.
@@ -144,10 +152,7 @@ fn child_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         .parent()
         .ok_or_else(|| anyhow!("executable {exe:?} has no directory"))?;
     let path = dir.join(format!("ipc-child{}", std::env::consts::EXE_SUFFIX));
-    if !path.exists() {
-        return Ok(exe);
-    }
-    Ok(path)
+    Ok(if path.exists() { path } else { exe })
 }
 
 pub(crate) fn profile() -> &'static str {
