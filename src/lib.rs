@@ -293,9 +293,10 @@
 //! refuses a mapping whose version or layout parameters differ from its own
 //! ([`OpenError::VersionMismatch`], [`OpenError::LayoutMismatch`]).
 //!
-//! Frames are cache-line aligned: one `u64` header word (length, kind, and a tag derived from
-//! the frame's position) followed by the payload. A frame never wraps: a PAD word sends the
-//! reader back to offset 0, so every payload is one contiguous slice. The producer publishes a
+//! Frames are packed on 8-byte boundaries: one `u64` header word (length, kind, and a tag
+//! derived from the frame's position) followed by the payload; a message of up to 56 bytes
+//! never straddles two cache lines (a SKIP word moves it to the next one). A frame never wraps:
+//! a PAD word sends the reader back to offset 0, so every payload is one contiguous slice. The producer publishes a
 //! frame by storing its header word with `Release` after the payload; the consumer polls the
 //! word at its position with `Acquire`, so a message moves only the cache lines that hold it.
 //! See [`ring`] for the details.

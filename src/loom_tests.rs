@@ -87,7 +87,10 @@ fn expect(rx: &mut Consumer, data: &[u8]) {
     }
 }
 
-/// Three 150-byte frames through a 512-byte ring: the third needs a PAD and reuses the space of
+/// The largest payload a 512-byte ring takes: three such frames do not fit in one lap.
+const BIG: usize = 184;
+
+/// Three `BIG` frames through a 512-byte ring: the third needs a PAD and reuses the space of
 /// the first, so publishing, observing, releasing and reclaiming are all exercised. Both ends
 /// spin (no wake-up path, so no SeqCst fence helps the ring's own orderings).
 #[test]
@@ -98,11 +101,11 @@ fn loom_frames_cross_and_space_comes_back() {
         crate::ring::announce(MODE_BLOCK);
         let producer = thread::spawn(move || {
             for i in 0..3 {
-                send(&mut tx, &message(i, 150));
+                send(&mut tx, &message(i, BIG));
             }
         });
         for i in 0..3 {
-            expect(&mut rx, &message(i, 150));
+            expect(&mut rx, &message(i, BIG));
         }
         producer.join().unwrap();
     });
@@ -126,6 +129,18 @@ fn loom_block_consumer_is_woken_by_a_publish() {
     });
 }
 
+/// Waits for room on `tx` with a `Block` waiter and sends `data`.
+fn block_send(tx: &mut Producer, data: &[u8]) {
+    let mut waiter = Waiter::new(WaitStrategy::Block);
+    let cell = tx.space_cell() as *const _;
+    // SAFETY: the cell is in the ring's storage, which `tx` keeps alive.
+    let cell = unsafe { &*cell };
+    waiter
+        .wait_until(cell, None, || tx.has_room(data.len()).unwrap(), &mut open())
+        .unwrap();
+    tx.try_send(data).unwrap();
+}
+
 /// A `Block` producer that finds the ring full sleeps, and the consumer's release wakes it.
 #[test]
 fn loom_block_producer_is_woken_by_a_release() {
@@ -133,18 +148,34 @@ fn loom_block_producer_is_woken_by_a_release() {
         let (mut tx, mut rx) = ring::new(256).unwrap();
         // 256 bytes hold three 64-byte frames and the next header word.
         for i in 0..3 {
-            tx.try_send(&message(i, 8)).unwrap();
+            tx.try_send(&message(i, 56)).unwrap();
         }
-        assert!(matches!(tx.try_send(b"x"), Err(SendError::Full)));
-        let consumer = thread::spawn(move || expect(&mut rx, &message(0, 8)));
-        let mut waiter = Waiter::new(WaitStrategy::Block);
-        let cell = tx.space_cell() as *const _;
-        // SAFETY: the cell is in the ring's storage, which `tx` keeps alive.
-        let cell = unsafe { &*cell };
-        waiter
-            .wait_until(cell, None, || tx.has_room(8).unwrap(), &mut open())
-            .unwrap();
-        tx.try_send(&message(3, 8)).unwrap();
+        assert!(matches!(tx.try_send(&message(3, 56)), Err(SendError::Full)));
+        let consumer = thread::spawn(move || expect(&mut rx, &message(0, 56)));
+        block_send(&mut tx, &message(3, 56));
+        consumer.join().unwrap();
+    });
+}
+
+/// A consumer that holds back the space of what it read (here all of it, as if the batch never
+/// filled) gives it back once it has read the last frame published, before it sleeps: a `Block`
+/// producer asleep for that space is woken, and its frame reaches the consumer.
+#[test]
+fn loom_held_back_space_reaches_a_sleeping_producer() {
+    model(|| {
+        let (mut tx, mut rx) = ring::new(256).unwrap();
+        rx.hold_back();
+        for i in 0..3 {
+            tx.try_send(&message(i, 56)).unwrap();
+        }
+        let consumer = thread::spawn(move || {
+            for i in 0..3 {
+                expect(&mut rx, &message(i, 56));
+            }
+            let mut waiter = Waiter::new(WaitStrategy::Block);
+            block_recv(&mut waiter, &mut rx, &message(3, 56));
+        });
+        block_send(&mut tx, &message(3, 56));
         consumer.join().unwrap();
     });
 }
@@ -204,7 +235,7 @@ fn loom_block_ping_pong() {
     });
 }
 
-/// A `Block` consumer waits for each of three 150-byte frames through a 512-byte ring. The
+/// A `Block` consumer waits for each of three `BIG` frames through a 512-byte ring. The
 /// third goes back to the start of the region behind a PAD, which is published with it on
 /// commit: the one wake-up of that commit must bring the consumer past both.
 #[test]
@@ -213,12 +244,12 @@ fn loom_block_consumer_follows_a_pad() {
         let (mut tx, mut rx) = ring::new(512).unwrap();
         let producer = thread::spawn(move || {
             for i in 0..3 {
-                send(&mut tx, &message(i, 150));
+                send(&mut tx, &message(i, BIG));
             }
         });
         let mut waiter = Waiter::new(WaitStrategy::Block);
         for i in 0..3 {
-            block_recv(&mut waiter, &mut rx, &message(i, 150));
+            block_recv(&mut waiter, &mut rx, &message(i, BIG));
         }
         producer.join().unwrap();
     });

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! bits  0..32  payload length in bytes
-//! bits 32..35  kind (`kind::DATA`, `kind::PAD`, a fragment...)
+//! bits 32..35  kind (`kind::DATA`, `kind::PAD`, `kind::SKIP`, a fragment...)
 //! bits 35..64  tag: bits 3..32 of the frame's free-running start index
 //! ```
 
@@ -12,10 +12,14 @@ pub(crate) const FRAME_HEADER: usize = 8;
 /// How far into a lap the producer of a ring of at least four times this size goes before it
 /// tries to rewind to the start of the region (see `Producer::maybe_rewind`).
 pub(crate) const REWIND_AT: u64 = 128 * 1024;
-/// Every frame starts on a cache-line boundary, so two frames never share a line: a consumer
-/// polling the next header never pulls the line the producer is filling, and a message of up to
-/// 56 bytes moves exactly one line.
-pub(crate) const FRAME_ALIGN: usize = 64;
+/// Every frame starts on an 8-byte boundary (its header word is an aligned `u64`), right after
+/// the frame before it: small messages share cache lines, so a stream of them moves a line per
+/// several messages, not per message.
+pub(crate) const FRAME_ALIGN: usize = 8;
+/// A cache line. A frame of at most this size (header included) never straddles two lines: when
+/// it would, the producer first writes a SKIP to the next line boundary, so a message of up to 56
+/// bytes always moves exactly one line.
+pub(crate) const LINE: usize = 64;
 
 /// Frame kinds stored in bits 32..35 of the header word. Zero is never a valid header.
 pub(crate) mod kind {
@@ -33,7 +37,10 @@ pub(crate) mod kind {
     /// Drop the fragments received so far: the sender gave up on the message part-way (a send
     /// that timed out). Empty.
     pub(crate) const FRAG_ABORT: u8 = 6;
-    /// The highest valid kind.
+    /// Skip to the next cache-line boundary, in the same lap: the frame behind it would have
+    /// straddled two lines. Empty, never at a line boundary itself.
+    pub(crate) const SKIP: u8 = 7;
+    /// The highest kind that carries (part of) a message.
     pub(crate) const MAX: u8 = 6;
 }
 
@@ -72,5 +79,12 @@ pub(crate) const fn frame_size(len: usize) -> usize {
 /// ring, so that a frame that has to skip the end of the region always fits once the consumer
 /// has caught up.
 pub(crate) const fn max_payload(capacity: usize) -> usize {
-    capacity / 2 - FRAME_ALIGN - FRAME_HEADER
+    capacity / 2 - LINE - FRAME_HEADER
+}
+
+/// True when a frame of `size` bytes (see [`frame_size`]) placed at offset `pos` would straddle
+/// two cache lines although it fits in one: it then starts at the next line instead.
+#[inline]
+pub(crate) const fn skips_to_line(pos: u64, size: u64) -> bool {
+    size <= LINE as u64 && (pos % LINE as u64) + size > LINE as u64
 }

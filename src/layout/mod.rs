@@ -30,7 +30,7 @@ pub use segment::{PeerInfo, RingHeader, SegmentHeader};
 /// `b"SHMLINK\0"` read as a little-endian `u64`.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"SHMLINK\0");
 /// Bumped whenever the layout or the frame protocol changes.
-pub(crate) const LAYOUT_VERSION: u32 = 5;
+pub(crate) const LAYOUT_VERSION: u32 = 6;
 /// Bytes before the first ring region; a page, so regions start page-aligned.
 pub(crate) const HEADER_SIZE: usize = 4096;
 /// Offset of the two ring headers inside the segment header page.

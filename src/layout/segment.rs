@@ -105,7 +105,7 @@ pub struct SegmentHeader {
     pub total_size: AtomicU64,
     /// `READY` once initialised; written last by the creator.
     pub ready: AtomicU32,
-    /// The frame alignment the creator's build uses (`FRAME_ALIGN`, 64).
+    /// The frame alignment the creator's build uses (`FRAME_ALIGN`, 8).
     pub frame_align: AtomicU32,
     /// The alignment of the padded cells in the creator's build (`CELL_ALIGN`).
     pub cell_align: AtomicU32,

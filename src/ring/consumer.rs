@@ -10,11 +10,23 @@ use crate::wait;
 use super::*;
 
 /// The reading end of a ring.
+///
+/// Aligned to 128 bytes (two cache lines, the unit the prefetcher pulls): the indices this end
+/// writes on every message live on lines of their own, never beside the producer's when both
+/// ends sit side by side in one process (a ring between threads, on one stack or in one struct).
+#[repr(align(128))]
 pub struct Consumer {
     pub(super) ptrs: RingPtrs,
     pub(super) mask: u64,
-    /// Our index: bytes released so far. Never reread from shared memory.
+    /// Our index: bytes read so far. Never reread from shared memory.
     pub(super) head: u64,
+    /// The index we last published: the space behind it is the producer's again. We publish in
+    /// batches (see [`Consumer::release`]).
+    pub(super) released: Cell<u64>,
+    /// Publish once this many bytes have been read since the last time.
+    pub(super) batch: u64,
+    /// The last look at the ring found it empty: the next frame read was waited for.
+    pub(super) found_empty: Cell<bool>,
     pub(super) max_len: usize,
     /// Private copies of frames for [`ReadGuard::json`]: lent to one guard at a time and given
     /// back when it drops, so decoding allocates only when a frame is larger than any before.
@@ -24,7 +36,7 @@ pub struct Consumer {
     pub(super) channel: ChannelName,
 }
 
-// SAFETY: as for `Producer`; `spare` is plain owned memory.
+// SAFETY: as for `Producer`; `spare`, `released` and `found_empty` are plain owned memory.
 unsafe impl Send for Consumer {}
 
 impl std::fmt::Debug for Consumer {
@@ -61,8 +73,11 @@ impl Consumer {
         Ok(Consumer {
             mask: ptrs.capacity as u64 - 1,
             max_len: max_payload(ptrs.capacity),
+            batch: release_batch(ptrs.capacity),
             ptrs,
             head,
+            released: Cell::new(head),
+            found_empty: Cell::new(false),
             spare: Cell::new(Vec::new()),
             _owned: owned,
             channel,
@@ -79,14 +94,24 @@ impl Consumer {
         self.max_len
     }
 
-    /// True when a frame (or a PAD) is waiting: one relaxed load, for spinning on.
+    /// True when a frame (or a SKIP or a PAD) is waiting: one relaxed load, for spinning on.
+    /// When none is, the space of the frames read so far goes back to the producer first (see
+    /// [`release`](Consumer::release)): whoever waits on this, waits with nothing held back.
     #[inline]
     pub fn has_data(&self) -> bool {
         // Relaxed: only a hint; `try_read` loads the same word again with OBSERVE.
-        self.ptrs
+        let data = self
+            .ptrs
             .word((self.head & self.mask) as usize)
             .load(Ordering::Relaxed)
-            != 0
+            != 0;
+        if !data {
+            self.found_empty.set(true);
+            if self.released.get() != self.head {
+                self.store_head();
+            }
+        }
+        data
     }
 
     /// Takes the next frame, if one is there: [`RecvError::Empty`] when none is, and
@@ -112,7 +137,7 @@ impl Consumer {
         }
     }
 
-    /// Validates the frame at our position, skipping at most one PAD.
+    /// Validates the frame at our position, skipping at most one SKIP or PAD.
     ///
     /// The errors are built out of line (`bad_frame`), so that the path of a valid frame
     /// stays short.
@@ -125,6 +150,11 @@ impl Consumer {
             // OBSERVE (Acquire): pairs with PUBLISH in Producer::publish / try_reserve_kind.
             let word = self.ptrs.word(pos).load(OBSERVE);
             if word == 0 {
+                self.found_empty.set(true);
+                if self.released.get() != self.head {
+                    // Caught up: give the producer everything read, before anyone waits.
+                    self.store_head();
+                }
                 return Err(RecvError::Empty);
             }
             let (tag, kind, len) = decode(word);
@@ -139,6 +169,15 @@ impl Consumer {
                     skipped = true;
                     self.head += cap - pos as u64;
                     self.store_head();
+                }
+                kind::SKIP => {
+                    // To the next line, which must lie inside this lap.
+                    let to = (pos | (LINE - 1)) + 1;
+                    if pos % LINE == 0 || len != 0 || to as u64 >= cap || skipped {
+                        return Err(self.bad_frame(Bad::Skip, pos));
+                    }
+                    skipped = true;
+                    self.head += (to - pos) as u64;
                 }
                 kind::DATA..=kind::MAX => {
                     let len = len as usize;
@@ -167,6 +206,7 @@ impl Consumer {
                 "frame header {word:#018x} at offset {pos} carries a tag for another position"
             ),
             Bad::Pad => format!("padding marker at offset {pos} does not end a lap"),
+            Bad::Skip => format!("skip marker at offset {pos} does not skip to a line in the lap"),
             Bad::Length(len) => {
                 format!("frame of {len} bytes at offset {pos} runs past the region")
             }
@@ -183,14 +223,54 @@ impl Consumer {
         }
     }
 
+    /// Gives the producer the space of the frames read so far, in batches: when a batch's worth
+    /// is read (an eighth of the ring, at most 2 KiB), when the frame just read had to be waited
+    /// for and ends a cache line, when it was the last one published (so a ring drained is a ring whose whole space
+    /// is the producer's again), when a
+    /// PAD skips the rest of a lap, when the ring is found empty (by `next_frame` or `has_data`:
+    /// so before any wait, which always looks at one of them before it sleeps), and when the
+    /// consumer drops. A producer waiting for room is woken then. Space is held back only while
+    /// more frames wait to be read. The producer rereads our index only when its cached copy
+    /// says the ring is full, and a stream that keeps the ring full then moves that line once
+    /// per batch, not once per message.
+    #[inline]
+    pub(super) fn release(&mut self, size: u64) {
+        self.head += size;
+        // A frame that we had to wait for and that ends a cache line (a ping-pong of one-line
+        // messages): publish at once, without looking at the next word, which is in a line
+        // the producer is about to write (that look would put a transfer on the way to the
+        // reply). Otherwise hold back until a batch is read or we reach the last frame
+        // published. Relaxed: a hint (the next `next_frame` loads the word again with OBSERVE);
+        // non-zero is a frame the producer published, so the space held back now is given
+        // back, at the latest, when that frame is read.
+        let waited = self.found_empty.replace(false);
+        if (waited && self.head % LINE as u64 == 0)
+            || self.head - self.released.get() >= self.batch
+            || self
+                .ptrs
+                .word((self.head & self.mask) as usize)
+                .load(Ordering::Relaxed)
+                == 0
+        {
+            self.store_head();
+        }
+    }
+
     #[inline]
     pub(super) fn store_head(&self) {
+        self.released.set(self.head);
         // RELEASE_SPACE (Release): pairs with RECLAIM in Producer::refresh_head; our reads of the
-        // frame happen before the producer may overwrite it.
+        // frames happen before the producer may overwrite them.
         self.ptrs.header().head.store(self.head, RELEASE_SPACE);
         if self.ptrs.peer_mode() != MODE_SPIN {
             wait::wake_if_sleeping(&self.ptrs.header().space_wait);
         }
+    }
+
+    /// Under the loom models: publish our index only when the ring is found empty.
+    #[cfg(all(loom, test))]
+    pub(crate) fn hold_back(&mut self) {
+        self.batch = u64::MAX;
     }
 
     /// The wait cell the consumer sleeps on when the ring is empty.
@@ -204,13 +284,31 @@ impl Consumer {
     }
 }
 
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        if self.released.get() != self.head {
+            self.store_head();
+        }
+    }
+}
+
+/// Bytes read between two publications of the consumer's index: an eighth of the ring, at most
+/// 2 KiB. The producer of a full ring sees the room a batch frees at once; the most it can miss
+/// while the consumer holds a batch back is this much of the ring.
+fn release_batch(capacity: usize) -> u64 {
+    (capacity as u64 / 8).min(2048)
+}
+
 /// What is wrong with a frame header that `Consumer::next_frame` refused.
 #[derive(Clone, Copy, Debug)]
 enum Bad {
     /// The header word (its tag is for another position).
     Tag(u64),
-    /// A PAD at the start of the region, or right after another.
+    /// A PAD at the start of the region, or right after another marker.
     Pad,
+    /// A SKIP at a line boundary, with a length, to the end of the region, or right after
+    /// another marker.
+    Skip,
     /// The payload length, which runs past the region.
     Length(usize),
     /// The unknown kind.
@@ -342,8 +440,7 @@ impl Drop for ReadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
         if let Source::Frame { consumer, size, .. } = &mut self.src {
-            consumer.head += *size;
-            consumer.store_head();
+            consumer.release(*size);
             if let Some(buf) = self.copy.take() {
                 consumer.spare.set(buf);
             }

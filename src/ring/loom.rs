@@ -1,5 +1,6 @@
 //! Heap rings for the loom models (built only under `--cfg loom`): the ring header and the
-//! header words as loom atomics, and every 64-byte line of payload guarded by a loom cell, so
+//! header words as loom atomics, and every 8 bytes of payload (the unit frames are laid out in,
+//! so two frames never share one) guarded by a loom cell, so
 //! loom checks that the producer's writes of a payload happen before the consumer's reads of it
 //! and those before the next lap's writes.
 
@@ -33,11 +34,11 @@ pub(crate) struct LoomStorage {
 pub(crate) struct LoomRegion {
     words: Box<[AtomicU64]>,
     bytes: Box<[std::cell::UnsafeCell<u8>]>,
-    lines: Box<[::loom::cell::UnsafeCell<()>]>,
+    units: Box<[::loom::cell::UnsafeCell<()>]>,
 }
 
 // SAFETY: the payload bytes are shared between one producer and one consumer by the frame
-// protocol, which is what the models check (through `lines`); everything else is atomics.
+// protocol, which is what the models check (through `units`); everything else is atomics.
 unsafe impl Send for LoomStorage {}
 // SAFETY: as above.
 unsafe impl Sync for LoomStorage {}
@@ -67,7 +68,7 @@ impl LoomStorage {
                 bytes: (0..capacity)
                     .map(|_| std::cell::UnsafeCell::new(0))
                     .collect(),
-                lines: (0..capacity / 64)
+                units: (0..capacity / 8)
                     .map(|_| ::loom::cell::UnsafeCell::new(()))
                     .collect(),
             }),
@@ -94,25 +95,25 @@ impl LoomRegion {
         self.bytes.as_ptr().wrapping_add(offset) as *mut u8
     }
 
-    fn lines(&self, offset: usize, len: usize) -> &[::loom::cell::UnsafeCell<()>] {
+    fn units(&self, offset: usize, len: usize) -> &[::loom::cell::UnsafeCell<()>] {
         if len == 0 {
             return &[];
         }
-        &self.lines[offset / 64..=(offset + len - 1) / 64]
+        &self.units[offset / 8..=(offset + len - 1) / 8]
     }
 
     /// The producer writes `len` payload bytes at `ptr`.
     pub(crate) fn track_write(&self, ptr: *mut u8, len: usize) {
         let offset = ptr as usize - self.bytes.as_ptr() as usize;
-        for line in self.lines(offset, len) {
-            line.with_mut(|_| ());
+        for unit in self.units(offset, len) {
+            unit.with_mut(|_| ());
         }
     }
 
     /// The consumer reads `len` payload bytes at `offset`.
     pub(crate) fn track_read(&self, offset: usize, len: usize) {
-        for line in self.lines(offset, len) {
-            line.with(|_| ());
+        for unit in self.units(offset, len) {
+            unit.with(|_| ());
         }
     }
 }

@@ -6,22 +6,28 @@
 //!
 //! # Frames
 //!
-//! Every frame starts on a cache-line (64-byte) boundary with one `u64` header word, followed by
-//! the payload:
+//! Every frame starts on an 8-byte boundary, right after the frame before it, with one `u64`
+//! header word, followed by the payload:
 //!
 //! ```text
 //! bits  0..32  payload length in bytes
-//! bits 32..35  kind: DATA, PAD (skip to the start of the region), or a fragment of a larger message
+//! bits 32..35  kind: DATA, a fragment of a larger message, SKIP (to the next cache line) or
+//!              PAD (to the start of the region)
 //! bits 35..64  tag: bits 3..32 of the frame's free-running start index
 //! ```
+//!
+//! Small frames share cache lines, so a stream of small messages moves a line per several
+//! messages. A frame that fits in one line (a message of up to 56 bytes) never straddles two:
+//! when it would, the producer writes a SKIP word and starts the frame at the next line, so a
+//! round trip of such messages moves one line each way.
 //!
 //! A frame never wraps: when it does not fit before the end of the region the producer writes a
 //! PAD word and starts the frame at offset 0, so every payload is one contiguous slice. (Once a
 //! lap, a producer whose consumer has read everything also goes back to offset 0 early, to stay
-//! in warm cache lines.) A PAD is published together with the frame behind it, when that frame
-//! is committed, and the one wake-up of the commit covers both: a grant that is dropped
-//! publishes nothing, and a consumer is never left asleep in front of a PAD while the producer
-//! waits for the room its skipping would free.
+//! in warm cache lines.) A SKIP or a PAD is published together with the frame behind it, when
+//! that frame is committed, and the one wake-up of the commit covers both: a grant that is
+//! dropped publishes nothing, and a consumer is never left asleep in front of a marker while the
+//! producer waits for the room its skipping would free.
 //!
 //! # Publishing
 //!
@@ -58,7 +64,8 @@ mod tests;
 #[cfg(all(loom, test))]
 pub(crate) use self::loom::announce;
 pub(crate) use crate::layout::frame::{
-    decode, encode, frame_size, kind, max_payload, tag_of, FRAME_ALIGN, FRAME_HEADER, REWIND_AT,
+    decode, encode, frame_size, kind, max_payload, skips_to_line, tag_of, FRAME_ALIGN,
+    FRAME_HEADER, LINE, REWIND_AT,
 };
 pub(crate) use consumer::Frame;
 pub use consumer::{Consumer, ReadGuard};

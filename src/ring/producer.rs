@@ -9,6 +9,11 @@ use crate::wait;
 use super::*;
 
 /// The writing end of a ring.
+///
+/// Aligned to 128 bytes (two cache lines, the unit the prefetcher pulls): the indices this end
+/// writes on every message live on lines of their own, never beside the consumer's when both
+/// ends sit side by side in one process (a ring between threads, on one stack or in one struct).
+#[repr(align(128))]
 pub struct Producer {
     pub(super) ptrs: RingPtrs,
     pub(super) mask: u64,
@@ -106,17 +111,24 @@ impl Producer {
     }
 
     /// Where a frame of `len` bytes goes when it follows a frame that ends at index `end`:
-    /// right there, or at the start of the next lap (after a PAD) if it does not fit before the
-    /// end of the region.
+    /// right there; at the next cache line (after a SKIP) if it would straddle two lines although
+    /// it fits in one; or at the start of the next lap (after a PAD) if it does not fit before
+    /// the end of the region.
     #[inline]
     fn place_after(&self, end: u64, len: usize) -> u64 {
         let fs = frame_size(len) as u64;
         let cap = self.mask + 1;
-        let pos = end & self.mask;
+        let mut pos = end & self.mask;
+        let mut start = end;
+        if skips_to_line(pos, fs) {
+            let skip = LINE as u64 - pos % LINE as u64;
+            pos += skip;
+            start += skip;
+        }
         if pos + fs <= cap {
-            end
+            start
         } else {
-            end + (cap - pos)
+            start + (cap - pos)
         }
     }
 
@@ -197,8 +209,9 @@ impl Producer {
     }
 
     /// Hands out the grant for a frame at `start`, as found by `room_for` with the same `len`
-    /// (which must be at most `max_len`). A frame that starts a new lap needs a PAD at our
-    /// position first; it is published with the frame, on commit (see `publish`).
+    /// (which must be at most `max_len`). A frame that starts at the next line or a new lap
+    /// needs a SKIP or a PAD at our position first; it is published with the frame, on commit
+    /// (see `publish`).
     #[inline]
     pub(crate) fn grant_at(&mut self, start: u64, len: usize, kind: u8) -> WriteGrant<'_> {
         let pos = (start & self.mask) as usize;
@@ -223,20 +236,23 @@ impl Producer {
         grant.commit(bytes.len());
     }
 
-    /// The frame at `start` does not start at our position (it did not fit before the end of
-    /// the region, or it goes back to the start of the region): zero the first word of the
-    /// region (our invariant moves there), then publish a PAD at our position. Only called by
-    /// `publish`, right before the frame itself, whose wake-up covers the PAD too: a consumer
-    /// asleep in front of the PAD is woken, and a grant that is dropped publishes nothing.
-    #[cold]
-    pub(super) fn pad_to(&mut self, start: u64) {
-        self.ptrs.word(0).store(0, Ordering::Relaxed);
+    /// The frame at `start` does not start at our position: it goes to the next cache line (it
+    /// would have straddled two), or to the start of the region (it did not fit before the end
+    /// of the region, or the producer rewinds). Zero the word at `start` (our invariant moves
+    /// there), then publish a SKIP or a PAD at our position. Only called by `publish`, right
+    /// before the frame itself, whose wake-up covers the marker too: a consumer asleep in front
+    /// of it is woken, and a grant that is dropped publishes nothing.
+    #[inline(never)]
+    pub(super) fn skip_to(&mut self, start: u64) {
+        let to = (start & self.mask) as usize;
+        self.ptrs.word(to).store(0, Ordering::Relaxed);
+        let marker = if to == 0 { kind::PAD } else { kind::SKIP };
         let pos = (self.tail & self.mask) as usize;
         // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; orders the zero above
-        // before the PAD, so a consumer that follows the PAD finds 0 or a newer frame.
+        // before the marker, so a consumer that follows it finds 0 or a newer frame.
         self.ptrs
             .word(pos)
-            .store(encode(self.tail, kind::PAD, 0), PUBLISH);
+            .store(encode(self.tail, marker, 0), PUBLISH);
         self.tail = start;
     }
 
@@ -287,12 +303,12 @@ impl Producer {
         Ok(())
     }
 
-    /// Publishes the frame at `start` (our position, or the start of the next lap after a
+    /// Publishes the frame at `start` (our position, or the next line or lap after a SKIP or a
     /// PAD) with `used` bytes of payload, and wakes the consumer if it may be asleep.
     #[inline]
     pub(super) fn publish(&mut self, start: u64, used: usize, kind: u8) {
         if start != self.tail {
-            self.pad_to(start);
+            self.skip_to(start);
         }
         let fs = frame_size(used) as u64;
         let pos = (self.tail & self.mask) as usize;
@@ -358,8 +374,8 @@ pub struct WriteGrant<'a> {
     producer: &'a mut Producer,
     /// Start of the payload in the region.
     payload: *mut u8,
-    /// Index of the frame: the producer's position, or the start of the next lap (then the PAD
-    /// in front of it is published on commit).
+    /// Index of the frame: the producer's position, or the next line or lap (then the SKIP or
+    /// PAD in front of it is published on commit).
     start: u64,
     len: usize,
     kind: u8,

@@ -26,17 +26,17 @@ fn fill_and_drain_in_order() {
     for round in 0..5 {
         let mut sent = 0;
         loop {
-            match tx.try_send(&pattern(round * 1000 + sent, 100)) {
+            match tx.try_send(&pattern(round * 1000 + sent, 120)) {
                 Ok(()) => sent += 1,
                 Err(SendError::Full) => break,
                 Err(e) => panic!("{e}"),
             }
         }
         // 4096 bytes, 128-byte frames, 8 bytes kept for the next header word.
-        assert_eq!(sent, 4096 / frame_size(100) - 1, "frames that fit");
+        assert_eq!(sent, 4096 / frame_size(120) - 1, "frames that fit");
         for i in 0..sent {
             let frame = rx.try_read().unwrap();
-            assert_eq!(&*frame, &pattern(round * 1000 + i, 100)[..]);
+            assert_eq!(&*frame, &pattern(round * 1000 + i, 120)[..]);
         }
         assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
     }
@@ -132,6 +132,8 @@ fn a_lightly_used_large_ring_rewinds_and_a_busy_one_does_not() {
         tx.try_send(&data).unwrap();
         furthest = furthest.max(tx.tail & tx.mask);
         assert_eq!(&*rx.try_read().unwrap(), &data[..]);
+        // A receiver goes back for the next message and finds none: that releases the frame.
+        assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
     }
     assert!(
         tx.tail > 16 * capacity as u64,
@@ -301,7 +303,14 @@ fn hostile_frame_headers_are_corrupt_errors() {
     type Forge = Box<dyn Fn(u64) -> u64>;
     let cases: Vec<(&str, Forge)> = vec![
         ("wrong tag", Box::new(|idx| encode(idx + 64, kind::DATA, 4))),
-        ("unknown kind", Box::new(|idx| encode(idx, 7, 4))),
+        (
+            "skip at a line boundary",
+            Box::new(|idx| encode(idx, kind::SKIP, 0)),
+        ),
+        (
+            "skip with a length",
+            Box::new(|idx| encode(idx, kind::SKIP, 4)),
+        ),
         ("kind zero", Box::new(|idx| encode(idx, 0, 4))),
         (
             "length past max",
@@ -359,7 +368,7 @@ fn hostile_consumer_index_is_a_corrupt_error() {
     // Misaligned.
     let (mut tx, rx) = new(256).unwrap();
     fill(&mut tx, 40);
-    rx.ptrs.header().head.store(8, Ordering::Relaxed);
+    rx.ptrs.header().head.store(12, Ordering::Relaxed);
     assert!(matches!(
         tx.try_send(&[0; 40]),
         Err(SendError::Corrupt { .. })
@@ -401,4 +410,41 @@ fn threads_move_a_million_frames() {
         }
     }
     t.join().unwrap();
+}
+
+#[test]
+fn small_frames_share_cache_lines() {
+    // 16-byte frames: four to a line, all of the ring but the next header word.
+    let (mut tx, mut rx) = new(1024).unwrap();
+    let mut sent = 0;
+    while tx.try_send(&[sent as u8; 8]).is_ok() {
+        sent += 1;
+    }
+    assert_eq!(sent, (1024 - FRAME_HEADER) / frame_size(8));
+    for i in 0..sent {
+        assert_eq!(&*rx.try_read().unwrap(), &[i as u8; 8]);
+    }
+    assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
+}
+
+#[test]
+fn a_message_that_fits_in_a_line_never_straddles_two() {
+    let (mut tx, mut rx) = new(4096).unwrap();
+    for round in 0..2000usize {
+        // A small message of some length, then one of up to 56 bytes.
+        let before = round % 41;
+        tx.try_send(&pattern(round, before)).unwrap();
+        let len = round % 57;
+        let grant = tx.try_reserve(len).unwrap();
+        let start = grant.as_ptr() as usize - FRAME_HEADER;
+        assert_eq!(
+            start / LINE,
+            (start + frame_size(len) - 1) / LINE,
+            "a {len}-byte message after a {before}-byte one straddles two lines"
+        );
+        drop(grant);
+        tx.try_send(&pattern(round + 1, len)).unwrap();
+        assert_eq!(&*rx.try_read().unwrap(), &pattern(round, before)[..]);
+        assert_eq!(&*rx.try_read().unwrap(), &pattern(round + 1, len)[..]);
+    }
 }

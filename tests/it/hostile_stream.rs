@@ -199,8 +199,9 @@ fn against_endless_fragments<T: Send>(
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
-        // Let the writer fill the ring first, so the receiver meets the stream in full flow.
-        let frames = (STREAM_CAP / frame_size(more)) as u64 - 2;
+        // Let the writer fill most of the ring first, so the receiver meets the stream in full
+        // flow.
+        let frames = (STREAM_CAP / frame_size(more)) as u64 * 3 / 4;
         while sent.load(Ordering::Relaxed) < frames && !stop.load(Ordering::Relaxed) {
             std::thread::yield_now();
         }
