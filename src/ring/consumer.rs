@@ -96,7 +96,7 @@ impl Consumer {
 
     /// True when a frame (or a SKIP or a PAD) is waiting: one relaxed load, for spinning on.
     /// When none is, the space of the frames read so far goes back to the producer first (see
-    /// [`release`](Consumer::release)): whoever waits on this, waits with nothing held back.
+    /// `release`): whoever waits on this, waits with nothing held back.
     #[inline]
     pub fn has_data(&self) -> bool {
         // Relaxed: only a hint; `try_read` loads the same word again with OBSERVE.

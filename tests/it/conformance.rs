@@ -11,7 +11,6 @@
 
 use crate::support;
 
-use std::borrow::BorrowMut;
 use std::ops::DerefMut;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -345,6 +344,7 @@ mod async_surface {
 
     use super::*;
     use shmlink::tokio::{AsyncChannel, AsyncListener};
+    use std::borrow::BorrowMut;
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
