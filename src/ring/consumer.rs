@@ -10,18 +10,20 @@ use crate::wait;
 use super::*;
 
 /// The reading end of a ring.
-///
-/// Aligned to 128 bytes (two cache lines, the unit the prefetcher pulls): the indices this end
-/// writes on every message live on lines of their own, never beside the producer's when both
-/// ends sit side by side in one process (a ring between threads, on one stack or in one struct).
-#[repr(align(128))]
 pub struct Consumer {
+    /// In an allocation of its own (see [`ConsumerState`]).
+    pub(super) state: Box<ConsumerState>,
+}
+
+/// What a consumer keeps: aligned and boxed as a producer's state is (see `ProducerState`).
+#[repr(align(128))]
+pub(crate) struct ConsumerState {
     pub(super) ptrs: RingPtrs,
     pub(super) mask: u64,
     /// Our index: bytes read so far. Never reread from shared memory.
     pub(super) head: u64,
     /// The index we last published: the space behind it is the producer's again. We publish in
-    /// batches (see [`Consumer::release`]).
+    /// batches (see `Consumer::release`).
     pub(super) released: Cell<u64>,
     /// Publish once this many bytes have been read since the last time.
     pub(super) batch: u64,
@@ -36,14 +38,14 @@ pub struct Consumer {
     pub(super) channel: ChannelName,
 }
 
-// SAFETY: as for `Producer`; `spare`, `released` and `found_empty` are plain owned memory.
-unsafe impl Send for Consumer {}
+// SAFETY: as for `ProducerState`; `spare`, `released` and `found_empty` are plain owned memory.
+unsafe impl Send for ConsumerState {}
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
-            .field("capacity", &self.ptrs.capacity)
-            .field("head", &self.head)
+            .field("capacity", &self.state.ptrs.capacity)
+            .field("head", &self.state.head)
             .finish()
     }
 }
@@ -71,27 +73,29 @@ impl Consumer {
             ));
         }
         Ok(Consumer {
-            mask: ptrs.capacity as u64 - 1,
-            max_len: max_payload(ptrs.capacity),
-            batch: release_batch(ptrs.capacity),
-            ptrs,
-            head,
-            released: Cell::new(head),
-            found_empty: Cell::new(false),
-            spare: Cell::new(Vec::new()),
-            _owned: owned,
-            channel,
+            state: Box::new(ConsumerState {
+                mask: ptrs.capacity as u64 - 1,
+                max_len: max_payload(ptrs.capacity),
+                batch: release_batch(ptrs.capacity),
+                ptrs,
+                head,
+                released: Cell::new(head),
+                found_empty: Cell::new(false),
+                spare: Cell::new(Vec::new()),
+                _owned: owned,
+                channel,
+            }),
         })
     }
 
     /// Bytes in the ring region.
     pub fn capacity(&self) -> usize {
-        self.ptrs.capacity
+        self.state.ptrs.capacity
     }
 
     /// Largest payload a single frame carries.
     pub(crate) fn max_len(&self) -> usize {
-        self.max_len
+        self.state.max_len
     }
 
     /// True when a frame (or a SKIP or a PAD) is waiting: one relaxed load, for spinning on.
@@ -101,13 +105,14 @@ impl Consumer {
     pub fn has_data(&self) -> bool {
         // Relaxed: only a hint; `try_read` loads the same word again with OBSERVE.
         let data = self
+            .state
             .ptrs
-            .word((self.head & self.mask) as usize)
+            .word((self.state.head & self.state.mask) as usize)
             .load(Ordering::Relaxed)
             != 0;
         if !data {
-            self.found_empty.set(true);
-            if self.released.get() != self.head {
+            self.state.found_empty.set(true);
+            if self.state.released.get() != self.state.head {
                 self.store_head();
             }
         }
@@ -143,22 +148,22 @@ impl Consumer {
     /// stays short.
     #[inline]
     pub(crate) fn next_frame(&mut self) -> Result<Frame, RecvError> {
-        let cap = self.mask + 1;
+        let cap = self.state.mask + 1;
         let mut skipped = false;
         loop {
-            let pos = (self.head & self.mask) as usize;
+            let pos = (self.state.head & self.state.mask) as usize;
             // OBSERVE (Acquire): pairs with PUBLISH in Producer::publish / try_reserve_kind.
-            let word = self.ptrs.word(pos).load(OBSERVE);
+            let word = self.state.ptrs.word(pos).load(OBSERVE);
             if word == 0 {
-                self.found_empty.set(true);
-                if self.released.get() != self.head {
+                self.state.found_empty.set(true);
+                if self.state.released.get() != self.state.head {
                     // Caught up: give the producer everything read, before anyone waits.
                     self.store_head();
                 }
                 return Err(RecvError::Empty);
             }
             let (tag, kind, len) = decode(word);
-            if tag != tag_of(self.head) {
+            if tag != tag_of(self.state.head) {
                 return Err(self.bad_frame(Bad::Tag(word), pos));
             }
             match kind {
@@ -167,7 +172,7 @@ impl Consumer {
                         return Err(self.bad_frame(Bad::Pad, pos));
                     }
                     skipped = true;
-                    self.head += cap - pos as u64;
+                    self.state.head += cap - pos as u64;
                     self.store_head();
                 }
                 kind::SKIP => {
@@ -177,12 +182,12 @@ impl Consumer {
                         return Err(self.bad_frame(Bad::Skip, pos));
                     }
                     skipped = true;
-                    self.head += (to - pos) as u64;
+                    self.state.head += (to - pos) as u64;
                 }
                 kind::DATA..=kind::MAX => {
                     let len = len as usize;
                     let size = frame_size(len) as u64;
-                    if len > self.max_len || pos as u64 + size > cap {
+                    if len > self.state.max_len || pos as u64 + size > cap {
                         return Err(self.bad_frame(Bad::Length(len), pos));
                     }
                     return Ok(Frame {
@@ -218,7 +223,7 @@ impl Consumer {
     #[cold]
     fn corrupt(&self, what: String) -> RecvError {
         RecvError::Corrupt {
-            channel: self.channel.clone(),
+            channel: self.state.channel.clone(),
             what,
         }
     }
@@ -235,7 +240,7 @@ impl Consumer {
     /// per batch, not once per message.
     #[inline]
     pub(super) fn release(&mut self, size: u64) {
-        self.head += size;
+        self.state.head += size;
         // A frame that we had to wait for and that ends a cache line (a ping-pong of one-line
         // messages): publish at once, without looking at the next word, which is in a line
         // the producer is about to write (that look would put a transfer on the way to the
@@ -243,12 +248,13 @@ impl Consumer {
         // published. Relaxed: a hint (the next `next_frame` loads the word again with OBSERVE);
         // non-zero is a frame the producer published, so the space held back now is given
         // back, at the latest, when that frame is read.
-        let waited = self.found_empty.replace(false);
-        if (waited && self.head % LINE as u64 == 0)
-            || self.head - self.released.get() >= self.batch
+        let waited = self.state.found_empty.replace(false);
+        if (waited && self.state.head % LINE as u64 == 0)
+            || self.state.head - self.state.released.get() >= self.state.batch
             || self
+                .state
                 .ptrs
-                .word((self.head & self.mask) as usize)
+                .word((self.state.head & self.state.mask) as usize)
                 .load(Ordering::Relaxed)
                 == 0
         {
@@ -258,35 +264,39 @@ impl Consumer {
 
     #[inline]
     pub(super) fn store_head(&self) {
-        self.released.set(self.head);
+        self.state.released.set(self.state.head);
         // RELEASE_SPACE (Release): pairs with RECLAIM in Producer::refresh_head; our reads of the
         // frames happen before the producer may overwrite them.
-        self.ptrs.header().head.store(self.head, RELEASE_SPACE);
-        if self.ptrs.peer_mode() != MODE_SPIN {
-            wait::wake_if_sleeping(&self.ptrs.header().space_wait);
+        self.state
+            .ptrs
+            .header()
+            .head
+            .store(self.state.head, RELEASE_SPACE);
+        if self.state.ptrs.peer_mode() != MODE_SPIN {
+            wait::wake_if_sleeping(&self.state.ptrs.header().space_wait);
         }
     }
 
     /// Under the loom models: publish our index only when the ring is found empty.
     #[cfg(all(loom, test))]
     pub(crate) fn hold_back(&mut self) {
-        self.batch = u64::MAX;
+        self.state.batch = u64::MAX;
     }
 
     /// The wait cell the consumer sleeps on when the ring is empty.
     pub(crate) fn data_cell(&self) -> &WaitCell {
-        &self.ptrs.header().data_wait
+        &self.state.ptrs.header().data_wait
     }
 
     /// The wait cell the producer sleeps on (used to wake it on close).
     pub(crate) fn space_cell(&self) -> &WaitCell {
-        &self.ptrs.header().space_wait
+        &self.state.ptrs.header().space_wait
     }
 }
 
 impl Drop for Consumer {
     fn drop(&mut self) {
-        if self.released.get() != self.head {
+        if self.state.released.get() != self.state.head {
             self.store_head();
         }
     }
@@ -400,7 +410,7 @@ impl<'a> ReadGuard<'a> {
     pub(super) fn private_bytes(&self) -> &[u8] {
         match &self.src {
             Source::Frame { consumer, .. } => self.copy.get_or_init(|| {
-                let mut buf = consumer.spare.take();
+                let mut buf = consumer.state.spare.take();
                 buf.clear();
                 // The one read of the shared bytes; everything after it looks at `buf`.
                 buf.extend_from_slice(self);
@@ -424,12 +434,12 @@ impl std::ops::Deref for ReadGuard<'_> {
             } => {
                 // Under loom: the producer's writes must be visible (PUBLISH / OBSERVE).
                 #[cfg(loom)]
-                consumer.ptrs.loom_region().track_read(*offset, *len);
+                consumer.state.ptrs.loom_region().track_read(*offset, *len);
                 // SAFETY: `next_frame` checked that [offset, offset + len) lies inside the
                 // region; the producer does not write there until we release it in `drop`. (A
                 // hostile producer process can still change these bytes under us; they are
                 // plain bytes, any value is valid.)
-                unsafe { std::slice::from_raw_parts(consumer.ptrs.bytes(*offset), *len) }
+                unsafe { std::slice::from_raw_parts(consumer.state.ptrs.bytes(*offset), *len) }
             }
             Source::Assembled(bytes) => bytes,
         }
@@ -442,7 +452,7 @@ impl Drop for ReadGuard<'_> {
         if let Source::Frame { consumer, size, .. } = &mut self.src {
             consumer.release(*size);
             if let Some(buf) = self.copy.take() {
-                consumer.spare.set(buf);
+                consumer.state.spare.set(buf);
             }
         }
     }

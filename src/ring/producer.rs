@@ -9,12 +9,17 @@ use crate::wait;
 use super::*;
 
 /// The writing end of a ring.
-///
-/// Aligned to 128 bytes (two cache lines, the unit the prefetcher pulls): the indices this end
-/// writes on every message live on lines of their own, never beside the consumer's when both
-/// ends sit side by side in one process (a ring between threads, on one stack or in one struct).
-#[repr(align(128))]
 pub struct Producer {
+    /// In an allocation of its own (see [`ProducerState`]).
+    pub(super) state: Box<ProducerState>,
+}
+
+/// What a producer keeps: aligned to 128 bytes (two cache lines, the unit the prefetcher pulls)
+/// and boxed, so the indices it writes on every message live on lines of their own wherever the
+/// `Producer` itself is kept: beside its consumer on one stack or in one struct, or in memory a
+/// foreign allocator hands out (a Python object), which honours no alignment beyond 16 bytes.
+#[repr(align(128))]
+pub(crate) struct ProducerState {
     pub(super) ptrs: RingPtrs,
     pub(super) mask: u64,
     /// Our index: bytes published so far. Never reread from shared memory.
@@ -32,14 +37,14 @@ pub struct Producer {
 // SAFETY: the producer only holds pointers into memory that outlives it (kept alive by `_owned`
 // or, in a channel, by the `Arc` of the mapping that the half holding this end owns); all
 // cross-thread access goes through atomics.
-unsafe impl Send for Producer {}
+unsafe impl Send for ProducerState {}
 
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Producer")
-            .field("capacity", &self.ptrs.capacity)
-            .field("tail", &self.tail)
-            .field("cached_head", &self.cached_head)
+            .field("capacity", &self.state.ptrs.capacity)
+            .field("tail", &self.state.tail)
+            .field("cached_head", &self.state.cached_head)
             .finish()
     }
 }
@@ -68,45 +73,48 @@ impl Producer {
             ));
         }
         Ok(Producer {
-            ptrs,
-            mask: capacity as u64 - 1,
-            tail,
-            cached_head: head,
-            next_rewind: if capacity >= 4 * REWIND_AT as usize {
-                (tail & !(capacity as u64 - 1)) + REWIND_AT
-            } else {
-                u64::MAX
-            },
-            max_len: max_payload(capacity),
-            _owned: owned,
-            channel,
+            state: Box::new(ProducerState {
+                ptrs,
+                mask: capacity as u64 - 1,
+                tail,
+                cached_head: head,
+                next_rewind: if capacity >= 4 * REWIND_AT as usize {
+                    (tail & !(capacity as u64 - 1)) + REWIND_AT
+                } else {
+                    u64::MAX
+                },
+                max_len: max_payload(capacity),
+                _owned: owned,
+                channel,
+            }),
         })
     }
 
     /// Bytes in the ring region.
     pub fn capacity(&self) -> usize {
-        self.ptrs.capacity
+        self.state.ptrs.capacity
     }
 
     /// Largest payload a single frame can carry.
     pub fn max_len(&self) -> usize {
-        self.max_len
+        self.state.max_len
     }
 
     /// Rereads the consumer's index. Fails if it moved backwards or past us.
     #[inline(never)]
     pub(super) fn refresh_head(&mut self) -> Result<(), SendError> {
-        let head = self.ptrs.header().head.load(RECLAIM);
-        if head < self.cached_head || head > self.tail || head % FRAME_ALIGN as u64 != 0 {
+        let head = self.state.ptrs.header().head.load(RECLAIM);
+        if head < self.state.cached_head || head > self.state.tail || head % FRAME_ALIGN as u64 != 0
+        {
             return Err(SendError::Corrupt {
-                channel: self.channel.clone(),
+                channel: self.state.channel.clone(),
                 what: format!(
                     "consumer index {head} outside [{}, {}]",
-                    self.cached_head, self.tail
+                    self.state.cached_head, self.state.tail
                 ),
             });
         }
-        self.cached_head = head;
+        self.state.cached_head = head;
         Ok(())
     }
 
@@ -117,8 +125,8 @@ impl Producer {
     #[inline]
     fn place_after(&self, end: u64, len: usize) -> u64 {
         let fs = frame_size(len) as u64;
-        let cap = self.mask + 1;
-        let mut pos = end & self.mask;
+        let cap = self.state.mask + 1;
+        let mut pos = end & self.state.mask;
         let mut start = end;
         if skips_to_line(pos, fs) {
             let skip = LINE as u64 - pos % LINE as u64;
@@ -139,15 +147,15 @@ impl Producer {
     #[inline]
     pub(crate) fn room_for(&mut self, len: usize) -> Result<Option<u64>, SendError> {
         let fs = frame_size(len) as u64;
-        let cap = self.mask + 1;
-        let mut start = self.place_after(self.tail, len);
-        if self.tail >= self.next_rewind && start == self.tail {
-            start = self.maybe_rewind(self.tail & self.mask, fs)?;
+        let cap = self.state.mask + 1;
+        let mut start = self.place_after(self.state.tail, len);
+        if self.state.tail >= self.state.next_rewind && start == self.state.tail {
+            start = self.maybe_rewind(self.state.tail & self.state.mask, fs)?;
         }
         let need_end = start + fs + FRAME_HEADER as u64;
-        if need_end - self.cached_head > cap {
+        if need_end - self.state.cached_head > cap {
             self.refresh_head()?;
-            if need_end - self.cached_head > cap {
+            if need_end - self.state.cached_head > cap {
                 return Ok(None);
             }
         }
@@ -162,15 +170,15 @@ impl Producer {
         &mut self,
         lens: impl Iterator<Item = usize>,
     ) -> Result<bool, SendError> {
-        let end = lens.fold(self.tail, |end, len| {
+        let end = lens.fold(self.state.tail, |end, len| {
             self.place_after(end, len) + frame_size(len) as u64
         });
         let need = end + FRAME_HEADER as u64;
-        let cap = self.mask + 1;
-        if need - self.cached_head > cap {
+        let cap = self.state.mask + 1;
+        if need - self.state.cached_head > cap {
             self.refresh_head()?;
         }
-        Ok(need - self.cached_head <= cap)
+        Ok(need - self.state.cached_head <= cap)
     }
 
     /// Where the next frame of `len` bytes starts in a sequence that
@@ -178,7 +186,7 @@ impl Producer {
     /// it.
     #[inline]
     pub(crate) fn next_start(&self, len: usize) -> u64 {
-        self.place_after(self.tail, len)
+        self.place_after(self.state.tail, len)
     }
 
     /// Once per lap, past [`REWIND_AT`] bytes into it: if the consumer has read everything, start
@@ -187,18 +195,18 @@ impl Producer {
     /// while it is lightly used, and those lines stay warm in both cores' caches.
     #[cold]
     pub(super) fn maybe_rewind(&mut self, pos: u64, fs: u64) -> Result<u64, SendError> {
-        let cap = self.mask + 1;
+        let cap = self.state.mask + 1;
         if pos < fs + FRAME_HEADER as u64 {
             // The frame would not fit before our position; look again at a later one.
-            return Ok(self.tail);
+            return Ok(self.state.tail);
         }
-        let lap_end = self.tail + (cap - pos);
-        self.next_rewind = lap_end + REWIND_AT;
+        let lap_end = self.state.tail + (cap - pos);
+        self.state.next_rewind = lap_end + REWIND_AT;
         self.refresh_head()?;
-        Ok(if self.cached_head == self.tail {
+        Ok(if self.state.cached_head == self.state.tail {
             lap_end
         } else {
-            self.tail
+            self.state.tail
         })
     }
 
@@ -214,10 +222,10 @@ impl Producer {
     /// (see `publish`).
     #[inline]
     pub(crate) fn grant_at(&mut self, start: u64, len: usize, kind: u8) -> WriteGrant<'_> {
-        let pos = (start & self.mask) as usize;
+        let pos = (start & self.state.mask) as usize;
         // `room_for` placed the whole frame, header included, between `pos` and the end of the
         // region, so the payload starts inside it.
-        let payload = self.ptrs.bytes(pos + FRAME_HEADER);
+        let payload = self.state.ptrs.bytes(pos + FRAME_HEADER);
         WriteGrant {
             producer: self,
             payload,
@@ -244,16 +252,17 @@ impl Producer {
     /// of it is woken, and a grant that is dropped publishes nothing.
     #[inline(never)]
     pub(super) fn skip_to(&mut self, start: u64) {
-        let to = (start & self.mask) as usize;
-        self.ptrs.word(to).store(0, Ordering::Relaxed);
+        let to = (start & self.state.mask) as usize;
+        self.state.ptrs.word(to).store(0, Ordering::Relaxed);
         let marker = if to == 0 { kind::PAD } else { kind::SKIP };
-        let pos = (self.tail & self.mask) as usize;
+        let pos = (self.state.tail & self.state.mask) as usize;
         // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; orders the zero above
         // before the marker, so a consumer that follows it finds 0 or a newer frame.
-        self.ptrs
+        self.state
+            .ptrs
             .word(pos)
-            .store(encode(self.tail, marker, 0), PUBLISH);
-        self.tail = start;
+            .store(encode(self.state.tail, marker, 0), PUBLISH);
+        self.state.tail = start;
     }
 
     /// Reserves room for a frame of `len` bytes and hands out the payload to write in place.
@@ -281,10 +290,10 @@ impl Producer {
         len: usize,
         kind: u8,
     ) -> Result<WriteGrant<'_>, SendError> {
-        if len > self.max_len {
+        if len > self.state.max_len {
             return Err(SendError::TooLarge {
                 len,
-                max: self.max_len,
+                max: self.state.max_len,
             });
         }
         match self.room_for(len)? {
@@ -307,24 +316,26 @@ impl Producer {
     /// PAD) with `used` bytes of payload, and wakes the consumer if it may be asleep.
     #[inline]
     pub(super) fn publish(&mut self, start: u64, used: usize, kind: u8) {
-        if start != self.tail {
+        if start != self.state.tail {
             self.skip_to(start);
         }
         let fs = frame_size(used) as u64;
-        let pos = (self.tail & self.mask) as usize;
-        let next = self.tail + fs;
+        let pos = (self.state.tail & self.state.mask) as usize;
+        let next = self.state.tail + fs;
         // Keep the invariant: the word at our next position is zero before anyone can get there.
-        self.ptrs
-            .word((next & self.mask) as usize)
+        self.state
+            .ptrs
+            .word((next & self.state.mask) as usize)
             .store(0, Ordering::Relaxed);
         // PUBLISH (Release): pairs with OBSERVE in Consumer::try_read; the payload and the zero
         // above become visible with this word.
-        self.ptrs
+        self.state
+            .ptrs
             .word(pos)
-            .store(encode(self.tail, kind, used as u32), PUBLISH);
-        self.tail = next;
+            .store(encode(self.state.tail, kind, used as u32), PUBLISH);
+        self.state.tail = next;
         // Release: informational copy of our index, read by `Producer::new` of a successor.
-        self.ptrs.header().tail.store(next, Ordering::Release);
+        self.state.ptrs.header().tail.store(next, Ordering::Release);
         self.notify_consumer();
         self.zero_ahead(next, fs);
     }
@@ -338,11 +349,12 @@ impl Producer {
     #[inline]
     pub(super) fn zero_ahead(&self, next: u64, fs: u64) {
         let ahead = next + fs;
-        let cap = self.mask + 1;
-        let same_lap = (next & self.mask) + fs < cap;
-        if same_lap && ahead + FRAME_HEADER as u64 - self.cached_head <= cap {
-            self.ptrs
-                .word((ahead & self.mask) as usize)
+        let cap = self.state.mask + 1;
+        let same_lap = (next & self.state.mask) + fs < cap;
+        if same_lap && ahead + FRAME_HEADER as u64 - self.state.cached_head <= cap {
+            self.state
+                .ptrs
+                .word((ahead & self.state.mask) as usize)
                 .store(0, Ordering::Relaxed);
         }
     }
@@ -350,19 +362,19 @@ impl Producer {
     /// Wakes the consumer if it may be asleep.
     #[inline]
     pub(super) fn notify_consumer(&self) {
-        if self.ptrs.peer_mode() != MODE_SPIN {
-            wait::wake_if_sleeping(&self.ptrs.header().data_wait);
+        if self.state.ptrs.peer_mode() != MODE_SPIN {
+            wait::wake_if_sleeping(&self.state.ptrs.header().data_wait);
         }
     }
 
     /// The wait cell the producer sleeps on when the ring is full.
     pub(crate) fn space_cell(&self) -> &WaitCell {
-        &self.ptrs.header().space_wait
+        &self.state.ptrs.header().space_wait
     }
 
     /// The wait cell the consumer sleeps on (used to wake it on close).
     pub(crate) fn data_cell(&self) -> &WaitCell {
-        &self.ptrs.header().data_wait
+        &self.state.ptrs.header().data_wait
     }
 }
 
@@ -423,6 +435,7 @@ impl std::ops::DerefMut for WriteGrant<'_> {
         // Under loom: the consumer must be done with these bytes (RELEASE_SPACE / RECLAIM).
         #[cfg(loom)]
         self.producer
+            .state
             .ptrs
             .loom_region()
             .track_write(self.payload, self.len);

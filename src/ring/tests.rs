@@ -1,5 +1,6 @@
 //! The ring's unit and property tests, on heap memory.
 
+use super::producer::ProducerState;
 use super::*;
 use crate::error::{RecvError, SendError};
 use crate::sync::Ordering;
@@ -130,13 +131,13 @@ fn a_lightly_used_large_ring_rewinds_and_a_busy_one_does_not() {
     for i in 0..20_000 {
         let data = pattern(i, 1000);
         tx.try_send(&data).unwrap();
-        furthest = furthest.max(tx.tail & tx.mask);
+        furthest = furthest.max(tx.state.tail & tx.state.mask);
         assert_eq!(&*rx.try_read().unwrap(), &data[..]);
         // A receiver goes back for the next message and finds none: that releases the frame.
         assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
     }
     assert!(
-        tx.tail > 16 * capacity as u64,
+        tx.state.tail > 16 * capacity as u64,
         "the traffic went around many laps"
     );
     assert!(
@@ -148,7 +149,7 @@ fn a_lightly_used_large_ring_rewinds_and_a_busy_one_does_not() {
     let mut furthest = 0;
     for i in 0..20_000 {
         tx.try_send(&pattern(i, 1000)).unwrap();
-        furthest = furthest.max(tx.tail & tx.mask);
+        furthest = furthest.max(tx.state.tail & tx.state.mask);
         if i >= 8 {
             assert_eq!(&*rx.try_read().unwrap(), &pattern(i - 8, 1000)[..]);
         }
@@ -176,10 +177,10 @@ fn a_dropped_grant_never_leaves_a_sleeping_consumer_behind_a_pad() {
     let (mut tx, mut rx) = new(capacity).unwrap();
     // The consumer announces `Block`: the producer must wake it.
     // SAFETY: the mode word is in the ring's allocation, alive as long as `tx`; it is atomic.
-    unsafe { tx.ptrs.peer_mode.as_ref() }.store(crate::layout::MODE_BLOCK, Ordering::Relaxed);
+    unsafe { tx.state.ptrs.peer_mode.as_ref() }.store(crate::layout::MODE_BLOCK, Ordering::Relaxed);
     let place = pattern(1, 200_000);
     tx.try_send(&place).unwrap();
-    assert!(tx.tail & tx.mask >= REWIND_AT && tx.tail >= tx.next_rewind);
+    assert!(tx.state.tail & tx.state.mask >= REWIND_AT && tx.state.tail >= tx.state.next_rewind);
     assert_eq!(&*rx.try_read().unwrap(), &place[..]);
     // The consumer goes to sleep, as `wait` does: sleepers first, then the futex word.
     rx.data_cell().sleepers.store(1, Ordering::Relaxed);
@@ -293,8 +294,9 @@ proptest! {
 }
 
 fn corrupt_head_word(rx: &Consumer, word: u64) {
-    rx.ptrs
-        .word((rx.head & rx.mask) as usize)
+    rx.state
+        .ptrs
+        .word((rx.state.head & rx.state.mask) as usize)
         .store(word, Ordering::Relaxed);
 }
 
@@ -324,7 +326,7 @@ fn hostile_frame_headers_are_corrupt_errors() {
     for (what, word) in cases {
         for offset in [0usize, 64, 128, 192] {
             let (_tx, mut rx) = ring_at(256, offset);
-            corrupt_head_word(&rx, word(rx.head));
+            corrupt_head_word(&rx, word(rx.state.head));
             for _ in 0..3 {
                 assert!(
                     matches!(rx.try_read(), Err(RecvError::Corrupt { .. })),
@@ -335,11 +337,11 @@ fn hostile_frame_headers_are_corrupt_errors() {
     }
     // A frame that fits by length but would run past the end of the region.
     let (_tx, mut rx) = ring_at(1024, 960);
-    corrupt_head_word(&rx, encode(rx.head, kind::DATA, 200));
+    corrupt_head_word(&rx, encode(rx.state.head, kind::DATA, 200));
     assert!(matches!(rx.try_read(), Err(RecvError::Corrupt { .. })));
     // A PAD at offset 0 would skip a whole lap.
     let (_tx, mut rx) = ring_at(256, 0);
-    corrupt_head_word(&rx, encode(rx.head, kind::PAD, 0));
+    corrupt_head_word(&rx, encode(rx.state.head, kind::PAD, 0));
     assert!(matches!(rx.try_read(), Err(RecvError::Corrupt { .. })));
 }
 
@@ -348,7 +350,7 @@ fn hostile_consumer_index_is_a_corrupt_error() {
     // Jumps past the producer.
     let (mut tx, rx) = new(256).unwrap();
     fill(&mut tx, 40);
-    rx.ptrs.header().head.store(10_048, Ordering::Relaxed);
+    rx.state.ptrs.header().head.store(10_048, Ordering::Relaxed);
     assert!(matches!(
         tx.try_send(&[0; 40]),
         Err(SendError::Corrupt { .. })
@@ -360,7 +362,7 @@ fn hostile_consumer_index_is_a_corrupt_error() {
         drop(rx.try_read().unwrap());
     }
     fill(&mut tx, 40);
-    rx.ptrs.header().head.store(64, Ordering::Relaxed);
+    rx.state.ptrs.header().head.store(64, Ordering::Relaxed);
     assert!(matches!(
         tx.try_send(&[0; 40]),
         Err(SendError::Corrupt { .. })
@@ -368,7 +370,7 @@ fn hostile_consumer_index_is_a_corrupt_error() {
     // Misaligned.
     let (mut tx, rx) = new(256).unwrap();
     fill(&mut tx, 40);
-    rx.ptrs.header().head.store(12, Ordering::Relaxed);
+    rx.state.ptrs.header().head.store(12, Ordering::Relaxed);
     assert!(matches!(
         tx.try_send(&[0; 40]),
         Err(SendError::Corrupt { .. })
@@ -447,4 +449,14 @@ fn a_message_that_fits_in_a_line_never_straddles_two() {
         assert_eq!(&*rx.try_read().unwrap(), &pattern(round, before)[..]);
         assert_eq!(&*rx.try_read().unwrap(), &pattern(round + 1, len)[..]);
     }
+}
+
+#[test]
+fn ends_ask_no_alignment_beyond_what_every_allocator_gives() {
+    // A Python object (PyO3) or a C allocation guarantees 16 bytes at most; the ends keep their
+    // line-aligned state in allocations of their own.
+    assert!(std::mem::align_of::<Producer>() <= 16);
+    assert!(std::mem::align_of::<Consumer>() <= 16);
+    assert!(std::mem::align_of::<crate::Channel>() <= 16);
+    assert!(std::mem::align_of::<ProducerState>() >= 128);
 }
