@@ -88,3 +88,9 @@ pub(crate) const fn max_payload(capacity: usize) -> usize {
 pub(crate) const fn skips_to_line(pos: u64, size: u64) -> bool {
     size <= LINE as u64 && (pos % LINE as u64) + size > LINE as u64
 }
+
+/// The first line boundary after offset `pos`: where a SKIP at `pos` leads.
+#[inline]
+pub(crate) const fn next_line(pos: u64) -> u64 {
+    (pos | (LINE as u64 - 1)) + 1
+}

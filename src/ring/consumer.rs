@@ -111,10 +111,7 @@ impl Consumer {
             .load(Ordering::Relaxed)
             != 0;
         if !data {
-            self.state.found_empty.set(true);
-            if self.state.released.get() != self.state.head {
-                self.store_head();
-            }
+            self.caught_up();
         }
         data
     }
@@ -155,11 +152,7 @@ impl Consumer {
             // OBSERVE (Acquire): pairs with PUBLISH in Producer::publish / try_reserve_kind.
             let word = self.state.ptrs.word(pos).load(OBSERVE);
             if word == 0 {
-                self.state.found_empty.set(true);
-                if self.state.released.get() != self.state.head {
-                    // Caught up: give the producer everything read, before anyone waits.
-                    self.store_head();
-                }
+                self.caught_up();
                 return Err(RecvError::Empty);
             }
             let (tag, kind, len) = decode(word);
@@ -177,12 +170,12 @@ impl Consumer {
                 }
                 kind::SKIP => {
                     // To the next line, which must lie inside this lap.
-                    let to = (pos | (LINE - 1)) + 1;
-                    if pos % LINE == 0 || len != 0 || to as u64 >= cap || skipped {
+                    let to = next_line(pos as u64);
+                    if pos % LINE == 0 || len != 0 || to >= cap || skipped {
                         return Err(self.bad_frame(Bad::Skip, pos));
                     }
                     skipped = true;
-                    self.state.head += (to - pos) as u64;
+                    self.state.head += to - pos as u64;
                 }
                 kind::DATA..=kind::MAX => {
                     let len = len as usize;
@@ -229,15 +222,14 @@ impl Consumer {
     }
 
     /// Gives the producer the space of the frames read so far, in batches: when a batch's worth
-    /// is read (an eighth of the ring, at most 2 KiB), when the frame just read had to be waited
-    /// for and ends a cache line, when it was the last one published (so a ring drained is a ring whose whole space
-    /// is the producer's again), when a
-    /// PAD skips the rest of a lap, when the ring is found empty (by `next_frame` or `has_data`:
-    /// so before any wait, which always looks at one of them before it sleeps), and when the
-    /// consumer drops. A producer waiting for room is woken then. Space is held back only while
-    /// more frames wait to be read. The producer rereads our index only when its cached copy
-    /// says the ring is full, and a stream that keeps the ring full then moves that line once
-    /// per batch, not once per message.
+    /// is read (an eighth of the ring, at most 2 KiB); when the frame just read had to be waited
+    /// for and ends a cache line; when it was the last one published (so a drained ring is
+    /// wholly the producer's again); when a PAD skips the rest of a lap; when the ring is found
+    /// empty (`caught_up`, from `next_frame` or `has_data`: so before any wait, which always
+    /// looks at one of them before it sleeps); and when the consumer drops. A producer waiting
+    /// for room is woken then. Space is held back only while more frames wait to be read. The
+    /// producer rereads our index only when its cached copy says the ring is full, and a stream
+    /// that keeps the ring full then moves that line once per batch, not once per message.
     #[inline]
     pub(super) fn release(&mut self, size: u64) {
         self.state.head += size;
@@ -262,6 +254,22 @@ impl Consumer {
         }
     }
 
+    /// The ring was found empty: the next frame is waited for, and nothing read stays held
+    /// back while we wait.
+    #[inline]
+    fn caught_up(&self) {
+        self.state.found_empty.set(true);
+        self.give_back();
+    }
+
+    /// Publishes our index if space read since the last publication is held back.
+    #[inline]
+    fn give_back(&self) {
+        if self.state.released.get() != self.state.head {
+            self.store_head();
+        }
+    }
+
     #[inline]
     pub(super) fn store_head(&self) {
         self.state.released.set(self.state.head);
@@ -277,7 +285,8 @@ impl Consumer {
         }
     }
 
-    /// Under the loom models: publish our index only when the ring is found empty.
+    /// Under the loom models: never publish for a full batch, only for the other reasons
+    /// `release` names.
     #[cfg(all(loom, test))]
     pub(crate) fn hold_back(&mut self) {
         self.state.batch = u64::MAX;
@@ -296,9 +305,7 @@ impl Consumer {
 
 impl Drop for Consumer {
     fn drop(&mut self) {
-        if self.state.released.get() != self.state.head {
-            self.store_head();
-        }
+        self.give_back();
     }
 }
 

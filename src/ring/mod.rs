@@ -64,7 +64,7 @@ mod tests;
 #[cfg(all(loom, test))]
 pub(crate) use self::loom::announce;
 pub(crate) use crate::layout::frame::{
-    decode, encode, frame_size, kind, max_payload, skips_to_line, tag_of, FRAME_ALIGN,
+    decode, encode, frame_size, kind, max_payload, next_line, skips_to_line, tag_of, FRAME_ALIGN,
     FRAME_HEADER, LINE, REWIND_AT,
 };
 pub(crate) use consumer::Frame;

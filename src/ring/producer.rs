@@ -129,9 +129,8 @@ impl Producer {
         let mut pos = end & self.state.mask;
         let mut start = end;
         if skips_to_line(pos, fs) {
-            let skip = LINE as u64 - pos % LINE as u64;
-            pos += skip;
-            start += skip;
+            start += next_line(pos) - pos;
+            pos = next_line(pos);
         }
         if pos + fs <= cap {
             start
@@ -140,8 +139,8 @@ impl Producer {
         }
     }
 
-    /// Where a frame of `len` bytes would start (after a PAD if it does not fit before the end
-    /// of the region), if there is room for it and the next header word right now. Rereads the
+    /// Where a frame of `len` bytes would start (after a SKIP or a PAD, as `place_after`
+    /// places it, or rewound), if there is room for it and the next header word right now. Rereads the
     /// consumer's index only when the cached one says there is no room.
     /// `Ok(None)`: no room now; `Err`: the consumer's index is corrupt.
     #[inline]

@@ -133,7 +133,7 @@ fn a_lightly_used_large_ring_rewinds_and_a_busy_one_does_not() {
         tx.try_send(&data).unwrap();
         furthest = furthest.max(tx.state.tail & tx.state.mask);
         assert_eq!(&*rx.try_read().unwrap(), &data[..]);
-        // A receiver goes back for the next message and finds none: that releases the frame.
+        // A receiver goes back for the next message and finds none.
         assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
     }
     assert!(
