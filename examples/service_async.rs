@@ -10,6 +10,7 @@ use shmlink::{Config, Error};
 
 fn main() -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
         .build()
         .map_err(Error::Io)?;
     runtime.block_on(async {

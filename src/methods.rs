@@ -402,7 +402,7 @@ macro_rules! async_methods {
         /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
         /// # use shmlink::{tokio::AsyncChannel, Channel, Config, WaitStrategy};
         /// # let name = format!("doc-async-send-{}", std::process::id());
-        /// # let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+        /// # let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
         /// runtime.block_on(async {
         ///     let mut tx = AsyncChannel::new(Channel::create(&name, &Config::default())?)?;
         ///     let mut rx = AsyncChannel::new(Channel::connect(&name, WaitStrategy::Block)?)?;

@@ -139,3 +139,11 @@ pub(crate) fn stop_point(point: StopPoint) {
         unsafe { libc::raise(libc::SIGSTOP) };
     }
 }
+
+/// Whether an async task here sleeps on a futex ring of its own, polled by the tokio runtime's
+/// I/O driver (`io_uring` futex waits: Linux 6.7 and later, not refused by a sandbox), rather
+/// than through the reactor thread.
+#[cfg(feature = "tokio")]
+pub fn async_wakes_directly() -> bool {
+    crate::sys::FutexRing::new().is_some()
+}

@@ -44,18 +44,40 @@
 //! stop finding messages (a slow peer, or many busy tasks on the thread) soon stops polling and
 //! costs the thread nothing while it waits.
 //!
-//! To sleep, a task goes to the reactor: one thread per process (started on first use) that
-//! sleeps with `futex_waitv` on the futex words of every channel a task is waiting on, plus a
-//! control word that new waits ring. The task announces a sleeper on the channel's data cell
-//! exactly as a `Block` receive does (read the word, announce, fence, look again), hands the
-//! word and the value it read to the reactor, and returns `Pending`. The peer's existing
-//! wake-up call changes the word; the reactor sees it and wakes the task's `Waker`. Sends that
-//! find the ring full wait on the ring's space cell the same way, and accepts on the listener's
-//! doorbell. A wake-up through the reactor costs two thread hand-offs (peer, reactor, runtime
-//! thread), which is what the polls save when the peer answers quickly. Those hand-offs also
-//! let the scheduler put two runtime threads that talk to each other on one core; polling
-//! cannot pay there, the policy stops, and each message then costs a sleep and a wake-up
-//! (several times a synchronous round trip) until the scheduler moves them apart.
+//! To sleep, a task announces a sleeper on the channel's data cell exactly as a `Block`
+//! receive does (read the word, announce, fence, look again) and returns `Pending` after
+//! handing the word and the value it read to one of two waiters:
+//!
+//! * **Its own futex ring**, on a tokio runtime with its I/O driver, where the kernel has
+//!   `io_uring` futex waits (Linux 6.7 and later, not refused by a sandbox): the task submits a
+//!   futex wait on the word to a small `io_uring` of its own, whose descriptor is registered
+//!   with the runtime like a socket's. The peer's existing wake-up call completes the wait, the
+//!   descriptor turns readable, and the runtime thread, woken by its own poll, runs the task:
+//!   one thread hand-off, as for a socket. The ring is made at the task's first sleep, on the
+//!   runtime that polls it (one descriptor per direction that has slept), and stays with the
+//!   channel; the completion runs on the thread that submitted the wait, so on a
+//!   multi-thread runtime whose worker parked elsewhere it can take a second hand-off.
+//! * **The reactor** otherwise (outside a tokio runtime, on older kernels): one thread per
+//!   process (started on first use) that sleeps with `futex_waitv` on the futex words of every
+//!   task waiting on it, plus a control word that new waits ring, and wakes the task's `Waker`
+//!   when its word changes. That costs two hand-offs (peer, reactor, runtime thread), which is
+//!   what the polls save when the peer answers quickly. Those hand-offs also let the scheduler
+//!   put two runtime threads that talk to each other on one core; polling cannot pay there,
+//!   the policy stops, and each message then costs a sleep and a wake-up (several times a
+//!   synchronous round trip) until the scheduler moves them apart.
+//!
+//! Sends that find the ring full wait on the ring's space cell the same way; accepts wait on
+//! the listener's doorbell through the reactor.
+//!
+//! # Runtime
+//!
+//! Inside a tokio runtime, the runtime must have its I/O driver (`enable_io`, or
+//! `enable_all`, as `#[tokio::main]` and `Runtime::new` have): a task's sleep is registered
+//! with it, as a tokio socket's readiness is, and like tokio's own `AsyncFd` the first sleep
+//! panics on a runtime without one. An `AsyncChannel` belongs to the runtime on which it first
+//! slept, as a tokio socket belongs to the runtime it was registered with: that runtime's
+//! driver must keep running for its wake-ups to arrive. Polled outside any tokio runtime (by
+//! another executor), the futures sleep through the reactor and need nothing but a `Waker`.
 //!
 //! A peer process that dies without closing is noticed as by a `Block` receive: before it
 //! sleeps, the task registers the peer with the process's death watcher (a thread holding a
@@ -63,14 +85,14 @@
 //! watcher records the death and changes the word, and the woken task reports
 //! [`RecvError::PeerGone`]. So idle tasks cost no timed wake-ups. Only a task whose peer the watcher
 //! cannot cover (no pidfds, a peer in another pid namespace) is woken every 10 ms to look at
-//! it. With more than 127 waiting tasks, or without `futex_waitv` (kernels before 5.16), the
-//! reactor looks every millisecond instead of sleeping until woken.
+//! it. With more than 127 tasks waiting on the reactor, or without `futex_waitv` (kernels
+//! before 5.16), the reactor looks every millisecond instead of sleeping until woken.
 //!
-//! A wait with a deadline (the `_timeout` forms) hands the reactor its deadline too: the
-//! reactor wakes the task when it passes, and the task returns `Timeout`.
+//! A wait with a deadline (the `_timeout` forms) ends at its deadline too (a timeout linked
+//! to the futex wait on the task's ring, or the reactor's clock), and the task returns
+//! `Timeout`.
 //!
-//! The futures only need a `Waker`; the `tokio` runtime is used for [`connect`], whose wait for
-//! the server runs on tokio's blocking pool. Channels for tasks wait with
+//! [`connect`] waits for the server on tokio's blocking pool. Channels for tasks wait with
 //! [`WaitStrategy::Block`]: the peer only makes wake-up calls for ends that announced they may
 //! sleep.
 
@@ -84,9 +106,10 @@ use crate::channel::{Channel, Config};
 use crate::error::{OpenError, RecvError, SendError, WaitError};
 use crate::layout::WaitCell;
 use crate::ring::{full_fence, ReadGuard, WriteGrant};
+use crate::service::direct::{Armed, DirectWait};
 use crate::service::reactor::Registration;
 use crate::service::{Connection, Listener};
-use crate::wait::{Deadline, Plan, Policy, WaitStrategy, SPINS_PER_CLOCK_READ};
+use crate::wait::{Deadline, Plan, Policy, WaitStrategy, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
 
 /// Whether a sleeper is announced on a wait cell; withdrawn when the task looks again or goes
 /// away.
@@ -170,11 +193,25 @@ enum Step {
     Fail(WaitError),
 }
 
+/// How a [`Side`] sleeps.
+enum Sleep {
+    /// Not decided yet: decided at the first sleep, on the runtime that polls it.
+    Undecided,
+    /// Its own futex ring, polled by the runtime's I/O driver (boxed: an `io_uring` handle is
+    /// large, and most sides never sleep).
+    Direct(Box<DirectWait>),
+    /// Through the reactor thread.
+    Reactor,
+}
+
 /// One direction of an [`AsyncChannel`] (receiving, or sending into a full ring): what its
-/// waits learnt, its place in the reactor, and its sleeper on the channel's cell.
+/// waits learnt, how it sleeps, its place in the reactor, and its sleeper on the channel's
+/// cell.
 struct Side {
     policy: Policy,
-    reg: Registration,
+    sleep: Sleep,
+    /// Its place in the reactor, taken when it first sleeps there.
+    reg: Option<Registration>,
     sleeper: Announced,
 }
 
@@ -182,9 +219,52 @@ impl Side {
     fn new() -> Side {
         Side {
             policy: Policy::for_tasks(),
-            reg: Registration::new(),
+            sleep: Sleep::Undecided,
+            reg: None,
             sleeper: Announced::default(),
         }
+    }
+
+    /// Sleeps on `word` while it holds `seen`, until `deadline` (and, if `!watched`, at most
+    /// [`UNWATCHED_SLICE`]): on the task's own futex ring where it has one, else through the
+    /// reactor. `Again` when the wait is already over.
+    fn sleep_on(
+        &mut self,
+        cx: &mut Context<'_>,
+        w: &mut Wait,
+        word: &std::sync::atomic::AtomicU32,
+        seen: u32,
+        watched: bool,
+        deadline: Deadline,
+    ) -> Step {
+        if let Sleep::Undecided = self.sleep {
+            self.sleep = DirectWait::new().map_or(Sleep::Reactor, |d| Sleep::Direct(Box::new(d)));
+        }
+        if let Sleep::Direct(direct) = &mut self.sleep {
+            let left = deadline
+                .instant()
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            let slice = (!watched).then_some(UNWATCHED_SLICE);
+            let timeout = [left, slice].into_iter().flatten().min();
+            match direct.arm(cx, word, seen, timeout) {
+                Ok(Armed::Pending) => return Step::Pending,
+                Ok(Armed::Again) => return Step::Again,
+                // The ring or the runtime's driver failed us (the runtime is shutting down):
+                // the reactor serves from now on.
+                Err(_) => self.sleep = Sleep::Reactor,
+            }
+        }
+        // Armed after the look: a change of the word since `seen` stays in the word, and the
+        // reactor's wait (which compares it with `seen`) returns at once for it.
+        self.reg.get_or_insert_with(Registration::new).arm(
+            word,
+            seen,
+            !watched,
+            deadline.instant(),
+            cx.waker(),
+        );
+        w.armed = true;
+        Step::Pending
     }
 
     /// The operation succeeded: folds the wait, if there was one, into the policy.
@@ -194,15 +274,22 @@ impl Side {
             if w.armed {
                 // Woken by something else than the reactor (a `select!` sibling): our entry
                 // may still be there.
-                self.reg.disarm();
+                self.disarm();
             }
+        }
+    }
+
+    /// Takes the side's entry out of the reactor, if it has one.
+    fn disarm(&self) {
+        if let Some(reg) = &self.reg {
+            reg.disarm();
         }
     }
 
     /// The operation ended with an error: nothing to learn.
     fn failed(&mut self, wait: &mut Option<Wait>) {
         if wait.take().is_some_and(|w| w.armed) {
-            self.reg.disarm();
+            self.disarm();
         }
     }
 
@@ -309,17 +396,9 @@ impl Side {
             self.sleeper.withdraw_from(want.cell(ch));
             return Step::Again;
         }
-        // Armed after the look: a change of the word since `seen` stays in the word, and the
-        // reactor's wait (which compares it with `seen`) returns at once for it.
-        self.reg.arm(
-            &want.cell(ch).futex,
-            seen,
-            !watched,
-            deadline.instant(),
-            cx.waker(),
-        );
-        w.armed = true;
-        Step::Pending
+        // Slept on after the look: a change of the word since `seen` stays in the word, and
+        // the wait (which compares it with `seen`) ends at once for it.
+        self.sleep_on(cx, w, &want.cell(ch).futex, seen, watched, deadline)
     }
 }
 
@@ -347,7 +426,8 @@ fn empty(e: &RecvError) -> bool {
 ///
 /// Waits as a synchronous [`WaitStrategy::Block`] channel does (see the [module
 /// docs](crate::tokio#how-it-waits)): a short poll while polls pay, yielding to the runtime
-/// between batches, then a sleep through the reactor. Every future may be dropped at any
+/// between batches, then a sleep on the task's own futex ring (or through the reactor). Every
+/// future may be dropped at any
 /// point ([cancelling](crate::tokio#cancelling)).
 pub struct AsyncChannel<C: BorrowMut<Channel> = Channel> {
     recv_side: Side,
@@ -489,8 +569,8 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
         let ch: &Channel = self.channel.borrow();
         self.recv_side.sleeper.withdraw_from(ch.data_cell());
         self.send_side.sleeper.withdraw_from(ch.space_cell());
-        self.recv_side.reg.disarm();
-        self.send_side.reg.disarm();
+        self.recv_side.disarm();
+        self.send_side.disarm();
     }
 }
 

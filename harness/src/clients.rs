@@ -413,6 +413,7 @@ pub fn run_client(spec: &ClientSpec) -> anyhow::Result<ClientResult> {
             let ch = Channel::connect_timeout(name, WaitStrategy::Block, CONNECT_LIMIT)?;
             tokio::runtime::Builder::new_current_thread()
                 .enable_time()
+                .enable_io()
                 .build()?
                 .block_on(async {
                     let mut ch = AsyncChannel::new(ch)?;

@@ -4,6 +4,8 @@
 //! listener's mappings (`futex_waitv` for many at once) and rely on the death watcher for the
 //! peers of the channels they wait on.
 
+#[cfg(feature = "tokio")]
+pub(crate) mod direct;
 pub(crate) mod listener;
 mod pool;
 #[cfg(feature = "tokio")]

@@ -7,7 +7,9 @@
 //!   each watched peer and asks once a second whether each still holds its end (`watch.rs`);
 //! * [`lock`]: the byte locks (`F_OFD_SETLK`) that say whether an endpoint is alive;
 //! * [`ProcessId`]: who an endpoint is (pid and start time, information only; `process.rs`);
-//! * `shm_open` / `shm_unlink`, the effective user, a non-blocking socket connect (`files.rs`).
+//! * `shm_open` / `shm_unlink`, the effective user, a non-blocking socket connect (`files.rs`);
+//! * [`FutexRing`] (feature `tokio`): a futex wait that completes into a file descriptor an
+//!   async runtime can poll (`uring.rs`).
 //!
 //! Nothing here knows the layout of a mapping: callers pass the words to sleep on and the bytes
 //! to lock.
@@ -16,6 +18,8 @@ mod files;
 mod futex;
 pub(crate) mod lock;
 mod process;
+#[cfg(all(feature = "tokio", not(loom)))]
+mod uring;
 // Under loom, `crate::sync` stands in for the watcher.
 #[cfg(not(loom))]
 mod watch;
@@ -25,6 +29,8 @@ pub(crate) use futex::{futex_wait, futex_wake, wait_any, FutexWaitv, WaitAny, WA
 #[cfg(all(test, not(loom)))]
 pub(crate) use process::start_time_at;
 pub(crate) use process::ProcessId;
+#[cfg(all(feature = "tokio", not(loom)))]
+pub(crate) use uring::FutexRing;
 #[cfg(not(loom))]
 pub(crate) use watch::DeathWatch;
 

@@ -87,11 +87,13 @@ impl Default for Policy {
 }
 
 impl Policy {
-    /// The policy of an async task. A task sleeps through the reactor, so its wake-up costs
-    /// two hand-offs between threads (peer, reactor, runtime thread) however idle the cores
-    /// are: any sleep right after waking the peer that a poll of [`POST_WAKE_SPIN`] would have
-    /// saved counts against sleeping (a task's poll yields to the runtime between batches, so
-    /// the thread's other tasks still run).
+    /// The policy of an async task. A task's wake-up reaches it through the runtime (its I/O
+    /// driver, or the reactor thread and then the runtime), which costs more than a thread's
+    /// however idle the cores are: any sleep right after waking the peer that a poll of
+    /// [`POST_WAKE_SPIN`] would have saved counts against sleeping (a task's poll yields to
+    /// the runtime between batches, so the thread's other tasks still run). With the thread's
+    /// policy, a task woken through its I/O driver makes fewer than half the round trips of
+    /// one with this policy, quiet, against one client.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn for_tasks() -> Policy {
         Policy {
@@ -251,7 +253,7 @@ mod tests {
     #[test]
     fn a_task_polls_after_waking_its_peer_whenever_that_beats_a_sleep() {
         // Quick post-wake sleeps (a busy machine): a thread keeps sleeping at once, a task,
-        // whose every sleep costs two hand-offs through the reactor, polls.
+        // whose every sleep costs a trip through its runtime, polls.
         for (mut p, polls) in [(Policy::default(), false), (Policy::for_tasks(), true)] {
             for _ in 0..16 {
                 p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(3));

@@ -340,57 +340,107 @@ impl<const B: u8> Surface for EndpointOn<B> {
 
 #[cfg(feature = "tokio")]
 mod async_surface {
-    //! The async API on shared memory: each end runs its futures on a runtime of its own.
+    //! The async API on shared memory: each end runs its futures on an executor of its own,
+    //! either a tokio runtime (whose I/O driver a task's sleep is registered with, where the
+    //! kernel allows) or a plain one outside any runtime (the task sleeps through the reactor
+    //! thread).
 
     use super::*;
     use shmlink::tokio::{AsyncChannel, AsyncListener};
     use std::borrow::BorrowMut;
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("a tokio runtime")
+    /// Where an end's futures run.
+    pub(super) struct Exec {
+        /// Runs the futures if `direct`; else only `connect`, which uses tokio's blocking pool.
+        rt: tokio::runtime::Runtime,
+        direct: bool,
+    }
+
+    /// Wakes the thread that polls.
+    struct Unpark(std::thread::Thread);
+
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    impl Exec {
+        fn new(direct: bool) -> Exec {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+                .expect("a tokio runtime");
+            Exec { rt, direct }
+        }
+
+        fn block_on<F: Future>(&self, future: F) -> F::Output {
+            if self.direct {
+                return self.rt.block_on(future);
+            }
+            let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+            let mut cx = Context::from_waker(&waker);
+            let mut future = std::pin::pin!(future);
+            loop {
+                if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                    return out;
+                }
+                std::thread::park();
+            }
+        }
     }
 
     pub(super) struct AsyncEnd<C: BorrowMut<Channel>> {
         // First: dropped before the runtime.
         ch: AsyncChannel<C>,
-        rt: tokio::runtime::Runtime,
+        rt: Exec,
     }
 
     pub(super) struct AsyncServer {
         listener: AsyncListener,
-        rt: tokio::runtime::Runtime,
+        rt: Exec,
     }
 
     /// The async API (`shmlink::tokio`) on shared memory; its listener is `AsyncListener`.
-    pub(super) struct AsyncShm;
+    /// `DIRECT`: polled on a tokio runtime with its I/O driver; else outside any runtime.
+    pub(super) struct AsyncShm<const DIRECT: bool>;
 
-    impl Surface for AsyncShm {
-        const NAME: &'static str = "async_shm";
+    impl<const DIRECT: bool> Surface for AsyncShm<DIRECT> {
+        const NAME: &'static str = if DIRECT { "async_shm" } else { "async_reactor" };
         const CAPS: Caps = SHM;
         type End = AsyncEnd<Channel>;
         type Accepted = AsyncEnd<Connection>;
         type Listener = AsyncServer;
         fn create(name: &str, config: &Config) -> Result<Self::End, OpenError> {
             let ch = AsyncChannel::new(Channel::create(name, config)?)?;
-            Ok(AsyncEnd { ch, rt: runtime() })
+            Ok(AsyncEnd {
+                ch,
+                rt: Exec::new(DIRECT),
+            })
         }
         fn connect(name: &str, timeout: Duration) -> Result<Self::End, OpenError> {
-            let rt = runtime();
-            let ch = rt.block_on(shmlink::tokio::connect_timeout(name, timeout))?;
+            let rt = Exec::new(DIRECT);
+            let ch = rt
+                .rt
+                .block_on(shmlink::tokio::connect_timeout(name, timeout))?;
             Ok(AsyncEnd { ch, rt })
         }
         fn bind(name: &str, config: &Config, max: usize) -> Result<AsyncServer, OpenError> {
             let listener = AsyncListener::new(Listener::bind_with_limit(name, config, max)?)?;
             Ok(AsyncServer {
                 listener,
-                rt: runtime(),
+                rt: Exec::new(DIRECT),
             })
         }
         fn accept(server: &mut AsyncServer) -> Result<Self::Accepted, OpenError> {
             let ch = server.rt.block_on(server.listener.accept())?;
-            Ok(AsyncEnd { ch, rt: runtime() })
+            Ok(AsyncEnd {
+                ch,
+                rt: Exec::new(DIRECT),
+            })
         }
     }
 
@@ -929,7 +979,9 @@ fn peer_process() {
         "endpoint_shm" => peer::<EndpointShm>(side, name),
         "endpoint_ipc" => peer::<EndpointIpc>(side, name),
         #[cfg(feature = "tokio")]
-        "async_shm" => peer::<AsyncShm>(side, name),
+        "async_shm" => peer::<AsyncShm<true>>(side, name),
+        #[cfg(feature = "tokio")]
+        "async_reactor" => peer::<AsyncShm<false>>(side, name),
         _ => panic!("no surface {surface:?}"),
     }
     std::process::exit(0);
@@ -1375,7 +1427,8 @@ macro_rules! every_surface {
         suite!(channel_shm: super::ChannelShm; $cases);
         suite!(endpoint_shm: super::EndpointShm; $cases);
         suite!(endpoint_ipc: super::EndpointIpc; $cases);
-        suite!(#[cfg(feature = "tokio")] async_shm: super::AsyncShm; $cases);
+        suite!(#[cfg(feature = "tokio")] async_shm: super::AsyncShm<true>; $cases);
+        suite!(#[cfg(feature = "tokio")] async_reactor: super::AsyncShm<false>; $cases);
     };
 }
 

@@ -554,6 +554,7 @@ fn an_async_recv_ends_when_a_connector_recorded_as_init_dies() {
     let (ch, _name) = connector_dead_as_init("init-async");
     let (got, _) = within_watchdog("async recv", move || {
         ::tokio::runtime::Builder::new_current_thread()
+            .enable_io()
             .build()
             .expect("runtime")
             .block_on(async move {

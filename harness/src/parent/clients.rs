@@ -282,6 +282,7 @@ fn serve_threads(conns: Vec<Connection>, size: usize) -> anyhow::Result<()> {
 /// Echoes on every connection from a task of its own, on a current-thread runtime.
 fn serve_async(conns: Vec<Connection>, size: usize) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_current_thread()
+        .enable_io()
         .build()?
         .block_on(async move {
             let mut tasks = Vec::new();
