@@ -13,7 +13,8 @@
 //!   woke its peer (which cannot answer before it has run) it sleeps at once, or polls politely
 //!   for a while, whichever has lately been quicker. It sleeps in the kernel on a futex word
 //!   inside the mapping until the peer wakes it. This policy (`Policy`, in `policy.rs`) also
-//!   drives the async waits of `crate::tokio`, which sleep through a reactor thread instead.
+//!   drives the async waits of `crate::tokio`, which sleep on a futex ring of their own or
+//!   through a reactor thread instead.
 //!
 //! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
 //! process that dies is noticed by the process's death watcher (one thread holding a pidfd per

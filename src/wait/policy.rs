@@ -22,11 +22,14 @@ const PROBE_EVERY: u32 = 256;
 /// otherwise idle core (tens of microseconds on a virtual machine), so that two endpoints that
 /// keep waking each other can fall back into spinning instead of sleeping turn by turn.
 const POST_WAKE_SPIN: Duration = Duration::from_micros(150);
+/// A post-wake average with no wait in it yet: never the quicker one.
+const UNKNOWN: u32 = u32::MAX;
 /// A sleep right after waking the peer that lasts longer than this means the peer's answer
 /// waited for a core to wake up from idle, not for the work itself.
 const SLOW_WAKE: Duration = Duration::from_micros(25);
-/// While it polls after waking its peer, a `Block` endpoint still sleeps at once in one such
-/// wait in this many, to see whether sleeping has become quick (the machine got busy).
+/// Right after waking its peer, a `Block` endpoint tries the other way (poll instead of
+/// sleeping at once, or the reverse) in one such wait in this many, to keep both timings
+/// current as the machine gets busy or quiet.
 const POST_WAKE_EXPLORE: u32 = 32;
 
 /// What one endpoint learnt from its recent waits, and the plan for its next one: the policy of
@@ -41,9 +44,14 @@ pub(crate) struct Policy {
     /// Waits since the last spin, for the occasional probe.
     since_spin: u32,
     /// Moving average (weight 1/8), out of [`ONE`], of the share of sleeps right after waking
-    /// the peer that took longer than [`SLOW_WAKE`] but no longer than [`POST_WAKE_SPIN`].
+    /// the peer that took longer than `slow_wake` but no longer than [`POST_WAKE_SPIN`].
     slow_wakes: u32,
-    /// Waits right after waking the peer, for the occasional try of the slower way.
+    /// Moving averages (weight 1/8), in nanoseconds, of how long a wait right after waking the
+    /// peer took when it slept at once and when it polled first (see
+    /// [`learn_post_wake`](Policy::learn_post_wake)); [`UNKNOWN`] before the first.
+    post_wake_sleep: u32,
+    post_wake_poll: u32,
+    /// Waits right after waking the peer, for the occasional try of the other way.
     post_wakes: u32,
     /// A sleep right after waking the peer that lasts longer than this (and no longer than
     /// [`POST_WAKE_SPIN`]) would have been saved by polling: [`SLOW_WAKE`] for a thread, zero
@@ -59,7 +67,7 @@ pub(crate) enum Plan {
     /// Right after waking the peer, when polling has lately been quicker than sleeping: poll
     /// for at most [`POST_WAKE_SPIN`], letting others run between batches, then sleep.
     PollAfterWake,
-    /// Right after waking the peer: sleep at once (and time the sleep).
+    /// Right after waking the peer: sleep at once.
     SleepAfterWake,
 }
 
@@ -80,6 +88,8 @@ impl Default for Policy {
             hit_share: ONE,
             since_spin: 0,
             slow_wakes: 0,
+            post_wake_sleep: UNKNOWN,
+            post_wake_poll: UNKNOWN,
             post_wakes: 0,
             slow_wake: SLOW_WAKE,
         }
@@ -87,13 +97,11 @@ impl Default for Policy {
 }
 
 impl Policy {
-    /// The policy of an async task. A task's wake-up reaches it through the runtime (its I/O
+    /// The policy of an async task. A task's wake-up reaches it through its runtime (the I/O
     /// driver, or the reactor thread and then the runtime), which costs more than a thread's
     /// however idle the cores are: any sleep right after waking the peer that a poll of
-    /// [`POST_WAKE_SPIN`] would have saved counts against sleeping (a task's poll yields to
-    /// the runtime between batches, so the thread's other tasks still run). With the thread's
-    /// policy, a task woken through its I/O driver makes fewer than half the round trips of
-    /// one with this policy, quiet, against one client.
+    /// [`POST_WAKE_SPIN`] would have saved counts for polling (a task's poll yields to the
+    /// runtime between batches, so the thread's other tasks still run).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn for_tasks() -> Policy {
         Policy {
@@ -127,8 +135,8 @@ impl Policy {
     pub(crate) fn learn(&mut self, plan: Plan, slept: bool, took: impl FnOnce() -> Duration) {
         match plan {
             Plan::Spin(budget) if !budget.is_zero() => self.learn_spin(!slept),
-            Plan::SleepAfterWake => self.learn_post_wake(took()),
-            _ => {}
+            Plan::Spin(_) => {}
+            Plan::SleepAfterWake | Plan::PollAfterWake => self.learn_post_wake(plan, took()),
         }
     }
 
@@ -160,26 +168,49 @@ impl Policy {
 
     /// Right after waking the peer: poll (`true`, for at most [`POST_WAKE_SPIN`], yielding
     /// between batches) or sleep at once (`false`). Sleeping at once is right when the woken
-    /// peer gets a core quickly: on a busy machine it may need ours, and a wake-up there takes a
-    /// few microseconds. When most of those sleeps last longer than [`SLOW_WAKE`], the cores
-    /// are idle and each wake-up is paid twice per round trip; polling then keeps our core
-    /// awake, catches the answer as soon as it comes, and lets the two ends fall back into
-    /// spinning. One post-wake wait in [`POST_WAKE_EXPLORE`] sleeps anyway, to notice the
-    /// machine getting busy.
+    /// peer gets a core quickly and may need ours (a busy machine). Polling is right when most
+    /// of those sleeps last longer than `slow_wake` (the cores are idle and each wake-up is
+    /// paid twice per round trip), and also when recent polls found the answer sooner than
+    /// recent sleeps did: on a quiet machine whose cores are awake a wake-up is quick, yet each
+    /// sleep still costs one per message on both sides, where polling lets the two ends fall
+    /// back into spinning. One post-wake wait in [`POST_WAKE_EXPLORE`] tries the other way, to
+    /// keep both timings current; a new policy sleeps at once.
     fn post_wake_polls(&mut self) -> bool {
         if cfg!(loom) {
             return false;
         }
         self.post_wakes = self.post_wakes.wrapping_add(1);
-        self.slow_wakes > ONE / 2 && self.post_wakes % POST_WAKE_EXPLORE != 0
+        let explore = self.post_wakes % POST_WAKE_EXPLORE == 0;
+        let polls = self.slow_wakes > ONE / 2 || self.post_wake_poll < self.post_wake_sleep;
+        polls != explore
     }
 
-    /// Folds how long a sleep right after waking the peer took into [`Policy::slow_wakes`]. Only
-    /// a sleep that a poll of [`POST_WAKE_SPIN`] would have saved counts as slow: a longer one
-    /// waited for the peer to have something to say (a paced exchange), not for a core.
-    fn learn_post_wake(&mut self, took: Duration) {
-        let slow = took > self.slow_wake && took <= POST_WAKE_SPIN;
-        self.slow_wakes = self.slow_wakes - self.slow_wakes / 8 + if slow { ONE / 8 } else { 0 };
+    /// Folds how long a wait right after waking the peer took into what the policy knows. A
+    /// sleep longer than [`POST_WAKE_SPIN`] waited for the peer to have something to say (a
+    /// paced exchange), not for a core: it counts against polling in the share of slow sleeps
+    /// and is left out of the sleeps' average. A poll that ran out and slept counts as at least
+    /// its [`POST_WAKE_SPIN`] of polling, which it spent for nothing.
+    fn learn_post_wake(&mut self, plan: Plan, took: Duration) {
+        // At most a millisecond: the averages stay far from overflowing.
+        let nanos = took.as_nanos().min(1_000_000) as u32;
+        let fold = |average: &mut u32| {
+            *average = match *average {
+                UNKNOWN => nanos,
+                a => a - a / 8 + nanos / 8,
+            }
+        };
+        match plan {
+            Plan::SleepAfterWake => {
+                let slow = took > self.slow_wake && took <= POST_WAKE_SPIN;
+                self.slow_wakes =
+                    self.slow_wakes - self.slow_wakes / 8 + if slow { ONE / 8 } else { 0 };
+                if took <= POST_WAKE_SPIN {
+                    fold(&mut self.post_wake_sleep);
+                }
+            }
+            Plan::PollAfterWake => fold(&mut self.post_wake_poll),
+            Plan::Spin(_) => {}
+        }
     }
 }
 
@@ -215,15 +246,17 @@ fn take_woke_peer() -> bool {
 mod tests {
     use super::*;
 
+    /// How many of the next [`POST_WAKE_EXPLORE`] post-wake waits poll.
+    fn polls(p: &mut Policy) -> usize {
+        (0..POST_WAKE_EXPLORE)
+            .filter(|_| p.post_wake_polls())
+            .count()
+    }
+
     #[test]
-    fn after_waking_its_peer_block_polls_only_while_sleeps_wait_for_an_idle_core() {
+    fn after_waking_its_peer_block_polls_while_sleeps_wait_for_an_idle_core() {
         let mut p = Policy::default();
-        let polls = |p: &mut Policy| {
-            (0..POST_WAKE_EXPLORE)
-                .filter(|_| p.post_wake_polls())
-                .count()
-        };
-        assert_eq!(polls(&mut p), 0, "a new policy sleeps at once after a wake");
+        assert_eq!(polls(&mut p), 1, "a new policy sleeps at once, bar one try");
         // Sleeps that a short poll would have saved: the peer's core was waking from idle.
         for _ in 0..16 {
             p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(60));
@@ -244,16 +277,45 @@ mod tests {
             }
             assert_eq!(
                 polls(&mut p),
-                0,
+                1,
                 "sleeps of {took:?} do not call for polling"
             );
         }
     }
 
     #[test]
+    fn after_waking_its_peer_block_polls_when_polls_have_been_quicker_than_quick_sleeps() {
+        let mut p = Policy::default();
+        // Sleeps of 8 us (a wake-up of a core that was awake) against polls that found the
+        // answer within 2 us (a quiet machine): poll, bar one try of sleeping.
+        for _ in 0..16 {
+            p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(8));
+        }
+        assert_eq!(polls(&mut p), 1, "no poll timed yet: sleeps, bar one try");
+        for _ in 0..4 {
+            p.learn(Plan::PollAfterWake, false, || Duration::from_micros(2));
+        }
+        assert_eq!(polls(&mut p), POST_WAKE_EXPLORE as usize - 1);
+        // The machine got busy: polls wait for the core the peer needs, and run out.
+        for _ in 0..16 {
+            p.learn(Plan::PollAfterWake, true, || {
+                POST_WAKE_SPIN + Duration::from_micros(20)
+            });
+        }
+        assert_eq!(polls(&mut p), 1, "sleeps at once again");
+        // A paced peer: sleeps that waited for its message leave the sleeps' average alone.
+        let before = p.post_wake_sleep;
+        for _ in 0..16 {
+            p.learn(Plan::SleepAfterWake, true, || Duration::from_millis(1));
+        }
+        assert_eq!(p.post_wake_sleep, before);
+        assert_eq!(polls(&mut p), 1);
+    }
+
+    #[test]
     fn a_task_polls_after_waking_its_peer_whenever_that_beats_a_sleep() {
-        // Quick post-wake sleeps (a busy machine): a thread keeps sleeping at once, a task,
-        // whose every sleep costs a trip through its runtime, polls.
+        // Quick post-wake sleeps (a busy machine), no poll timed yet: a thread keeps sleeping
+        // at once, a task, whose every sleep costs a trip through its runtime, polls.
         for (mut p, polls) in [(Policy::default(), false), (Policy::for_tasks(), true)] {
             for _ in 0..16 {
                 p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(3));
