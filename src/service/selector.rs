@@ -42,7 +42,7 @@ use crate::error::OpenError;
 use crate::ring::full_fence;
 use crate::sync;
 use crate::sys::{wait_any, FutexWaitv, WaitAny, WAITV_MAX};
-use crate::wait::{Policy, WaitStrategy, UNWATCHED_SLICE};
+use crate::wait::{Plan, Policy, WaitStrategy, UNWATCHED_SLICE};
 /// The sleep slice of the degraded paths.
 const POLL_SLICE: Duration = Duration::from_millis(1);
 /// How long the hot phase sleeps, on the recently ready channels alone, before the selector
@@ -107,8 +107,11 @@ pub struct Selector {
     hot: Vec<usize>,
     /// Whether the scans look at the `hot` channels alone.
     narrow: bool,
-    /// When every channel was last looked at.
+    /// When every channel was last looked at; kept only while `pooled`.
     last_full: Option<Instant>,
+    /// Whether this call's channels outnumber one kernel wait (the hot phase, and
+    /// `last_full`, matter only then).
+    pooled: bool,
     /// Channels whose sleeper count we raised, to lower again.
     announced: Vec<usize>,
     /// Scratch: the channels already announced in this sleep.
@@ -245,7 +248,9 @@ impl Selector {
             return;
         }
         self.unwatched = false;
-        self.last_full = Some(Instant::now());
+        if self.pooled {
+            self.last_full = Some(Instant::now());
+        }
         let n = set.len();
         for k in 0..n {
             let i = (self.start + k) % n;
@@ -336,10 +341,15 @@ impl Selector {
         // Over more channels than one kernel wait takes, a wait soon after a full scan looks
         // at the recently ready channels alone: the others are looked at every `HOT_SLICE`.
         let pooled = set.len() + usize::from(bell_seen.is_some()) > WAITV_MAX;
+        self.pooled = pooled;
         self.find_hot(set);
-        let now = Instant::now();
-        self.narrow =
-            pooled && !self.hot.is_empty() && self.last_full.is_some_and(|t| now < t + HOT_SLICE);
+        // The clock is read only where the answer depends on it: one look at a ring costs
+        // less than a look at the clock.
+        self.narrow = pooled
+            && !self.hot.is_empty()
+            && self
+                .last_full
+                .is_some_and(|t| Instant::now() < t + HOT_SLICE);
         self.scan(set);
         // Busy channels keep the selector from sleeping: look at the unwatched peers here too,
         // so a dead one is reported in time however much the others talk.
@@ -356,9 +366,11 @@ impl Selector {
         // sleep, but right after this thread woke a peer that needs a core, or where polls
         // stopped paying, it sleeps at once.
         let plan = self.policy.plan();
-        let started = Instant::now();
+        // Only a wait right after waking the peer is timed (see `Policy::learn`).
+        let started = (!matches!(plan, Plan::Spin(_))).then(Instant::now);
+        let took = move || started.map_or(Duration::ZERO, |s| s.elapsed());
         if self.poll_rings(set, plan.poll()) {
-            self.policy.learn(plan, false, || started.elapsed());
+            self.policy.learn(plan, false, took);
         }
         self.scan(set);
         if !self.ready.is_empty() {
@@ -423,7 +435,7 @@ impl Selector {
             }
             self.scan(set);
             if !self.ready.is_empty() {
-                self.policy.learn(plan, true, || started.elapsed());
+                self.policy.learn(plan, true, took);
                 return Ok(());
             }
         }
@@ -435,14 +447,16 @@ impl Selector {
         if budget.is_zero() {
             return false;
         }
-        let until = Instant::now() + budget;
-        // Look at the clock after about 32 looks at a ring, and at least once per pass.
+        // Look at the clock after about 32 looks at a ring, and at least once per pass; the
+        // budget counts from the first look at the clock, after the first batch (as a
+        // `Waiter`'s does), so a frame that is already on its way costs no clock read.
         let probed = if self.narrow {
             self.hot.len()
         } else {
             set.len()
         };
         let passes = (32 / probed.max(1)).max(1);
+        let mut until = None;
         loop {
             // Look at the rings between single pause hints (a pause can take 100+ cycles), and
             // at the clock once per batch.
@@ -452,7 +466,8 @@ impl Selector {
                 }
                 std::hint::spin_loop();
             }
-            if Instant::now() >= until {
+            let now = Instant::now();
+            if now >= *until.get_or_insert(now + budget) {
                 return false;
             }
             if polite {
