@@ -1,6 +1,7 @@
 //! One conformance suite over every surface and backend: `Channel` on shared memory, `Endpoint`
 //! on shared memory, `Endpoint` on the ipc-channel backend, and the async API (`shmlink::tokio`)
-//! on shared memory. Each case is written once, as a function generic over [`Surface`], and the
+//! on shared memory, twice: on a tokio runtime (`async_shm`: a task sleeps on its own futex
+//! ring) and outside one (`async_reactor`: through the reactor thread). Each case is written once, as a function generic over [`Surface`], and the
 //! `suite!` macro at the end runs every case against every surface, so a test reads
 //! `conformance::<surface>::<case>`.
 //!
