@@ -48,7 +48,7 @@ pub(crate) struct Policy {
     slow_wakes: u32,
     /// Moving averages (weight 1/8), in nanoseconds, of how long a wait right after waking the
     /// peer took when it slept at once and when it polled first (see
-    /// [`learn_post_wake`](Policy::learn_post_wake)); [`UNKNOWN`] before the first.
+    /// [`learn`](Policy::learn)); [`UNKNOWN`] before the first.
     post_wake_sleep: u32,
     post_wake_poll: u32,
     /// Waits right after waking the peer, for the occasional try of the other way.
@@ -136,7 +136,10 @@ impl Policy {
         match plan {
             Plan::Spin(budget) if !budget.is_zero() => self.learn_spin(!slept),
             Plan::Spin(_) => {}
-            Plan::SleepAfterWake | Plan::PollAfterWake => self.learn_post_wake(plan, took()),
+            Plan::SleepAfterWake => self.learn_post_wake_sleep(took()),
+            // A poll that ran out and slept counts as at least its `POST_WAKE_SPIN` of
+            // polling, which it spent for nothing.
+            Plan::PollAfterWake => self.post_wake_poll = fold_time(self.post_wake_poll, took()),
         }
     }
 
@@ -145,7 +148,7 @@ impl Policy {
     #[inline]
     fn learn_spin(&mut self, hit: bool) {
         self.since_spin = 0;
-        self.hit_share = self.hit_share - self.hit_share / 8 + if hit { ONE / 8 } else { 0 };
+        self.hit_share = fold(self.hit_share, if hit { ONE } else { 0 });
     }
 
     /// How long `Block` spins before it sleeps: [`BLOCK_SPIN`], or nothing when too few of its
@@ -185,32 +188,31 @@ impl Policy {
         polls != explore
     }
 
-    /// Folds how long a wait right after waking the peer took into what the policy knows. A
+    /// Folds how long a sleep right after waking the peer took into what the policy knows. A
     /// sleep longer than [`POST_WAKE_SPIN`] waited for the peer to have something to say (a
     /// paced exchange), not for a core: it counts against polling in the share of slow sleeps
-    /// and is left out of the sleeps' average. A poll that ran out and slept counts as at least
-    /// its [`POST_WAKE_SPIN`] of polling, which it spent for nothing.
-    fn learn_post_wake(&mut self, plan: Plan, took: Duration) {
-        // At most a millisecond: the averages stay far from overflowing.
-        let nanos = took.as_nanos().min(1_000_000) as u32;
-        let fold = |average: &mut u32| {
-            *average = match *average {
-                UNKNOWN => nanos,
-                a => a - a / 8 + nanos / 8,
-            }
-        };
-        match plan {
-            Plan::SleepAfterWake => {
-                let slow = took > self.slow_wake && took <= POST_WAKE_SPIN;
-                self.slow_wakes =
-                    self.slow_wakes - self.slow_wakes / 8 + if slow { ONE / 8 } else { 0 };
-                if took <= POST_WAKE_SPIN {
-                    fold(&mut self.post_wake_sleep);
-                }
-            }
-            Plan::PollAfterWake => fold(&mut self.post_wake_poll),
-            Plan::Spin(_) => {}
+    /// and is left out of the sleeps' average.
+    fn learn_post_wake_sleep(&mut self, took: Duration) {
+        let slow = took > self.slow_wake && took <= POST_WAKE_SPIN;
+        self.slow_wakes = fold(self.slow_wakes, if slow { ONE } else { 0 });
+        if took <= POST_WAKE_SPIN {
+            self.post_wake_sleep = fold_time(self.post_wake_sleep, took);
         }
+    }
+}
+
+/// One step of a moving average of weight 1/8.
+fn fold(average: u32, sample: u32) -> u32 {
+    average - average / 8 + sample / 8
+}
+
+/// [`fold`] for the post-wake averages, in nanoseconds: the first wait replaces [`UNKNOWN`],
+/// and a wait counts as at most a millisecond, so the averages stay far from overflowing.
+fn fold_time(average: u32, took: Duration) -> u32 {
+    let nanos = took.as_nanos().min(1_000_000) as u32;
+    match average {
+        UNKNOWN => nanos,
+        a => fold(a, nanos),
     }
 }
 
