@@ -129,8 +129,9 @@ impl Producer {
         let mut pos = end & self.state.mask;
         let mut start = end;
         if skips_to_line(pos, fs) {
-            start += next_line(pos) - pos;
-            pos = next_line(pos);
+            let line = next_line(pos);
+            start += line - pos;
+            pos = line;
         }
         if pos + fs <= cap {
             start
