@@ -42,7 +42,7 @@ use crate::error::OpenError;
 use crate::ring::full_fence;
 use crate::sync;
 use crate::sys::{wait_any, FutexWaitv, WaitAny, WAITV_MAX};
-use crate::wait::{Plan, Policy, WaitStrategy, UNWATCHED_SLICE};
+use crate::wait::{Policy, WaitStrategy, UNWATCHED_SLICE};
 /// The sleep slice of the degraded paths.
 const POLL_SLICE: Duration = Duration::from_millis(1);
 /// How long the hot phase sleeps, on the recently ready channels alone, before the selector
@@ -366,8 +366,7 @@ impl Selector {
         // sleep, but right after this thread woke a peer that needs a core, or where polls
         // stopped paying, it sleeps at once.
         let plan = self.policy.plan();
-        // Only a wait right after waking the peer is timed (see `Policy::learn`).
-        let started = (!matches!(plan, Plan::Spin(_))).then(Instant::now);
+        let started = plan.timed().then(Instant::now);
         let took = move || started.map_or(Duration::ZERO, |s| s.elapsed());
         if self.poll_rings(set, plan.poll()) {
             self.policy.learn(plan, false, took);

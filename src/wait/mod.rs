@@ -65,7 +65,9 @@ use crate::error::Error;
 mod policy;
 mod waiter;
 
-pub(crate) use policy::{Plan, Policy};
+#[cfg(feature = "tokio")]
+pub(crate) use policy::Plan;
+pub(crate) use policy::Policy;
 pub(crate) use waiter::{wake, wake_if_sleeping, Peer, Waiter};
 
 /// How an endpoint waits for data or for room.

@@ -72,6 +72,13 @@ pub(crate) enum Plan {
 }
 
 impl Plan {
+    /// Whether [`Policy::learn`] asks how long a wait by this plan took (only a wait right
+    /// after waking the peer is timed): a caller that reads the clock only for that reads it
+    /// only then.
+    pub(crate) fn timed(self) -> bool {
+        !matches!(self, Plan::Spin(_))
+    }
+
     /// How long to poll before sleeping, and whether to let others run between batches.
     pub(crate) fn poll(self) -> (Duration, bool) {
         match self {
