@@ -140,6 +140,51 @@ fn shmlink_row(g: &mut Group<'_>, mode: Mode, size: usize) {
     });
 }
 
+/// Messages a batch row hands over per call.
+const BATCH: usize = 32;
+
+/// `ring/threads/shmlink_batch/<size>`: the same stream with `try_send_batch` and
+/// `try_read_batch`, up to [`BATCH`] messages per call.
+fn shmlink_batch_row(g: &mut Group<'_>, size: usize) {
+    let data = payload(size);
+    let (first, last) = (data[0], data[size - 1]);
+    let batch = vec![data.as_slice(); BATCH];
+    let (mut tx, mut rx) = shm_ring(size);
+    g.throughput(throughput(size));
+    g.bench_function(format!("shmlink_batch/{size}"), |b| {
+        b.iter_custom(|iters| {
+            let (tx, rx) = (&mut tx, &mut rx);
+            let batch = &batch;
+            std::thread::scope(|s| {
+                let start = Instant::now();
+                s.spawn(move || {
+                    let (mut sent, mut spins) = (0, 0);
+                    while sent < iters {
+                        let n = (iters - sent).min(BATCH as u64) as usize;
+                        match tx.try_send_batch(&batch[..n]) {
+                            Ok(k) => sent += k as u64,
+                            Err(SendError::Full) => backoff(&mut spins),
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                });
+                let (mut got, mut spins) = (0, 0);
+                while got < iters {
+                    let check = |msg: &[u8]| {
+                        assert!(msg.len() == size && msg[0] == first && msg[size - 1] == last)
+                    };
+                    match rx.try_read_batch((iters - got) as usize, check) {
+                        Ok(k) => got += k as u64,
+                        Err(RecvError::Empty) => backoff(&mut spins),
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                start.elapsed()
+            })
+        })
+    });
+}
+
 /// The references, for an `N`-byte message.
 fn reference_rows<const N: usize>(g: &mut Group<'_>, mode: Mode) {
     let data = payload(N);
@@ -240,6 +285,10 @@ fn ring(c: &mut Criterion) {
         let mut g = c.benchmark_group(name);
         for size in SIZES {
             shmlink_row(&mut g, mode, size);
+        }
+        if mode == Mode::Threads {
+            shmlink_batch_row(&mut g, 8);
+            shmlink_batch_row(&mut g, 64);
         }
         reference_rows::<8>(&mut g, mode);
         reference_rows::<64>(&mut g, mode);

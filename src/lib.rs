@@ -73,6 +73,8 @@
 //! | receive in place | `recv()` → guard | `try_recv` | `recv_timeout` |
 //! | receive into the caller's buffer | `recv_into(&mut Vec<u8>)` → length | `try_recv_into` | `recv_into_timeout` |
 //! | receive JSON (owned) | `recv_json::<T>()` | `try_recv_json` | `recv_json_timeout` |
+//! | send many, published together | `send_batch(&[B])` → count | `try_send_batch` | `send_batch_timeout` |
+//! | receive many, each to a closure | `recv_batch(max, FnMut(&[u8]))` → count | `try_recv_batch` | `recv_batch_timeout` |
 //!
 //! The blocking form waits for as long as it takes (until the peer closes or dies), the `try_`
 //! form not at all (`Full` or `Empty` when it cannot act now), the `_timeout` form until its

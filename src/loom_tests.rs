@@ -111,6 +111,50 @@ fn loom_frames_cross_and_space_comes_back() {
     });
 }
 
+/// Batches through a 512-byte ring: the first has a SKIP inside it (two 40-byte messages would
+/// straddle a line), the second a PAD in front of its last message, which reuses the space of
+/// the first batch. Every word of a batch is published by its first one, stored last; the
+/// consumer reads in batches and gives their space back once. Both ends spin.
+#[test]
+fn loom_batches_cross_and_space_comes_back() {
+    model(|| {
+        crate::ring::announce(MODE_SPIN);
+        let (mut tx, mut rx) = ring::new(512).unwrap();
+        crate::ring::announce(MODE_BLOCK);
+        let all: Vec<Vec<u8>> = [40, 40, BIG, BIG, 40]
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| message(i, len))
+            .collect();
+        let want = all.clone();
+        let producer = thread::spawn(move || {
+            for batch in [&all[..3], &all[3..]] {
+                let mut sent = 0;
+                while sent < batch.len() {
+                    match tx.try_send_batch(&batch[sent..]) {
+                        Ok(n) => sent += n,
+                        Err(SendError::Full) => thread::yield_now(),
+                        Err(e) => panic!("send: {e}"),
+                    }
+                }
+            }
+        });
+        let mut got = 0;
+        while got < want.len() {
+            let check = |msg: &[u8]| {
+                assert_eq!(msg, &want[got][..], "wrong frame");
+                got += 1;
+            };
+            match rx.try_read_batch(2, check) {
+                Ok(_) => {}
+                Err(RecvError::Empty) => thread::yield_now(),
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        producer.join().unwrap();
+    });
+}
+
 /// A `Block` consumer that finds the ring empty sleeps, and the producer's publish wakes it.
 #[test]
 fn loom_block_consumer_is_woken_by_a_publish() {

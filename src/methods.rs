@@ -10,10 +10,12 @@
 //! | receive in place | `recv` | `try_recv` | `recv_timeout` |
 //! | receive into a buffer | `recv_into` | `try_recv_into` | `recv_into_timeout` |
 //! | receive JSON | `recv_json` | `try_recv_json` | `recv_json_timeout` |
+//! | send many | `send_batch` | `try_send_batch` | `send_batch_timeout` |
+//! | receive many | `recv_batch` | `try_recv_batch` | `recv_batch_timeout` |
 //!
 //! Each surface implements one core per operation, taking a [`Deadline`](crate::wait::Deadline)
 //! (`Now`, `At(instant)` or `Never`): `send_until`, `send_json_until`, `reserve_until`,
-//! `recv_until`, `recv_into_until`. The macros here write the public forms from those cores,
+//! `send_batch_until`, `recv_until`, `recv_into_until`, `recv_batch_until`. The macros here write the public forms from those cores,
 //! once; the documentation text is in the `doc_*` macros, shared by the blocking and the async
 //! forms.
 
@@ -182,6 +184,67 @@ macro_rules! doc_recv_json_timeout {
     };
 }
 
+macro_rules! doc_send_batch {
+    () => {
+        "Sends the messages of `batch` in order, waiting for room for as long as it takes, and \
+         returns how many went out.\n\n\
+         Each message travels as `send` sends it and is received on its own (by `recv`, or \
+         many at a time by `recv_batch`). On shared memory the messages of up to a frame are \
+         written as many at a time as the ring has room for and published together, with one \
+         release and one look at whether the receiver sleeps for the lot where `send` takes \
+         one per message: the way to stream small messages fast. The count is the whole \
+         batch unless a message could not go after others had (the peer closed, its process \
+         died, the message is too large): the count then says which one, and the next call, \
+         starting with it, returns the error. A call fails only when its first message did \
+         not go."
+    };
+}
+
+macro_rules! doc_try_send_batch {
+    () => {
+        "Like `send_batch`, for the messages that can go out now (one longer than a frame only \
+         whole, as with `try_send`): [`SendError::Full`](crate::SendError::Full) when not even \
+         the first can."
+    };
+}
+
+macro_rules! doc_send_batch_timeout {
+    () => {
+        "Like `send_batch`, stopping once `timeout` has passed: the count says how many went \
+         out, and [`SendError::Timeout`](crate::SendError::Timeout) is returned when not even \
+         the first did."
+    };
+}
+
+macro_rules! doc_recv_batch {
+    () => {
+        "Receives the next message, waiting for it for as long as it takes, then the messages \
+         that are there now behind it, up to `max` in all; hands each to `f`, in order, and \
+         returns how many it handed.\n\n\
+         On shared memory the messages are read in place and their room goes back to the \
+         sender in batches, not message by message: the way to drain a stream of small \
+         messages fast. A message that came in fragments is handed over whole. `f` borrows \
+         each message for its call only; the bytes of a frame read in place are in memory the \
+         peer can write, so decode JSON from a copy (as `recv_json` does). An error met after \
+         the first message ends the batch and the next call returns it: a call fails only when \
+         it handed nothing. A `max` of 0 returns 0 at once."
+    };
+}
+
+macro_rules! doc_try_recv_batch {
+    () => {
+        "Like `recv_batch`, without waiting for the first message: \
+         [`RecvError::Empty`](crate::RecvError::Empty) when no whole message is there now."
+    };
+}
+
+macro_rules! doc_recv_batch_timeout {
+    () => {
+        "Like `recv_batch`, waiting for the first message until `timeout` has passed, then \
+         [`RecvError::Timeout`](crate::RecvError::Timeout)."
+    };
+}
+
 /// Writes the sending methods of a surface from its cores `send_until`, `send_json_until` and
 /// `reserve_until`. `$grant` is the surface's grant type; `$setup` is the example's hidden
 /// preamble, which makes a sender `tx` and its peer's receiver `rx`; `$commit` commits the
@@ -286,6 +349,43 @@ macro_rules! send_methods {
         ) -> Result<$grant, $crate::SendError> {
             self.reserve_until(len, $crate::wait::Deadline::after(timeout))
         }
+
+        #[doc = doc_send_batch!()]
+        ///
+        /// ```
+        #[doc = $setup]
+        /// let sent = tx.send_batch(&[&b"one"[..], b"two", b"three"])?;
+        /// assert_eq!(sent, 3);
+        /// let mut got = Vec::new();
+        /// assert_eq!(rx.recv_batch(16, |msg| got.push(msg.to_vec()))?, 3);
+        /// assert_eq!(got, [&b"one"[..], b"two", b"three"]);
+        /// # Ok::<(), shmlink::Error>(())
+        /// ```
+        #[inline]
+        pub fn send_batch<B: AsRef<[u8]>>(
+            &mut self,
+            batch: &[B],
+        ) -> Result<usize, $crate::SendError> {
+            self.send_batch_until(batch, $crate::wait::Deadline::Never)
+        }
+
+        #[doc = doc_try_send_batch!()]
+        #[inline]
+        pub fn try_send_batch<B: AsRef<[u8]>>(
+            &mut self,
+            batch: &[B],
+        ) -> Result<usize, $crate::SendError> {
+            self.send_batch_until(batch, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_send_batch_timeout!()]
+        pub fn send_batch_timeout<B: AsRef<[u8]>>(
+            &mut self,
+            batch: &[B],
+            timeout: std::time::Duration,
+        ) -> Result<usize, $crate::SendError> {
+            self.send_batch_until(batch, $crate::wait::Deadline::after(timeout))
+        }
     };
 }
 
@@ -386,6 +486,47 @@ macro_rules! recv_methods {
         ) -> Result<T, $crate::RecvError> {
             self.recv_until($crate::wait::Deadline::after(timeout))?
                 .json()
+        }
+
+        #[doc = doc_recv_batch!()]
+        ///
+        /// ```
+        #[doc = $setup]
+        /// for n in 0..10u8 {
+        ///     tx.send(&[n])?;
+        /// }
+        /// let mut sum = 0;
+        /// let handed = rx.recv_batch(usize::MAX, |msg| sum += msg[0] as u32)?;
+        /// assert_eq!((handed, sum), (10, 45));
+        /// # Ok::<(), shmlink::Error>(())
+        /// ```
+        #[inline]
+        pub fn recv_batch(
+            &mut self,
+            max: usize,
+            mut f: impl FnMut(&[u8]),
+        ) -> Result<usize, $crate::RecvError> {
+            self.recv_batch_until(max, &mut f, $crate::wait::Deadline::Never)
+        }
+
+        #[doc = doc_try_recv_batch!()]
+        #[inline]
+        pub fn try_recv_batch(
+            &mut self,
+            max: usize,
+            mut f: impl FnMut(&[u8]),
+        ) -> Result<usize, $crate::RecvError> {
+            self.recv_batch_until(max, &mut f, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_recv_batch_timeout!()]
+        pub fn recv_batch_timeout(
+            &mut self,
+            max: usize,
+            timeout: std::time::Duration,
+            mut f: impl FnMut(&[u8]),
+        ) -> Result<usize, $crate::RecvError> {
+            self.recv_batch_until(max, &mut f, $crate::wait::Deadline::after(timeout))
         }
     };
 }
@@ -547,6 +688,64 @@ macro_rules! async_methods {
             self.recv_until($crate::wait::Deadline::after(timeout))
                 .await?
                 .json()
+        }
+        #[doc = doc_send_batch!()]
+        pub async fn send_batch<B: AsRef<[u8]>>(
+            &mut self,
+            batch: &[B],
+        ) -> Result<usize, $crate::SendError> {
+            self.send_batch_until(batch, $crate::wait::Deadline::Never)
+                .await
+        }
+
+        #[doc = doc_try_send_batch!()]
+        pub fn try_send_batch<B: AsRef<[u8]>>(
+            &mut self,
+            batch: &[B],
+        ) -> Result<usize, $crate::SendError> {
+            self.now()
+                .send_batch_until(batch, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_send_batch_timeout!()]
+        pub async fn send_batch_timeout<B: AsRef<[u8]>>(
+            &mut self,
+            batch: &[B],
+            timeout: std::time::Duration,
+        ) -> Result<usize, $crate::SendError> {
+            self.send_batch_until(batch, $crate::wait::Deadline::after(timeout))
+                .await
+        }
+
+        #[doc = doc_recv_batch!()]
+        pub async fn recv_batch(
+            &mut self,
+            max: usize,
+            mut f: impl FnMut(&[u8]),
+        ) -> Result<usize, $crate::RecvError> {
+            self.recv_batch_until(max, &mut f, $crate::wait::Deadline::Never)
+                .await
+        }
+
+        #[doc = doc_try_recv_batch!()]
+        pub fn try_recv_batch(
+            &mut self,
+            max: usize,
+            mut f: impl FnMut(&[u8]),
+        ) -> Result<usize, $crate::RecvError> {
+            self.now()
+                .recv_batch_until(max, &mut f, $crate::wait::Deadline::Now)
+        }
+
+        #[doc = doc_recv_batch_timeout!()]
+        pub async fn recv_batch_timeout(
+            &mut self,
+            max: usize,
+            timeout: std::time::Duration,
+            mut f: impl FnMut(&[u8]),
+        ) -> Result<usize, $crate::RecvError> {
+            self.recv_batch_until(max, &mut f, $crate::wait::Deadline::after(timeout))
+                .await
         }
     };
 }

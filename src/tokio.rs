@@ -536,6 +536,71 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
         self.channel.borrow_mut().reserve_until(len, Deadline::Now)
     }
 
+    /// The core of every async batch send: the messages of up to a frame as many at a time as
+    /// fit (waiting for room for the first of each group), a longer one as `send_until` sends
+    /// it. Returns how many went out; an error fails the call only if it met the first.
+    async fn send_batch_until<B: AsRef<[u8]>>(
+        &mut self,
+        batch: &[B],
+        deadline: Deadline,
+    ) -> Result<usize, SendError> {
+        let mut sent = 0;
+        while sent < batch.len() {
+            match self.send_some(&batch[sent..], deadline).await {
+                Ok(n) => sent += n,
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(sent)
+    }
+
+    /// One step of [`send_batch_until`](AsyncChannel::send_batch_until) (`rest` is not empty).
+    async fn send_some<B: AsRef<[u8]>>(
+        &mut self,
+        rest: &[B],
+        deadline: Deadline,
+    ) -> Result<usize, SendError> {
+        let (side, ch) = (&mut self.send_side, self.channel.borrow_mut());
+        let first = rest[0].as_ref();
+        if first.len() > ch.max_frame() {
+            return self.send_until(first, deadline).await.map(|()| 1);
+        }
+        let frames = rest
+            .iter()
+            .take_while(|msg| msg.as_ref().len() <= ch.max_frame())
+            .count();
+        let want = Want::Room(first.len());
+        let mut wait = None;
+        poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, ch, want, deadline, |ch| {
+                not_now(ch.send_batch_until(&rest[..frames], Deadline::Now), full)
+            })
+        })
+        .await
+    }
+
+    /// The core of every async batch receive: waits for a whole message, then hands it and
+    /// those there now behind it to `f`.
+    async fn recv_batch_until(
+        &mut self,
+        max: usize,
+        f: &mut impl FnMut(&[u8]),
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        if max == 0 {
+            return Ok(0);
+        }
+        let (side, ch) = (&mut self.recv_side, self.channel.borrow_mut());
+        let mut wait = None;
+        poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, ch, Want::Data, deadline, |ch| {
+                not_now(ch.recv_batch_until(max, f, Deadline::Now), empty)
+            })
+        })
+        .await
+    }
+
     /// The core of every async receive: waits for a whole message, then lends it out.
     async fn recv_until(&mut self, deadline: Deadline) -> Result<ReadGuard<'_>, RecvError> {
         let (side, ch) = (&mut self.recv_side, self.channel.borrow_mut());

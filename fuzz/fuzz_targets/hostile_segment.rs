@@ -69,10 +69,32 @@ fn check(got: Result<shmlink::ReadGuard<'_>, RecvError>, decode: bool) {
     }
 }
 
+/// One batch receive's outcome: every message it handed within the limit, as many as it
+/// counts, at most `max`, or a typed error.
+fn check_batch(creator: &mut Channel, max: usize) {
+    let mut handed = 0;
+    let got = creator.try_recv_batch(max, |msg| {
+        assert!(msg.len() <= MAX_MESSAGE, "message of {} bytes", msg.len());
+        handed += 1;
+    });
+    match got {
+        Ok(n) => assert!(n == handed && n <= max && n > 0, "{n} counted, {handed} handed"),
+        Err(
+            RecvError::Empty
+            | RecvError::Corrupt { .. }
+            | RecvError::TooLarge { .. }
+            | RecvError::Disconnected(_)
+            | RecvError::PeerGone { .. },
+        ) => assert_eq!(handed, 0, "an error after handing messages"),
+        Err(e) => panic!("unexpected error {e}"),
+    }
+}
+
 /// Feeds `ops` into ring 1 as frames, one after another, receiving in between.
 ///
 /// Each op is a control byte (bits 0..3 kind, 0 and 7 invalid; bit 3 wrong tag; bit 4
-/// receive after it; bit 5 with `recv_timeout(0)`; bit 6 decode as JSON; bit 7 rewrite the
+/// receive after it; bit 5 with `recv_timeout(0)`, or with `try_recv_batch` if bit 6 is set
+/// too; bit 6 decode as JSON; bit 7 rewrite the
 /// frame's first payload word after publishing it), two length bytes, a fill byte, and for a
 /// first fragment eight more bytes: the announced total.
 fn stream(creator: &mut Channel, map: &mut memmap2::MmapMut, mut ops: &[u8]) {
@@ -139,15 +161,18 @@ fn stream(creator: &mut Channel, map: &mut memmap2::MmapMut, mut ops: &[u8]) {
         }
         if control & 0x10 != 0 {
             let decode = control & 0x40 != 0;
-            if control & 0x20 != 0 {
+            if control & 0x20 != 0 && decode {
+                check_batch(creator, usize::from(*fill % 8) + 1);
+            } else if control & 0x20 != 0 {
                 check(creator.recv_timeout(Duration::ZERO), decode);
             } else {
                 check(creator.try_recv(), decode);
             }
         }
     }
-    for _ in 0..8 {
+    for _ in 0..4 {
         check(creator.try_recv(), true);
+        check_batch(creator, 4);
     }
 }
 

@@ -322,6 +322,23 @@ impl Channel {
         self.receiver.recv_until(deadline)
     }
 
+    pub(crate) fn send_batch_until<B: AsRef<[u8]>>(
+        &mut self,
+        batch: &[B],
+        deadline: Deadline,
+    ) -> Result<usize, SendError> {
+        self.sender.send_batch_until(batch, deadline)
+    }
+
+    pub(crate) fn recv_batch_until(
+        &mut self,
+        max: usize,
+        f: &mut impl FnMut(&[u8]),
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        self.receiver.recv_batch_until(max, f, deadline)
+    }
+
     #[inline]
     pub(crate) fn recv_into_until(
         &mut self,

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::error::{ChannelName, RecvError, WaitError};
 use crate::ring::{kind, Consumer, Frame, ReadGuard};
-use crate::wait::{Deadline, Waiter};
+use crate::wait::{self, Deadline, Waiter};
 
 use super::*;
 
@@ -112,6 +112,30 @@ impl RecvHalf {
             Ready::Assembled => std::mem::swap(buf, &mut self.assembly),
         }
         Ok(buf.len())
+    }
+
+    /// The core of every batch receive: hands to `f`, in order, the next whole message
+    /// (waiting for it until `deadline`) and those that are there now after it, up to `max`
+    /// in all; frames are read in place and given back in batches. Returns how many it
+    /// handed; an error fails the call only if it met the first message, else it ends the
+    /// batch and the next call meets it again.
+    pub(crate) fn recv_batch_until(
+        &mut self,
+        max: usize,
+        f: &mut impl FnMut(&[u8]),
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        wait::in_steps(max, |read| {
+            // After the first: only what is there now (one look at the ring, not at the peer).
+            if read > 0 && !self.rx.has_data() {
+                return Ok(0);
+            }
+            match self.next_ready(if read == 0 { deadline } else { Deadline::Now })? {
+                Ready::Frame(frame) => self.rx.hand_over(frame, f),
+                Ready::Assembled => f(&self.assembly),
+            }
+            Ok(1)
+        })
     }
 
     /// Lends out a message [`next_ready`](RecvHalf::next_ready) found.

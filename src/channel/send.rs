@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::SendError;
 use crate::layout::{PEER_CLOSED, PEER_PRESENT};
 use crate::ring::{frame_size, kind, Producer, WriteGrant, FRAME_ALIGN, FRAME_HEADER};
-use crate::wait::{Deadline, Waiter};
+use crate::wait::{self, Deadline, Waiter};
 
 use super::*;
 
@@ -124,6 +124,50 @@ impl SendHalf {
         } else {
             self.send_fragmented(bytes, deadline)
         }
+    }
+
+    /// The core of every batch send: the messages of `batch` in order, each as
+    /// [`send_until`](SendHalf::send_until) sends it, those of up to a frame written as many
+    /// at a time as fit and published together. Returns how many went out; an error (the
+    /// deadline among them) fails the call only if it met the first message, else it ends the
+    /// batch and the next call, which starts with that message, meets it again.
+    pub(crate) fn send_batch_until<B: AsRef<[u8]>>(
+        &mut self,
+        batch: &[B],
+        deadline: Deadline,
+    ) -> Result<usize, SendError> {
+        wait::in_steps(batch.len(), |sent| self.send_some(&batch[sent..], deadline))
+    }
+
+    /// One step of [`send_batch_until`](SendHalf::send_batch_until) (`rest` is not empty): the
+    /// first message alone if it is longer than a frame, else it and as many of the frames
+    /// after it as fit with it, once there is room for it.
+    fn send_some<B: AsRef<[u8]>>(
+        &mut self,
+        rest: &[B],
+        deadline: Deadline,
+    ) -> Result<usize, SendError> {
+        let first = rest[0].as_ref();
+        if first.len() > self.tx.max_len() {
+            return self.send_until(first, deadline).map(|()| 1);
+        }
+        let max = self.send_limit()?.min(self.tx.max_len());
+        if first.len() > max {
+            return Err(SendError::TooLarge {
+                len: first.len(),
+                max,
+            });
+        }
+        if self.unfinished {
+            self.withdraw_unfinished(deadline)?;
+        }
+        let start = self.room(first.len(), deadline)?;
+        match self.tx.write_batch(rest, max)? {
+            // `room` may have rewound to the start of the region, where a batch does not go.
+            0 => self.tx.write_at(start, first, kind::DATA),
+            n => return Ok(n),
+        }
+        Ok(1)
     }
 
     /// The core of every reservation: room for one frame of `len` bytes.

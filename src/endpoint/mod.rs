@@ -391,6 +391,23 @@ impl Endpoint {
         Ok(Reserved { grant })
     }
 
+    fn send_batch_until<B: AsRef<[u8]>>(
+        &mut self,
+        batch: &[B],
+        deadline: Deadline,
+    ) -> Result<usize, SendError> {
+        on_backend!(&mut self.inner, b => b.send_batch_until(batch, deadline))
+    }
+
+    fn recv_batch_until(
+        &mut self,
+        max: usize,
+        f: &mut impl FnMut(&[u8]),
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        on_backend!(&mut self.inner, b => b.recv_batch_until(max, f, deadline))
+    }
+
     #[inline]
     fn recv_until(&mut self, deadline: Deadline) -> Result<Received<'_>, RecvError> {
         let msg = match &mut self.inner {

@@ -50,7 +50,7 @@ pub(crate) mod listener;
 pub(crate) mod rendezvous;
 
 use crate::error::{ChannelName, OpenError, RecvError, SendError, WaitError};
-use crate::wait::Deadline;
+use crate::wait::{self, Deadline};
 use lane::Lane;
 use rendezvous::{Kind, Published};
 
@@ -580,6 +580,34 @@ impl IpcDuplex {
         Ok(IpcGrant {
             duplex: self,
             deadline,
+        })
+    }
+
+    /// The core of every batch send: one message after another (this backend has no frames to
+    /// publish together). Returns how many went out; an error fails the call only if it met
+    /// the first message, else it ends the batch.
+    pub(crate) fn send_batch_until<B: AsRef<[u8]>>(
+        &mut self,
+        batch: &[B],
+        deadline: Deadline,
+    ) -> Result<usize, SendError> {
+        wait::in_steps(batch.len(), |sent| {
+            self.send_until(batch[sent].as_ref(), deadline).map(|()| 1)
+        })
+    }
+
+    /// The core of every batch receive: the next message (waiting for it until `deadline`)
+    /// and those there now after it, up to `max`, each handed to `f`. Returns how many; an
+    /// error fails the call only if it met the first message, else it ends the batch.
+    pub(crate) fn recv_batch_until(
+        &mut self,
+        max: usize,
+        f: &mut impl FnMut(&[u8]),
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        wait::in_steps(max, |read| {
+            f(self.recv_until(if read == 0 { deadline } else { Deadline::Now })?);
+            Ok(1)
         })
     }
 

@@ -124,6 +124,50 @@ impl Consumer {
         Ok(self.guard(frame))
     }
 
+    /// Hands the frames that are there now, in order and up to `max` of them, to `f`, each
+    /// read in place, and returns how many it handed: [`RecvError::Empty`] when none is
+    /// there. An error met after the first frame ends the batch and is reported by the next
+    /// call. The space of the frames read goes back to the producer in batches, as
+    /// [`try_read`](Consumer::try_read)'s guards give it back, with no look ahead per frame.
+    pub fn try_read_batch(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&[u8]),
+    ) -> Result<usize, RecvError> {
+        wait::in_steps(max, |_| {
+            let frame = self.next_frame()?;
+            if frame.kind != kind::DATA {
+                return Err(self.corrupt(format!("frame of kind {} in a ring", frame.kind)));
+            }
+            self.hand_over(frame, &mut f);
+            Ok(1)
+        })
+    }
+
+    /// Hands the frame `frame`, which `next_frame` found at our position, to `f` and moves
+    /// past it; publishes our index once a batch's worth is read since the last time (the
+    /// rest goes back when the ring is next found empty, or at the latest when we drop).
+    #[inline]
+    pub(crate) fn hand_over(&mut self, frame: Frame, f: &mut impl FnMut(&[u8])) {
+        // Past it before `f` runs: a frame handed over is consumed, as a guard's is when it
+        // drops, even if `f` unwinds. The producer cannot reuse its space before we publish.
+        self.state.head += frame.size;
+        self.state.found_empty.set(false);
+        #[cfg(loom)]
+        self.state
+            .ptrs
+            .loom_region()
+            .track_read(frame.offset, frame.len);
+        // SAFETY: `next_frame` checked that [offset, offset + len) lies inside the region; the
+        // producer does not write there until we publish an index past it, which happens only
+        // after `f` returns. (A hostile producer process can still change these bytes under
+        // us; they are plain bytes, any value is valid.)
+        f(unsafe { std::slice::from_raw_parts(self.state.ptrs.bytes(frame.offset), frame.len) });
+        if self.state.head - self.state.released.get() >= self.state.batch {
+            self.store_head();
+        }
+    }
+
     /// Wraps a frame found by `next_frame` in a guard that releases it on drop.
     #[inline]
     pub(crate) fn guard(&mut self, frame: Frame) -> ReadGuard<'_> {

@@ -39,6 +39,11 @@
 //! reads the producer's index on the hot path: the only cache lines that move per message are the
 //! ones holding the frame.
 //!
+//! A batch (`Producer::try_send_batch`) writes its frames as single sends would place them, keeps
+//! back the word at the producer's position, zeroes the word after the last frame, and stores
+//! the kept word last: one `Release` store publishes the batch, since the consumer reaches every
+//! other word of it through that one.
+//!
 //! The consumer publishes its index (`head`) with `Release` after it has finished reading a
 //! frame; the producer rereads it with `Acquire` only when its cached copy says the ring is full.
 //!

@@ -312,6 +312,137 @@ impl Producer {
         Ok(())
     }
 
+    /// Copies the messages of `batch`, in order, each into a frame of its own, for as many of
+    /// them as fit now, and publishes them together: one release store and one look at whether
+    /// the consumer sleeps for the lot, where sending them one by one takes one each. Returns
+    /// how many went out: [`SendError::Full`] when not even the first fits now,
+    /// [`SendError::TooLarge`] when the first is longer than [`max_len`](Producer::max_len) (a
+    /// later one that is ends the batch before it, as does the first that does not fit).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmlink::ring::new(1024)?;
+    /// assert_eq!(tx.try_send_batch(&[&b"one"[..], b"two", b"three"])?, 3);
+    /// let mut got = Vec::new();
+    /// assert_eq!(rx.try_read_batch(usize::MAX, |msg| got.push(msg.to_vec()))?, 3);
+    /// assert_eq!(got, [&b"one"[..], b"two", b"three"]);
+    /// # Ok::<(), shmlink::Error>(())
+    /// ```
+    pub fn try_send_batch<B: AsRef<[u8]>>(&mut self, batch: &[B]) -> Result<usize, SendError> {
+        match batch.first().map(|m| m.as_ref().len()) {
+            None => Ok(0),
+            Some(len) if len > self.state.max_len => Err(SendError::TooLarge {
+                len,
+                max: self.state.max_len,
+            }),
+            Some(_) => match self.write_batch(batch, self.state.max_len)? {
+                0 => Err(SendError::Full),
+                sent => Ok(sent),
+            },
+        }
+    }
+
+    /// Writes the messages of `batch` as `DATA` frames, in order, placed one after the other
+    /// as `place_after` places them (the first rewound as `room_for` rewinds it), stopping before the first that is
+    /// longer than `max` (at most `max_len`) or does not fit now, and publishes them all with
+    /// one release store: the word at our position (the first frame's, or the SKIP or PAD in
+    /// front of it) is stored last. A consumer stops at that word until then, so every other
+    /// word, payload and marker of the batch is in place before it can reach them, and the
+    /// zero that keeps the invariant is needed only after the last frame. Returns how many
+    /// went out (0: not even the first fits now, and nothing was written where the consumer
+    /// can look).
+    pub(crate) fn write_batch<B: AsRef<[u8]>>(
+        &mut self,
+        batch: &[B],
+        max: usize,
+    ) -> Result<usize, SendError> {
+        let cap = self.state.mask + 1;
+        let first = self.state.tail;
+        let mut first_word = 0;
+        let mut refreshed = false;
+        let mut sent = 0;
+        let mut last_size = 0;
+        for msg in batch {
+            let bytes = msg.as_ref();
+            let len = bytes.len();
+            if len > max {
+                break;
+            }
+            let fs = frame_size(len) as u64;
+            let mut start = self.place_after(self.state.tail, len);
+            if sent == 0 && self.state.tail >= self.state.next_rewind && start == self.state.tail {
+                // As `room_for` does: nothing is written yet.
+                start = self.maybe_rewind(self.state.tail & self.state.mask, fs)?;
+            }
+            if start + fs + FRAME_HEADER as u64 - self.state.cached_head > cap {
+                if refreshed {
+                    break;
+                }
+                refreshed = true;
+                if let Err(e) = self.refresh_head() {
+                    // Nothing was published: the words written past our position are in free
+                    // space, where any value may lie.
+                    self.state.tail = first;
+                    return Err(e);
+                }
+                if start + fs + FRAME_HEADER as u64 - self.state.cached_head > cap {
+                    break;
+                }
+            }
+            if start != self.state.tail {
+                let to = start & self.state.mask;
+                let marker = if to == 0 { kind::PAD } else { kind::SKIP };
+                let word = encode(self.state.tail, marker, 0);
+                self.put_word(self.state.tail, word, first, &mut first_word);
+            }
+            // Written, not committed: the batch's first word publishes it with the rest.
+            self.grant_at(start, len, kind::DATA).copy_from_slice(bytes);
+            self.put_word(
+                start,
+                encode(start, kind::DATA, len as u32),
+                first,
+                &mut first_word,
+            );
+            self.state.tail = start + fs;
+            last_size = fs;
+            sent += 1;
+        }
+        if sent == 0 {
+            return Ok(0);
+        }
+        let next = self.state.tail;
+        self.state
+            .ptrs
+            .word((next & self.state.mask) as usize)
+            .store(0, Ordering::Relaxed);
+        // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; the consumer reaches
+        // every frame of the batch through this word, so all of it becomes visible with it.
+        self.state
+            .ptrs
+            .word((first & self.state.mask) as usize)
+            .store(first_word, PUBLISH);
+        // Release: informational copy of our index, read by `Producer::new` of a successor.
+        self.state.ptrs.header().tail.store(next, Ordering::Release);
+        self.notify_consumer();
+        self.zero_ahead(next, last_size);
+        Ok(sent)
+    }
+
+    /// Stores the header word `word` of a batch at index `at`, or keeps it for last if `at` is
+    /// the batch's first index `first` (see `write_batch`).
+    #[inline]
+    fn put_word(&self, at: u64, word: u64, first: u64, first_word: &mut u64) {
+        if at == first {
+            *first_word = word;
+        } else {
+            // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; not reachable
+            // before the batch's first word, which is stored after it.
+            self.state
+                .ptrs
+                .word((at & self.state.mask) as usize)
+                .store(word, PUBLISH);
+        }
+    }
+
     /// Publishes the frame at `start` (our position, or the next line or lap after a SKIP or a
     /// PAD) with `used` bytes of payload, and wakes the consumer if it may be asleep.
     #[inline]

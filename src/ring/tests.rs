@@ -160,6 +160,26 @@ fn a_lightly_used_large_ring_rewinds_and_a_busy_one_does_not() {
     );
 }
 
+#[test]
+fn a_lightly_used_large_ring_rewinds_under_batches_too() {
+    let capacity = 1 << 20;
+    let (mut tx, mut rx) = new(capacity).unwrap();
+    let mut furthest = 0;
+    for i in 0..5_000 {
+        let batch: Vec<Vec<u8>> = (0..4).map(|k| pattern(4 * i + k, 1000)).collect();
+        assert_eq!(tx.try_send_batch(&batch).unwrap(), 4);
+        furthest = furthest.max(tx.state.tail & tx.state.mask);
+        let mut got = Vec::new();
+        assert_eq!(rx.try_read_batch(8, |m| got.push(m.to_vec())).unwrap(), 4);
+        assert!(got == batch);
+    }
+    assert!(tx.state.tail > 16 * capacity as u64, "many laps");
+    assert!(
+        furthest < REWIND_AT + 8 * frame_size(1000) as u64,
+        "furthest position {furthest}"
+    );
+}
+
 /// Whether a consumer that announced its sleep is left asleep with something to read: a header
 /// word at its position, and no wake-up since `woken` (the futex word when it went to sleep).
 fn left_asleep(rx: &Consumer, woken: u32) -> bool {
@@ -229,6 +249,8 @@ enum Op {
     Send(usize),
     Read,
     Reserve(usize, usize),
+    SendBatch(Vec<usize>),
+    ReadBatch(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -236,6 +258,8 @@ fn op() -> impl Strategy<Value = Op> {
         (0usize..200).prop_map(Op::Send),
         Just(Op::Read),
         (0usize..200, 0usize..250).prop_map(|(l, u)| Op::Reserve(l, u)),
+        proptest::collection::vec(0usize..120, 0..12).prop_map(Op::SendBatch),
+        (0usize..12).prop_map(Op::ReadBatch),
     ]
 }
 
@@ -272,6 +296,37 @@ proptest! {
                             model.push_back(data[..used].to_vec());
                         }
                         Err(SendError::Full) => prop_assert!(!model.is_empty(), "full while empty"),
+                        Err(e) => prop_assert!(false, "unexpected {e}"),
+                    }
+                }
+                Op::SendBatch(lens) => {
+                    let batch: Vec<Vec<u8>> = lens
+                        .iter()
+                        .map(|&len| {
+                            seed += 1;
+                            pattern(seed, len)
+                        })
+                        .collect();
+                    match tx.try_send_batch(&batch) {
+                        Ok(n) => {
+                            prop_assert!(n <= batch.len() && (n > 0 || batch.is_empty()));
+                            model.extend(batch.into_iter().take(n));
+                        }
+                        Err(SendError::Full) => prop_assert!(!model.is_empty(), "full while empty"),
+                        Err(e) => prop_assert!(false, "unexpected {e}"),
+                    }
+                }
+                Op::ReadBatch(max) => {
+                    let mut got = Vec::new();
+                    match rx.try_read_batch(max, |msg| got.push(msg.to_vec())) {
+                        Ok(n) => {
+                            prop_assert_eq!(n, got.len());
+                            prop_assert!(n <= max && (n > 0 || max == 0));
+                            for msg in got {
+                                prop_assert_eq!(Some(msg), model.pop_front());
+                            }
+                        }
+                        Err(RecvError::Empty) => prop_assert!(model.is_empty() && max > 0),
                         Err(e) => prop_assert!(false, "unexpected {e}"),
                     }
                 }
@@ -412,6 +467,88 @@ fn threads_move_a_million_frames() {
         }
     }
     t.join().unwrap();
+}
+
+#[test]
+fn threads_move_a_million_frames_in_batches() {
+    let n: u32 = if cfg!(miri) { 200 } else { 1_000_000 };
+    let (mut tx, mut rx) = new(4096).unwrap();
+    let message = |i: u32| {
+        let mut msg = vec![i as u8; (i % 61) as usize + 4];
+        msg[..4].copy_from_slice(&i.to_le_bytes());
+        msg
+    };
+    let t = std::thread::spawn(move || {
+        let mut i = 0;
+        while i < n {
+            let batch: Vec<Vec<u8>> = (i..n.min(i + 1 + i % 37)).map(message).collect();
+            match tx.try_send_batch(&batch) {
+                Ok(sent) => i += sent as u32,
+                Err(SendError::Full) => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    });
+    let mut i = 0u32;
+    while i < n {
+        let max = 1 + (i % 23) as usize;
+        let check = |msg: &[u8]| {
+            assert!(msg == message(i), "message {i}");
+            i += 1;
+        };
+        match rx.try_read_batch(max, check) {
+            Ok(_) => {}
+            Err(RecvError::Empty) => std::thread::yield_now(),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    t.join().unwrap();
+}
+
+/// A batch's frames are laid out as one by one sends lay them out (SKIPs to keep one-line
+/// frames on one line, a PAD at the end of the region), and the batch stops at the first frame
+/// that does not fit or is too long.
+#[test]
+fn a_batch_is_placed_as_single_sends_are_and_stops_where_they_would() {
+    for offset in (0..512).step_by(8) {
+        let (mut one, mut one_rx) = ring_at(512, offset);
+        let (mut many, mut many_rx) = ring_at(512, offset);
+        let batch: Vec<Vec<u8>> = (0..40)
+            .map(|i| pattern(i, [3, 56, 20, 40][i % 4]))
+            .collect();
+        let mut singles = 0;
+        while singles < batch.len() && one.try_send(&batch[singles]).is_ok() {
+            singles += 1;
+        }
+        assert_eq!(
+            many.try_send_batch(&batch).unwrap(),
+            singles,
+            "offset {offset}"
+        );
+        assert_eq!(many.state.tail, one.state.tail, "offset {offset}");
+        let mut got = Vec::new();
+        assert_eq!(
+            many_rx
+                .try_read_batch(usize::MAX, |m| got.push(m.to_vec()))
+                .unwrap(),
+            singles
+        );
+        for (i, msg) in got.iter().enumerate() {
+            assert_eq!(msg, &batch[i]);
+            assert_eq!(&*one_rx.try_read().unwrap(), &msg[..]);
+        }
+    }
+    let (mut tx, _rx) = new(512).unwrap();
+    let too_long = vec![0u8; tx.max_len() + 1];
+    assert!(matches!(
+        tx.try_send_batch(&[&too_long[..]]),
+        Err(SendError::TooLarge { .. })
+    ));
+    assert_eq!(
+        tx.try_send_batch(&[&b"ok"[..], &too_long, b"after"])
+            .unwrap(),
+        1
+    );
 }
 
 #[test]

@@ -172,6 +172,26 @@ impl Deadline {
     }
 }
 
+/// Runs a batch operation of up to `total` messages in steps: `step(done)`, given how many are
+/// done, does the next one or more (and says how many; 0 ends the batch). The rule every batch
+/// form keeps: an error fails the batch only if its first step met it; met later, it ends the
+/// batch, which returns how many were done, and the next call meets it again.
+pub(crate) fn in_steps<E>(
+    total: usize,
+    mut step: impl FnMut(usize) -> Result<usize, E>,
+) -> Result<usize, E> {
+    let mut done = 0;
+    while done < total {
+        match step(done) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(done)
+}
+
 /// How often a spinning side looks at its peer's process, and the least time between two such
 /// looks in `PeerWatch::check_throttled`.
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(5);
