@@ -1,6 +1,6 @@
 """Types of the extension module; the package ``shmlink`` re-exports them."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -111,6 +111,17 @@ class Channel:
         longer message raises ``TooLarge`` and is dropped."""
     def try_recv_into(self, buffer: Buffer) -> int:
         """``recv_into`` of the message waiting now, or raises ``Empty``."""
+    def send_batch(self, batch: Iterable[Buffer], timeout: float | None = None) -> int:
+        """Sends the messages of ``batch`` in order, as many at a time as fit, published
+        together; returns how many went (fewer only when one could not go after others had:
+        the next call, starting with it, raises its error)."""
+    def try_send_batch(self, batch: Iterable[Buffer]) -> int:
+        """``send_batch`` of the messages that go now; ``Full`` when not even the first does."""
+    def recv_batch(self, max: int, timeout: float | None = None) -> list[bytes]:
+        """Receives the next message (``Timeout`` after ``timeout`` seconds) and those waiting
+        behind it, up to ``max`` in all."""
+    def try_recv_batch(self, max: int) -> list[bytes]:
+        """``recv_batch`` of the messages waiting now, or raises ``Empty``."""
     def recv_json(self, timeout: float | None = None) -> Any:
         """Receives the next message and decodes it as JSON."""
     def try_recv_json(self) -> Any:

@@ -469,6 +469,93 @@ impl Channel {
         }
     }
 
+    /// Sends the messages of `batch` (an iterable of bytes-like objects) in order: as many at a
+    /// time as go now, with the GIL held, and, when none does, the next one as `send` sends it
+    /// (waiting in slices). Returns how many went; an error after the first message ends the
+    /// batch (the next call meets it again), except an exception that is not the library's
+    /// (`KeyboardInterrupt` from a wait), which is raised whatever went.
+    fn send_batch_list(
+        &self,
+        py: Python<'_>,
+        batch: &Bound<'_, PyAny>,
+        deadline: Option<Instant>,
+        try_only: bool,
+    ) -> PyResult<usize> {
+        let payloads = batch
+            .try_iter()?
+            .map(|obj| Payload::from_obj(&obj?))
+            .collect::<PyResult<Vec<_>>>()?;
+        let views: Vec<&[u8]> = payloads.iter().map(Payload::bytes).collect();
+        let mut sent = 0;
+        let ended = |sent: usize, e: PyErr| {
+            if sent > 0 && e.is_instance_of::<ShmlinkError>(py) {
+                Ok(sent)
+            } else {
+                Err(e)
+            }
+        };
+        while sent < views.len() {
+            let now = match self.inner.try_lock() {
+                Ok(mut g) => {
+                    let inner = g.as_mut().ok_or_else(closed)?;
+                    if try_only || views[sent].len() <= each!(inner, x => x.max_frame()) {
+                        each!(inner, x => x.try_send_batch(&views[sent..]))
+                    } else {
+                        // Longer than a frame: `send` delivers it as the peer reads.
+                        Err(shmlink::SendError::Full)
+                    }
+                }
+                Err(_) => Err(shmlink::SendError::Full),
+            };
+            match now {
+                Ok(n) => sent += n,
+                Err(shmlink::SendError::Full) if try_only => {
+                    return ended(sent, to_py(Error::Full));
+                }
+                Err(shmlink::SendError::Full) => {
+                    match self.send_bytes(py, views[sent], deadline, false) {
+                        Ok(()) => sent += 1,
+                        Err(e) => return ended(sent, e),
+                    }
+                }
+                Err(e) => return ended(sent, to_py(e)),
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Receives the next message as `recv` does (or now, `try_only`), then the messages there
+    /// now behind it, up to `max` in all, with the GIL held: a list of `bytes`.
+    fn recv_batch_list(
+        &self,
+        py: Python<'_>,
+        max: usize,
+        deadline: Option<Instant>,
+        try_only: bool,
+    ) -> PyResult<Py<PyList>> {
+        let list = PyList::empty(py);
+        if max == 0 {
+            return Ok(list.unbind());
+        }
+        list.append(self.recv_bytes(py, deadline, try_only)?)?;
+        if let Ok(mut g) = self.inner.try_lock() {
+            if let Some(inner) = g.as_mut() {
+                let mut failed = None;
+                let more = each!(inner, x => x.try_recv_batch(max - 1, |m| {
+                    if let Err(e) = list.append(PyBytes::new(py, m)) {
+                        failed.get_or_insert(e);
+                    }
+                }));
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                // An error here (`Empty` among them) ends the batch; the next call meets it.
+                drop(more);
+            }
+        }
+        Ok(list.unbind())
+    }
+
     fn recv_bytes(
         &self,
         py: Python<'_>,
@@ -647,6 +734,37 @@ impl Channel {
         let loads = &codec(py)?.1;
         let b = self.recv_bytes(py, None, true)?;
         loads.call1(py, (b,))
+    }
+
+    /// Sends the messages of `batch` (an iterable of bytes-like objects) in order, waiting for
+    /// room up to `timeout` seconds, and returns how many went: as many at a time as fit,
+    /// published together. Fewer than all when one could not go after others had (its error
+    /// is raised by the next call, which starts with it); raises only when the first did not.
+    #[pyo3(signature = (batch, timeout = None))]
+    fn send_batch(
+        &self,
+        py: Python<'_>,
+        batch: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<usize> {
+        self.send_batch_list(py, batch, deadline(timeout)?, false)
+    }
+
+    /// `send_batch` of the messages that go now; raises `Full` when not even the first does.
+    fn try_send_batch(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<usize> {
+        self.send_batch_list(py, batch, None, true)
+    }
+
+    /// Receives the next message, waiting up to `timeout` seconds, and the messages there now
+    /// behind it, up to `max` in all: a list of `bytes`.
+    #[pyo3(signature = (max, timeout = None))]
+    fn recv_batch(&self, py: Python<'_>, max: usize, timeout: Option<f64>) -> PyResult<Py<PyList>> {
+        self.recv_batch_list(py, max, deadline(timeout)?, false)
+    }
+
+    /// `recv_batch` of the messages there now, or raises `Empty`.
+    fn try_recv_batch(&self, py: Python<'_>, max: usize) -> PyResult<Py<PyList>> {
+        self.recv_batch_list(py, max, None, true)
     }
 
     /// Closes this end (the peer's next receive, after what was sent, raises `Disconnected`).

@@ -113,6 +113,51 @@ def test_empty_full_and_timeout(name):
         assert got > 0
 
 
+def test_batches_go_in_order_and_stop_where_the_ring_is_full(name):
+    for backend in ("shm", "ipc-channel"):
+        n = f"{name}-{backend}"
+        with shmlink.Endpoint.create(n, capacity=1 << 16, backend=backend) as a:
+            with shmlink.Endpoint.connect(n, timeout=10) as b:
+                with pytest.raises(shmlink.Empty):
+                    b.try_recv_batch(8)
+                with pytest.raises(shmlink.Timeout):
+                    b.recv_batch(8, timeout=0.05)
+                assert b.recv_batch(0) == []
+                msgs = [i.to_bytes(4, "little") * (i % 7) for i in range(500)]
+                msgs.append(os.urandom(100_000))  # longer than a frame of a 64 KiB ring
+                sender = threading.Thread(target=lambda: a.send_batch(msgs, timeout=10))
+                sender.start()
+                got = []
+                while len(got) < len(msgs):
+                    batch = b.recv_batch(64, timeout=10)
+                    assert 1 <= len(batch) <= 64
+                    got.extend(batch)
+                sender.join()
+                assert got == msgs
+                assert a.send_batch([bytearray(b"x"), memoryview(b"yz")]) == 2
+                got = []
+                while len(got) < 2:
+                    got.extend(b.recv_batch(8, timeout=10))
+                assert got == [b"x", b"yz"]
+                with pytest.raises(TypeError):
+                    a.send_batch(["text"])
+    with shmlink.Channel.create(name, capacity=4096) as a, shmlink.connect(name) as b:
+        many = [bytes([i % 256]) * 100 for i in range(1000)]
+        went = a.try_send_batch(many)
+        assert 0 < went < len(many)
+        with pytest.raises(shmlink.Full):
+            a.try_send_batch(many[went:])
+        with pytest.raises(shmlink.Timeout):
+            a.send_batch(many[went:], timeout=0.05)
+        got = []
+        while True:
+            try:
+                got.extend(b.try_recv_batch(1000))
+            except shmlink.Empty:
+                break
+        assert got == many[:went]
+
+
 def test_errors_map_to_exception_classes(name):
     assert issubclass(shmlink.Timeout, shmlink.ShmlinkError)
     assert issubclass(shmlink.PeerGone, shmlink.ShmlinkError)
