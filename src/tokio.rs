@@ -29,7 +29,10 @@
 //! without harm: a receive that is dropped takes nothing (the part of a fragmented message it
 //! gathered stays for the next receive), and a send dropped part-way through a fragmented
 //! message withdraws it, as a send that timed out does: the receiver never sees any of it, and
-//! the next send goes through as usual. A dropped reservation sends nothing.
+//! the next send goes through as usual. A dropped reservation sends nothing. A batch receive
+//! hands its messages to its closure in the poll that completes it, so a dropped one took
+//! nothing; a dropped batch send may have sent some of its first messages (each whole) and
+//! not the rest, and cannot say how many: the `_timeout` form ends with the count instead.
 //!
 //! # How it waits
 //!
