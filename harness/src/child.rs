@@ -104,6 +104,9 @@ enum Mode {
     /// The same with bare messages: fixed-size, unframed, one system call per message (kernel
     /// transports only).
     BareStream,
+    /// The same in batches: many fixed-size messages per call (shm and the kernel byte
+    /// streams).
+    BatchStream,
 }
 
 /// Set in the environment of every child the parent spawns: `ipc-parent` started with it runs
@@ -159,7 +162,10 @@ fn run() -> anyhow::Result<()> {
         max_message: args.max_message,
         connect_timeout: Duration::from_secs(10),
         // A stream is one way: Nagle's algorithm on, as on the parent's side.
-        tcp_nodelay: !matches!(args.mode, Mode::Stream | Mode::BareStream),
+        tcp_nodelay: !matches!(
+            args.mode,
+            Mode::Stream | Mode::BareStream | Mode::BatchStream
+        ),
         ..Options::default()
     };
     transport::dispatch(
@@ -207,6 +213,7 @@ impl Visitor for Serve<'_> {
             Mode::Burst => burst(&mut t, self.args.count),
             Mode::Stream => stream(&mut t),
             Mode::BareStream => bare_stream(&mut t),
+            Mode::BatchStream => batch_stream(&mut t),
             Mode::CloseAfter => {
                 let r = echo(&mut t, self.args.count);
                 drop(t);
@@ -299,5 +306,11 @@ fn stream<T: Transport>(t: &mut T) -> Result<(), Error> {
 fn bare_stream<T: Transport>(t: &mut T) -> Result<(), Error> {
     loop {
         streaming::receive_bare_phase(t)?;
+    }
+}
+
+fn batch_stream<T: Transport>(t: &mut T) -> Result<(), Error> {
+    loop {
+        streaming::receive_batch_phase(t)?;
     }
 }

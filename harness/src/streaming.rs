@@ -18,6 +18,12 @@
 //! answers [`READY`], so that nothing framed is in flight while the bare messages go, and each
 //! message is then one `write` of exactly its bytes on one side and reads until it is whole on
 //! the other; the verdict is framed again.
+//!
+//! A *batch* phase ([`send_batch_phase`], [`receive_batch_phase`]: shm and the kernel byte
+//! streams) starts as a bare one and moves the messages [`BATCH`] at a time
+//! ([`Transport::send_batch`]); the receiver takes every whole message there per call
+//! ([`Transport::recv_batch`]). Each message is still stamped, received and digested on its
+//! own.
 
 use crate::Error;
 
@@ -29,6 +35,8 @@ pub const START_LEN: usize = 16;
 pub const VERDICT_LEN: usize = 24;
 /// The smallest message: the sequence number.
 pub const MIN_SIZE: usize = 8;
+/// Messages a batch phase hands to one send.
+pub const BATCH: usize = 64;
 /// The receiver's answer to the start of a bare phase: ready for the unframed messages.
 pub const READY: &[u8; 8] = b"ready-go";
 
@@ -115,6 +123,11 @@ impl Stream {
         &self.buf
     }
 
+    /// [`BATCH`] copies of the stream's message, to stamp with [`stamp`].
+    pub fn batch(&self) -> Vec<Vec<u8>> {
+        vec![self.buf.clone(); BATCH]
+    }
+
     /// The digest of message `seq`, computed without reading it.
     #[inline]
     pub fn digest_of(&self, seq: u64) -> u64 {
@@ -191,6 +204,12 @@ impl Verdict {
         }
         Ok(())
     }
+}
+
+/// Makes `msg` (a copy of a stream's message) message `seq`.
+#[inline]
+pub fn stamp(msg: &mut [u8], seq: u64) {
+    msg[..8].copy_from_slice(&seq.to_le_bytes());
 }
 
 /// Encodes a start message.
@@ -303,6 +322,56 @@ pub fn receive_bare_phase<T: Transport>(t: &mut T) -> Result<Verdict, Error> {
             take(&mut verdict, bytes, size);
             Ok(())
         })?;
+    }
+    t.send(&verdict.encode())?;
+    Ok(verdict)
+}
+
+/// The sending side of a batch phase: the start message, the receiver's [`READY`], `count`
+/// messages [`BATCH`] at a time, then the receiver's verdict, returned unchecked.
+pub fn send_batch_phase<T: Transport>(
+    t: &mut T,
+    stream: &mut Stream,
+    count: u64,
+) -> Result<Verdict, Error> {
+    t.send(&start_message(count, stream.size()))?;
+    let ready = t.recv_with(|bytes| Ok(bytes == READY))?;
+    if !ready {
+        return Err(crate::garbled(
+            "the receiver did not answer the start of a batch phase".to_owned(),
+        ));
+    }
+    let mut batch = stream.batch();
+    let mut seq = 0;
+    while seq < count {
+        let n = (count - seq).min(BATCH as u64) as usize;
+        for (i, msg) in batch[..n].iter_mut().enumerate() {
+            stamp(msg, seq + i as u64);
+        }
+        t.send_batch(&batch[..n])?;
+        seq += n as u64;
+    }
+    t.recv_with(Verdict::decode)
+}
+
+/// The receiving side of a batch phase: as [`receive_bare_phase`], taking every whole message
+/// there per call.
+pub fn receive_batch_phase<T: Transport>(t: &mut T) -> Result<Verdict, Error> {
+    let (count, size) = t.recv_with(parse_start)?;
+    if size < MIN_SIZE {
+        return Err(crate::garbled(format!(
+            "batch messages of {size} bytes: at least {MIN_SIZE} hold the sequence number"
+        )));
+    }
+    t.send(READY)?;
+    let mut verdict = Verdict {
+        count: 0,
+        digest: 0,
+        first_bad: None,
+    };
+    while verdict.count < count {
+        let left = usize::try_from(count - verdict.count).unwrap_or(usize::MAX);
+        t.recv_batch(size, left, |bytes| take(&mut verdict, bytes, size))?;
     }
     t.send(&verdict.encode())?;
     Ok(verdict)

@@ -225,7 +225,7 @@ fn run_round(
             )?))
         }
         Row::Ring => bail!("the ring row belongs to the stream"),
-        Row::Bare(_) => bail!("{} belongs to the stream", row.name()),
+        Row::Bare(_) | Row::Batch(_) => bail!("{} belongs to the stream", row.name()),
     }
 }
 

@@ -334,6 +334,14 @@ fn is_kernel(transport: &str) -> bool {
     framed.parse::<Kind>().is_ok_and(Kind::is_kernel)
 }
 
+/// Whether a row is a kernel transport's batch row (`pipe-batch`).
+fn is_kernel_batch(transport: &str) -> bool {
+    transport
+        .strip_suffix("-batch")
+        .and_then(|t| t.parse::<Kind>().ok())
+        .is_some_and(Kind::is_kernel)
+}
+
 /// The framed row a bare row stands beside: `pipe-bare` beside `pipe`.
 fn framed_of(transport: &str) -> Option<&str> {
     transport.strip_suffix("-bare")
@@ -694,7 +702,8 @@ fn stream_rates(r: &StreamResult) -> Vec<f64> {
     r.rounds.iter().map(|x| x.msgs_per_s).collect()
 }
 
-/// Per size: shm over the best kernel row, and every framed kernel row over its bare row.
+/// Per size: shm over the best kernel row (framed or bare), shm's batch row over the best kernel
+/// batch row, and every framed kernel row over its bare row.
 fn stream_ratios(s: &Stream) -> Vec<Ratio> {
     let mut out = Vec::new();
     for &size in &s.sizes {
@@ -709,6 +718,23 @@ fn stream_ratios(s: &Stream) -> Vec<Ratio> {
                     format!(
                         "{} / {} (best kernel transport) at {}",
                         shm.row.label(),
+                        k.row.transport,
+                        size_label(size)
+                    ),
+                    &stream_rates(shm),
+                    &stream_rates(k),
+                ));
+            }
+        }
+        let best_batch = at
+            .iter()
+            .filter(|r| is_kernel_batch(&r.row.transport))
+            .max_by(|a, b| a.msgs_per_s.total_cmp(&b.msgs_per_s));
+        if let Some(k) = best_batch {
+            for shm in at.iter().filter(|r| r.row.transport == "shm-batch") {
+                out.push(Ratio::of(
+                    format!(
+                        "shm-batch / {} (best kernel batch) at {}",
                         k.row.transport,
                         size_label(size)
                     ),

@@ -15,6 +15,10 @@ pub(crate) enum Row {
     /// A stream of bare messages over a kernel transport: fixed-size, unframed, one system call
     /// per message on each side, as a minimal C program does. Named `<transport>-bare`.
     Bare(Kind),
+    /// A stream in batches: many fixed-size messages per call, over shared memory
+    /// (`send_batch` / `recv_batch`) or a kernel byte stream (one `write` of many unframed
+    /// messages, `read`s of all the room there is). Named `<transport>-batch`.
+    Batch(Kind),
     /// Ping-pong with a child over shared memory, waiting this way (`--wait` with several
     /// strategies: one row each).
     Shm(WaitStrategy),
@@ -32,6 +36,7 @@ impl Row {
         match self {
             Row::Ipc(kind) => kind.as_str(),
             Row::Bare(kind) => bare_name(kind),
+            Row::Batch(kind) => batch_name(kind),
             Row::Shm(_) => Kind::Shm.as_str(),
             Row::Serde => "serde",
             Row::Memcpy => "memcpy",
@@ -62,6 +67,35 @@ fn bare_name(kind: Kind) -> &'static str {
     }
 }
 
+/// The name of a batch row.
+fn batch_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Shm => "shm-batch",
+        Kind::Pipe => "pipe-batch",
+        Kind::Fifo => "fifo-batch",
+        Kind::Socketpair => "socketpair-batch",
+        Kind::Uds => "uds-batch",
+        Kind::Tcp => "tcp-batch",
+        // Only these have a batch row (see `parse_batch`).
+        Kind::PosixMq | Kind::IpcChannel | Kind::RawSync | Kind::Floor => kind.as_str(),
+    }
+}
+
+/// The transport of a `<transport>-batch` name; `None` when `item` names no batch row.
+fn parse_batch(item: &str) -> anyhow::Result<Option<Kind>> {
+    let Some(transport) = item.strip_suffix("-batch") else {
+        return Ok(None);
+    };
+    let kind: Kind = transport.parse()?;
+    if !kind.has_batch() {
+        bail!(
+            "{item}: only shm and the kernel byte streams (pipe, fifo, socketpair, uds, tcp) have \
+             a batch row"
+        );
+    }
+    Ok(Some(kind))
+}
+
 /// The kernel transport of a `<transport>-bare` name; `None` when `item` names no bare row.
 fn parse_bare(item: &str) -> anyhow::Result<Option<Kind>> {
     let Some(transport) = item.strip_suffix("-bare") else {
@@ -77,11 +111,12 @@ fn parse_bare(item: &str) -> anyhow::Result<Option<Kind>> {
     Ok(Some(kind))
 }
 
-/// Why a bare row is refused outside a stream.
+/// Why a bare or batch row is refused outside a stream.
 fn bare_outside_stream(item: &str) -> anyhow::Error {
     anyhow::anyhow!(
-        "{item}: bare rows (fixed-size messages, no framing, one system call per message) belong \
-         to the one-way stream (ipc-parent stream); ping-pong and sweep messages are framed"
+        "{item}: bare and batch rows (fixed-size messages, one system call per message or many \
+         messages per call) belong to the one-way stream (ipc-parent stream); ping-pong and \
+         sweep messages are framed"
     )
 }
 
@@ -118,7 +153,9 @@ fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Re
                 "serde" => Row::Serde,
                 "memcpy" => Row::Memcpy,
                 "ring" => Row::Ring,
-                other if other.ends_with("-bare") => return Err(bare_outside_stream(other)),
+                other if other.ends_with("-bare") || other.ends_with("-batch") => {
+                    return Err(bare_outside_stream(other))
+                }
                 other => Row::Ipc(other.parse()?),
             };
             if !rows.contains(&row) {
@@ -153,8 +190,8 @@ fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Re
 }
 
 /// The rows of a streaming run: the transports `--transport` names (`all`: every one but
-/// floor, each kernel transport followed by its bare row), then the limit rows ring and memcpy,
-/// always measured.
+/// floor, each kernel transport followed by its bare row, and each transport with a batch form
+/// by its batch row), then the limit rows ring and memcpy, always measured.
 pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     if list.trim() == "all" {
@@ -162,6 +199,9 @@ pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
             rows.push(Row::Ipc(kind));
             if kind.is_kernel() {
                 rows.push(Row::Bare(kind));
+            }
+            if kind.has_batch() {
+                rows.push(Row::Batch(kind));
             }
         }
     } else {
@@ -172,9 +212,10 @@ pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
                     "{item} is a limit of the ping-pong run; a stream's limits are the ring and \
                      memcpy rows, which it always measures"
                 ),
-                other => match parse_bare(other)? {
-                    Some(kind) => Row::Bare(kind),
-                    None => Row::Ipc(other.parse()?),
+                other => match (parse_bare(other)?, parse_batch(other)?) {
+                    (Some(kind), _) => Row::Bare(kind),
+                    (_, Some(kind)) => Row::Batch(kind),
+                    _ => Row::Ipc(other.parse()?),
                 },
             };
             if !rows.contains(&row) {

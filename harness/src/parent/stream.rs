@@ -69,33 +69,28 @@ fn measure_stream(
     })
 }
 
-/// One round of one transport at one size, with a child in `--mode stream` (framed messages)
-/// or `--mode bare-stream`.
+/// One round of one transport at one size, with a child in `--mode stream` (framed messages),
+/// `--mode bare-stream` or `--mode batch-stream`.
 struct StreamPhases<'a, 's> {
     plan: &'a Plan<'s>,
     round: u32,
     size: usize,
     count: &'a mut Option<u64>,
-    bare: bool,
+    /// `Row::Ipc`, `Row::Bare` or `Row::Batch`, of the transport visited.
+    row: Row,
 }
 
 impl Visitor for StreamPhases<'_, '_> {
     type Output = anyhow::Result<(StreamRound, String)>;
 
     fn visit<T: Transport>(self) -> anyhow::Result<(StreamRound, String)> {
-        let (tag, mode, row) = if self.bare {
-            (
-                format!("b{}-{}", self.round, self.size),
-                "bare-stream",
-                Row::Bare(T::KIND),
-            )
-        } else {
-            (
-                format!("s{}-{}", self.round, self.size),
-                "stream",
-                Row::Ipc(T::KIND),
-            )
+        let row = self.row;
+        let (prefix, mode) = match row {
+            Row::Bare(_) => ("b", "bare-stream"),
+            Row::Batch(_) => ("c", "batch-stream"),
+            _ => ("s", "stream"),
         };
+        let tag = format!("{prefix}{}-{}", self.round, self.size);
         let mut conn = connect::<T>(
             self.plan,
             self.round,
@@ -104,13 +99,12 @@ impl Visitor for StreamPhases<'_, '_> {
             &["--mode", mode],
         )?;
         let mut stream = streaming::Stream::new(self.size);
-        let bare = self.bare;
         let round = measure_stream(&self.plan.timing, self.count, |n| {
             let start = Instant::now();
-            let verdict = if bare {
-                streaming::send_bare_phase(&mut conn.t, &mut stream, n)?
-            } else {
-                streaming::send_phase(&mut conn.t, &mut stream, n)?
+            let verdict = match row {
+                Row::Bare(_) => streaming::send_bare_phase(&mut conn.t, &mut stream, n)?,
+                Row::Batch(_) => streaming::send_batch_phase(&mut conn.t, &mut stream, n)?,
+                _ => streaming::send_phase(&mut conn.t, &mut stream, n)?,
             };
             let took = start.elapsed();
             verdict.check(&stream, n)?;
@@ -252,7 +246,7 @@ fn stream_round(
     let capacity = plan.opts.ring_size;
     let what = || format!("{} {} round {round}", row.name(), size_label(size));
     match row {
-        Row::Ipc(kind) | Row::Bare(kind) => {
+        Row::Ipc(kind) | Row::Bare(kind) | Row::Batch(kind) => {
             let (r, backend) = transport::dispatch(
                 kind,
                 StreamPhases {
@@ -260,7 +254,7 @@ fn stream_round(
                     round,
                     size,
                     count,
-                    bare: matches!(row, Row::Bare(_)),
+                    row,
                 },
             )?;
             Ok((r, Some(backend)))
@@ -315,7 +309,9 @@ pub(crate) fn run(args: StreamArgs) -> anyhow::Result<()> {
             largest
         );
     }
-    let needs_child = rows.iter().any(|r| matches!(r, Row::Ipc(_) | Row::Bare(_)));
+    let needs_child = rows
+        .iter()
+        .any(|r| matches!(r, Row::Ipc(_) | Row::Bare(_) | Row::Batch(_)));
     let uses_mq =
         rows.contains(&Row::Ipc(Kind::PosixMq)) || rows.contains(&Row::Bare(Kind::PosixMq));
     // A bare queue message holds a whole message: larger sizes have no posixmq-bare cell.

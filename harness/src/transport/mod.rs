@@ -7,7 +7,10 @@
 //! move one message of bytes, [`Transport::send_json`] / [`Transport::recv_json`] move one JSON
 //! value without a heap allocation where the backend allows it. The kernel transports also move
 //! *bare* messages ([`Transport::send_bare`] / [`Transport::recv_bare`]): fixed-size, unframed,
-//! one system call per message on each side, the stream's reference rows.
+//! one system call per message on each side, the stream's reference rows; and *batches* of them
+//! ([`Transport::send_batch`] / [`Transport::recv_batch`]): many fixed-size messages per call,
+//! the best a stream of small messages can do (one `write` of the lot on a kernel stream,
+//! `send_batch` / `recv_batch` on shared memory).
 //!
 //! Every blocking wait notices a peer that is gone: a socket or pipe sees end of file, a
 //! shared-memory spin checks the peer's "closed" flag and whether its process is still alive
@@ -66,6 +69,19 @@ macro_rules! framed_methods {
             read: impl FnOnce(&[u8]) -> Result<R>,
         ) -> Result<R> {
             self.framed.recv_bare(size, read)
+        }
+
+        fn send_batch(&mut self, msgs: &[Vec<u8>]) -> Result<()> {
+            self.framed.send_batch(msgs)
+        }
+
+        fn recv_batch(
+            &mut self,
+            size: usize,
+            max: usize,
+            read: impl FnMut(&[u8]),
+        ) -> Result<usize> {
+            self.framed.recv_batch(size, max, read)
         }
     };
 }
@@ -155,6 +171,12 @@ impl Kind {
             }
             Kind::Shm | Kind::IpcChannel | Kind::RawSync | Kind::Floor => false,
         }
+    }
+
+    /// Whether it has a batch form ([`Transport::send_batch`]): shared memory and the kernel
+    /// byte streams (a queue message holds one message).
+    pub fn has_batch(self) -> bool {
+        self == Kind::Shm || (self.is_kernel() && self != Kind::PosixMq)
     }
 
     /// Whether both processes busy-spin while they wait (whatever the wait strategy).
@@ -274,6 +296,23 @@ pub trait Transport: Sized {
     fn recv_bare<R>(&mut self, size: usize, read: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
         let _ = (size, read);
         Err(no_bare_form(Self::KIND))
+    }
+
+    /// Sends `msgs` (each of one stream's size) as a batch, waiting for room until all went:
+    /// the kernel byte streams write them back to back, unframed, with one `write` (more only
+    /// if the kernel takes part of it), and shared memory publishes them with `send_batch`.
+    /// The others refuse.
+    fn send_batch(&mut self, msgs: &[Vec<u8>]) -> Result<()> {
+        let _ = msgs;
+        Err(no_batch_form(Self::KIND))
+    }
+
+    /// Waits for at least one message of a batch (each `size` bytes) and hands `read` every
+    /// whole one there now, at most `max`; returns how many. The counterpart of
+    /// [`Transport::send_batch`]: a kernel stream `read`s all the room of its buffer at once.
+    fn recv_batch(&mut self, size: usize, max: usize, read: impl FnMut(&[u8])) -> Result<usize> {
+        let _ = (size, max, read);
+        Err(no_batch_form(Self::KIND))
     }
 
     /// Receives one message and sends the same bytes back. `buf` is scratch space a backend may
@@ -552,6 +591,13 @@ pub trait Visitor {
 fn no_bare_form(kind: Kind) -> Error {
     Error::InvalidConfig(format!(
         "{kind} has no bare form: only the kernel transports send unframed messages"
+    ))
+}
+
+fn no_batch_form(kind: Kind) -> Error {
+    Error::InvalidConfig(format!(
+        "{kind} has no batch form: only shm and the kernel byte streams (pipe, fifo, \
+         socketpair, uds, tcp) move many messages per call"
     ))
 }
 

@@ -94,6 +94,20 @@ impl Transport for Pipe {
             Ends::Child(f) => f.recv_bare(size, read),
         }
     }
+
+    fn send_batch(&mut self, msgs: &[Vec<u8>]) -> Result<()> {
+        match &mut self.ends {
+            Ends::Parent(f) => f.send_batch(msgs),
+            Ends::Child(f) => f.send_batch(msgs),
+        }
+    }
+
+    fn recv_batch(&mut self, size: usize, max: usize, read: impl FnMut(&[u8])) -> Result<usize> {
+        match &mut self.ends {
+            Ends::Parent(f) => f.recv_batch(size, max, read),
+            Ends::Child(f) => f.recv_batch(size, max, read),
+        }
+    }
 }
 
 impl Listener for PipeListener {

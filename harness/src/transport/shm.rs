@@ -135,6 +135,31 @@ impl<B: BackendChoice> Transport for EndpointTransport<B> {
         read(&msg)
     }
 
+    fn send_batch(&mut self, msgs: &[Vec<u8>]) -> Result<()> {
+        if B::KIND != Kind::Shm {
+            return Err(Error::InvalidConfig(format!(
+                "{} has no batch form",
+                B::KIND
+            )));
+        }
+        let mut sent = 0;
+        while sent < msgs.len() {
+            sent += self.endpoint.send_batch(&msgs[sent..])?;
+        }
+        Ok(())
+    }
+
+    fn recv_batch(&mut self, size: usize, max: usize, read: impl FnMut(&[u8])) -> Result<usize> {
+        if B::KIND != Kind::Shm {
+            return Err(Error::InvalidConfig(format!(
+                "{} has no batch form",
+                B::KIND
+            )));
+        }
+        let _ = size;
+        Ok(self.endpoint.recv_batch(max, read)?)
+    }
+
     fn echo(&mut self, buf: &mut Vec<u8>) -> Result<()> {
         match self.endpoint.as_channel() {
             // Send straight from the received frame (or reassembled message) into the other

@@ -164,6 +164,44 @@ impl<R: Read, W: Write> Framed<R, W> {
         self.reader.lend(size, read)
     }
 
+    /// Sends `msgs` back to back, no headers, with one `write` (more only if the kernel takes
+    /// part of it), as a C program writing a buffer of fixed-size records does.
+    pub(crate) fn send_batch(&mut self, msgs: &[Vec<u8>]) -> Result<()> {
+        self.out.clear();
+        for msg in msgs {
+            self.out.extend_from_slice(msg);
+        }
+        write_all(&mut self.writer, &self.out)
+    }
+
+    /// Receives bare messages of `size` bytes sent by `send_batch`: waits until one is whole,
+    /// each `read` asking for all the room of the buffer, and hands `read` every whole one there
+    /// (at most `max`); a partial one stays for the next call. The sender writes nothing else
+    /// until the receiver answers, so a read never runs past the batch.
+    pub(crate) fn recv_batch(
+        &mut self,
+        size: usize,
+        max: usize,
+        mut read: impl FnMut(&[u8]),
+    ) -> Result<usize> {
+        if size > self.max || size == 0 {
+            return Err(self.too_large(size));
+        }
+        self.reader.fill(size, true)?;
+        let mut n = 0;
+        while n < max && self.reader.end - self.reader.start >= size {
+            let at = self.reader.start;
+            read(&self.reader.buf[at..at + size]);
+            self.reader.start += size;
+            n += 1;
+        }
+        if self.reader.start == self.reader.end {
+            self.reader.start = 0;
+            self.reader.end = 0;
+        }
+        Ok(n)
+    }
+
     pub(crate) fn send_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
         self.out.clear();
         self.out.extend_from_slice(&[0; HEADER]);

@@ -342,11 +342,16 @@ fn mode_options_are_checked() {
         &["clients", "1", "--transport", "pipe-bare"],
         &["stream", "--transport", "shm-bare"],
         &["stream", "--transport", "floor-bare"],
+        // Batch rows too, and only shm and the kernel byte streams have one.
+        &["--transport", "shm-batch"],
+        &["clients", "1", "--transport", "uds-batch"],
+        &["stream", "--transport", "posixmq-batch"],
+        &["stream", "--transport", "ipc-channel-batch"],
     ]);
 }
 
 #[test]
-fn stream_checks_every_transport_and_bare_row_at_every_size_beside_ring_and_memcpy() {
+fn stream_checks_every_transport_bare_and_batch_row_at_every_size_beside_ring_and_memcpy() {
     let _serial = serial();
     let name = unique("stream");
     let dir = std::env::temp_dir().join(unique("stream-chart"));
@@ -374,8 +379,8 @@ fn stream_checks_every_transport_and_bare_row_at_every_size_beside_ring_and_memc
     let msgsize = s.posixmq.as_ref().map_or(0, |mq| mq.msgsize);
     for size in [8, 9216] {
         let at: Vec<_> = s.results.iter().filter(|r| r.size == size).collect();
-        // Every kernel transport is followed by its bare row; posixmq's only where one queue
-        // message holds the message.
+        // Every kernel transport is followed by its bare row (posixmq's only where one queue
+        // message holds the message), and every transport with a batch form by its batch row.
         let expected: Vec<_> = transports(&[Kind::Floor], &["spin"])
             .into_iter()
             .flat_map(|(t, wait)| {
@@ -384,6 +389,9 @@ fn stream_checks_every_transport_and_bare_row_at_every_size_beside_ring_and_memc
                 let mut rows = vec![(t.clone(), wait)];
                 if bare {
                     rows.push((format!("{t}-bare"), None));
+                }
+                if kind.has_batch() {
+                    rows.push((format!("{t}-batch"), None));
                 }
                 rows
             })

@@ -1,7 +1,8 @@
 //! One behaviour suite, generic over the transport, run against every backend: messages arrive
 //! in order, a large message arrives whole, a peer that closes is seen as closed, a peer that is
-//! killed is an error, never a hang, and bare messages (kernel transports) arrive whole and in
-//! order while the other transports refuse them.
+//! killed is an error, never a hang, bare messages (kernel transports) arrive whole and in
+//! order while the other transports refuse them, and so do batches (shm and the kernel byte
+//! streams).
 //!
 //! This test process is the parent; the other end is the real `ipc-child` binary in one of its
 //! test modes.
@@ -259,6 +260,40 @@ fn bare_messages<T: Transport>() {
     s.finish();
 }
 
+fn batches<T: Transport>() {
+    let _serial = serial();
+    let _watchdog = Watchdog::arm(LIMIT, &format!("{} batches", T::KIND));
+    if !T::KIND.has_batch() {
+        let mut s = start::<T>("echo", 0);
+        assert!(
+            matches!(
+                s.t.send_batch(&[b"12345678".to_vec()]),
+                Err(Error::InvalidConfig(_))
+            ),
+            "{}: only shm and the kernel byte streams send batches",
+            T::KIND
+        );
+        s.finish();
+        return;
+    }
+    let mut s = start::<T>("batch-stream", 0);
+    // Batches whose bytes fill pipe pages exactly, straddle them and outgrow the frame
+    // reader's buffer; counts that leave a partial batch.
+    for size in [8, 129, 4096, 4100, 100_000] {
+        let mut stream = Stream::new(size);
+        for count in [1, 700] {
+            let verdict = match streaming::send_batch_phase(&mut s.t, &mut stream, count) {
+                Ok(v) => v,
+                Err(e) => panic!("{}: batch phase of {count} x {size} B: {e}", T::KIND),
+            };
+            if let Err(e) = verdict.check(&stream, count) {
+                panic!("{}: batch phase of {count} x {size} B: {e}", T::KIND);
+            }
+        }
+    }
+    s.finish();
+}
+
 macro_rules! conformance {
     ($($module:ident => $transport:ty),* $(,)?) => {$(
         mod $module {
@@ -287,6 +322,11 @@ macro_rules! conformance {
             #[test]
             fn bare_messages_arrive_whole_or_are_refused() {
                 bare_messages::<$transport>();
+            }
+
+            #[test]
+            fn batches_arrive_whole_and_in_order_or_are_refused() {
+                batches::<$transport>();
             }
         }
     )*};
