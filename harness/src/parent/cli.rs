@@ -158,11 +158,13 @@ pub struct SweepArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct StreamArgs {
-    /// Rows: a comma list of the transports (as for sweep) and the bare rows of the kernel
+    /// Rows: a comma list of the transports (as for sweep), the bare rows of the kernel
     /// transports (pipe-bare, fifo-bare, socketpair-bare, posixmq-bare, uds-bare, tcp-bare:
-    /// fixed-size messages, no framing, one system call per message on each side), or `all`
-    /// (every transport, each kernel one followed by its bare row); the ring and memcpy limit
-    /// rows are always added.
+    /// fixed-size messages, no framing, one system call per message on each side) and the batch
+    /// rows (shm-batch, pipe-batch, fifo-batch, socketpair-batch, uds-batch, tcp-batch: the same
+    /// messages 64 per call), or `all` (every transport, each kernel one followed by its bare
+    /// row, and each with a batch form by its batch row); the ring and memcpy limit rows are
+    /// always added.
     #[arg(long, short, default_value = "all")]
     pub transport: String,
     /// Message sizes, a comma list (at least 8 bytes: a message holds its sequence number).

@@ -648,9 +648,19 @@ fn stream(s: &Stream) -> String {
          messages / s) until the receiver confirmed them all, best and median of {rounds} \
          round(s); x ring / x memcpy: best over the limit row's at the same size; x bare: a \
          framed kernel row's best over its bare row's (`<transport>-bare`: fixed-size \
-         messages, no framing, one system call per message on each side)\n\n",
+         messages, no framing, one system call per message on each side){}\n\n",
         size_label(s.ring_size),
-        s.wait
+        s.wait,
+        if s.results
+            .iter()
+            .any(|r| r.row.transport.ends_with("-batch"))
+        {
+            "; `<transport>-batch`: the same messages 64 per call (shm: `send_batch` / \
+             `recv_batch`, each message framed; a kernel stream: one `write` of the 64 back to \
+             back, `read`s of all there is)"
+        } else {
+            ""
+        }
     );
     let t = by_size(
         &[
