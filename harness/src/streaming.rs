@@ -282,6 +282,36 @@ pub fn receive_phase<T: Transport>(t: &mut T) -> Result<Verdict, Error> {
     Ok(verdict)
 }
 
+/// The start of a bare or batch phase (`what`), on the sending side: the framed start message,
+/// then the receiver's [`READY`], so that nothing framed is in flight while the messages go.
+fn start_unframed<T: Transport>(
+    t: &mut T,
+    stream: &Stream,
+    count: u64,
+    what: &str,
+) -> Result<(), Error> {
+    t.send(&start_message(count, stream.size()))?;
+    if !t.recv_with(|bytes| Ok(bytes == READY))? {
+        return Err(crate::garbled(format!(
+            "the receiver did not answer the start of a {what} phase"
+        )));
+    }
+    Ok(())
+}
+
+/// The start of a bare or batch phase (`what`), on the receiving side: the start message
+/// (count and size, which must hold a sequence number), answered with [`READY`].
+fn accept_unframed<T: Transport>(t: &mut T, what: &str) -> Result<(u64, usize), Error> {
+    let (count, size) = t.recv_with(parse_start)?;
+    if size < MIN_SIZE {
+        return Err(crate::garbled(format!(
+            "{what} messages of {size} bytes: at least {MIN_SIZE} hold the sequence number"
+        )));
+    }
+    t.send(READY)?;
+    Ok((count, size))
+}
+
 /// The sending side of a bare phase: the start message, the receiver's [`READY`], `count` bare
 /// messages, then the receiver's verdict, returned unchecked.
 pub fn send_bare_phase<T: Transport>(
@@ -289,13 +319,7 @@ pub fn send_bare_phase<T: Transport>(
     stream: &mut Stream,
     count: u64,
 ) -> Result<Verdict, Error> {
-    t.send(&start_message(count, stream.size()))?;
-    let ready = t.recv_with(|bytes| Ok(bytes == READY))?;
-    if !ready {
-        return Err(crate::garbled(
-            "the receiver did not answer the start of a bare phase".to_owned(),
-        ));
-    }
+    start_unframed(t, stream, count, "bare")?;
     for seq in 0..count {
         t.send_bare(stream.message(seq))?;
     }
@@ -305,13 +329,7 @@ pub fn send_bare_phase<T: Transport>(
 /// The receiving side of a bare phase: waits for the start message, answers [`READY`], receives
 /// and digests `count` bare messages of the announced size, sends the verdict. Returns it.
 pub fn receive_bare_phase<T: Transport>(t: &mut T) -> Result<Verdict, Error> {
-    let (count, size) = t.recv_with(parse_start)?;
-    if size < MIN_SIZE {
-        return Err(crate::garbled(format!(
-            "bare messages of {size} bytes: at least {MIN_SIZE} hold the sequence number"
-        )));
-    }
-    t.send(READY)?;
+    let (count, size) = accept_unframed(t, "bare")?;
     let mut verdict = Verdict {
         count: 0,
         digest: 0,
@@ -334,13 +352,7 @@ pub fn send_batch_phase<T: Transport>(
     stream: &mut Stream,
     count: u64,
 ) -> Result<Verdict, Error> {
-    t.send(&start_message(count, stream.size()))?;
-    let ready = t.recv_with(|bytes| Ok(bytes == READY))?;
-    if !ready {
-        return Err(crate::garbled(
-            "the receiver did not answer the start of a batch phase".to_owned(),
-        ));
-    }
+    start_unframed(t, stream, count, "batch")?;
     let mut batch = stream.batch();
     let mut seq = 0;
     while seq < count {
@@ -357,13 +369,7 @@ pub fn send_batch_phase<T: Transport>(
 /// The receiving side of a batch phase: as [`receive_bare_phase`], taking every whole message
 /// there per call.
 pub fn receive_batch_phase<T: Transport>(t: &mut T) -> Result<Verdict, Error> {
-    let (count, size) = t.recv_with(parse_start)?;
-    if size < MIN_SIZE {
-        return Err(crate::garbled(format!(
-            "batch messages of {size} bytes: at least {MIN_SIZE} hold the sequence number"
-        )));
-    }
-    t.send(READY)?;
+    let (count, size) = accept_unframed(t, "batch")?;
     let mut verdict = Verdict {
         count: 0,
         digest: 0,

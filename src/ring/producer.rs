@@ -420,10 +420,7 @@ impl Producer {
             .ptrs
             .word((first & self.state.mask) as usize)
             .store(first_word, PUBLISH);
-        // Release: informational copy of our index, read by `Producer::new` of a successor.
-        self.state.ptrs.header().tail.store(next, Ordering::Release);
-        self.notify_consumer();
-        self.zero_ahead(next, last_size);
+        self.published(next, last_size);
         Ok(sent)
     }
 
@@ -465,6 +462,13 @@ impl Producer {
             .word(pos)
             .store(encode(self.state.tail, kind, used as u32), PUBLISH);
         self.state.tail = next;
+        self.published(next, fs);
+    }
+
+    /// After a publish that moved our index to `next`, its last frame `fs` bytes long: the
+    /// informational copy of the index, the consumer's wake-up, the zero ahead.
+    #[inline]
+    fn published(&self, next: u64, fs: u64) {
         // Release: informational copy of our index, read by `Producer::new` of a successor.
         self.state.ptrs.header().tail.store(next, Ordering::Release);
         self.notify_consumer();
