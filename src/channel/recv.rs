@@ -126,9 +126,26 @@ impl RecvHalf {
         deadline: Deadline,
     ) -> Result<usize, RecvError> {
         wait::in_steps(max, |read| {
-            // After the first: only what is there now (one look at the ring, not at the peer).
-            if read > 0 && !self.rx.has_data() {
-                return Ok(0);
+            if read > 0 {
+                // After the first: only what is there now, frame after frame while they are
+                // whole messages (one look at the ring each, none at the peer); a fragment
+                // goes the way of `next_ready`, which reassembles.
+                let mut frames = 0;
+                while read + frames < max && self.assembling == Assembling::Idle {
+                    match self.rx.next_frame() {
+                        Ok(frame) if frame.kind() == kind::DATA => {
+                            self.rx.hand_over(frame, f);
+                            frames += 1;
+                        }
+                        Ok(_) => break,
+                        Err(RecvError::Empty) => return Ok(frames),
+                        Err(e) if frames == 0 => return Err(e),
+                        Err(_) => return Ok(frames),
+                    }
+                }
+                if frames > 0 || read + frames == max {
+                    return Ok(frames);
+                }
             }
             match self.next_ready(if read == 0 { deadline } else { Deadline::Now })? {
                 Ready::Frame(frame) => self.rx.hand_over(frame, f),
