@@ -147,19 +147,24 @@ impl Producer {
     #[inline]
     pub(crate) fn room_for(&mut self, len: usize) -> Result<Option<u64>, SendError> {
         let fs = frame_size(len) as u64;
-        let cap = self.state.mask + 1;
         let mut start = self.place_after(self.state.tail, len);
         if self.state.tail >= self.state.next_rewind && start == self.state.tail {
             start = self.maybe_rewind(self.state.tail & self.state.mask, fs)?;
         }
-        let need_end = start + fs + FRAME_HEADER as u64;
-        if need_end - self.state.cached_head > cap {
+        if !self.fits(start + fs) {
             self.refresh_head()?;
-            if need_end - self.state.cached_head > cap {
+            if !self.fits(start + fs) {
                 return Ok(None);
             }
         }
         Ok(Some(start))
+    }
+
+    /// True when frames may end at index `end`: the space up to it and the header word after
+    /// it are free by the consumer's index as we last read it.
+    #[inline]
+    fn fits(&self, end: u64) -> bool {
+        end + FRAME_HEADER as u64 - self.state.cached_head <= self.state.mask + 1
     }
 
     /// True when frames of the payload lengths `lens`, each placed right after the one before
@@ -173,12 +178,10 @@ impl Producer {
         let end = lens.fold(self.state.tail, |end, len| {
             self.place_after(end, len) + frame_size(len) as u64
         });
-        let need = end + FRAME_HEADER as u64;
-        let cap = self.state.mask + 1;
-        if need - self.state.cached_head > cap {
+        if !self.fits(end) {
             self.refresh_head()?;
         }
-        Ok(need - self.state.cached_head <= cap)
+        Ok(self.fits(end))
     }
 
     /// Where the next frame of `len` bytes starts in a sequence that
@@ -252,17 +255,24 @@ impl Producer {
     /// of it is woken, and a grant that is dropped publishes nothing.
     #[inline(never)]
     pub(super) fn skip_to(&mut self, start: u64) {
-        let to = (start & self.state.mask) as usize;
-        self.state.ptrs.word(to).store(0, Ordering::Relaxed);
-        let marker = if to == 0 { kind::PAD } else { kind::SKIP };
-        let pos = (self.state.tail & self.state.mask) as usize;
+        self.word_at(start).store(0, Ordering::Relaxed);
         // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; orders the zero above
         // before the marker, so a consumer that follows it finds 0 or a newer frame.
-        self.state
-            .ptrs
-            .word(pos)
-            .store(encode(self.state.tail, marker, 0), PUBLISH);
+        self.word_at(self.state.tail)
+            .store(self.marker_to(start), PUBLISH);
         self.state.tail = start;
+    }
+
+    /// The word at our position that sends the consumer on to a frame at `start`: a PAD to the
+    /// start of the region, else a SKIP to the next line.
+    #[inline]
+    fn marker_to(&self, start: u64) -> u64 {
+        let marker = if start & self.state.mask == 0 {
+            kind::PAD
+        } else {
+            kind::SKIP
+        };
+        encode(self.state.tail, marker, 0)
     }
 
     /// Reserves room for a frame of `len` bytes and hands out the payload to write in place.
@@ -355,7 +365,6 @@ impl Producer {
         batch: &[B],
         max: usize,
     ) -> Result<usize, SendError> {
-        let cap = self.state.mask + 1;
         let first = self.state.tail;
         let mut first_word = 0;
         let mut refreshed = false;
@@ -368,31 +377,34 @@ impl Producer {
                 break;
             }
             let fs = frame_size(len) as u64;
-            let mut start = self.place_after(self.state.tail, len);
-            if sent == 0 && self.state.tail >= self.state.next_rewind && start == self.state.tail {
-                // As `room_for` does: nothing is written yet.
-                start = self.maybe_rewind(self.state.tail & self.state.mask, fs)?;
-            }
-            if start + fs + FRAME_HEADER as u64 - self.state.cached_head > cap {
-                if refreshed {
-                    break;
+            let start = if sent == 0 {
+                // Nothing written yet: placed (and rewound) as a single send is.
+                match self.room_for(len)? {
+                    Some(start) => start,
+                    None => break,
                 }
-                refreshed = true;
-                if let Err(e) = self.refresh_head() {
-                    // Nothing was published: the words written past our position are in free
-                    // space, where any value may lie.
-                    self.state.tail = first;
-                    return Err(e);
+            } else {
+                let start = self.place_after(self.state.tail, len);
+                if !self.fits(start + fs) {
+                    if refreshed {
+                        break;
+                    }
+                    refreshed = true;
+                    if let Err(e) = self.refresh_head() {
+                        // Nothing was published: the words written past our position are in
+                        // free space, where any value may lie.
+                        self.state.tail = first;
+                        return Err(e);
+                    }
+                    if !self.fits(start + fs) {
+                        break;
+                    }
                 }
-                if start + fs + FRAME_HEADER as u64 - self.state.cached_head > cap {
-                    break;
-                }
-            }
+                start
+            };
             if start != self.state.tail {
-                let to = start & self.state.mask;
-                let marker = if to == 0 { kind::PAD } else { kind::SKIP };
-                let word = encode(self.state.tail, marker, 0);
-                self.put_word(self.state.tail, word, first, &mut first_word);
+                let marker = self.marker_to(start);
+                self.put_word(self.state.tail, marker, first, &mut first_word);
             }
             // Written, not committed: the batch's first word publishes it with the rest.
             self.grant_at(start, len, kind::DATA).copy_from_slice(bytes);
@@ -409,18 +421,8 @@ impl Producer {
         if sent == 0 {
             return Ok(0);
         }
-        let next = self.state.tail;
-        self.state
-            .ptrs
-            .word((next & self.state.mask) as usize)
-            .store(0, Ordering::Relaxed);
-        // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; the consumer reaches
-        // every frame of the batch through this word, so all of it becomes visible with it.
-        self.state
-            .ptrs
-            .word((first & self.state.mask) as usize)
-            .store(first_word, PUBLISH);
-        self.published(next, last_size);
+        // The consumer reaches every frame of the batch through the word at `first`.
+        self.release_word(first, first_word, self.state.tail, last_size);
         Ok(sent)
     }
 
@@ -433,10 +435,7 @@ impl Producer {
         } else {
             // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; not reachable
             // before the batch's first word, which is stored after it.
-            self.state
-                .ptrs
-                .word((at & self.state.mask) as usize)
-                .store(word, PUBLISH);
+            self.word_at(at).store(word, PUBLISH);
         }
     }
 
@@ -448,27 +447,22 @@ impl Producer {
             self.skip_to(start);
         }
         let fs = frame_size(used) as u64;
-        let pos = (self.state.tail & self.state.mask) as usize;
-        let next = self.state.tail + fs;
-        // Keep the invariant: the word at our next position is zero before anyone can get there.
-        self.state
-            .ptrs
-            .word((next & self.state.mask) as usize)
-            .store(0, Ordering::Relaxed);
-        // PUBLISH (Release): pairs with OBSERVE in Consumer::try_read; the payload and the zero
-        // above become visible with this word.
-        self.state
-            .ptrs
-            .word(pos)
-            .store(encode(self.state.tail, kind, used as u32), PUBLISH);
-        self.state.tail = next;
-        self.published(next, fs);
+        let at = self.state.tail;
+        self.release_word(at, encode(at, kind, used as u32), at + fs, fs);
     }
 
-    /// After a publish that moved our index to `next`, its last frame `fs` bytes long: the
-    /// informational copy of the index, the consumer's wake-up, the zero ahead.
+    /// The end of every publish: keeps the invariant (zeroes the word at `next`, our position
+    /// after it, before anyone can get there), stores `word`, the header word at index `at`
+    /// that the consumer is waiting on, moves our position to `next`, and then makes the
+    /// informational copy of it, wakes the consumer and zeroes ahead for a next frame of `fs`
+    /// bytes (the last one published).
     #[inline]
-    fn published(&self, next: u64, fs: u64) {
+    fn release_word(&mut self, at: u64, word: u64, next: u64, fs: u64) {
+        self.word_at(next).store(0, Ordering::Relaxed);
+        // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; what was written before
+        // it (payloads, the zero above, a batch's other words) becomes visible with this word.
+        self.word_at(at).store(word, PUBLISH);
+        self.state.tail = next;
         // Release: informational copy of our index, read by `Producer::new` of a successor.
         self.state.ptrs.header().tail.store(next, Ordering::Release);
         self.notify_consumer();
@@ -484,14 +478,16 @@ impl Producer {
     #[inline]
     pub(super) fn zero_ahead(&self, next: u64, fs: u64) {
         let ahead = next + fs;
-        let cap = self.state.mask + 1;
-        let same_lap = (next & self.state.mask) + fs < cap;
-        if same_lap && ahead + FRAME_HEADER as u64 - self.state.cached_head <= cap {
-            self.state
-                .ptrs
-                .word((ahead & self.state.mask) as usize)
-                .store(0, Ordering::Relaxed);
+        let same_lap = (next & self.state.mask) + fs < self.state.mask + 1;
+        if same_lap && self.fits(ahead) {
+            self.word_at(ahead).store(0, Ordering::Relaxed);
         }
+    }
+
+    /// The header word at index `index`.
+    #[inline]
+    fn word_at(&self, index: u64) -> &crate::sync::AtomicU64 {
+        self.state.ptrs.word((index & self.state.mask) as usize)
     }
 
     /// Wakes the consumer if it may be asleep.
