@@ -718,33 +718,23 @@ fn stream_ratios(s: &Stream) -> Vec<Ratio> {
     let mut out = Vec::new();
     for &size in &s.sizes {
         let at: Vec<&StreamResult> = s.results.iter().filter(|r| r.size == size).collect();
-        let best_kernel = at
-            .iter()
-            .filter(|r| is_kernel(&r.row.transport))
-            .max_by(|a, b| a.msgs_per_s.total_cmp(&b.msgs_per_s));
-        if let Some(k) = best_kernel {
-            for shm in at.iter().filter(|r| r.row.transport == "shm") {
+        // shm against the kernel rows of its own kind: one by one, and in batches.
+        type Theirs = fn(&str) -> bool;
+        let against: [(&str, Theirs, &str); 2] = [
+            ("shm", is_kernel, "best kernel transport"),
+            ("shm-batch", is_kernel_batch, "best kernel batch"),
+        ];
+        for (ours, theirs, what) in against {
+            let best = at
+                .iter()
+                .filter(|r| theirs(&r.row.transport))
+                .max_by(|a, b| a.msgs_per_s.total_cmp(&b.msgs_per_s));
+            let Some(k) = best else { continue };
+            for shm in at.iter().filter(|r| r.row.transport == ours) {
                 out.push(Ratio::of(
                     format!(
-                        "{} / {} (best kernel transport) at {}",
+                        "{} / {} ({what}) at {}",
                         shm.row.label(),
-                        k.row.transport,
-                        size_label(size)
-                    ),
-                    &stream_rates(shm),
-                    &stream_rates(k),
-                ));
-            }
-        }
-        let best_batch = at
-            .iter()
-            .filter(|r| is_kernel_batch(&r.row.transport))
-            .max_by(|a, b| a.msgs_per_s.total_cmp(&b.msgs_per_s));
-        if let Some(k) = best_batch {
-            for shm in at.iter().filter(|r| r.row.transport == "shm-batch") {
-                out.push(Ratio::of(
-                    format!(
-                        "shm-batch / {} (best kernel batch) at {}",
                         k.row.transport,
                         size_label(size)
                     ),
