@@ -505,6 +505,22 @@ impl Channel {
                         Err(shmlink::SendError::Full)
                     }
                 }
+                Err(_) if try_only => {
+                    // Another thread holds the channel: wait for it without the GIL, then try,
+                    // as `try_send` does.
+                    let rest = &views[sent..];
+                    let r = py.allow_threads(|| {
+                        let mut g = lock_nogil(&self.inner);
+                        let inner = g.as_mut().ok_or(None)?;
+                        each!(inner, x => x.try_send_batch(rest)).map_err(Some)
+                    });
+                    match r {
+                        Ok(n) => Ok(n),
+                        Err(None) => return ended(sent, closed()),
+                        Err(Some(e)) => Err(e),
+                    }
+                }
+                // Held by another thread: `send` below waits for it (and for room).
                 Err(_) => Err(shmlink::SendError::Full),
             };
             match now {

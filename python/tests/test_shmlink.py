@@ -158,6 +158,22 @@ def test_batches_go_in_order_and_stop_where_the_ring_is_full(name):
         assert got == many[:went]
 
 
+def test_try_send_batch_waits_for_a_thread_using_the_channel(name):
+    # As try_send does: another thread's call holds the channel for one slice at most, and
+    # a try_ form waits for it rather than calling the ring full.
+    with shmlink.Channel.create(name, capacity=1 << 16) as a, shmlink.connect(name) as b:
+        busy = threading.Thread(target=lambda: pytest.raises(shmlink.Timeout, a.recv, timeout=0.5))
+        busy.start()
+        time.sleep(0.05)
+        went = [a.try_send_batch([b"x", b"y"]) for _ in range(20)]
+        busy.join()
+        assert went == [2] * 20
+        got = []
+        while len(got) < 40:
+            got.extend(b.recv_batch(64, timeout=10))
+        assert got == [b"x", b"y"] * 20
+
+
 def test_errors_map_to_exception_classes(name):
     assert issubclass(shmlink.Timeout, shmlink.ShmlinkError)
     assert issubclass(shmlink.PeerGone, shmlink.ShmlinkError)
