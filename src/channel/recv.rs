@@ -143,7 +143,7 @@ impl RecvHalf {
                         Err(_) => return Ok(frames),
                     }
                 }
-                if frames > 0 || read + frames == max {
+                if frames > 0 {
                     return Ok(frames);
                 }
             }

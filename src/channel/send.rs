@@ -161,13 +161,13 @@ impl SendHalf {
         if self.unfinished {
             self.withdraw_unfinished(deadline)?;
         }
-        let start = self.room(first.len(), deadline)?;
-        match self.tx.write_batch(rest, max)? {
-            // `room` may have rewound to the start of the region, where a batch does not go.
-            0 => self.tx.write_at(start, first, kind::DATA),
-            n => return Ok(n),
+        // `write_batch` places the first frame as `room` does: 0 is no room for it now.
+        loop {
+            match self.tx.write_batch(rest, max)? {
+                0 => self.wait_room(first.len(), deadline)?,
+                sent => return Ok(sent),
+            }
         }
-        Ok(1)
     }
 
     /// The core of every reservation: room for one frame of `len` bytes.

@@ -351,10 +351,10 @@ impl Producer {
         }
     }
 
-    /// Writes the messages of `batch` as `DATA` frames, in order, placed one after the other
-    /// as `place_after` places them (the first rewound as `room_for` rewinds it), stopping before the first that is
-    /// longer than `max` (at most `max_len`) or does not fit now, and publishes them all with
-    /// one release store: the word at our position (the first frame's, or the SKIP or PAD in
+    /// Writes the messages of `batch` as `DATA` frames, in order: the first where `room_for`
+    /// places it, each other right after the one before it as `place_after` places it,
+    /// stopping before the first that is longer than `max` (at most `max_len`) or does not fit
+    /// now, and publishes them all with one release store: the word at our position (the first frame's, or the SKIP or PAD in
     /// front of it) is stored last. A consumer stops at that word until then, so every other
     /// word, payload and marker of the batch is in place before it can reach them, and the
     /// zero that keeps the invariant is needed only after the last frame. Returns how many
