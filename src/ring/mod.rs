@@ -39,6 +39,13 @@
 //! reads the producer's index on the hot path: the only cache lines that move per message are the
 //! ones holding the frame.
 //!
+//! After each publish the producer also zeroes the word where a next frame of the same size
+//! would end (`zero_ahead`), and remembers it until a grant reaches it; a publish that ends
+//! there finds its zero in place and stores nothing before the header word. In a ping-pong of
+//! one-line messages that word opens the line after the next, which the consumer's prefetcher
+//! tends to take while it waits; storing the zero again would have to win that line back before
+//! the header word could become visible.
+//!
 //! A batch (`Producer::try_send_batch`) writes its frames as single sends would place them, keeps
 //! back the word at the producer's position, zeroes the word after the last frame, and stores
 //! the kept word last: one `Release` store publishes the batch, since the consumer reaches every

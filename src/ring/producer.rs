@@ -8,6 +8,9 @@ use crate::wait;
 
 use super::*;
 
+/// `ProducerState::zeroed` when no word is known to have been zeroed ahead.
+const NOT_ZEROED: u64 = u64::MAX;
+
 /// The writing end of a ring.
 pub struct Producer {
     /// In an allocation of its own (see [`ProducerState`]).
@@ -28,6 +31,9 @@ pub(crate) struct ProducerState {
     pub(super) cached_head: u64,
     /// Index from which the next rewind to the start of the region may be tried.
     pub(super) next_rewind: u64,
+    /// The index whose header word `zero_ahead` last zeroed, while nothing has been written
+    /// over it since (`NOT_ZEROED`: none): a publish that ends there finds its zero in place.
+    pub(super) zeroed: u64,
     pub(super) max_len: usize,
     pub(super) _owned: Option<std::sync::Arc<Owned>>,
     /// The channel's name, for errors (`"ring"` for a ring between threads).
@@ -83,6 +89,7 @@ impl Producer {
                 } else {
                     u64::MAX
                 },
+                zeroed: NOT_ZEROED,
                 max_len: max_payload(capacity),
                 _owned: owned,
                 channel,
@@ -229,6 +236,11 @@ impl Producer {
         // `room_for` placed the whole frame, header included, between `pos` and the end of the
         // region, so the payload starts inside it.
         let payload = self.state.ptrs.bytes(pos + FRAME_HEADER);
+        if start + (FRAME_HEADER + len) as u64 > self.state.zeroed {
+            // The grant's bytes reach the word zeroed ahead: whatever is written there, committed
+            // or not, that word is no longer known to hold zero.
+            self.state.zeroed = NOT_ZEROED;
+        }
         WriteGrant {
             producer: self,
             payload,
@@ -458,7 +470,13 @@ impl Producer {
     /// bytes (the last one published).
     #[inline]
     fn release_word(&mut self, at: u64, word: u64, next: u64, fs: u64) {
-        self.word_at(next).store(0, Ordering::Relaxed);
+        if next != self.state.zeroed {
+            // Relaxed: published by the store of `word` below. (Where `zero_ahead` zeroed the
+            // word at an earlier publish and no grant has reached it since, it still holds that
+            // zero, published by this store too: storing it again would first have to win its
+            // line back when the consumer's prefetcher took it, on the way to `word`.)
+            self.word_at(next).store(0, Ordering::Relaxed);
+        }
         // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; what was written before
         // it (payloads, the zero above, a batch's other words) becomes visible with this word.
         self.word_at(at).store(word, PUBLISH);
@@ -470,17 +488,19 @@ impl Producer {
     }
 
     /// Zeroes the header word where the frame after next would need its zero if it has the same
-    /// size as this one (a ping-pong, a stream of equal records). The store that keeps the
-    /// invariant at the next commit then hits a cache line this core already owns, instead of
-    /// waiting for it on the publishing path. Any word in free space past our position may hold
-    /// zero, so a wrong guess costs nothing but the store; words the consumer has not released
-    /// are never touched.
+    /// size as this one (a ping-pong, a stream of equal records), and remembers it
+    /// (`zeroed`): the next publish, if it ends there, finds the zero in place and stores
+    /// nothing on its way to the header word. Any word in free space past our position may
+    /// hold zero, so a wrong guess costs nothing but the store; words the consumer has not
+    /// released are never touched.
     #[inline]
-    pub(super) fn zero_ahead(&self, next: u64, fs: u64) {
+    pub(super) fn zero_ahead(&mut self, next: u64, fs: u64) {
         let ahead = next + fs;
         let same_lap = (next & self.state.mask) + fs < self.state.mask + 1;
         if same_lap && self.fits(ahead) {
+            // Relaxed: published by the PUBLISH store of a later frame (see `release_word`).
             self.word_at(ahead).store(0, Ordering::Relaxed);
+            self.state.zeroed = ahead;
         }
     }
 

@@ -237,6 +237,36 @@ fn a_dropped_grant_never_leaves_a_sleeping_consumer_behind_a_pad() {
 }
 
 #[test]
+fn a_grant_over_the_word_zeroed_ahead_leaves_no_false_frame() {
+    // A 56-byte message fills the line [0, 64) and its publish zeroes the header word at 128,
+    // where a next frame of its size ends, so that the next publish finds that zero in place.
+    // A grant written over that word, then dropped or committed shorter, must not leave what
+    // it wrote there for the consumer to take as a frame.
+    for commit in [false, true] {
+        let (mut tx, mut rx) = new(1024).unwrap();
+        tx.try_send(&[1; 56]).unwrap();
+        assert_eq!(&*rx.try_read().unwrap(), &[1; 56]);
+        let mut grant = tx.try_reserve(120).unwrap();
+        grant.fill(0xEE);
+        // The payload starts at 72: bytes 56..64 of the grant are the word at 128.
+        grant[56..64].copy_from_slice(&encode(128, kind::DATA, 8).to_le_bytes());
+        let expected = if commit {
+            grant.commit(56);
+            [0xEE; 56]
+        } else {
+            drop(grant);
+            tx.try_send(&[2; 56]).unwrap();
+            [2; 56]
+        };
+        assert_eq!(&*rx.try_read().unwrap(), &expected, "commit {commit}");
+        assert!(
+            matches!(rx.try_read(), Err(RecvError::Empty)),
+            "commit {commit}: a frame past the last one sent"
+        );
+    }
+}
+
+#[test]
 fn commit_clamps_to_the_grant() {
     let (mut tx, mut rx) = new(256).unwrap();
     let grant = tx.try_reserve(4).unwrap();
