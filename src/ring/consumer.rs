@@ -29,6 +29,8 @@ pub(crate) struct ConsumerState {
     pub(super) batch: u64,
     /// The last look at the ring found it empty: the next frame read was waited for.
     pub(super) found_empty: Cell<bool>,
+    /// Our index when the ring was last found empty (see `Consumer::prefetch_ahead`).
+    pub(super) empty_at: Cell<u64>,
     pub(super) max_len: usize,
     /// Private copies of frames for [`ReadGuard::json`]: lent to one guard at a time and given
     /// back when it drops, so decoding allocates only when a frame is larger than any before.
@@ -81,6 +83,7 @@ impl Consumer {
                 head,
                 released: Cell::new(head),
                 found_empty: Cell::new(false),
+                empty_at: Cell::new(head),
                 spare: Cell::new(Vec::new()),
                 _owned: owned,
                 channel,
@@ -227,6 +230,7 @@ impl Consumer {
                     if len > self.state.max_len || pos as u64 + size > cap {
                         return Err(self.bad_frame(Bad::Length(len), pos));
                     }
+                    self.prefetch_ahead(pos, size as usize);
                     return Ok(Frame {
                         offset: pos + FRAME_HEADER,
                         len,
@@ -302,8 +306,39 @@ impl Consumer {
     /// back while we wait.
     #[inline]
     fn caught_up(&self) {
+        self.state.empty_at.set(self.state.head);
         self.state.found_empty.set(true);
         self.give_back();
+    }
+
+    /// While frames keep coming without the ring running empty (a backlog), asks for the line
+    /// `PREFETCH_AHEAD` bytes past each line a small frame reaches into. Where the next frame
+    /// is depends on the length in this one's header word, so without it the consumer waits
+    /// for one line at a time; a consumer that keeps finding the ring empty (a ping-pong, a
+    /// stream it keeps up with) never asks, so it does not take lines the producer is writing.
+    /// Only small frames: a longer one takes long enough to copy that the hardware's own
+    /// prefetch keeps up, and a look past its end lands in lines the producer may still be
+    /// writing.
+    #[inline]
+    fn prefetch_ahead(&self, pos: usize, size: usize) {
+        // Once per line: when this frame starts a line or reaches into the next one, the line
+        // `PREFETCH_AHEAD` past the last line it reaches into.
+        let last = pos + size - 1;
+        if (pos % LINE == 0 || pos / LINE != last / LINE)
+            && size <= PREFETCH_MAX_FRAME
+            && self.state.head - self.state.empty_at.get() >= BACKLOG
+        {
+            let ahead = ((last & !(LINE - 1)) + PREFETCH_AHEAD) & self.state.mask as usize;
+            #[cfg(all(target_arch = "x86_64", not(loom)))]
+            // SAFETY: `ahead` is masked into the region, so the address is inside the mapping
+            // (or allocation); a prefetch does not fault and reads nothing the program sees.
+            unsafe {
+                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(self.state.ptrs.bytes(ahead).cast::<i8>());
+            }
+            #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+            let _ = ahead;
+        }
     }
 
     /// Publishes our index if space read since the last publication is held back.
@@ -352,6 +387,13 @@ impl Drop for Consumer {
         self.give_back();
     }
 }
+
+/// Bytes read since the ring was last found empty before the consumer prefetches ahead.
+const BACKLOG: u64 = 4 * LINE as u64;
+/// How far ahead of the lines it reads a consumer with a backlog prefetches: eight lines.
+const PREFETCH_AHEAD: usize = 8 * LINE;
+/// The largest frame, header included, after which the consumer prefetches.
+const PREFETCH_MAX_FRAME: usize = 4 * LINE;
 
 /// Bytes read between two publications of the consumer's index: an eighth of the ring, at most
 /// 2 KiB. The producer of a full ring sees the room a batch frees at once; the most it can miss
