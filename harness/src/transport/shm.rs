@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{ChildStdio, JsonMessage, Kind, Listener, Options, Peer, Result, Transport};
+use super::{
+    no_batch_form, ChildStdio, JsonMessage, Kind, Listener, Options, Peer, Result, Transport,
+};
 use crate::Error;
 use shmlink::{Backend, Config, Endpoint, OpenError, RecvError};
 
@@ -136,11 +138,8 @@ impl<B: BackendChoice> Transport for EndpointTransport<B> {
     }
 
     fn send_batch(&mut self, msgs: &[Vec<u8>]) -> Result<()> {
-        if B::KIND != Kind::Shm {
-            return Err(Error::InvalidConfig(format!(
-                "{} has no batch form",
-                B::KIND
-            )));
+        if !B::KIND.has_batch() {
+            return Err(no_batch_form(B::KIND));
         }
         let mut sent = 0;
         while sent < msgs.len() {
@@ -150,11 +149,8 @@ impl<B: BackendChoice> Transport for EndpointTransport<B> {
     }
 
     fn recv_batch(&mut self, size: usize, max: usize, read: impl FnMut(&[u8])) -> Result<usize> {
-        if B::KIND != Kind::Shm {
-            return Err(Error::InvalidConfig(format!(
-                "{} has no batch form",
-                B::KIND
-            )));
+        if !B::KIND.has_batch() {
+            return Err(no_batch_form(B::KIND));
         }
         let _ = size;
         Ok(self.endpoint.recv_batch(max, read)?)
