@@ -140,8 +140,8 @@ impl Stream {
     }
 }
 
-/// What the receiver saw in one phase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the receiver saw in one phase (`Default`: nothing yet).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Verdict {
     /// Messages received.
     pub count: u64,
@@ -267,11 +267,7 @@ pub fn send_phase<T: Transport>(
 /// messages, sends the verdict. Returns it.
 pub fn receive_phase<T: Transport>(t: &mut T) -> Result<Verdict, Error> {
     let (count, size) = t.recv_with(parse_start)?;
-    let mut verdict = Verdict {
-        count: 0,
-        digest: 0,
-        first_bad: None,
-    };
+    let mut verdict = Verdict::default();
     for _ in 0..count {
         t.recv_with(|bytes| {
             take(&mut verdict, bytes, size);
@@ -330,11 +326,7 @@ pub fn send_bare_phase<T: Transport>(
 /// and digests `count` bare messages of the announced size, sends the verdict. Returns it.
 pub fn receive_bare_phase<T: Transport>(t: &mut T) -> Result<Verdict, Error> {
     let (count, size) = accept_unframed(t, "bare")?;
-    let mut verdict = Verdict {
-        count: 0,
-        digest: 0,
-        first_bad: None,
-    };
+    let mut verdict = Verdict::default();
     for _ in 0..count {
         t.recv_bare(size, |bytes| {
             take(&mut verdict, bytes, size);
@@ -370,11 +362,7 @@ pub fn send_batch_phase<T: Transport>(
 /// there per call.
 pub fn receive_batch_phase<T: Transport>(t: &mut T) -> Result<Verdict, Error> {
     let (count, size) = accept_unframed(t, "batch")?;
-    let mut verdict = Verdict {
-        count: 0,
-        digest: 0,
-        first_bad: None,
-    };
+    let mut verdict = Verdict::default();
     while verdict.count < count {
         let left = usize::try_from(count - verdict.count).unwrap_or(usize::MAX);
         t.recv_batch(size, left, |bytes| take(&mut verdict, bytes, size))?;
@@ -391,11 +379,7 @@ mod tests {
     fn the_expected_digest_is_the_sum_of_the_messages_digests() {
         for size in [8, 9, 15, 64, 100, 4096] {
             let mut stream = Stream::new(size);
-            let mut verdict = Verdict {
-                count: 0,
-                digest: 0,
-                first_bad: None,
-            };
+            let mut verdict = Verdict::default();
             for seq in 0..50 {
                 let msg = stream.message(seq).to_vec();
                 assert_eq!(digest(&msg).1, stream.digest_of(seq), "size {size}");
@@ -410,11 +394,7 @@ mod tests {
     #[test]
     fn a_skipped_damaged_or_short_message_is_caught() {
         let mut stream = Stream::new(64);
-        let mut skipped = Verdict {
-            count: 0,
-            digest: 0,
-            first_bad: None,
-        };
+        let mut skipped = Verdict::default();
         let mut damaged = skipped;
         for seq in 0..10 {
             let msg = stream.message(seq).to_vec();
@@ -432,11 +412,7 @@ mod tests {
         assert_eq!(damaged.first_bad, None);
         assert!(damaged.check(&stream, 10).is_err());
 
-        let mut short = Verdict {
-            count: 0,
-            digest: 0,
-            first_bad: None,
-        };
+        let mut short = Verdict::default();
         take(&mut short, &stream.message(0)[..63], 64);
         assert_eq!(short.first_bad, Some(0));
         assert_eq!(parse_start(&start_message(5, 64)).ok(), Some((5, 64)));

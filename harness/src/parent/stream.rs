@@ -162,11 +162,7 @@ fn ring_phase(
             let pinned = placement.pin_thread_as_child();
             start_line.wait();
             pinned?;
-            let mut verdict = Verdict {
-                count: 0,
-                digest: 0,
-                first_bad: None,
-            };
+            let mut verdict = Verdict::default();
             let mut spin = Spin(0);
             while verdict.count < n {
                 match rx.try_read() {
