@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{leftovers, serial, unique, ChildGuard, Watchdog};
-use shmlink_harness::streaming::{self, Stream};
+use shmlink_harness::streaming::{self, Stream, Verdict};
 use shmlink_harness::transport::{
     fifo::Fifo,
     floor::Floor,
@@ -245,19 +245,30 @@ fn bare_messages<T: Transport>() {
     if T::KIND != Kind::PosixMq {
         sizes.push(100_000);
     }
-    for size in sizes {
+    phases(&mut s.t, "bare", &sizes, streaming::send_bare_phase);
+    s.finish();
+}
+
+/// Runs phases of one and of 700 messages of each of `sizes` through `phase` (the sending
+/// side of a `what` phase), each verdict checked.
+fn phases<T: Transport>(
+    t: &mut T,
+    what: &str,
+    sizes: &[usize],
+    phase: fn(&mut T, &mut Stream, u64) -> Result<Verdict, Error>,
+) {
+    for &size in sizes {
         let mut stream = Stream::new(size);
         for count in [1, 700] {
-            let verdict = match streaming::send_bare_phase(&mut s.t, &mut stream, count) {
+            let verdict = match phase(t, &mut stream, count) {
                 Ok(v) => v,
-                Err(e) => panic!("{}: bare phase of {count} x {size} B: {e}", T::KIND),
+                Err(e) => panic!("{}: {what} phase of {count} x {size} B: {e}", T::KIND),
             };
             if let Err(e) = verdict.check(&stream, count) {
-                panic!("{}: bare phase of {count} x {size} B: {e}", T::KIND);
+                panic!("{}: {what} phase of {count} x {size} B: {e}", T::KIND);
             }
         }
     }
-    s.finish();
 }
 
 fn batches<T: Transport>() {
@@ -279,18 +290,12 @@ fn batches<T: Transport>() {
     let mut s = start::<T>("batch-stream", 0);
     // Batches whose bytes fill pipe pages exactly, straddle them and outgrow the frame
     // reader's buffer; counts that leave a partial batch.
-    for size in [8, 129, 4096, 4100, 100_000] {
-        let mut stream = Stream::new(size);
-        for count in [1, 700] {
-            let verdict = match streaming::send_batch_phase(&mut s.t, &mut stream, count) {
-                Ok(v) => v,
-                Err(e) => panic!("{}: batch phase of {count} x {size} B: {e}", T::KIND),
-            };
-            if let Err(e) = verdict.check(&stream, count) {
-                panic!("{}: batch phase of {count} x {size} B: {e}", T::KIND);
-            }
-        }
-    }
+    phases(
+        &mut s.t,
+        "batch",
+        &[8, 129, 4096, 4100, 100_000],
+        streaming::send_batch_phase,
+    );
     s.finish();
 }
 
