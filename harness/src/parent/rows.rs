@@ -81,34 +81,42 @@ fn batch_name(kind: Kind) -> &'static str {
     }
 }
 
-/// The transport of a `<transport>-batch` name; `None` when `item` names no batch row.
-fn parse_batch(item: &str) -> anyhow::Result<Option<Kind>> {
-    let Some(transport) = item.strip_suffix("-batch") else {
+/// The transport of a `<transport>-<row>` name (`row`: `bare` or `batch`); `None` when `item`
+/// names no such row. `has` tells the transports that have that row, `which` names them.
+fn parse_suffixed(
+    item: &str,
+    row: &str,
+    has: fn(Kind) -> bool,
+    which: &str,
+) -> anyhow::Result<Option<Kind>> {
+    let Some(transport) = item.strip_suffix(row).and_then(|t| t.strip_suffix('-')) else {
         return Ok(None);
     };
     let kind: Kind = transport.parse()?;
-    if !kind.has_batch() {
-        bail!(
-            "{item}: only shm and the kernel byte streams (pipe, fifo, socketpair, uds, tcp) have \
-             a batch row"
-        );
+    if !has(kind) {
+        bail!("{item}: only {which} have a {row} row");
     }
     Ok(Some(kind))
 }
 
+/// The transport of a `<transport>-batch` name; `None` when `item` names no batch row.
+fn parse_batch(item: &str) -> anyhow::Result<Option<Kind>> {
+    parse_suffixed(
+        item,
+        "batch",
+        Kind::has_batch,
+        "shm and the kernel byte streams (pipe, fifo, socketpair, uds, tcp)",
+    )
+}
+
 /// The kernel transport of a `<transport>-bare` name; `None` when `item` names no bare row.
 fn parse_bare(item: &str) -> anyhow::Result<Option<Kind>> {
-    let Some(transport) = item.strip_suffix("-bare") else {
-        return Ok(None);
-    };
-    let kind: Kind = transport.parse()?;
-    if !kind.is_kernel() {
-        bail!(
-            "{item}: only the kernel transports (pipe, fifo, socketpair, posixmq, uds, tcp) have a \
-             bare row"
-        );
-    }
-    Ok(Some(kind))
+    parse_suffixed(
+        item,
+        "bare",
+        Kind::is_kernel,
+        "the kernel transports (pipe, fifo, socketpair, posixmq, uds, tcp)",
+    )
 }
 
 /// Why a bare or batch row is refused outside a stream.
