@@ -45,7 +45,10 @@
 //! same thread can answer. So on a runtime thread, a task whose peer answers within
 //! microseconds gets about the round trip of a synchronous `Block` channel; a task whose polls
 //! stop finding messages (a slow peer, or many busy tasks on the thread) soon stops polling and
-//! costs the thread nothing while it waits.
+//! costs the thread nothing while it waits. A runtime thread whose tasks take turns at polling
+//! stops polling for a while (every task on it sleeps at once) when a batch of its polls lost
+//! the core: on a machine with more runnable threads than cores, a thread kept runnable by its
+//! polls waits behind the busy ones with every task it serves.
 //!
 //! To sleep, a task announces a sleeper on the channel's data cell exactly as a `Block`
 //! receive does (read the word, announce, fence, look again) and returns `Pending` after
@@ -347,18 +350,24 @@ impl Side {
         });
         if !w.slept {
             let (budget, polite) = w.plan.poll();
-            if w.started.elapsed() < budget {
+            let batch = Instant::now();
+            if batch.duration_since(w.started) < budget {
                 for _ in 0..SPINS_PER_CLOCK_READ {
                     if want.ready(ch) {
                         return Step::Again;
                     }
                     std::hint::spin_loop();
                 }
-                if w.started.elapsed() < budget {
-                    if polite {
-                        // Right after waking the peer, which may need this core to answer.
-                        std::thread::yield_now();
-                    }
+                let mut now = Instant::now();
+                let more = now.duration_since(w.started) < budget;
+                if more && polite {
+                    // Right after waking the peer, which may need this core to answer.
+                    std::thread::yield_now();
+                    now = Instant::now();
+                }
+                // The batch and its yield, in case they lost the core.
+                self.policy.note_poll_batch(batch, now);
+                if more {
                     // Let the thread's other tasks run (a peer task among them may be the one
                     // to answer), and poll again when the runtime comes back to us.
                     cx.waker().wake_by_ref();

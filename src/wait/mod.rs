@@ -11,7 +11,9 @@
 //!   core we would spin on, it sleeps at once
 //!   (with a short probe spin now and then to notice when spinning pays again). Right after it
 //!   woke its peer (which cannot answer before it has run) it sleeps at once, or polls politely
-//!   for a while, whichever has lately been quicker. It sleeps in the kernel on a futex word
+//!   for a while, whichever has lately been quicker. A thread that polls for several waits in
+//!   turn (a runtime thread serving many tasks) stops polling for a while once a batch of its
+//!   polls lost the core (`Policy::note_poll_batch`). It sleeps in the kernel on a futex word
 //!   inside the mapping until the peer wakes it. This policy (`Policy`, in `policy.rs`) also
 //!   drives the async waits of `crate::tokio`, which sleep on a futex ring of their own or
 //!   through a reactor thread instead.

@@ -2,7 +2,9 @@
 //! learnt from recent waits. Its constants are tuned by measurement (`just waits`, and the
 //! `--clients` rows of the harness for the async waits).
 
-use std::time::Duration;
+#[cfg(not(loom))]
+use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 /// How long `Block` spins before it sleeps, when it spins.
 const BLOCK_SPIN: Duration = Duration::from_micros(20);
@@ -31,6 +33,24 @@ const SLOW_WAKE: Duration = Duration::from_micros(25);
 /// sleeping at once, or the reverse) in one such wait in this many, to keep both timings
 /// current as the machine gets busy or quiet.
 const POST_WAKE_EXPLORE: u32 = 32;
+/// A batch of polls (a hundred-odd loads of the ring and at most one `yield_now`:
+/// microseconds) that the clock says took longer than this lost its core meanwhile: the
+/// machine had more runnable threads than cores. No timer tick, and no quick turn of a peer
+/// that shares the core, takes that long.
+#[cfg_attr(loom, allow(dead_code))]
+const DESCHEDULED: Duration = Duration::from_micros(250);
+/// Once a poll lost its core on a thread that polls for several waits in turn (a runtime
+/// thread serving many tasks), every `Block` wait of the thread sleeps at once for this long
+/// (see [`Policy::note_poll_batch`]). Long enough that polling stays a small part of the time
+/// while the machine is busy (it takes a time slice of polling to notice again), short enough
+/// to resume soon once it is quiet.
+#[cfg_attr(loom, allow(dead_code))]
+const HOLD_OFF: Duration = Duration::from_millis(50);
+/// A thread counts as polling for several waits until one wait has run this many batches in a
+/// row (milliseconds of polling): the tasks of a runtime thread that mostly sleep take turns
+/// at polling only now and then.
+#[cfg_attr(loom, allow(dead_code))]
+const SHARED_FOR: u32 = 1024;
 
 /// What one endpoint learnt from its recent waits, and the plan for its next one: the policy of
 /// [`WaitStrategy::Block`](super::WaitStrategy::Block), shared by the synchronous waits
@@ -117,19 +137,18 @@ impl Policy {
         }
     }
 
-    /// How the next wait goes. Right after this thread woke the peer, the peer answers only
-    /// once it has been woken and got a core, perhaps the one we would spin on: poll or sleep,
+    /// How the next wait goes. While this thread's polls are held off (see
+    /// [`note_poll_batch`](Policy::note_poll_batch)), sleep at once and learn nothing. Right
+    /// after this thread woke the peer, the peer answers only once it has been woken and got a
+    /// core, perhaps the one we would spin on: poll or sleep,
     /// whichever has lately been quicker (see `post_wake_polls`). Otherwise spin for the learnt
     /// budget (see `spin_budget`).
     pub(crate) fn plan(&mut self) -> Plan {
-        if take_woke_peer() {
-            if self.post_wake_polls() {
-                Plan::PollAfterWake
-            } else {
-                Plan::SleepAfterWake
-            }
-        } else {
-            Plan::Spin(self.spin_budget())
+        match take_thread_state() {
+            ThreadState::PollsHeld => Plan::Spin(Duration::ZERO),
+            ThreadState::WokePeer if self.post_wake_polls() => Plan::PollAfterWake,
+            ThreadState::WokePeer => Plan::SleepAfterWake,
+            ThreadState::Plain => Plan::Spin(self.spin_budget()),
         }
     }
 
@@ -148,6 +167,44 @@ impl Policy {
             // polling, which it spent for nothing.
             Plan::PollAfterWake => self.post_wake_poll = fold_time(self.post_wake_poll, took()),
         }
+    }
+
+    /// Tells the policy that one of its polls ran a batch from `began` to `ended`, with nothing
+    /// but the batch (and at most a `yield_now`) on this thread in between.
+    ///
+    /// A batch longer than [`DESCHEDULED`] lost its core: the machine has more runnable threads
+    /// than cores. If this thread recently polled for another wait too (a runtime thread
+    /// serving several tasks; see [`SHARED_FOR`]), every `Block` wait of the thread
+    /// sleeps at once for [`HOLD_OFF`]. Such a thread's polls keep it runnable all the time, and
+    /// a thread that never sleeps is the one the scheduler makes wait behind the busy ones, with
+    /// every task it serves: sleeping serves them sooner. The policy's own averages cannot see
+    /// it: a descheduled poll finds its data when it gets the core back, and counts as a hit. A
+    /// thread polling for one wait keeps to its policy: its polls delay no one else of its own,
+    /// and a busy machine still leaves spells in which they pay.
+    // Out of line: called only once a wait's first batch of polls found nothing, and kept out
+    // of the waits that end within it.
+    #[inline(never)]
+    pub(crate) fn note_poll_batch(&self, began: Instant, ended: Instant) {
+        #[cfg(not(loom))]
+        THREAD.with(|polls| {
+            // Which wait polled: the policy's address (a wait that moves between polls only
+            // looks like another, and may hold off sooner).
+            let me = std::ptr::from_ref(self) as usize;
+            // The thread's first poll counts as alone: a thread is taken to poll for one
+            // wait until it polls for another.
+            let last = polls.last.replace(me);
+            let alone = if last == me || last == 0 {
+                polls.alone.get().saturating_add(1)
+            } else {
+                0
+            };
+            polls.alone.set(alone);
+            if alone < SHARED_FOR && ended.saturating_duration_since(began) > DESCHEDULED {
+                polls.held_until.set(Some(ended + HOLD_OFF));
+            }
+        });
+        #[cfg(loom)]
+        let _ = (began, ended);
     }
 
     /// Folds the outcome of a spin into the moving average: it found data (`hit`), or it ran
@@ -223,32 +280,88 @@ fn fold_time(average: u32, took: Duration) -> u32 {
     }
 }
 
+/// What the waits of one thread tell each other: whether its last publish woke a peer, and
+/// what its polls told [`Policy::note_poll_batch`].
 #[cfg(not(loom))]
-thread_local! {
+struct ThreadWaits {
     /// Set when this thread's last publish woke a sleeping peer: the peer needs a core (maybe
     /// ours) and a wake-up before it can answer, so our next wait does not spin (see
-    /// `Policy::plan`).
-    static WOKE_PEER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// [`Policy::plan`]).
+    woke_peer: Cell<bool>,
+    /// The address of the policy whose poll ran the thread's last batch.
+    last: Cell<usize>,
+    /// How many batches in a row, up to the last, that policy ran (from [`SHARED_FOR`] for the
+    /// thread's first).
+    alone: Cell<u32>,
+    /// Until when every `Block` wait of the thread sleeps at once.
+    held_until: Cell<Option<Instant>>,
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    static THREAD: ThreadWaits = const {
+        ThreadWaits {
+            woke_peer: Cell::new(false),
+            last: Cell::new(0),
+            alone: Cell::new(SHARED_FOR),
+            held_until: Cell::new(None),
+        }
+    };
+}
+
+/// What [`Policy::plan`] learns of its thread: one look at the thread's state per wait.
+#[cfg_attr(loom, allow(dead_code))]
+enum ThreadState {
+    /// The thread's polls are held off (see [`Policy::note_poll_batch`]).
+    PollsHeld,
+    /// The thread's last publish woke a sleeping peer.
+    WokePeer,
+    /// Neither.
+    Plain,
+}
+
+/// Takes the "just woke the peer" mark of this thread, and says whether its polls are held
+/// off now (reading the clock only while they were).
+#[inline]
+fn take_thread_state() -> ThreadState {
+    #[cfg(not(loom))]
+    {
+        THREAD.with(|t| {
+            let woke = t.woke_peer.replace(false);
+            if t.held_until.get().is_some() && polls_held(t) {
+                ThreadState::PollsHeld
+            } else if woke {
+                ThreadState::WokePeer
+            } else {
+                ThreadState::Plain
+            }
+        })
+    }
+    #[cfg(loom)]
+    {
+        ThreadState::Plain
+    }
+}
+
+/// Whether the hold on the thread's polls lasts (and forgets it once it is over).
+#[cfg(not(loom))]
+#[cold]
+fn polls_held(t: &ThreadWaits) -> bool {
+    let held = t
+        .held_until
+        .get()
+        .is_some_and(|until| Instant::now() < until);
+    if !held {
+        t.held_until.set(None);
+    }
+    held
 }
 
 /// Marks that this thread's last publish woke a sleeping peer (see `Policy::plan`).
 #[inline]
 pub(super) fn note_woke_peer() {
     #[cfg(not(loom))]
-    WOKE_PEER.with(|w| w.set(true));
-}
-
-/// Takes the "just woke the peer" mark of this thread.
-#[inline]
-fn take_woke_peer() -> bool {
-    #[cfg(not(loom))]
-    {
-        WOKE_PEER.with(|w| w.replace(false))
-    }
-    #[cfg(loom)]
-    {
-        false
-    }
+    THREAD.with(|t| t.woke_peer.set(true));
 }
 
 #[cfg(all(test, not(loom)))]
@@ -357,5 +470,54 @@ mod tests {
             p.learn(Plan::Spin(BLOCK_SPIN), false, || Duration::from_micros(1));
         }
         assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "spins hit again: spin");
+    }
+
+    /// `n` batches of `p`'s polls of `length` each, ending now.
+    fn batches(p: &Policy, n: u32, length: Duration) {
+        for _ in 0..n {
+            let ended = Instant::now();
+            p.note_poll_batch(ended - length, ended);
+        }
+    }
+
+    #[test]
+    fn a_thread_polling_for_several_waits_sleeps_at_once_after_a_poll_lost_its_core() {
+        // Each test runs on a thread of its own: the thread's record starts empty.
+        let (mut a, mut b) = (Policy::for_tasks(), Policy::for_tasks());
+        batches(&a, 1, Duration::from_micros(5));
+        batches(&b, 1, DESCHEDULED / 2);
+        assert_eq!(
+            a.plan(),
+            Plan::Spin(BLOCK_SPIN),
+            "short batches hold nothing"
+        );
+        // Another wait's poll on this thread lost its core: every wait of the thread sleeps.
+        batches(&a, 1, DESCHEDULED * 4);
+        note_woke_peer();
+        assert_eq!(a.plan(), Plan::Spin(Duration::ZERO));
+        assert_eq!(b.plan(), Plan::Spin(Duration::ZERO), "and learns nothing");
+        // Until the hold ends (the held wait took the mark: no post-wake plan now).
+        THREAD.with(|t| t.held_until.set(Some(Instant::now())));
+        assert_eq!(a.plan(), Plan::Spin(BLOCK_SPIN));
+    }
+
+    #[test]
+    fn a_thread_polling_for_one_wait_keeps_to_its_policy_when_a_poll_lost_its_core() {
+        let (mut a, b) = (Policy::default(), Policy::default());
+        batches(&a, 1, DESCHEDULED * 4);
+        assert_eq!(
+            a.plan(),
+            Plan::Spin(BLOCK_SPIN),
+            "a thread's first wait polls alone"
+        );
+        batches(&b, 1, Duration::from_micros(5));
+        // One wait polling alone for long enough: no longer a shared thread.
+        batches(&a, SHARED_FOR, Duration::from_micros(5));
+        batches(&a, 1, DESCHEDULED * 4);
+        assert_eq!(a.plan(), Plan::Spin(BLOCK_SPIN));
+        // Another wait polls on the thread again: it counts as shared once more.
+        batches(&b, 1, Duration::from_micros(5));
+        batches(&a, 1, DESCHEDULED * 4);
+        assert_eq!(a.plan(), Plan::Spin(Duration::ZERO));
     }
 }

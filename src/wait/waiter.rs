@@ -198,6 +198,7 @@ impl Waiter {
             Instant::now()
         } else {
             let mut started = None;
+            let mut last = None;
             loop {
                 for _ in 0..SPINS_PER_CLOCK_READ {
                     if ready() {
@@ -210,6 +211,11 @@ impl Waiter {
                     std::hint::spin_loop();
                 }
                 let now = Instant::now();
+                if let Some(last) = last {
+                    // A batch of polls (and the yield before it) that lost its core.
+                    self.policy.note_poll_batch(last, now);
+                }
+                last = Some(now);
                 let began = *started.get_or_insert(now);
                 if now >= began + budget || deadline.is_some_and(|d| now >= d) {
                     break began;
