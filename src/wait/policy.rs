@@ -448,6 +448,7 @@ mod tests {
 
     #[test]
     fn block_stops_spinning_when_spins_miss_and_probes_until_they_hit_again() {
+        fresh_thread();
         let mut p = Policy::default();
         assert_eq!(
             p.plan(),
@@ -472,6 +473,17 @@ mod tests {
         assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "spins hit again: spin");
     }
 
+    /// Forgets what this thread's waits told each other (tests may share a thread, as with
+    /// `--test-threads=1`).
+    fn fresh_thread() {
+        THREAD.with(|t| {
+            t.woke_peer.set(false);
+            t.last.set(0);
+            t.alone.set(SHARED_FOR);
+            t.held_until.set(None);
+        });
+    }
+
     /// `n` batches of `p`'s polls of `length` each, ending now.
     fn batches(p: &Policy, n: u32, length: Duration) {
         for _ in 0..n {
@@ -482,7 +494,7 @@ mod tests {
 
     #[test]
     fn a_thread_polling_for_several_waits_sleeps_at_once_after_a_poll_lost_its_core() {
-        // Each test runs on a thread of its own: the thread's record starts empty.
+        fresh_thread();
         let (mut a, mut b) = (Policy::for_tasks(), Policy::for_tasks());
         batches(&a, 1, Duration::from_micros(5));
         batches(&b, 1, DESCHEDULED / 2);
@@ -499,10 +511,12 @@ mod tests {
         // Until the hold ends (the held wait took the mark: no post-wake plan now).
         THREAD.with(|t| t.held_until.set(Some(Instant::now())));
         assert_eq!(a.plan(), Plan::Spin(BLOCK_SPIN));
+        fresh_thread();
     }
 
     #[test]
     fn a_thread_polling_for_one_wait_keeps_to_its_policy_when_a_poll_lost_its_core() {
+        fresh_thread();
         let (mut a, b) = (Policy::default(), Policy::default());
         batches(&a, 1, DESCHEDULED * 4);
         assert_eq!(
@@ -519,5 +533,6 @@ mod tests {
         batches(&b, 1, Duration::from_micros(5));
         batches(&a, 1, DESCHEDULED * 4);
         assert_eq!(a.plan(), Plan::Spin(Duration::ZERO));
+        fresh_thread();
     }
 }
