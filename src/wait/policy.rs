@@ -298,15 +298,21 @@ struct ThreadWaits {
 }
 
 #[cfg(not(loom))]
-thread_local! {
-    static THREAD: ThreadWaits = const {
+impl ThreadWaits {
+    /// A thread's state before any of its waits.
+    const fn new() -> ThreadWaits {
         ThreadWaits {
             woke_peer: Cell::new(false),
             last: Cell::new(0),
             alone: Cell::new(SHARED_FOR),
             held_until: Cell::new(None),
         }
-    };
+    }
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    static THREAD: ThreadWaits = const { ThreadWaits::new() };
 }
 
 /// What [`Policy::plan`] learns of its thread: one look at the thread's state per wait.
@@ -328,12 +334,10 @@ fn take_thread_state() -> ThreadState {
     {
         THREAD.with(|t| {
             let woke = t.woke_peer.replace(false);
-            if t.held_until.get().is_some() && polls_held(t) {
-                ThreadState::PollsHeld
-            } else if woke {
-                ThreadState::WokePeer
-            } else {
-                ThreadState::Plain
+            match t.held_until.get() {
+                Some(until) if polls_held(t, until) => ThreadState::PollsHeld,
+                _ if woke => ThreadState::WokePeer,
+                _ => ThreadState::Plain,
             }
         })
     }
@@ -343,14 +347,11 @@ fn take_thread_state() -> ThreadState {
     }
 }
 
-/// Whether the hold on the thread's polls lasts (and forgets it once it is over).
+/// Whether the hold on the thread's polls, `until`, lasts (and forgets it once it is over).
 #[cfg(not(loom))]
 #[cold]
-fn polls_held(t: &ThreadWaits) -> bool {
-    let held = t
-        .held_until
-        .get()
-        .is_some_and(|until| Instant::now() < until);
+fn polls_held(t: &ThreadWaits, until: Instant) -> bool {
+    let held = Instant::now() < until;
     if !held {
         t.held_until.set(None);
     }
@@ -477,10 +478,11 @@ mod tests {
     /// `--test-threads=1`).
     fn fresh_thread() {
         THREAD.with(|t| {
-            t.woke_peer.set(false);
-            t.last.set(0);
-            t.alone.set(SHARED_FOR);
-            t.held_until.set(None);
+            let new = ThreadWaits::new();
+            t.woke_peer.set(new.woke_peer.get());
+            t.last.set(new.last.get());
+            t.alone.set(new.alone.get());
+            t.held_until.set(new.held_until.get());
         });
     }
 
