@@ -211,11 +211,10 @@ impl Waiter {
                     std::hint::spin_loop();
                 }
                 let now = Instant::now();
-                if let Some(last) = last {
+                if let Some(last) = last.replace(now) {
                     // A batch of polls (and the yield before it) that lost its core.
                     self.policy.note_poll_batch(last, now);
                 }
-                last = Some(now);
                 let began = *started.get_or_insert(now);
                 if now >= began + budget || deadline.is_some_and(|d| now >= d) {
                     break began;
