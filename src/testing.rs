@@ -145,5 +145,5 @@ pub(crate) fn stop_point(point: StopPoint) {
 /// than through the reactor thread.
 #[cfg(feature = "tokio")]
 pub fn async_wakes_directly() -> bool {
-    crate::sys::FutexRing::new().is_some()
+    crate::sys::FutexRing::new(false).is_some()
 }

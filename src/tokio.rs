@@ -62,7 +62,13 @@
 //!   one thread hand-off, as for a socket. The ring is made at the task's first sleep, on the
 //!   runtime that polls it (one descriptor per direction that has slept), and stays with the
 //!   channel; the completion runs on the thread that submitted the wait, so on a
-//!   multi-thread runtime whose worker parked elsewhere it can take a second hand-off.
+//!   multi-thread runtime whose worker parked elsewhere it can take a second hand-off. On a
+//!   current-thread runtime the ring is made for the runtime's thread alone
+//!   (`IORING_SETUP_DEFER_TASKRUN`, on x86-64): the kernel signals an eventfd registered with
+//!   the runtime in its place and leaves posting the completion to the task's next wait,
+//!   instead of interrupting the runtime's `epoll_wait`, which saves that thread a return with
+//!   `EINTR` and a second `epoll_wait` per wake-up. Should the runtime later be driven from
+//!   another thread, the task moves to an ordinary ring at its next sleep.
 //! * **The reactor** otherwise (outside a tokio runtime, on older kernels): one thread per
 //!   process (started on first use) that sleeps with `futex_waitv` on the futex words of every
 //!   task waiting on it, plus a control word that new waits ring, and wakes the task's `Waker`

@@ -6,7 +6,10 @@
 //!
 //! Used only on a tokio runtime with its I/O driver and a kernel with `io_uring` futex waits
 //! (6.7 and later); [`DirectWait::new`] says `None` otherwise and the task waits through the
-//! reactor.
+//! reactor. On a current-thread runtime, whose tasks all run on the thread that drives it, the
+//! ring is one for that thread (see `crate::sys::FutexRing`), which wakes the runtime's
+//! `epoll_wait` without interrupting it; should the runtime later be driven from another
+//! thread, the task moves to a ring any thread may enter at its next sleep.
 
 use std::io;
 use std::sync::atomic::AtomicU32;
@@ -15,6 +18,7 @@ use std::time::Duration;
 
 use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
+use ::tokio::runtime::RuntimeFlavor;
 
 use crate::sys::FutexRing;
 
@@ -40,10 +44,16 @@ impl DirectWait {
     /// On a tokio runtime built without its I/O driver (`enable_io`), as tokio's own
     /// `AsyncFd` does.
     pub(crate) fn new() -> Option<DirectWait> {
-        ::tokio::runtime::Handle::try_current().ok()?;
-        let ring = FutexRing::new()?;
-        // SAFETY: the descriptor is the ring's own, open until the ring is dropped with the
-        // `AsyncFd`, and `as_raw_fd` always returns it (`FutexRing` never replaces its ring).
+        let handle = ::tokio::runtime::Handle::try_current().ok()?;
+        let one_thread = handle.runtime_flavor() == RuntimeFlavor::CurrentThread;
+        DirectWait::with(FutexRing::new(one_thread)?)
+    }
+
+    /// `ring`, registered with the current runtime.
+    fn with(ring: FutexRing) -> Option<DirectWait> {
+        // SAFETY: the descriptor (the ring's, or its eventfd) is owned by the ring, open until
+        // the ring is dropped with the `AsyncFd`, and `as_raw_fd` always returns the same one
+        // (`FutexRing` never replaces either).
         let fd = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }.ok()?;
         Some(DirectWait { fd })
     }
@@ -58,7 +68,22 @@ impl DirectWait {
         seen: u32,
         timeout: Option<Duration>,
     ) -> io::Result<Armed> {
-        self.fd.get_mut().wait(word, seen, timeout)?;
+        if let Err(e) = self.fd.get_mut().wait(word, seen, timeout) {
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(e);
+            }
+            // A ring for one thread, entered from another: a current-thread runtime driven from
+            // another thread now (its `block_on` may be called from any). One that any thread
+            // may enter serves from now on.
+            *self = FutexRing::new(false).and_then(DirectWait::with).ok_or(e)?;
+            self.fd.get_mut().wait(word, seen, timeout)?;
+        }
+        // A wait that completed in its submission (the word had changed): no need to go
+        // through the runtime's poll (and a ring for one thread posts it with its eventfd
+        // muted).
+        if self.fd.get_mut().reap() {
+            return Ok(Armed::Again);
+        }
         loop {
             let mut ready = match self.fd.poll_read_ready_mut(cx) {
                 Poll::Pending => return Ok(Armed::Pending),
@@ -72,5 +97,66 @@ impl DirectWait {
                 return Ok(Armed::Again);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::poll_fn;
+    use std::sync::atomic::Ordering;
+
+    fn arm_on(
+        rt: &::tokio::runtime::Runtime,
+        direct: &mut DirectWait,
+        word: &AtomicU32,
+    ) -> io::Result<Armed> {
+        rt.block_on(poll_fn(|cx| Poll::Ready(direct.arm(cx, word, 0, None))))
+    }
+
+    #[test]
+    fn a_wait_moves_to_a_ring_any_thread_may_enter_when_its_runtime_is_driven_from_another_thread()
+    {
+        let rt = ::tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap();
+        let Some(mut direct) = rt.block_on(async { DirectWait::new() }) else {
+            eprintln!("no io_uring futex waits here; nothing to test");
+            return;
+        };
+        if !direct.fd.get_ref().is_for_one_thread() {
+            eprintln!("no ring for one thread here; nothing to test");
+            return;
+        }
+        let word = AtomicU32::new(0);
+        assert!(matches!(
+            arm_on(&rt, &mut direct, &word),
+            Ok(Armed::Pending)
+        ));
+        // The same runtime, driven from another thread.
+        let armed = std::thread::scope(|s| {
+            s.spawn(|| {
+                let armed = arm_on(&rt, &mut direct, &word);
+                // Still asleep on the new ring, and woken through it.
+                word.store(1, Ordering::Release);
+                crate::sys::futex_wake(&word);
+                let woken = rt.block_on(poll_fn(|cx| match direct.fd.poll_read_ready_mut(cx) {
+                    Poll::Ready(Ok(mut ready)) => Poll::Ready(ready.get_inner_mut().reap()),
+                    Poll::Ready(Err(_)) => Poll::Ready(false),
+                    Poll::Pending => Poll::Pending,
+                }));
+                (armed, woken)
+            })
+            .join()
+            .unwrap()
+        });
+        assert!(
+            matches!(armed.0, Ok(Armed::Pending)),
+            "the wait failed on the runtime's new thread: {:?}",
+            armed.0.err()
+        );
+        assert!(!direct.fd.get_ref().is_for_one_thread());
+        assert!(armed.1, "the wake-up did not complete the wait");
     }
 }
