@@ -67,8 +67,9 @@
 //!   (`IORING_SETUP_DEFER_TASKRUN`, on x86-64): the kernel signals an eventfd registered with
 //!   the runtime in its place and leaves posting the completion to the task's next wait,
 //!   instead of interrupting the runtime's `epoll_wait`, which saves that thread a return with
-//!   `EINTR` and a second `epoll_wait` per wake-up. Should the runtime later be driven from
-//!   another thread, the task moves to an ordinary ring at its next sleep.
+//!   `EINTR` and a second `epoll_wait` per wake-up; such a direction holds two descriptors,
+//!   the ring's and the eventfd. Should the runtime later be driven from another thread, the
+//!   task moves to an ordinary ring at its next sleep.
 //! * **The reactor** otherwise (outside a tokio runtime, on older kernels): one thread per
 //!   process (started on first use) that sleeps with `futex_waitv` on the futex words of every
 //!   task waiting on it, plus a control word that new waits ring, and wakes the task's `Waker`
