@@ -81,7 +81,7 @@ impl DirectWait {
         // A wait that completed in its submission (the word had changed): no need to go
         // through the runtime's poll (and a ring for one thread posts it with its eventfd
         // muted).
-        if self.fd.get_mut().reap() {
+        if self.fd.get_mut().take_completions() {
             return Ok(Armed::Again);
         }
         loop {

@@ -262,8 +262,11 @@ impl FutexRing {
         self.take_completions()
     }
 
-    /// The completions posted in the ring: `true` when the latest wait's is among them.
-    fn take_completions(&mut self) -> bool {
+    /// The completions posted in the ring, without entering the kernel: `true` when the
+    /// latest wait's is among them. Right after [`wait`](FutexRing::wait) that is all there is
+    /// to take: its enter posted what was owed, and a completion owed later signals the
+    /// eventfd.
+    pub(crate) fn take_completions(&mut self) -> bool {
         let mut latest = false;
         for cqe in self.ring.completion() {
             let data = cqe.user_data();
