@@ -82,6 +82,18 @@
 //! Sends that find the ring full wait on the ring's space cell the same way; accepts wait on
 //! the listener's doorbell through the reactor.
 //!
+//! # Sharing the thread
+//!
+//! Every operation that ends (with a message, with room, or with an error) takes a unit of the
+//! task's tokio budget, as an operation on a tokio socket or channel does. A task whose channel
+//! always has a message ready (a backlog, or a peer quick enough to answer within the task's
+//! polls) is made to yield to its runtime when the budget of its turn is spent, so the other
+//! tasks of its thread run meanwhile instead of waiting until that channel runs dry: a server
+//! task whose client answers within microseconds would otherwise keep a current-thread runtime
+//! to itself, and its other clients would wait.
+//! [`unconstrained`](::tokio::task::coop::unconstrained) lifts the budget for a future that
+//! must not yield.
+//!
 //! # Runtime
 //!
 //! Inside a tokio runtime, the runtime must have its I/O driver (`enable_io`, or
@@ -318,10 +330,16 @@ impl Side {
         deadline: Deadline,
         mut attempt: impl FnMut(&mut Channel) -> Result<Option<T>, E>,
     ) -> Poll<Result<T, E>> {
+        // A unit of the task's budget per operation that ends, as tokio's own sockets and
+        // channels take one (see "Sharing the thread" in the module docs). Out of budget: the
+        // runtime wakes the task again once the thread's other tasks had their turn. Outside a
+        // tokio runtime the budget is unlimited.
+        let coop = std::task::ready!(::tokio::task::coop::poll_proceed(cx));
         loop {
             self.sleeper.withdraw_from(want.cell(ch));
             let error = match attempt(ch) {
                 Ok(Some(done)) => {
+                    coop.made_progress();
                     self.done(wait);
                     return Poll::Ready(Ok(done));
                 }
@@ -333,6 +351,7 @@ impl Side {
                 },
                 Err(e) => e,
             };
+            coop.made_progress();
             self.failed(wait);
             return Poll::Ready(Err(error));
         }

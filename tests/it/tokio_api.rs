@@ -348,3 +348,61 @@ fn an_async_send_abandoned_part_way_is_withdrawn() {
     });
     assert_eq!(reader.join().unwrap().unwrap(), b"after");
 }
+
+/// Operations that end at once still take the task's tokio budget, as a tokio socket's do: a
+/// task whose channel always has a message (or room) yields to the other tasks of its thread
+/// now and then, instead of keeping the thread until the channel runs dry (or fills).
+#[test]
+fn a_task_whose_channel_is_always_ready_lets_the_other_tasks_of_its_thread_run() {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::sync::Arc;
+
+    const MESSAGES: usize = 1000;
+    let name = unique("tokiocoop");
+    let _guard = NameGuard(name.clone());
+    let config = Config {
+        capacity: 64 * 1024,
+        wait: WaitStrategy::Block,
+    };
+    let a = Channel::create(&name, &config).unwrap();
+    let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    for i in 0..MESSAGES as u32 {
+        b.send(&i.to_le_bytes()).unwrap();
+    }
+    let (sent, received) = run_with_watchdog(WATCHDOG, async move {
+        let mut ch = AsyncChannel::new(a).unwrap();
+        // How many operations the loop below had done when another task of the thread ran.
+        let done = Arc::new(AtomicUsize::new(0));
+        let looked = |done: &Arc<AtomicUsize>| {
+            let done = Arc::clone(done);
+            tokio::spawn(async move { done.load(Relaxed) })
+        };
+        // A backlog: every receive finds its message at once.
+        let other = looked(&done);
+        for i in 0..MESSAGES as u32 {
+            assert_eq!(*ch.recv().await.unwrap(), i.to_le_bytes());
+            done.fetch_add(1, Relaxed);
+        }
+        let received = other.await.unwrap();
+        // An empty ring of room: every send finds room at once.
+        done.store(0, Relaxed);
+        let other = looked(&done);
+        for i in 0..MESSAGES as u32 {
+            ch.send(&i.to_le_bytes()).await.unwrap();
+            done.fetch_add(1, Relaxed);
+        }
+        (other.await.unwrap(), received)
+    });
+    assert!(
+        received < MESSAGES,
+        "another task ran only after all {MESSAGES} receives"
+    );
+    assert!(
+        sent < MESSAGES,
+        "another task ran only after all {MESSAGES} sends"
+    );
+    // What the sends wrote arrived whole, in order.
+    for i in 0..MESSAGES as u32 {
+        assert_eq!(*b.try_recv().unwrap(), i.to_le_bytes());
+    }
+}
