@@ -384,7 +384,7 @@ fn a_task_whose_channel_is_always_ready_lets_the_other_tasks_of_its_thread_run()
             done.fetch_add(1, Relaxed);
         }
         let received = other.await.unwrap();
-        // An empty ring of room: every send finds room at once.
+        // A ring with room for every message: every send finds room at once.
         done.store(0, Relaxed);
         let other = looked(&done);
         for i in 0..MESSAGES as u32 {
