@@ -91,12 +91,17 @@ impl FutexRing {
             UNSUPPORTED.store(true, Ordering::Relaxed);
             return None;
         }
-        Some(FutexRing {
+        Some(FutexRing::around(ring, None))
+    }
+
+    /// `ring` (with `owed`, its eventfd, for a ring for one thread), no wait submitted yet.
+    fn around(ring: IoUring, owed: Option<OwnedFd>) -> FutexRing {
+        FutexRing {
             ring,
-            owed: None,
+            owed,
             generation: 0,
             in_flight: false,
-        })
+        }
     }
 
     /// A ring with deferred completions and its eventfd, or `None` (the caller makes an
@@ -128,12 +133,7 @@ impl FutexRing {
         // SAFETY: `fd` was just opened, and nothing else owns it.
         let owed = unsafe { OwnedFd::from_raw_fd(fd) };
         ring.submitter().register_eventfd(owed.as_raw_fd()).ok()?;
-        Some(FutexRing {
-            ring,
-            owed: Some(owed),
-            generation: 0,
-            in_flight: false,
-        })
+        Some(FutexRing::around(ring, Some(owed)))
     }
 
     /// Submits what is queued. On a ring for one thread, also posts every completion the
