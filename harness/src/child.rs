@@ -109,6 +109,17 @@ enum Mode {
     BatchStream,
 }
 
+impl Mode {
+    /// Whether the child only receives (a stream), so that TCP may hold small segments back
+    /// (Nagle's algorithm on); every other mode answers each message, and waits for no segment.
+    fn is_one_way(self) -> bool {
+        match self {
+            Mode::PingPong | Mode::Echo | Mode::Burst | Mode::CloseAfter => false,
+            Mode::Stream | Mode::BareStream | Mode::BatchStream => true,
+        }
+    }
+}
+
 /// Set in the environment of every child the parent spawns: `ipc-parent` started with it runs
 /// as the child (the parent spawns itself when no `ipc-child` binary is next to it).
 pub const AS_CHILD_ENV: &str = "IPC_PARENT_AS_CHILD";
@@ -162,10 +173,7 @@ fn run() -> anyhow::Result<()> {
         max_message: args.max_message,
         connect_timeout: Duration::from_secs(10),
         // A stream is one way: Nagle's algorithm on, as on the parent's side.
-        tcp_nodelay: !matches!(
-            args.mode,
-            Mode::Stream | Mode::BareStream | Mode::BatchStream
-        ),
+        tcp_nodelay: !args.mode.is_one_way(),
         ..Options::default()
     };
     transport::dispatch(
@@ -312,5 +320,22 @@ fn bare_stream<T: Transport>(t: &mut T) -> Result<(), Error> {
 fn batch_stream<T: Transport>(t: &mut T) -> Result<(), Error> {
     loop {
         streaming::receive_batch_phase(t)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    /// The modes the parent starts for a one-way stream (by their command-line names) are the
+    /// ones that leave Nagle's algorithm on; every mode that answers turns it off.
+    #[test]
+    fn nagle_stays_on_for_the_stream_modes_and_off_for_every_mode_that_answers() {
+        for mode in Mode::value_variants() {
+            let name = mode.to_possible_value().expect("every mode has a name");
+            let streams = matches!(name.get_name(), "stream" | "bare-stream" | "batch-stream");
+            assert_eq!(mode.is_one_way(), streams, "mode {}", name.get_name());
+        }
     }
 }

@@ -486,10 +486,11 @@ mod tests {
         });
     }
 
-    /// `n` batches of `p`'s polls of `length` each, ending now.
+    /// `n` batches of `p`'s polls of `length` each, said to end a minute from now: a hold they
+    /// start lasts past any time this test thread spends descheduled before its next `plan`.
     fn batches(p: &Policy, n: u32, length: Duration) {
         for _ in 0..n {
-            let ended = Instant::now();
+            let ended = Instant::now() + Duration::from_secs(60);
             p.note_poll_batch(ended - length, ended);
         }
     }

@@ -1,23 +1,12 @@
 //! Across processes: the `shmlink-echo` binary connects by name and echoes every frame.
 
-use std::process::{Child, Command};
-use std::sync::Mutex;
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use shmlink::{Channel, Config, OpenError, WaitStrategy};
+use shmlink::{Channel, Config, OpenError, RecvError, WaitStrategy};
 
-/// Two busy-spinning processes need both cores: run one such test at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// Kills and reaps the child however the test ends.
-struct Reap(Child);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::support::{serial, unique, ChildGuard};
 
 /// xorshift64*: a reproducible stream of sizes without a dependency.
 struct Rng(u64);
@@ -59,18 +48,20 @@ fn check(seq: u64, bytes: &[u8]) {
 }
 
 fn echo_frames(wait: WaitStrategy, frames: u64) {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let name = format!("it-echo-{wait}-{}", std::process::id());
+    // Two busy-spinning processes need both cores: one such test at a time in this binary, as
+    // the other tests that spin take the same lock.
+    let _serial = serial();
+    let name = unique(&format!("echo-{wait}"));
     let config = Config {
         capacity: 64 * 1024,
         wait,
     };
     let mut ch = Channel::create(&name, &config).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_shmlink-echo"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shmlink-echo"));
+    command
         .args([name.as_str(), wait.as_str()])
-        .spawn()
-        .unwrap();
-    let _child = Reap(child);
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::spawn(command);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ frames);
     let mut buf = Vec::new();
     // Keep a few frames in flight so both rings are exercised without ever filling both.
@@ -88,8 +79,26 @@ fn echo_frames(wait: WaitStrategy, frames: u64) {
         check(received, &echo);
         received += 1;
     }
-    assert_eq!(received, frames);
+    // Every frame came back once: nothing more is on its way.
+    assert!(
+        matches!(
+            ch.recv_timeout(Duration::from_millis(50)),
+            Err(RecvError::Timeout)
+        ),
+        "an echo arrived after the last frame's"
+    );
     drop(ch);
+    // The echo saw the close, counted exactly the frames sent, and exited cleanly.
+    let status = child.reap();
+    let mut said = String::new();
+    if let Some(mut stderr) = child.child.stderr.take() {
+        stderr.read_to_string(&mut said).unwrap();
+    }
+    assert!(status.success(), "shmlink-echo failed ({status}): {said}");
+    assert!(
+        said.contains(&format!("echoed {frames} frames")),
+        "shmlink-echo did not echo exactly {frames} frames: {said:?}"
+    );
     // The creator removed the name.
     assert!(matches!(
         Channel::connect(&name, wait),

@@ -283,6 +283,7 @@ fn consumer_survives_hostile_rings() {
 fn connect_survives_hostile_headers() {
     let cases = Cell::new(0u64);
     let connected = Cell::new(0u64);
+    let with_frames = Cell::new(0u64);
     proptest!(ProptestConfig::with_cases(CASES), |(
         magic in mostly(39, MAGIC, any::<u64>()),
         version in mostly(39, LAYOUT_VERSION, any::<u32>()),
@@ -340,7 +341,9 @@ fn connect_survives_hostile_headers() {
         match Channel::connect(&name, WaitStrategy::Spin) {
             Ok(mut ch) => {
                 connected.set(connected.get() + 1);
-                drain(&mut ch, &name, 0);
+                if drain(&mut ch, &name, 0) > 0 {
+                    with_frames.set(with_frames.get() + 1);
+                }
                 poke_sender(&mut ch);
             }
             Err(e) => prop_assert!(
@@ -359,10 +362,19 @@ fn connect_survives_hostile_headers() {
         }
         drop(creator);
     });
-    let (cases, connected) = (cases.get(), connected.get());
-    eprintln!("hostile headers: {connected} of {cases} connects succeeded");
+    let (cases, connected, with_frames) = (cases.get(), connected.get(), with_frames.get());
+    eprintln!(
+        "hostile headers: {connected} of {cases} connects succeeded, {with_frames} of them \
+         yielded a frame"
+    );
     assert!(
         connected * 2 >= cases,
         "only {connected} of {cases} hostile segments could be connected to"
+    );
+    // The connector's consumer is driven too: some of the rings behind the connections made
+    // hand out frames (each checked to lie inside its ring by `drain`).
+    assert!(
+        with_frames * 8 >= connected,
+        "only {with_frames} of {connected} connections to hostile segments yielded a frame"
     );
 }

@@ -520,8 +520,8 @@ fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
                 Channel::connect_timeout(name, WaitStrategy::Block, support::WATCHDOG).map(drop),
             ),
             (
-                "listener connect",
-                Channel::connect(name, WaitStrategy::Block).map(drop),
+                "Endpoint::connect",
+                Endpoint::connect(name, WaitStrategy::Block).map(drop),
             ),
         ] {
             match got {
@@ -617,10 +617,6 @@ fn connect_timeout_to_an_object_that_never_becomes_ready_times_out() {
         for (call, got) in [
             (
                 "channel",
-                Channel::connect_timeout(&name, WaitStrategy::Block, short).map(drop),
-            ),
-            (
-                "listener",
                 Channel::connect_timeout(&name, WaitStrategy::Block, short).map(drop),
             ),
             (

@@ -86,6 +86,10 @@ fn refused(cases: &[&[&str]]) {
         let (ok, _, stderr) = run_parent(args, &[]);
         assert!(!ok, "{args:?} must be refused");
         assert!(!stderr.is_empty(), "{args:?}: an explanation expected");
+        assert!(
+            !stderr.contains("panicked"),
+            "{args:?} must be refused with an explanation, not a panic:\n{stderr}"
+        );
     }
 }
 
@@ -944,4 +948,57 @@ impl Drop for RemoveDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `report --check` passes on the committed page and fails, naming the page, when the page or a
+/// document it is rendered from changed, or when the page is missing.
+#[test]
+fn report_check_fails_when_the_page_and_the_documents_disagree() {
+    let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results");
+    let dir = std::env::temp_dir().join(unique("report-check"));
+    std::fs::create_dir(&dir).unwrap();
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _remove = Remove(dir.clone());
+    for entry in std::fs::read_dir(&results).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let dir_arg = dir.to_str().unwrap();
+    let check = || run_parent(&["report", "--check", "--dir", dir_arg], &[]);
+    let (ok, _, stderr) = check();
+    assert!(ok, "the committed page must pass:\n{stderr}");
+
+    let page = dir.join("README.md");
+    let committed = std::fs::read_to_string(&page).unwrap();
+    let must_fail = |what: &str| {
+        let (ok, _, stderr) = check();
+        assert!(!ok, "report --check passed with {what}");
+        assert!(
+            stderr.contains("README.md") && !stderr.contains("panicked"),
+            "with {what}, the failure must name the page:\n{stderr}"
+        );
+    };
+    std::fs::write(&page, format!("{committed}\none more line\n")).unwrap();
+    must_fail("a line added to the page");
+    std::fs::remove_file(&page).unwrap();
+    must_fail("the page missing");
+
+    std::fs::write(&page, &committed).unwrap();
+    let doc = dir.join("ping-pong.json");
+    let text = std::fs::read_to_string(&doc).unwrap();
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["run"]["commit"] = serde_json::Value::String("0000000".into());
+    std::fs::write(&doc, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    must_fail("a document's commit changed");
+
+    // Writing the page again makes it pass once more.
+    let (ok, _, stderr) = run_parent(&["report", "--dir", dir_arg], &[]);
+    assert!(ok, "report failed:\n{stderr}");
+    let (ok, _, stderr) = check();
+    assert!(ok, "a freshly written page must pass:\n{stderr}");
 }
