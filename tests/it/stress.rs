@@ -328,8 +328,9 @@ fn stress(wait: WaitStrategy) {
     let mine = run_side(&mut ch, n, seed, 0);
     let elapsed = started.elapsed();
     drop(ch);
-    child.reap_within(STALL);
+    let status = child.reap_within(STALL);
     let out = child.read_all();
+    assert!(status.success(), "the child side failed ({status}):\n{out}");
     let theirs = out
         .lines()
         .find_map(|l| l.split_once("STRESS-CHILD ").map(|(_, counts)| counts))

@@ -9,7 +9,7 @@
 
 use shmlink_test_support as common;
 
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use common::{leftovers, serial, unique, ChildGuard, Watchdog};
@@ -76,9 +76,25 @@ impl<T: Transport> Session<T> {
     /// Closes the transport, reaps the child and checks that nothing named after the session
     /// is left in /dev/shm, the temporary directories or (posixmq) the message queues.
     fn finish(self) {
+        self.finish_as("exited cleanly", |status| status.success());
+    }
+
+    /// [`finish`](Session::finish) for a child the test killed: it must have died of SIGKILL.
+    fn finish_killed(self) {
+        self.finish_as("was killed", |status| {
+            std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL)
+        });
+    }
+
+    fn finish_as(self, expected: &str, ended_as_expected: impl Fn(ExitStatus) -> bool) {
         let Session { t, mut child, name } = self;
         drop(t);
-        child.wait_for(LIMIT);
+        let status = child.wait_for(LIMIT);
+        assert!(
+            ended_as_expected(status),
+            "{}: the child should have {expected}, but {status}",
+            T::KIND
+        );
         let mut left = leftovers(&name);
         if T::KIND == Kind::PosixMq {
             left.extend(queues_left(&name));
@@ -195,9 +211,10 @@ fn peer_closes<T: Transport>() {
         "{}: echo",
         T::KIND
     );
-    // The child closed its end and stays alive for two seconds: only the close tells.
+    // The child closed its end and stays alive for two seconds: only the close tells, and it
+    // is a close, not a death.
     match s.t.recv_with(|b| Ok(b.len())) {
-        Err(Error::Disconnected | Error::PeerGone { .. }) => {}
+        Err(Error::Disconnected) => {}
         other => panic!("{}: expected a disconnect, got {other:?}", T::KIND),
     }
     s.finish();
@@ -222,7 +239,7 @@ fn peer_killed<T: Transport>() {
             T::KIND
         ),
     }
-    s.finish();
+    s.finish_killed();
 }
 
 fn bare_messages<T: Transport>() {
