@@ -473,6 +473,9 @@ fn serde_row_runs_without_a_child() {
 /// beside it, it is its own child, in every mode.
 #[test]
 fn ipc_parent_alone_in_its_directory_is_its_own_child() {
+    // Three measuring runs: not beside the other measuring tests.
+    let _serial = serial();
+    let name = unique("alone");
     let dir = std::env::temp_dir().join(format!("ipc-parent-alone-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let alone = dir.join("ipc-parent");
@@ -509,18 +512,29 @@ fn ipc_parent_alone_in_its_directory_is_its_own_child() {
             "10ms",
         ],
     ];
+    // Each run's rows: ours, and the kernel transport's beside it.
+    let rows = [["shm", "pipe"], ["shm", "pipe-bare"], ["plain", "uds"]];
     let outcomes: Vec<_> = runs
         .iter()
-        .map(|args| (args, run_program(&alone, args, &[])))
+        .map(|args| {
+            let mut args = args.to_vec();
+            args.extend(["--name", &name]);
+            let outcome = run_program(&alone, &args, &[]);
+            (args.join(" "), outcome)
+        })
         .collect();
     std::fs::remove_dir_all(&dir).unwrap();
-    for (args, (ok, stdout, stderr)) in outcomes {
-        assert!(ok, "ipc-parent {args:?} alone failed:\n{stderr}");
-        assert!(
-            stdout.contains("shm") || stdout.contains("plain"),
-            "{stdout}"
-        );
+    for ((args, (ok, stdout, stderr)), rows) in outcomes.into_iter().zip(rows) {
+        assert!(ok, "ipc-parent {args} alone failed:\n{stderr}");
+        for row in rows {
+            assert!(
+                stdout.contains(row),
+                "ipc-parent {args}: no {row} row in\n{stdout}"
+            );
+        }
     }
+    // Its children were its own: they left nothing named after the run.
+    assert_nothing_left(&name);
 }
 
 #[test]
