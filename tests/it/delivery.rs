@@ -13,7 +13,7 @@
 use crate::support;
 
 use std::os::unix::process::ExitStatusExt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use shmlink::{Channel, Config, RecvError, WaitStrategy};
 use support::{
@@ -172,7 +172,36 @@ fn expect_reply(ch: &mut Channel, want: &[u8], what: &str) {
 
 /// One channel: the index moved by `plan`, then the JSON texts of `sizes`, each answered
 /// before the next goes out. Every other value goes through `send_json_timeout`.
-fn json_round(base: &str, round: usize, plan: &Plan, sizes: &[usize]) {
+/// Waits until a thread of process `pid` that runs the child role (the test thread, or the
+/// main thread) sleeps in the kernel on a futex: a receiver asleep in its `recv()`, which only
+/// the sender's wake-up brings back.
+fn wait_until_asleep(pid: u32, what: &str) {
+    let deadline = Instant::now() + WATCHDOG;
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the receiver's tasks");
+        for task in tasks.flatten() {
+            let path = task.path();
+            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            let role_thread =
+                comm.trim() == "delivery::child" || task.file_name() == *pid.to_string();
+            // The number of the system call the thread is blocked in: futex (202) or futex_waitv
+            // (449) on x86-64.
+            let call = std::fs::read_to_string(path.join("syscall")).unwrap_or_default();
+            let call = call.split_whitespace().next().unwrap_or("");
+            if role_thread && (call == "202" || call == "449") {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the receiver never fell asleep in recv()"
+        );
+        // Polling another process's state: nothing to wait on.
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn json_round(receiver: u32, base: &str, round: usize, plan: &Plan, sizes: &[usize]) {
     let name = format!("{base}-{round}");
     let _unlink = NameGuard(name.clone());
     let what = format!(
@@ -199,9 +228,9 @@ fn json_round(base: &str, round: usize, plan: &Plan, sizes: &[usize]) {
         expect_reply(&mut ch, b"placed", &what);
     }
     for (k, &size) in sizes.iter().enumerate() {
-        // Give the receiver time to fall asleep in its `recv()`, where only a wake-up from the
-        // sender brings it back.
-        std::thread::sleep(Duration::from_millis(2));
+        // The receiver is asleep in its `recv()`, where only a wake-up from the sender brings
+        // it back.
+        wait_until_asleep(receiver, &what);
         let text = json_text(size);
         let sent = if (round + k) % 2 == 0 {
             ch.send_json(&text)
@@ -226,9 +255,21 @@ fn send_json_of_every_size_around_max_frame_at_many_ring_positions() {
     let rounds = sizes.len() + 1;
     let mut receiver = spawn_role(&["json-receiver", &base, &rounds.to_string()]);
     for (round, &size) in sizes.iter().enumerate() {
-        json_round(&base, round, &PLANS[round % PLANS.len()], &[size]);
+        json_round(
+            receiver.pid(),
+            &base,
+            round,
+            &PLANS[round % PLANS.len()],
+            &[size],
+        );
     }
-    json_round(&base, sizes.len(), &plan(0, 0, 200_000), &sizes);
+    json_round(
+        receiver.pid(),
+        &base,
+        sizes.len(),
+        &plan(0, 0, 200_000),
+        &sizes,
+    );
     let status = receiver.reap();
     assert!(status.success(), "the receiver failed: {status:?}");
     assert_nothing_left(&base);
