@@ -226,6 +226,14 @@ fn random_kills_during_connect_never_brick_the_channel() {
         "liveness: {rounds} connectors killed during connect (delay settled at {aim:?}): \
          {before} before claiming, {claiming} while claiming, {connected} after connecting"
     );
+    // The kills gathered around the claim: some landed before it, some after the connector was
+    // in. (The moment between claiming and being present is hit on purpose by the stop-point
+    // test above; a random kill lands there only now and then.)
+    assert!(
+        before > 0 && connected > 0,
+        "the kills never straddled the claim: {before} before claiming, {claiming} while \
+         claiming, {connected} after connecting"
+    );
 }
 
 /// A segment whose creator lock nobody holds is stale, even when the pid it names is alive
