@@ -1,7 +1,7 @@
 //! One server, many clients on the fallback backend: a listener that hands out one
 //! [`IpcDuplex`] per client.
 //!
-//! The listener owns an accept thread that publishes one [`IpcOneShotServer`] after another in
+//! The listener owns an accept thread that publishes one [`IpcOneShotServer`](ipc_channel::ipc::IpcOneShotServer) after another in
 //! the rendezvous file (`listener\n<pid>\n<server>`, replaced in one step; the file's rules are
 //! in `rendezvous.rs`), and passes each resulting connection to [`IpcListener::accept`]
 //! through a queue. A client reads the file, connects to the server it names and sends a hello
@@ -17,7 +17,7 @@
 //!   channel without an answer. Such a client reads the file again and retries, within its
 //!   deadline.
 //!
-//! Each server waits for its one hello on a thread of its own ([`IpcOneShotServer::accept`] has
+//! Each server waits for its one hello on a thread of its own ([`IpcOneShotServer::accept`](ipc_channel::ipc::IpcOneShotServer::accept) has
 //! no timeout), so a connection that sends nothing holds that server only, not the listener: a
 //! client whose answer is late (more than [`CLIENT_CHECK`]) says so by holding the
 //! [`WAITING_BYTE`] lock of the lock file, and when the current server has taken no hello for
@@ -50,7 +50,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ipc_channel::ipc::{self, IpcOneShotServer, IpcSender};
+use ipc_channel::ipc::{self, IpcSender};
 use ipc_channel::TryRecvError;
 use serde::{Deserialize, Serialize};
 
@@ -336,6 +336,7 @@ impl IpcListener {
         let (lock_path, lock_file) =
             take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.into()))?;
         remove_dead_server(name);
+        rendezvous::remove_dead_homes();
         rendezvous::remove_unpublished(name);
         let rendezvous = rendezvous::checked_path(name, Kind::Rendezvous, false)?;
         let control = Arc::new(Mutex::new(Control::default()));
@@ -503,8 +504,7 @@ impl Worker {
     /// Makes the next one-shot server, starts its thread and publishes it: `Ok(false)` once the
     /// listener stops.
     fn publish_next(&mut self) -> Result<bool> {
-        let (server, server_name) = IpcOneShotServer::<Hello>::new()?;
-        rendezvous::close_server_dir(&server_name)?;
+        let (server, server_name, server_home) = rendezvous::new_server::<Hello>()?;
         let id = self.next_id;
         self.next_id += 1;
         let events = self.sender.clone();
@@ -519,6 +519,8 @@ impl Worker {
                         .ok()
                         .and_then(|accepted| accepted.ok())
                         .map(|(_bootstrap, hello)| hello);
+                // The server is done with: its directory goes.
+                drop(server_home);
                 // The listener may be gone: nobody to tell.
                 let _ = events.send(Event::Ended { id, hello });
             })?;

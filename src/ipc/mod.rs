@@ -4,7 +4,7 @@
 //! `rendezvous.rs` is where the backend's ends meet (its files and the one-shot servers they
 //! name), `listener.rs` its listener.
 //!
-//! Bootstrap: the creator opens an [`IpcOneShotServer`] and publishes the server's name in a
+//! Bootstrap: the creator opens an [`IpcOneShotServer`](ipc_channel::ipc::IpcOneShotServer) and publishes the server's name in a
 //! rendezvous file named after the channel (`shmlink-<name>.ipc`, in a directory no other user
 //! can write, opened and read under the rules of `rendezvous.rs`). The connector reads the
 //! file, checks the server and connects to it, and sends it the two halves the creator needs: a
@@ -39,9 +39,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ipc_channel::ipc::{
-    self, IpcBytesReceiver, IpcBytesSender, IpcOneShotServer, IpcReceiver, IpcSender,
-};
+use ipc_channel::ipc::{self, IpcBytesReceiver, IpcBytesSender, IpcReceiver, IpcSender};
 use ipc_channel::{IpcError, TryRecvError};
 use serde::Serialize;
 
@@ -252,9 +250,9 @@ impl IpcDuplex {
             _file: lock_file,
         };
         listener::remove_dead_server(name);
+        rendezvous::remove_dead_homes();
         let path = rendezvous::checked_path(name, Kind::Rendezvous, true)?;
-        let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
-        rendezvous::close_server_dir(&server_name)?;
+        let (server, server_name, server_home) = rendezvous::new_server::<Halves>()?;
         rendezvous::publish(&path, &format!("{}\n{server_name}", std::process::id()))?;
         let rendezvous = Rendezvous(path);
         let (done, accepted) = mpsc::channel();
@@ -280,6 +278,8 @@ impl IpcDuplex {
                         what: "malformed bootstrap message".to_owned(),
                     }),
                 };
+                // The server is done with: its directory goes.
+                drop(server_home);
                 // The creator may be gone (dropped while pending): nobody to tell.
                 let _ = done.send(result);
             })?;
