@@ -117,7 +117,7 @@ fn open_lock(name: &str, write: bool) -> Result<File> {
 }
 
 /// True while a live listener (or channel creator) holds the lock of `name`.
-fn alive(name: &str) -> Result<bool> {
+pub(crate) fn alive(name: &str) -> Result<bool> {
     match open_lock(name, false) {
         Ok(file) => Ok(lock::alive(file.as_raw_fd(), CREATOR_LOCK)?),
         Err(Error::NotFound(_)) => Ok(false),
@@ -454,6 +454,9 @@ struct Serving {
     current: bool,
     /// Taken out of service: woken, its socket removed.
     retired: bool,
+    /// Its directory, removed when it is taken out of service or its thread ends (or the
+    /// accept thread does).
+    home: Option<rendezvous::ServerHome>,
 }
 
 /// The accept thread's state.
@@ -519,8 +522,6 @@ impl Worker {
                         .ok()
                         .and_then(|accepted| accepted.ok())
                         .map(|(_bootstrap, hello)| hello);
-                // The server is done with: its directory goes.
-                drop(server_home);
                 // The listener may be gone: nobody to tell.
                 let _ = events.send(Event::Ended { id, hello });
             })?;
@@ -529,6 +530,7 @@ impl Worker {
             server: server_name.clone(),
             current: false,
             retired: false,
+            home: server_home,
         });
         // Published under the lock that the drop sets `stopping` under: once the drop has set
         // it, nothing is published any more (the drop of the worker wakes this server).
@@ -621,6 +623,7 @@ impl Worker {
             serving.retired = true;
             rendezvous::wake(&serving.server);
             rendezvous::unlink_server(&serving.server);
+            serving.home = None;
         }
     }
 

@@ -102,6 +102,8 @@ enum Link {
         server_name: String,
         /// Kept only to be removed on drop (when the connector arrives or the creator goes).
         _rendezvous: Rendezvous,
+        /// The server's directory, removed on drop likewise.
+        _server_home: Option<rendezvous::ServerHome>,
     },
     Connected {
         tx: IpcBytesSender,
@@ -278,8 +280,6 @@ impl IpcDuplex {
                         what: "malformed bootstrap message".to_owned(),
                     }),
                 };
-                // The server is done with: its directory goes.
-                drop(server_home);
                 // The creator may be gone (dropped while pending): nobody to tell.
                 let _ = done.send(result);
             })?;
@@ -289,6 +289,7 @@ impl IpcDuplex {
                 accepted,
                 server_name,
                 _rendezvous: rendezvous,
+                _server_home: server_home,
             },
             None,
         );
@@ -310,8 +311,11 @@ impl IpcDuplex {
                 return listener::connect(name, deadline);
             }
         };
-        // A stale file (its creator died or already accepted) has no server behind it: that
-        // is `NotFound`.
+        // A stale file (its creator died: its lock is free) names no server that will take
+        // us: that is `NotFound`, as is a file whose creator already took its connector.
+        if !listener::alive(name)? {
+            return Err(OpenError::NotFound(name.into()));
+        }
         let bootstrap = rendezvous::connect_server::<Halves>(name, &server_name, deadline)?;
         let (halves, link) = connector_side()?;
         bootstrap.send(halves).map_err(|e| match Failure::from(e) {
