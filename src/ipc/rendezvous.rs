@@ -24,9 +24,11 @@
 //!
 //! A rendezvous file names an `ipc-channel` one-shot server: a socket in a directory that
 //! ipc-channel makes in the temporary directory, which the server's process closes to everybody
-//! else and moves into a directory of its own beside the files (`servers-<16 hex>`, see
-//! [`new_server`]) before it publishes the name; the next `create` or `bind` of any name
-//! removes such a directory once its process is gone. Before a connector sends anything there
+//! else and moves into a directory of its own (`servers-<16 hex>`, see [`new_server`]) in the
+//! fallback's directory under the temporary directory (the one above, or made for this when
+//! the files are in `$XDG_RUNTIME_DIR`: a directory moves only within its file system) before
+//! it publishes the name; the next `create` or `bind` of any name removes such a directory once
+//! its process is gone. Before a connector sends anything there
 //! it checks that the socket and its directory belong to the effective user, that nobody else
 //! can write the directory and that the path fits a socket address whole, connects, and checks
 //! that the directory is still the same one, so a server directory removed and made again by
@@ -308,10 +310,10 @@ pub(crate) fn open(path: &Path, name: &str, kind: Kind, options: &mut OpenOption
 /// What a rendezvous file publishes.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Published {
-    /// A channel made by [`crate::fallback::IpcDuplex::create`]: its creator's pid and
+    /// A channel made by [`IpcDuplex::create`](super::IpcDuplex::create): its creator's pid and
     /// one-shot server.
     Channel { pid: u32, server: String },
-    /// A listener ([`crate::ipc_listener`]): its pid and current one-shot server.
+    /// A listener ([`listener`](super::listener)): its pid and current one-shot server.
     Listener { pid: u32, server: String },
 }
 
