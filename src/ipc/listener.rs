@@ -1,9 +1,10 @@
 //! One server, many clients on the fallback backend: a listener that hands out one
 //! [`IpcDuplex`] per client.
 //!
-//! The listener owns an accept thread that publishes one [`IpcOneShotServer`](ipc_channel::ipc::IpcOneShotServer) after another in
-//! the rendezvous file (`listener\n<pid>\n<server>`, replaced in one step; the file's rules are
-//! in `rendezvous.rs`), and passes each resulting connection to [`IpcListener::accept`]
+//! The listener owns an accept thread that publishes one
+//! [`IpcOneShotServer`](ipc_channel::ipc::IpcOneShotServer) after another in the rendezvous file
+//! (`listener\n<pid>\n<server>`, replaced in one step; the file's rules are in
+//! `rendezvous.rs`), and passes each resulting connection to [`IpcListener::accept`]
 //! through a queue. A client reads the file, connects to the server it names and sends a hello
 //! with the creator's halves of a new duplex (as for a plain channel) and a sender for the
 //! reply:
@@ -17,15 +18,15 @@
 //!   channel without an answer. Such a client reads the file again and retries, within its
 //!   deadline.
 //!
-//! Each server waits for its one hello on a thread of its own ([`IpcOneShotServer::accept`](ipc_channel::ipc::IpcOneShotServer::accept) has
-//! no timeout), so a connection that sends nothing holds that server only, not the listener: a
-//! client whose answer is late (more than [`CLIENT_CHECK`]) says so by holding the
-//! [`WAITING_BYTE`] lock of the lock file, and when the current server has taken no hello for
-//! [`HELLO_WAIT`] while a client says so, the accept thread retires it (wakes its thread if it
-//! is idle, removes its socket so that nobody else connects to it) and publishes the next one.
-//! The waiting client sees the file name another server and retries there. At most
-//! [`MAX_SERVING`] servers wait for a hello at once: past that, nothing is retired until one of
-//! them ends, so silent connections cannot make threads without bound.
+//! Each server waits for its one hello on a thread of its own
+//! ([`IpcOneShotServer::accept`](ipc_channel::ipc::IpcOneShotServer::accept) has no timeout), so a
+//! connection that sends nothing holds that server only, not the listener: a client whose answer is
+//! late (more than [`CLIENT_CHECK`]) says so by holding the [`WAITING_BYTE`] lock of the lock file,
+//! and when the current server has taken no hello for [`HELLO_WAIT`] while a client says so, the
+//! accept thread retires it (wakes its thread if it is idle, removes its socket so that nobody else
+//! connects to it) and publishes the next one. The waiting client sees the file name another server
+//! and retries there. At most [`MAX_SERVING`] servers wait for a hello at once: past that, nothing
+//! is retired until one of them ends, so silent connections cannot make threads without bound.
 //!
 //! Liveness is an open-file-description lock (`crate::sys::lock`) on the lock file beside the
 //! rendezvous file (`shmlink-<name>.ipc.lock`), held for the listener's whole life: a second

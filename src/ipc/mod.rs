@@ -4,14 +4,14 @@
 //! `rendezvous.rs` is where the backend's ends meet (its files and the one-shot servers they
 //! name), `listener.rs` its listener.
 //!
-//! Bootstrap: the creator opens an [`IpcOneShotServer`](ipc_channel::ipc::IpcOneShotServer) and publishes the server's name in a
-//! rendezvous file named after the channel (`shmlink-<name>.ipc`, in a directory no other user
-//! can write, opened and read under the rules of `rendezvous.rs`). The connector reads the
-//! file, checks the server and connects to it, and sends it the two halves the creator needs: a
-//! sender for the creator-to-connector direction's receiver it keeps, and a receiver for the
-//! direction it sends on. The creator accepts in a background thread, so [`IpcDuplex::create`]
-//! returns at once (like a mapping that exists before anybody connects); the first send or
-//! receive waits for the connector.
+//! Bootstrap: the creator opens an [`IpcOneShotServer`](ipc_channel::ipc::IpcOneShotServer) and
+//! publishes the server's name in a rendezvous file named after the channel (`shmlink-<name>.ipc`,
+//! in a directory no other user can write, opened and read under the rules of `rendezvous.rs`). The
+//! connector reads the file, checks the server and connects to it, and sends it the two halves the
+//! creator needs: a sender for the creator-to-connector direction's receiver it keeps, and a
+//! receiver for the direction it sends on. The creator accepts in a background thread, so
+//! [`IpcDuplex::create`] returns at once (like a mapping that exists before anybody connects); the
+//! first send or receive waits for the connector.
 //!
 //! A peer that exits closes its ends, so a receive returns instead of hanging. Which error it
 //! returns depends on how the peer went: each end also holds a small "goodbye" channel from the

@@ -28,11 +28,11 @@
 //! fallback's directory under the temporary directory (the one above, or made for this when
 //! the files are in `$XDG_RUNTIME_DIR`: a directory moves only within its file system) before
 //! it publishes the name; the next `create` or `bind` of any name removes such a directory once
-//! its process is gone. Before a connector sends anything there
-//! it checks that the socket and its directory belong to the effective user, that nobody else
-//! can write the directory and that the path fits a socket address whole, connects, and checks
-//! that the directory is still the same one, so a server directory removed and made again by
-//! someone else is not trusted either ([`Connecting`]).
+//! its process is gone. Before a connector sends anything there it checks that the socket and
+//! its directory belong to the effective user, that nobody else can write the directory and
+//! that the path fits a socket address whole, connects, and checks that the directory is still
+//! the same one, so a server directory removed and made again by someone else is not trusted
+//! either ([`Connecting`]).
 
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
@@ -150,9 +150,9 @@ fn judge(dir: &Path) -> io::Result<Candidate> {
 }
 
 /// The directory of the fallback's files under the temporary directory `tmp`: the first
-/// candidate ([`tmp_candidates`]) that is a directory of ours closed to everybody else. None is: with
-/// `create`, the first absent candidate is made (mode 0700), skipping names another user
-/// took (`Err` when they took them all); without, `Ok(None)`.
+/// candidate ([`tmp_candidates`]) that is a directory of ours closed to everybody else. When
+/// none is: with `create`, the first absent candidate is made (mode 0700), skipping names
+/// another user took (`Err` when they took them all); without, `Ok(None)`.
 ///
 /// Only this user makes directories of this user, so every process of the user that walks the
 /// same names agrees on the directory: a name taken by somebody else is skipped, and an absent
