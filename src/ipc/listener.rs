@@ -1,9 +1,10 @@
 //! One server, many clients on the fallback backend: a listener that hands out one
 //! [`IpcDuplex`] per client.
 //!
-//! The listener owns an accept thread that publishes one [`IpcOneShotServer`] after another in
-//! the rendezvous file (`listener\n<pid>\n<server>`, replaced in one step; the file's rules are
-//! in `rendezvous.rs`), and passes each resulting connection to [`IpcListener::accept`]
+//! The listener owns an accept thread that publishes one
+//! [`IpcOneShotServer`](ipc_channel::ipc::IpcOneShotServer) after another in the rendezvous file
+//! (`listener\n<pid>\n<server>`, replaced in one step; the file's rules are in
+//! `rendezvous.rs`), and passes each resulting connection to [`IpcListener::accept`]
 //! through a queue. A client reads the file, connects to the server it names and sends a hello
 //! with the creator's halves of a new duplex (as for a plain channel) and a sender for the
 //! reply:
@@ -17,15 +18,15 @@
 //!   channel without an answer. Such a client reads the file again and retries, within its
 //!   deadline.
 //!
-//! Each server waits for its one hello on a thread of its own ([`IpcOneShotServer::accept`] has
-//! no timeout), so a connection that sends nothing holds that server only, not the listener: a
-//! client whose answer is late (more than [`CLIENT_CHECK`]) says so by holding the
-//! [`WAITING_BYTE`] lock of the lock file, and when the current server has taken no hello for
-//! [`HELLO_WAIT`] while a client says so, the accept thread retires it (wakes its thread if it
-//! is idle, removes its socket so that nobody else connects to it) and publishes the next one.
-//! The waiting client sees the file name another server and retries there. At most
-//! [`MAX_SERVING`] servers wait for a hello at once: past that, nothing is retired until one of
-//! them ends, so silent connections cannot make threads without bound.
+//! Each server waits for its one hello on a thread of its own
+//! ([`IpcOneShotServer::accept`](ipc_channel::ipc::IpcOneShotServer::accept) has no timeout), so a
+//! connection that sends nothing holds that server only, not the listener: a client whose answer is
+//! late (more than [`CLIENT_CHECK`]) says so by holding the [`WAITING_BYTE`] lock of the lock file,
+//! and when the current server has taken no hello for [`HELLO_WAIT`] while a client says so, the
+//! accept thread retires it (wakes its thread if it is idle, removes its socket so that nobody else
+//! connects to it) and publishes the next one. The waiting client sees the file name another server
+//! and retries there. At most [`MAX_SERVING`] servers wait for a hello at once: past that, nothing
+//! is retired until one of them ends, so silent connections cannot make threads without bound.
 //!
 //! Liveness is an open-file-description lock (`crate::sys::lock`) on the lock file beside the
 //! rendezvous file (`shmlink-<name>.ipc.lock`), held for the listener's whole life: a second
@@ -50,7 +51,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ipc_channel::ipc::{self, IpcOneShotServer, IpcSender};
+use ipc_channel::ipc::{self, IpcSender};
 use ipc_channel::TryRecvError;
 use serde::{Deserialize, Serialize};
 
@@ -117,7 +118,7 @@ fn open_lock(name: &str, write: bool) -> Result<File> {
 }
 
 /// True while a live listener (or channel creator) holds the lock of `name`.
-fn alive(name: &str) -> Result<bool> {
+pub(crate) fn alive(name: &str) -> Result<bool> {
     match open_lock(name, false) {
         Ok(file) => Ok(lock::alive(file.as_raw_fd(), CREATOR_LOCK)?),
         Err(Error::NotFound(_)) => Ok(false),
@@ -336,6 +337,7 @@ impl IpcListener {
         let (lock_path, lock_file) =
             take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.into()))?;
         remove_dead_server(name);
+        rendezvous::remove_dead_homes();
         rendezvous::remove_unpublished(name);
         let rendezvous = rendezvous::checked_path(name, Kind::Rendezvous, false)?;
         let control = Arc::new(Mutex::new(Control::default()));
@@ -453,6 +455,9 @@ struct Serving {
     current: bool,
     /// Taken out of service: woken, its socket removed.
     retired: bool,
+    /// Its directory, removed when it is taken out of service or its thread ends (or the
+    /// accept thread does).
+    home: Option<rendezvous::ServerHome>,
 }
 
 /// The accept thread's state.
@@ -503,8 +508,7 @@ impl Worker {
     /// Makes the next one-shot server, starts its thread and publishes it: `Ok(false)` once the
     /// listener stops.
     fn publish_next(&mut self) -> Result<bool> {
-        let (server, server_name) = IpcOneShotServer::<Hello>::new()?;
-        rendezvous::close_server_dir(&server_name)?;
+        let (server, server_name, server_home) = rendezvous::new_server::<Hello>()?;
         let id = self.next_id;
         self.next_id += 1;
         let events = self.sender.clone();
@@ -527,6 +531,7 @@ impl Worker {
             server: server_name.clone(),
             current: false,
             retired: false,
+            home: server_home,
         });
         // Published under the lock that the drop sets `stopping` under: once the drop has set
         // it, nothing is published any more (the drop of the worker wakes this server).
@@ -619,6 +624,7 @@ impl Worker {
             serving.retired = true;
             rendezvous::wake(&serving.server);
             rendezvous::unlink_server(&serving.server);
+            serving.home = None;
         }
     }
 

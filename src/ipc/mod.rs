@@ -4,14 +4,14 @@
 //! `rendezvous.rs` is where the backend's ends meet (its files and the one-shot servers they
 //! name), `listener.rs` its listener.
 //!
-//! Bootstrap: the creator opens an [`IpcOneShotServer`] and publishes the server's name in a
-//! rendezvous file named after the channel (`shmlink-<name>.ipc`, in a directory no other user
-//! can write, opened and read under the rules of `rendezvous.rs`). The connector reads the
-//! file, checks the server and connects to it, and sends it the two halves the creator needs: a
-//! sender for the creator-to-connector direction's receiver it keeps, and a receiver for the
-//! direction it sends on. The creator accepts in a background thread, so [`IpcDuplex::create`]
-//! returns at once (like a mapping that exists before anybody connects); the first send or
-//! receive waits for the connector.
+//! Bootstrap: the creator opens an [`IpcOneShotServer`](ipc_channel::ipc::IpcOneShotServer) and
+//! publishes the server's name in a rendezvous file named after the channel (`shmlink-<name>.ipc`,
+//! in a directory no other user can write, opened and read under the rules of `rendezvous.rs`). The
+//! connector reads the file, checks the server and connects to it, and sends it the two halves the
+//! creator needs: a sender for the creator-to-connector direction's receiver it keeps, and a
+//! receiver for the direction it sends on. The creator accepts in a background thread, so
+//! [`IpcDuplex::create`] returns at once (like a mapping that exists before anybody connects); the
+//! first send or receive waits for the connector.
 //!
 //! A peer that exits closes its ends, so a receive returns instead of hanging. Which error it
 //! returns depends on how the peer went: each end also holds a small "goodbye" channel from the
@@ -39,9 +39,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ipc_channel::ipc::{
-    self, IpcBytesReceiver, IpcBytesSender, IpcOneShotServer, IpcReceiver, IpcSender,
-};
+use ipc_channel::ipc::{self, IpcBytesReceiver, IpcBytesSender, IpcReceiver, IpcSender};
 use ipc_channel::{IpcError, TryRecvError};
 use serde::Serialize;
 
@@ -104,6 +102,8 @@ enum Link {
         server_name: String,
         /// Kept only to be removed on drop (when the connector arrives or the creator goes).
         _rendezvous: Rendezvous,
+        /// The server's directory, removed on drop likewise.
+        _server_home: Option<rendezvous::ServerHome>,
     },
     Connected {
         tx: IpcBytesSender,
@@ -252,9 +252,9 @@ impl IpcDuplex {
             _file: lock_file,
         };
         listener::remove_dead_server(name);
+        rendezvous::remove_dead_homes();
         let path = rendezvous::checked_path(name, Kind::Rendezvous, true)?;
-        let (server, server_name) = IpcOneShotServer::<Halves>::new()?;
-        rendezvous::close_server_dir(&server_name)?;
+        let (server, server_name, server_home) = rendezvous::new_server::<Halves>()?;
         rendezvous::publish(&path, &format!("{}\n{server_name}", std::process::id()))?;
         let rendezvous = Rendezvous(path);
         let (done, accepted) = mpsc::channel();
@@ -289,6 +289,7 @@ impl IpcDuplex {
                 accepted,
                 server_name,
                 _rendezvous: rendezvous,
+                _server_home: server_home,
             },
             None,
         );
@@ -310,8 +311,11 @@ impl IpcDuplex {
                 return listener::connect(name, deadline);
             }
         };
-        // A stale file (its creator died or already accepted) has no server behind it: that
-        // is `NotFound`.
+        // A stale file (its creator died: its lock is free) names no server that will take
+        // us: that is `NotFound`, as is a file whose creator already took its connector.
+        if !listener::alive(name)? {
+            return Err(OpenError::NotFound(name.into()));
+        }
         let bootstrap = rendezvous::connect_server::<Halves>(name, &server_name, deadline)?;
         let (halves, link) = connector_side()?;
         bootstrap.send(halves).map_err(|e| match Failure::from(e) {

@@ -687,13 +687,25 @@ fn first_not_empty<T>(mut attempt: impl FnMut() -> Result<T, RecvError>) -> Resu
 }
 
 /// Sends numbered messages of `len` bytes until the peer, which reads nothing, can take no
-/// more (until `send_timeout` gives up), then empty ones until not even those fit, so that no
-/// message of any length can go now. Returns the lengths sent, in order.
+/// more, then empty ones until not even those fit, so that no message of any length can go now.
+/// Returns the lengths sent, in order.
+///
+/// "No more" is a `send_timeout` that gives up twice in a row, the second time after waiting
+/// [`FULL_CONFIRM`]: on the ipc-channel backend a `Timeout` only says that the lane's thread
+/// has not sent the last message yet, which a thread kept off the core by a loaded machine
+/// also causes; a lane that still has not sent it after that long is held by a full socket.
 fn fill(end: &mut impl End, len: usize) -> Vec<usize> {
+    /// How long the second try waits for room before the channel counts as full.
+    const FULL_CONFIRM: Duration = Duration::from_millis(250);
     let mut sent = Vec::new();
     for len in [len, 0] {
         loop {
-            match end.send_timeout(&numbered(sent.len() as u64, len), SHORT) {
+            let message = numbered(sent.len() as u64, len);
+            let result = match end.send_timeout(&message, SHORT) {
+                Err(SendError::Timeout) => end.send_timeout(&message, FULL_CONFIRM),
+                first => first,
+            };
+            match result {
                 Ok(()) => sent.push(len),
                 Err(SendError::Timeout) => break,
                 Err(e) => panic!("filling: {e:?}"),

@@ -211,27 +211,27 @@ fn shmlink_clean_removes_only_dead_segments() {
     assert!(clean(&["--dry-run"]).contains(&live));
 }
 
-struct Umask(libc::mode_t);
-
-impl Umask {
-    fn set(mask: libc::mode_t) -> Umask {
-        // SAFETY: umask takes no pointers; the tests of this binary are serialised.
-        Umask(unsafe { libc::umask(mask) })
-    }
-}
-
-impl Drop for Umask {
-    fn drop(&mut self) {
-        // SAFETY: as in `set`.
-        unsafe { libc::umask(self.0) };
-    }
-}
+/// Set in the child process that runs the umask test: the umask is the process's, so it is
+/// changed only there, never in the test process whose other tests run meanwhile.
+const UMASK_CHILD: &str = "SHMLINK_TEST_UMASK_CHILD";
 
 #[test]
 fn mappings_are_created_0600() {
-    let _serial = serial();
+    if std::env::var_os(UMASK_CHILD).is_none() {
+        let mut child =
+            support::respawn("segments::mappings_are_created_0600", &[(UMASK_CHILD, "1")]);
+        let status = child.reap();
+        let out = child.read_all();
+        assert!(status.success(), "the umask child {status}: {out}");
+        assert!(
+            out.contains("modes checked"),
+            "the umask child did not run: {out}"
+        );
+        return;
+    }
     for mask in [0o022, 0o000, 0o277] {
-        let _umask = Umask::set(mask);
+        // SAFETY: umask takes no pointers; this process runs this test alone.
+        unsafe { libc::umask(mask) };
         let name = unique(&format!("mode-{mask:o}"));
         let _unlink = NameGuard(name.clone());
         let _ch = Channel::create(&name, &small()).expect("create");
@@ -249,6 +249,7 @@ fn mappings_are_created_0600() {
         drop(ch);
         assert!(!path.exists(), "create_at file left behind");
     }
+    println!("modes checked");
 }
 
 #[test]
