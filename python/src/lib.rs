@@ -2,7 +2,9 @@
 //!
 //! The Python package `shmlink` (python/shmlink/) re-exports what this module defines and sets
 //! its JSON codec. Every wait here releases the GIL, and waits in slices of [`SLICE`], checking
-//! for signals between them, so Ctrl-C interrupts a blocked call within one slice.
+//! for signals between them, so Ctrl-C interrupts a blocked call within one slice. A batch
+//! receive stops taking messages one slice after its first, so a peer that never lets the ring
+//! run dry cannot keep it (and the GIL) either.
 
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -19,8 +21,19 @@ use shmlink::{
     Listener as RsListener, Selector as RsSelector, WaitStrategy,
 };
 
-/// The longest a wait runs without the GIL before it looks for a pending signal (Ctrl-C).
+/// The longest a wait runs without the GIL before it looks for a pending signal (Ctrl-C), and
+/// the longest a batch receive goes on taking messages after its first.
 const SLICE: Duration = Duration::from_millis(50);
+
+/// How many messages a batch receive takes at a time with the GIL held, between two looks at
+/// its bounds.
+const BATCH_CHUNK: usize = 256;
+
+/// The bytes a message of `len` bytes takes in a ring as one frame: an 8-byte header and the
+/// payload padded to 8 bytes (a message of several frames takes at least as much).
+fn frame_bytes(len: usize) -> usize {
+    8 + len.div_ceil(8) * 8
+}
 
 create_exception!(
     shmlink,
@@ -541,7 +554,15 @@ impl Channel {
     }
 
     /// Receives the next message as `recv` does (or now, `try_only`), then the messages there
-    /// now behind it, up to `max` in all, with the GIL held: a list of `bytes`.
+    /// now behind it, up to `max` in all: a list of `bytes`.
+    ///
+    /// A peer that keeps the ring from running dry could keep a batch going for ever, so the
+    /// messages after the first are taken in chunks of [`BATCH_CHUNK`] with the GIL held, and
+    /// between chunks the batch looks at its bounds: it ends once it holds a ring's worth of
+    /// frames, [`SLICE`] after its first message, or at its deadline, whichever comes first.
+    /// Between chunks it also lets other threads take the GIL. It does not run signal handlers
+    /// itself (one that raises would drop the messages already taken): it returns within a
+    /// slice, and the interpreter runs them then.
     fn recv_batch_list(
         &self,
         py: Python<'_>,
@@ -553,21 +574,44 @@ impl Channel {
         if max == 0 {
             return Ok(list.unbind());
         }
-        list.append(self.recv_bytes(py, deadline, try_only)?)?;
-        if let Ok(mut g) = self.inner.try_lock() {
-            if let Some(inner) = g.as_mut() {
-                let mut failed = None;
-                let more = each!(inner, x => x.try_recv_batch(max - 1, |m| {
-                    if let Err(e) = list.append(PyBytes::new(py, m)) {
-                        failed.get_or_insert(e);
-                    }
-                }));
-                if let Some(e) = failed {
-                    return Err(e);
+        let first = self.recv_bytes(py, deadline, try_only)?;
+        let mut taken = frame_bytes(first.bind(py).as_bytes().len());
+        list.append(first)?;
+        let end = match deadline {
+            Some(d) => d.min(Instant::now() + SLICE),
+            None => Instant::now() + SLICE,
+        };
+        let mut budget = None;
+        while list.len() < max {
+            let want = (max - list.len()).min(BATCH_CHUNK);
+            // Another thread holds the channel: the batch ends with what it has.
+            let Ok(mut g) = self.inner.try_lock() else {
+                break;
+            };
+            let Some(inner) = g.as_mut() else { break };
+            // The ipc-channel backend has no ring: a default ring's worth.
+            let budget = *budget.get_or_insert_with(|| {
+                inner
+                    .channel()
+                    .map_or_else(|| Config::default().capacity, |c| c.capacity())
+            });
+            let mut failed = None;
+            let got = each!(inner, x => x.try_recv_batch(want, |m| {
+                taken += frame_bytes(m.len());
+                if let Err(e) = list.append(PyBytes::new(py, m)) {
+                    failed.get_or_insert(e);
                 }
-                // An error here (`Empty` among them) ends the batch; the next call meets it.
-                drop(more);
+            }));
+            drop(g);
+            if let Some(e) = failed {
+                return Err(e);
             }
+            // Fewer than asked: nothing more there now. An error (`Empty` among them) ends
+            // the batch too; the next call meets it.
+            if got.map_or(true, |n| n < want) || taken >= budget || Instant::now() >= end {
+                break;
+            }
+            py.allow_threads(|| ());
         }
         Ok(list.unbind())
     }
@@ -772,13 +816,15 @@ impl Channel {
     }
 
     /// Receives the next message, waiting up to `timeout` seconds, and the messages there now
-    /// behind it, up to `max` in all: a list of `bytes`.
+    /// behind it, up to `max` in all: a list of `bytes`. Taking the ones behind it ends after a
+    /// ring's worth of them, one slice after the first, or at the deadline, whichever is first.
     #[pyo3(signature = (max, timeout = None))]
     fn recv_batch(&self, py: Python<'_>, max: usize, timeout: Option<f64>) -> PyResult<Py<PyList>> {
         self.recv_batch_list(py, max, deadline(timeout)?, false)
     }
 
-    /// `recv_batch` of the messages there now, or raises `Empty`.
+    /// `recv_batch` of the messages there now (at most a ring's worth, in at most one slice),
+    /// or raises `Empty`.
     fn try_recv_batch(&self, py: Python<'_>, max: usize) -> PyResult<Py<PyList>> {
         self.recv_batch_list(py, max, None, true)
     }

@@ -1,6 +1,7 @@
 """The Python package against real processes: every method, the errors, a killed peer, the GIL
 released during waits, Ctrl-C, Rust peers on both sides, and nothing left in /dev/shm."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import time
 import pytest
 
 import shmlink
+from conftest import read_line, reap
 
 # A child that connects to the channel named by argv[1] and sends back every message it gets,
 # until the creator closes the channel.
@@ -454,3 +456,91 @@ def test_the_readme_examples_run_as_written():
     for block in blocks:
         exec(compile(block, "python/README.md", "exec"), {})
     assert shm_entries("") == before
+
+
+# A batch receive against a sender that never lets up: the Rust example byte_stream sends 1-byte
+# messages as fast as the ring takes them. A 16 MiB ring holds about a million of them, more than
+# a receiver takes in the slice a batch call is allowed, so each call below ends by its bound
+# with the ring still full of messages.
+STREAM_CAPACITY = 1 << 24
+HUGE = 1 << 62
+
+
+@contextlib.contextmanager
+def endless_stream(name, rust_examples):
+    """A channel that `byte_stream` keeps full, once it has filled it; closed and the sender
+    reaped on the way out."""
+    ch = shmlink.Channel.create(name, capacity=STREAM_CAPACITY)
+    sender = subprocess.Popen([rust_examples / "byte_stream", name, "20"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert read_line(sender) == "streaming"
+        assert read_line(sender) == "full"
+        yield ch
+    finally:
+        ch.close()
+        reap(sender)
+
+
+def test_a_batch_receive_from_a_sender_that_never_stops_ends_within_its_bound(name, rust_examples):
+    with endless_stream(name, rust_examples) as ch:
+        calls = {
+            "recv_batch(timeout=0.05)": lambda: ch.recv_batch(HUGE, timeout=0.05),
+            "recv_batch()": lambda: ch.recv_batch(HUGE),
+            "try_recv_batch": lambda: ch.try_recv_batch(HUGE),
+            "recv_batch(timeout=0)": lambda: ch.recv_batch(HUGE, timeout=0),
+        }
+        for what, call in calls.items():
+            started = time.monotonic()
+            got = call()
+            took = time.monotonic() - started
+            assert took < 1.0, f"{what} took {took:.2f} s"
+            # At most a ring's worth (16-byte frames), and not for want of messages.
+            assert 1 <= len(got) <= STREAM_CAPACITY // 16, what
+            assert set(got) == {b"*"}
+            assert ch.try_recv() == b"*", what
+
+
+def test_a_batch_receive_from_a_sender_that_never_stops_lets_other_threads_run(name, rust_examples, threads):
+    with endless_stream(name, rust_examples) as ch:
+        ticks = [time.monotonic()]
+        done = threading.Event()
+
+        def tick():
+            while not done.wait(0.001):
+                ticks.append(time.monotonic())
+
+        threads.start(tick)
+        try:
+            end = time.monotonic() + 1.5
+            calls = 0
+            while time.monotonic() < end:
+                ch.recv_batch(HUGE)
+                calls += 1
+        finally:
+            done.set()
+            threads.join()
+        ticks.append(time.monotonic())
+        gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+        # The ticker needs the GIL after each 1 ms sleep: had a call kept it, the ticker would
+        # have waited for the whole call.
+        assert max(gaps) < 0.5, f"the ticker waited {max(gaps):.2f} s for the GIL ({calls} calls)"
+
+
+def test_ctrl_c_interrupts_batch_receives_from_a_sender_that_never_stops(name, rust_examples, spawn):
+    with endless_stream(name, rust_examples) as ch:
+        # Another process sends the SIGINT (a thread of this one would need the GIL) and says
+        # when (CLOCK_MONOTONIC, the same clock in every process).
+        killer = spawn(
+            "import os, signal, sys, time\n"
+            "time.sleep(0.2)\n"
+            "print(time.monotonic(), flush=True)\n"
+            "os.kill(int(sys.argv[1]), signal.SIGINT)\n",
+            str(os.getpid()),
+        )
+        with pytest.raises(KeyboardInterrupt):
+            end = time.monotonic() + 15
+            while time.monotonic() < end:
+                ch.recv_batch(HUGE, timeout=5)
+        seen = time.monotonic()
+        sent = float(read_line(killer))
+        assert seen - sent < 1.0, f"Ctrl-C seen {seen - sent:.2f} s after it came"
