@@ -16,7 +16,8 @@ timeout) releases the GIL, and waits in slices of ``SLICE_SECONDS`` (0.05 s) so 
 interrupts it. ``timeout=`` is in seconds; ``None`` waits as long as it takes.
 
 JSON goes through ``orjson`` when it is installed (``pip install shmlink[fast-json]``), else
-the standard ``json`` module; ``JSON_CODEC`` says which.
+the standard ``json`` module; ``JSON_CODEC`` says which. Either way, a message that is not JSON
+(or an object that cannot be encoded) raises ``JsonError``, a ``ShmlinkError``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ._shmlink import (
     InvalidConfig,
     InvalidName,
     IoError,
+    JsonError,
     Listener,
     NotAChannel,
     NotFound,
@@ -86,6 +88,7 @@ __all__ = [
     "InvalidName",
     "IoError",
     "JSON_CODEC",
+    "JsonError",
     "Listener",
     "MAX_NAME_LEN",
     "NotAChannel",

@@ -93,7 +93,8 @@ def read_line(proc, timeout=10):
 
 
 def reap(proc, timeout=10):
-    """Waits for `proc` to end (killing it after `timeout` seconds) and returns its output."""
+    """Waits for `proc` to end (killing it after `timeout` seconds; 0: at once if it still
+    runs) and returns its output."""
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
