@@ -1,5 +1,7 @@
 """The Python package against real processes: every method, the errors, a killed peer, the GIL
-released during waits, Ctrl-C, Rust peers on both sides, and nothing left in /dev/shm."""
+released during waits, Ctrl-C, batch receives against a sender that never stops, numpy buffers,
+JSON errors, Rust peers on both sides, and nothing left in /dev/shm. Every wait has a timeout,
+and a thread's failure fails its test (the `threads` fixture)."""
 
 import contextlib
 import os
@@ -374,7 +376,7 @@ def test_a_killed_peer_is_peer_gone(name, spawn):
         child = spawn(
             "import sys, shmlink, time\n"
             "ch = shmlink.connect(sys.argv[1], timeout=10)\n"
-            "ch.send(b'before')\n"
+            "ch.send(b'before', timeout=10)\n"
             "print('sent', flush=True)\n"
             "time.sleep(60)\n",
             name,
@@ -398,7 +400,7 @@ def test_a_peer_that_closes_is_disconnected(name, spawn):
         child = spawn(
             "import sys, shmlink\n"
             "with shmlink.connect(sys.argv[1], timeout=10) as ch:\n"
-            "    ch.send_json({'bye': True})\n",
+            "    ch.send_json({'bye': True}, timeout=10)\n",
             name,
         )
         assert ch.recv_json(timeout=10) == {"bye": True}
@@ -481,7 +483,7 @@ def test_listener_accepts_clients_and_selector_waits(name, spawn):
     client = (
         "import sys, shmlink\n"
         "with shmlink.connect(sys.argv[1], timeout=10) as ch:\n"
-        "    ch.send_json({'who': sys.argv[2]})\n"
+        "    ch.send_json({'who': sys.argv[2]}, timeout=10)\n"
         "    assert ch.recv_json(timeout=10) == {'hello': sys.argv[2]}\n"
     )
     with shmlink.Listener.bind(name, capacity=1 << 16, max_clients=4) as listener:
