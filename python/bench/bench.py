@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import faulthandler
 import json
 import multiprocessing as mp
 import os
@@ -29,6 +30,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import pathlib
 
@@ -50,6 +52,47 @@ STOP = b""
 
 def unique(tag):
     return f"pybench-{os.getpid()}-{tag}-{time.monotonic_ns() % 10**9}"
+
+
+# How long a row may run past its warm-up and measured time before the benchmark gives up on it.
+ROW_SLACK_S = 60
+
+
+class Watchdog:
+    """Ends the benchmark when a row runs past its deadline: the rows wait in blocking calls
+    without timeouts (a timeout would be measured too), so a peer that stopped answering would
+    otherwise leave the run waiting for ever. On expiry it kills the row's processes (`procs`,
+    which the row fills), runs the row's `cleanups` (removing its channels), prints where every
+    thread was, and exits with status 3."""
+
+    def __init__(self, seconds, what):
+        self.seconds, self.what, self.procs, self.cleanups = seconds, what, [], []
+        self.timer = threading.Timer(seconds, self.fire)
+        self.timer.daemon = True
+
+    def __enter__(self):
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.timer.cancel()
+        return False
+
+    def fire(self):
+        print(f"bench: {self.what} ran past {self.seconds:.0f} s; stopping", file=sys.stderr, flush=True)
+        for p in self.procs:
+            try:
+                p.kill()
+                p.join(5) if hasattr(p, "join") else p.wait(5)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+        for cleanup in self.cleanups:
+            try:
+                cleanup()
+            except Exception as e:  # noqa: BLE001 - the run is ending anyway
+                print(f"bench: cleanup failed: {e!r}", file=sys.stderr)
+        faulthandler.dump_traceback(all_threads=True)
+        os._exit(3)
 
 
 # --- transports: each a duplex with send/recv of bytes, and send_obj/recv_obj ----------------
@@ -302,13 +345,22 @@ def peer(t, kind, size, ready):
 
 
 def measure(cls, kind, size, duration, warmup):
+    with Watchdog(warmup + duration + ROW_SLACK_S, f"{cls.name} {kind} {size}") as watchdog:
+        return measure_row(cls, kind, size, duration, warmup, watchdog)
+
+
+def measure_row(cls, kind, size, duration, warmup, watchdog):
     t = cls(size or 64)
     ready = CTX.Event()
     child = CTX.Process(target=peer, args=(t, kind, size, ready))
     child.start()
+    watchdog.procs.append(child)
     try:
         t.parent()
-        ready.wait(10)
+        if isinstance(t, Shm):
+            watchdog.cleanups.append(t.close)
+        if not ready.wait(10):
+            raise RuntimeError(f"{cls.name}: the peer did not start within 10 s")
         if kind == "ping-pong":
             if size is None:
                 msg = dict(MESSAGE)
@@ -355,17 +407,28 @@ def measure(cls, kind, size, duration, warmup):
     finally:
         if child.is_alive():
             child.kill()
-            child.join()
+            child.join(10)
         t.close()
 
 
 def measure_rust(server_bin, duration, warmup):
     """A Python client of the Rust json_server: the JSON ping-pong."""
+    with Watchdog(warmup + duration + ROW_SLACK_S, "rust json_server") as watchdog:
+        return measure_rust_row(server_bin, duration, warmup, watchdog)
+
+
+def measure_rust_row(server_bin, duration, warmup, watchdog):
     name = unique("rust")
     server = subprocess.Popen([server_bin, name], stdout=subprocess.PIPE, text=True)
+    watchdog.procs.append(server)
+    # The killed server's listener and channels (once this end is closed).
+    watchdog.cleanups.append(
+        lambda: [shmlink._shmlink.reclaim(c["name"]) for c in shmlink._shmlink.scan()[0] if c["name"].startswith(name)]
+    )
     try:
         assert server.stdout.readline().strip() == "ready"
         with shmlink.connect(name, timeout=10) as ch:
+            watchdog.cleanups.insert(0, ch.close)
             msg = dict(MESSAGE)
             end = time.perf_counter() + warmup
             while time.perf_counter() < end:
@@ -382,14 +445,14 @@ def measure_rust(server_bin, duration, warmup):
                 now = time.perf_counter()
                 if now >= end:
                     break
-            ch.send_json({"op": "stop"})
-            ch.recv_json()
+            ch.send_json({"op": "stop"}, timeout=10)
+            ch.recv_json(timeout=10)
         server.wait(10)
         return n / (now - start)
     finally:
         if server.poll() is None:
             server.kill()
-        server.communicate()
+        server.communicate(timeout=10)
 
 
 def codec_rates(seconds=0.3):

@@ -13,10 +13,13 @@ b'ping'
 
 Every wait (``recv``, ``send`` on a full ring, ``accept``, ``Selector.wait``, ``connect`` with a
 timeout) releases the GIL, and waits in slices of ``SLICE_SECONDS`` (0.05 s) so that Ctrl-C
-interrupts it. ``timeout=`` is in seconds; ``None`` waits as long as it takes.
+interrupts it. ``timeout=`` is in seconds; ``None`` waits as long as it takes. A batch receive
+stops taking messages one slice after its first (or at a ring's worth, or its deadline), so a
+peer that never lets the ring run dry cannot keep it going.
 
 JSON goes through ``orjson`` when it is installed (``pip install shmlink[fast-json]``), else
-the standard ``json`` module; ``JSON_CODEC`` says which.
+the standard ``json`` module; ``JSON_CODEC`` says which. Either way, a message that is not JSON
+(or an object that cannot be encoded) raises ``JsonError``, a ``ShmlinkError``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ._shmlink import (
     InvalidConfig,
     InvalidName,
     IoError,
+    JsonError,
     Listener,
     NotAChannel,
     NotFound,
@@ -86,6 +90,7 @@ __all__ = [
     "InvalidName",
     "IoError",
     "JSON_CODEC",
+    "JsonError",
     "Listener",
     "MAX_NAME_LEN",
     "NotAChannel",

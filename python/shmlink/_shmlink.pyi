@@ -79,6 +79,12 @@ class IoError(ShmlinkError):
     """An operating-system call failed."""
     errno: int
 
+class JsonError(ShmlinkError, ValueError):
+    """A received message that is not JSON (``recv_json``), or an object the JSON codec cannot
+    encode (``send_json``). The message is the codec's, and its exception is ``__cause__``."""
+    data: bytes | None
+    """The message that did not decode (``None`` when encoding failed)."""
+
 class Channel:
     """One end of a duplex shared-memory channel: both ends send and receive.
 
@@ -99,7 +105,7 @@ class Channel:
     def try_send(self, data: Buffer) -> None:
         """Sends ``data`` now, or raises ``Full``."""
     def send_json(self, obj: Any, timeout: float | None = None) -> None:
-        """Sends ``obj`` encoded as JSON."""
+        """Sends ``obj`` encoded as JSON (``JsonError`` if the codec cannot encode it)."""
     def try_send_json(self, obj: Any) -> None:
         """Sends ``obj`` encoded as JSON now, or raises ``Full``."""
     def recv(self, timeout: float | None = None) -> bytes:
@@ -107,8 +113,10 @@ class Channel:
     def try_recv(self) -> bytes:
         """Receives the message waiting now, or raises ``Empty``."""
     def recv_into(self, buffer: Buffer, timeout: float | None = None) -> int:
-        """Receives the next message into the writable ``buffer``; returns its length. A
-        longer message raises ``TooLarge`` and is dropped."""
+        """Receives the next message into the writable, C-contiguous ``buffer`` (its bytes,
+        whatever its item type: a numpy array of any dtype too); returns its length in bytes.
+        A longer message raises ``TooLarge`` and is dropped; a read-only buffer raises
+        ``TypeError``, one that is not contiguous ``ValueError``."""
     def try_recv_into(self, buffer: Buffer) -> int:
         """``recv_into`` of the message waiting now, or raises ``Empty``."""
     def send_batch(self, batch: Iterable[Buffer], timeout: float | None = None) -> int:
@@ -119,11 +127,14 @@ class Channel:
         """``send_batch`` of the messages that go now; ``Full`` when not even the first does."""
     def recv_batch(self, max: int, timeout: float | None = None) -> list[bytes]:
         """Receives the next message (``Timeout`` after ``timeout`` seconds) and those waiting
-        behind it, up to ``max`` in all."""
+        behind it, up to ``max`` in all, but no more than a ring's worth, and for no longer
+        than ``SLICE_SECONDS`` after the first or past the deadline: a peer that never lets
+        the ring run dry does not keep the call going."""
     def try_recv_batch(self, max: int) -> list[bytes]:
-        """``recv_batch`` of the messages waiting now, or raises ``Empty``."""
+        """``recv_batch`` of the messages waiting now (with the same bounds), or raises
+        ``Empty``."""
     def recv_json(self, timeout: float | None = None) -> Any:
-        """Receives the next message and decodes it as JSON."""
+        """Receives the next message and decodes it as JSON (``JsonError`` if it is not)."""
     def try_recv_json(self) -> Any:
         """Receives the message waiting now and decodes it as JSON, or raises ``Empty``."""
     def close(self) -> None:

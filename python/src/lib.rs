@@ -2,25 +2,38 @@
 //!
 //! The Python package `shmlink` (python/shmlink/) re-exports what this module defines and sets
 //! its JSON codec. Every wait here releases the GIL, and waits in slices of [`SLICE`], checking
-//! for signals between them, so Ctrl-C interrupts a blocked call within one slice.
+//! for signals between them, so Ctrl-C interrupts a blocked call within one slice. A batch
+//! receive stops taking messages one slice after its first, so a peer that never lets the ring
+//! run dry cannot keep it (and the GIL) either.
 
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
-use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::{PyException, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
 use shmlink::{
     Backend, Channel as RsChannel, Config, Connection, Endpoint as RsEndpoint, Error,
     Listener as RsListener, Selector as RsSelector, WaitStrategy,
 };
 
-/// The longest a wait runs without the GIL before it looks for a pending signal (Ctrl-C).
+/// The longest a wait runs without the GIL before it looks for a pending signal (Ctrl-C), and
+/// the longest a batch receive goes on taking messages after its first.
 const SLICE: Duration = Duration::from_millis(50);
+
+/// How many messages a batch receive takes at a time with the GIL held, between two looks at
+/// its bounds.
+const BATCH_CHUNK: usize = 256;
+
+/// The bytes a message of `len` bytes takes in a ring as one frame: an 8-byte header and the
+/// payload padded to 8 bytes (a message of several frames takes at least as much).
+fn frame_bytes(len: usize) -> usize {
+    8 + len.div_ceil(8) * 8
+}
 
 create_exception!(
     shmlink,
@@ -312,12 +325,11 @@ impl Payload<'_> {
             return Ok(Payload::Bytes(b.clone()));
         }
         if obj.is_instance_of::<PyString>() {
-            return Err(pyo3::exceptions::PyTypeError::new_err(
+            return Err(PyTypeError::new_err(
                 "send takes bytes-like data, not str (encode it, or use send_json)",
             ));
         }
-        let buf = PyBuffer::<u8>::get(obj)?;
-        Ok(Payload::Owned(buf.to_vec(obj.py())?))
+        Ok(Payload::Owned(RawBuffer::get(obj)?.to_vec(obj.py())?))
     }
 
     fn bytes(&self) -> &[u8] {
@@ -325,6 +337,89 @@ impl Payload<'_> {
             Payload::Bytes(b) => b.as_bytes(),
             Payload::Owned(v) => v,
         }
+    }
+}
+
+/// An object's buffer (the buffer protocol), seen as bytes whatever its item type: a numpy
+/// array of any dtype, a `bytearray`, a `memoryview`... Released when dropped.
+///
+/// PyO3's `PyBuffer<u8>` refuses a buffer whose items are not bytes; this asks for the export
+/// without a format, which tells the exporter the bytes are all that is looked at.
+///
+/// The view is boxed: an exporter may point its `shape` into the view itself, so it must not
+/// move while exported.
+struct RawBuffer(Box<ffi::Py_buffer>);
+
+// SAFETY: the view is only read, written through or released with the GIL held (every method
+// takes it or is called under it, and `Drop` takes it), as PyO3's own `PyBuffer` does.
+unsafe impl Send for RawBuffer {}
+// SAFETY: as for `Send`: with the GIL held, one thread at a time touches it.
+unsafe impl Sync for RawBuffer {}
+
+impl RawBuffer {
+    /// Exports `obj`'s buffer, read-only or writable, contiguous or strided (not indirect).
+    fn get(obj: &Bound<'_, PyAny>) -> PyResult<RawBuffer> {
+        let mut view = Box::new(ffi::Py_buffer::new());
+        // SAFETY: `obj` is a live object and the GIL is held (`Bound`); `view` points to a
+        // `Py_buffer` the call fills in. PyBUF_STRIDES without PyBUF_FORMAT: shape and strides
+        // given, the items seen as unsigned bytes.
+        let rc = unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut *view, ffi::PyBUF_STRIDES) };
+        if rc == -1 {
+            return Err(PyErr::fetch(obj.py()));
+        }
+        Ok(RawBuffer(view))
+    }
+
+    /// The length in bytes.
+    fn len(&self) -> usize {
+        // A buffer's length is never negative.
+        usize::try_from(self.0.len).unwrap_or(0)
+    }
+
+    fn readonly(&self) -> bool {
+        self.0.readonly != 0
+    }
+
+    fn is_c_contiguous(&self) -> bool {
+        // SAFETY: the view was filled by `PyObject_GetBuffer` and not released; the GIL is held
+        // by the caller (every caller holds a `Python` or a `Bound`).
+        unsafe { ffi::PyBuffer_IsContiguous(&*self.0, b'C' as std::ffi::c_char) != 0 }
+    }
+
+    /// The first byte (of `len` bytes when C-contiguous).
+    fn ptr(&self) -> *mut u8 {
+        self.0.buf.cast()
+    }
+
+    /// A copy of the bytes, in C order whatever the layout.
+    fn to_vec(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
+        let mut v = Vec::<u8>::with_capacity(self.len());
+        // SAFETY: `v` has room for `len` bytes, which `PyBuffer_ToContiguous` writes (in C
+        // order, from a view filled by `PyObject_GetBuffer` and not released) before `set_len`
+        // exposes them; the GIL is held (`py`).
+        unsafe {
+            let rc = ffi::PyBuffer_ToContiguous(
+                v.as_mut_ptr().cast(),
+                &*self.0,
+                self.0.len,
+                b'C' as std::ffi::c_char,
+            );
+            if rc == -1 {
+                return Err(PyErr::fetch(py));
+            }
+            v.set_len(self.len());
+        }
+        Ok(v)
+    }
+}
+
+impl Drop for RawBuffer {
+    fn drop(&mut self) {
+        Python::with_gil(|_| {
+            // SAFETY: the view was filled by `PyObject_GetBuffer` and is released once, here,
+            // with the GIL held.
+            unsafe { ffi::PyBuffer_Release(&mut *self.0) }
+        });
     }
 }
 
@@ -344,6 +439,87 @@ fn _set_codec(py: Python<'_>, dumps: PyObject, loads: PyObject) -> PyResult<()> 
     CODEC
         .set(py, (dumps, loads))
         .map_err(|_| ShmlinkError::new_err("the JSON codec is already set"))
+}
+
+/// `JsonError`: a `ShmlinkError` and a `ValueError` (what the codecs raise for text that is not
+/// JSON), made at import as `type(...)` does, since `create_exception!` takes one base.
+static JSON_ERROR: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+
+fn json_error_type(py: Python<'_>) -> PyResult<&Py<PyType>> {
+    JSON_ERROR.get_or_try_init(py, || {
+        let bases = PyTuple::new(
+            py,
+            [py.get_type::<ShmlinkError>(), py.get_type::<PyValueError>()],
+        )?;
+        let namespace = PyDict::new(py);
+        namespace.set_item("__module__", "shmlink")?;
+        namespace.set_item(
+            "__doc__",
+            "A message that is not JSON (recv_json; `data` holds it), or an object the JSON codec \
+             cannot encode (send_json; `data` is None). The codec's exception is the cause.",
+        )?;
+        Ok(py
+            .get_type::<PyType>()
+            .call1(("JsonError", bases, namespace))?
+            .downcast_into::<PyType>()?
+            .unbind())
+    })
+}
+
+/// The codec's exception `cause` as a `JsonError` with the same message, `data` the message
+/// that did not decode (`None` when encoding failed). An exception that says nothing about the
+/// JSON (`KeyboardInterrupt`, `MemoryError`...) goes through as it is.
+fn json_error(py: Python<'_>, cause: PyErr, data: Option<Py<PyBytes>>) -> PyErr {
+    if !cause.is_instance_of::<PyException>(py) || cause.is_instance_of::<PyMemoryError>(py) {
+        return cause;
+    }
+    let ty = match json_error_type(py) {
+        Ok(ty) => ty.bind(py).clone(),
+        Err(e) => return e,
+    };
+    let msg = cause
+        .value(py)
+        .str()
+        .map_or_else(|_| String::from("JSON codec error"), |s| s.to_string());
+    let err = PyErr::from_type(ty, msg);
+    if let Err(e) = err.value(py).setattr("data", data) {
+        return e;
+    }
+    err.set_cause(py, Some(cause));
+    err
+}
+
+/// `obj` encoded by the package's codec: a `bytes` or a `str`.
+fn encode_json<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let dumps = codec(py)?.0.bind(py);
+    let encoded = dumps.call1((obj,)).map_err(|e| json_error(py, e, None))?;
+    if encoded.is_instance_of::<PyBytes>() || encoded.is_instance_of::<PyString>() {
+        Ok(encoded)
+    } else {
+        let kind = encoded.get_type().name()?;
+        let e = PyTypeError::new_err(format!("the JSON codec returned {kind}, not bytes or str"));
+        Err(json_error(py, e, None))
+    }
+}
+
+/// The bytes of what `encode_json` returned.
+fn encoded_bytes<'a>(py: Python<'_>, encoded: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    match encoded.downcast::<PyBytes>() {
+        Ok(b) => Ok(b.as_bytes()),
+        Err(_) => encoded
+            .downcast::<PyString>()?
+            .to_str()
+            .map(str::as_bytes)
+            .map_err(|e| json_error(py, e, None)),
+    }
+}
+
+/// A received message decoded by the package's codec.
+fn decode_json(py: Python<'_>, msg: Py<PyBytes>) -> PyResult<PyObject> {
+    let loads = &codec(py)?.1;
+    loads
+        .call1(py, (msg.clone_ref(py),))
+        .map_err(|e| json_error(py, e, Some(msg)))
 }
 
 /// One end of a duplex channel (see the package documentation).
@@ -541,7 +717,15 @@ impl Channel {
     }
 
     /// Receives the next message as `recv` does (or now, `try_only`), then the messages there
-    /// now behind it, up to `max` in all, with the GIL held: a list of `bytes`.
+    /// now behind it, up to `max` in all: a list of `bytes`.
+    ///
+    /// A peer that keeps the ring from running dry could keep a batch going for ever, so the
+    /// messages after the first are taken in chunks of [`BATCH_CHUNK`] with the GIL held, and
+    /// between chunks the batch looks at its bounds: it ends once it holds a ring's worth of
+    /// frames, [`SLICE`] after its first message, or at its deadline, whichever comes first.
+    /// Between chunks it also lets other threads take the GIL. It does not run signal handlers
+    /// itself (one that raises would drop the messages already taken): it returns within a
+    /// slice, and the interpreter runs them then.
     fn recv_batch_list(
         &self,
         py: Python<'_>,
@@ -553,21 +737,44 @@ impl Channel {
         if max == 0 {
             return Ok(list.unbind());
         }
-        list.append(self.recv_bytes(py, deadline, try_only)?)?;
-        if let Ok(mut g) = self.inner.try_lock() {
-            if let Some(inner) = g.as_mut() {
-                let mut failed = None;
-                let more = each!(inner, x => x.try_recv_batch(max - 1, |m| {
-                    if let Err(e) = list.append(PyBytes::new(py, m)) {
-                        failed.get_or_insert(e);
-                    }
-                }));
-                if let Some(e) = failed {
-                    return Err(e);
+        let first = self.recv_bytes(py, deadline, try_only)?;
+        let mut taken = frame_bytes(first.bind(py).as_bytes().len());
+        list.append(first)?;
+        let end = match deadline {
+            Some(d) => d.min(Instant::now() + SLICE),
+            None => Instant::now() + SLICE,
+        };
+        let mut budget = None;
+        while list.len() < max {
+            let want = (max - list.len()).min(BATCH_CHUNK);
+            // Another thread holds the channel: the batch ends with what it has.
+            let Ok(mut g) = self.inner.try_lock() else {
+                break;
+            };
+            let Some(inner) = g.as_mut() else { break };
+            // The ipc-channel backend has no ring: a default ring's worth.
+            let budget = *budget.get_or_insert_with(|| {
+                inner
+                    .channel()
+                    .map_or_else(|| Config::default().capacity, |c| c.capacity())
+            });
+            let mut failed = None;
+            let got = each!(inner, x => x.try_recv_batch(want, |m| {
+                taken += frame_bytes(m.len());
+                if let Err(e) = list.append(PyBytes::new(py, m)) {
+                    failed.get_or_insert(e);
                 }
-                // An error here (`Empty` among them) ends the batch; the next call meets it.
-                drop(more);
+            }));
+            drop(g);
+            if let Some(e) = failed {
+                return Err(e);
             }
+            // Fewer than asked: nothing more there now. An error (`Empty` among them) ends
+            // the batch too; the next call meets it.
+            if got.map_or(true, |n| n < want) || taken >= budget || Instant::now() >= end {
+                break;
+            }
+            py.allow_threads(|| ());
         }
         Ok(list.unbind())
     }
@@ -590,16 +797,21 @@ impl Channel {
         deadline: Option<Instant>,
         try_only: bool,
     ) -> PyResult<usize> {
-        let buf = PyBuffer::<u8>::get(buffer)?;
+        let buf = RawBuffer::get(buffer)?;
         if buf.readonly() {
-            return Err(pyo3::exceptions::PyTypeError::new_err(
-                "recv_into needs a writable buffer",
-            ));
+            return Err(PyTypeError::new_err(format!(
+                "recv_into needs a writable buffer, not a read-only {}",
+                buffer.get_type().name()?
+            )));
         }
         if !buf.is_c_contiguous() {
-            return Err(PyValueError::new_err("recv_into needs a contiguous buffer"));
+            return Err(PyValueError::new_err(format!(
+                "recv_into needs a C-contiguous buffer; this {} is not (pass a contiguous \
+                 copy, e.g. numpy.ascontiguousarray, and copy back)",
+                buffer.get_type().name()?
+            )));
         }
-        let cap = buf.len_bytes();
+        let cap = buf.len();
         let buf_ref = &buf;
         self.recv_with(py, deadline, try_only, &|_py, m| {
             if m.len() > cap {
@@ -610,11 +822,12 @@ impl Channel {
                 return Err(err);
             }
             // SAFETY: `buf_ref` holds the buffer's export, so its memory stays allocated and
-            // unmoved (a bytearray cannot resize while exported); it is writable and contiguous
-            // (checked above) with `cap >= m.len()` bytes; `m` is in the ring or a heap copy,
-            // never inside the caller's buffer, so the two do not overlap. The GIL is held.
+            // unmoved (a bytearray cannot resize while exported); it is writable and
+            // C-contiguous (checked above), so its `cap >= m.len()` bytes start at `ptr`; `m`
+            // is in the ring or a heap copy, never inside the caller's buffer, so the two do
+            // not overlap. The GIL is held.
             unsafe {
-                std::ptr::copy_nonoverlapping(m.as_ptr(), buf_ref.buf_ptr().cast::<u8>(), m.len());
+                std::ptr::copy_nonoverlapping(m.as_ptr(), buf_ref.ptr(), m.len());
             }
             Ok(m.len())
         })
@@ -677,7 +890,7 @@ impl Channel {
         self.send_bytes(py, p.bytes(), None, true)
     }
 
-    /// Sends `obj` encoded as JSON.
+    /// Sends `obj` encoded as JSON (a failure to encode raises `JsonError`).
     #[pyo3(signature = (obj, timeout = None))]
     fn send_json(
         &self,
@@ -685,27 +898,15 @@ impl Channel {
         obj: &Bound<'_, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<()> {
-        let encoded = codec(py)?.0.call1(py, (obj,))?.into_bound(py);
+        let encoded = encode_json(py, obj)?;
         let end = deadline(timeout)?;
-        match encoded.downcast::<PyBytes>() {
-            Ok(b) => self.send_bytes(py, b.as_bytes(), end, false),
-            Err(_) => {
-                let s = encoded.downcast::<PyString>()?;
-                self.send_bytes(py, s.to_str()?.as_bytes(), end, false)
-            }
-        }
+        self.send_bytes(py, encoded_bytes(py, &encoded)?, end, false)
     }
 
     /// Sends `obj` encoded as JSON now, or raises `Full`.
     fn try_send_json(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<()> {
-        let encoded = codec(py)?.0.call1(py, (obj,))?.into_bound(py);
-        match encoded.downcast::<PyBytes>() {
-            Ok(b) => self.send_bytes(py, b.as_bytes(), None, true),
-            Err(_) => {
-                let s = encoded.downcast::<PyString>()?;
-                self.send_bytes(py, s.to_str()?.as_bytes(), None, true)
-            }
-        }
+        let encoded = encode_json(py, obj)?;
+        self.send_bytes(py, encoded_bytes(py, &encoded)?, None, true)
     }
 
     /// Receives the next message, waiting up to `timeout` seconds (`None`: until one comes or
@@ -737,19 +938,20 @@ impl Channel {
         self.recv_into_buf(py, buffer, None, true)
     }
 
-    /// Receives the next message and decodes it as JSON.
+    /// Receives the next message and decodes it as JSON (a message that is not JSON raises
+    /// `JsonError`, holding the message as `data`).
     #[pyo3(signature = (timeout = None))]
     fn recv_json(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyObject> {
-        let loads = &codec(py)?.1;
+        codec(py)?;
         let b = self.recv_bytes(py, deadline(timeout)?, false)?;
-        loads.call1(py, (b,))
+        decode_json(py, b)
     }
 
     /// Receives the message waiting now and decodes it as JSON, or raises `Empty`.
     fn try_recv_json(&self, py: Python<'_>) -> PyResult<PyObject> {
-        let loads = &codec(py)?.1;
+        codec(py)?;
         let b = self.recv_bytes(py, None, true)?;
-        loads.call1(py, (b,))
+        decode_json(py, b)
     }
 
     /// Sends the messages of `batch` (an iterable of bytes-like objects) in order, waiting for
@@ -772,13 +974,15 @@ impl Channel {
     }
 
     /// Receives the next message, waiting up to `timeout` seconds, and the messages there now
-    /// behind it, up to `max` in all: a list of `bytes`.
+    /// behind it, up to `max` in all: a list of `bytes`. Taking the ones behind it ends after a
+    /// ring's worth of them, one slice after the first, or at the deadline, whichever is first.
     #[pyo3(signature = (max, timeout = None))]
     fn recv_batch(&self, py: Python<'_>, max: usize, timeout: Option<f64>) -> PyResult<Py<PyList>> {
         self.recv_batch_list(py, max, deadline(timeout)?, false)
     }
 
-    /// `recv_batch` of the messages there now, or raises `Empty`.
+    /// `recv_batch` of the messages there now (at most a ring's worth, in at most one slice),
+    /// or raises `Empty`.
     fn try_recv_batch(&self, py: Python<'_>, max: usize) -> PyResult<Py<PyList>> {
         self.recv_batch_list(py, max, None, true)
     }
@@ -1231,6 +1435,7 @@ fn _shmlink(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
     m.add_function(wrap_pyfunction!(reclaim, m)?)?;
     m.add("SLICE_SECONDS", SLICE.as_secs_f64())?;
+    m.add("JsonError", json_error_type(py)?)?;
     m.add("MAX_NAME_LEN", shmlink::MAX_NAME_LEN)?;
     macro_rules! exc {
         ($($e:ident),*) => {$( m.add(stringify!($e), py.get_type::<$e>())?; )*};
