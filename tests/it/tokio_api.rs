@@ -415,6 +415,19 @@ fn many_child() {
         })
         .collect();
     drop(files);
+    // Idle: the reactor sleeps on its first words and its pool threads on the rest, instead of
+    // looking at them all every millisecond.
+    let idle = Duration::from_secs(1);
+    let reactor = || thread_switches("shmlink-reactor").unwrap_or(0);
+    let (before, cpu) = (reactor(), process_cpu());
+    std::thread::sleep(idle);
+    let (woke, cpu) = (reactor() - before, process_cpu() - cpu);
+    println!("idle for {idle:?}: the reactor woke {woke} times, the process used {cpu:?}");
+    assert!(woke <= 3, "the reactor woke {woke} times in {idle:?}");
+    assert!(
+        cpu * IDLE_CPU_SHARE <= idle,
+        "the idle process used {cpu:?} of CPU in {idle:?}"
+    );
     for ch in &mut senders {
         ch.send(b"wake up").expect("send");
     }
