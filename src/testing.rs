@@ -162,6 +162,7 @@ pub const PRETEND_MISSING_ENV: &str = "SHMLINK_TEST_PRETEND_MISSING";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Missing {
     /// `io_uring` futex waits.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     IoUring,
     /// `futex_waitv`.
     FutexWaitv,

@@ -8,7 +8,8 @@
 //! One kernel wait takes at most 128 words: the reactor sleeps on its control word and the
 //! first 126 tasks' words, and hands every further batch of 127 to a thread of a selector's
 //! pool (`super::pool`, threads named `shmlink-select`), which sleeps on it and wakes the
-//! reactor when a word changes. So any number of idle tasks costs no timed wake-ups; each wait
+//! reactor when a word changes. So any number of idle tasks costs the reactor no timed
+//! wake-ups (the death watcher still looks once a second, on its own thread); each wait
 //! that starts costs the pool threads a hand-over and a call-off. Without `futex_waitv`
 //! (kernels before 5.16) the reactor looks every millisecond instead.
 
