@@ -230,8 +230,9 @@ pub fn kernel_has_io_uring_futex_waits() -> bool {
 pub fn async_paths() -> String {
     let s = crate::tokio::sleepers();
     format!(
-        "futex rings hold {} descriptors (limit {}), asleep through the reactor now {}, \
+        "futex rings {} holding {} descriptors (limit {}), asleep through the reactor now {}, \
          sent to the reactor for the limit {}, rings unsupported {}",
+        s.rings,
         s.ring_descriptors,
         s.ring_descriptor_limit,
         s.through_reactor,

@@ -92,9 +92,10 @@
 //! runtime: the ring's and its eventfd), so a channel whose both directions slept holds up to
 //! four more. The rings of a process hold at most a quarter of its soft `RLIMIT_NOFILE` (read
 //! when a ring is made), and at most 2,048 descriptors: a direction that first sleeps when they
-//! hold that many sleeps through the reactor instead, for the channel's life, and the rest of
-//! the process keeps three quarters of its descriptors. [`sleepers`] says how many descriptors
-//! the rings hold and how many directions were sent to the reactor for the limit.
+//! hold that many sleeps through the reactor instead, for the channel's life: so
+//! the rings never hold more than a quarter of the process's descriptors. [`sleepers`] says
+//! how many rings and descriptors they hold and how many directions were sent to the reactor
+//! for the limit.
 //!
 //! # Sharing the thread
 //!
@@ -251,6 +252,9 @@ enum Sleep {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Sleepers {
+    /// Futex rings this process's directions hold now (each direction that slept on one keeps
+    /// it for the channel's life).
+    pub rings: usize,
     /// Descriptors the futex rings of this process's directions hold now.
     pub ring_descriptors: usize,
     /// The most descriptors those rings may hold now: a quarter of the soft `RLIMIT_NOFILE`,
@@ -269,6 +273,7 @@ pub struct Sleepers {
 /// How the async directions of this process sleep now (see [`Sleepers`]).
 pub fn sleepers() -> Sleepers {
     Sleepers {
+        rings: crate::sys::rings(),
         ring_descriptors: crate::sys::ring_descriptors_held(),
         ring_descriptor_limit: crate::sys::ring_descriptor_limit(),
         over_limit: crate::sys::rings_over_limit(),

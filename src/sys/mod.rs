@@ -35,7 +35,7 @@ pub(crate) use uring::kernel_has_futex_ring_ops;
 pub(crate) use uring::tests as uring_tests;
 #[cfg(all(feature = "tokio", not(loom)))]
 pub(crate) use uring::{
-    held as ring_descriptors_held, over_limit as rings_over_limit, ring_descriptor_limit,
+    held as ring_descriptors_held, over_limit as rings_over_limit, ring_descriptor_limit, rings,
     unsupported as rings_unsupported, FutexRing,
 };
 #[cfg(not(loom))]

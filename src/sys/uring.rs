@@ -61,6 +61,8 @@ const RING_SHARE: u64 = 4;
 const MAX_RING_FDS: usize = 2048;
 /// Descriptors held by the process's rings now (see the module docs).
 static RING_FDS: AtomicUsize = AtomicUsize::new(0);
+/// Rings alive now.
+static RINGS: AtomicUsize = AtomicUsize::new(0);
 /// Rings refused because the rings held their share of descriptors.
 static OVER_LIMIT: AtomicU64 = AtomicU64::new(0);
 
@@ -102,6 +104,12 @@ fn give_back_descriptors(fds: usize) {
 pub(crate) fn held() -> usize {
     // Relaxed: a count (see `take_descriptors`).
     RING_FDS.load(Ordering::Relaxed)
+}
+
+/// How many rings the process holds now.
+pub(crate) fn rings() -> usize {
+    // Relaxed: a count.
+    RINGS.load(Ordering::Relaxed)
 }
 
 /// How many rings [`FutexRing::new`] refused because the rings held their share of the
@@ -193,6 +201,8 @@ impl FutexRing {
 
     /// `ring` (with `owed`, its eventfd, for a ring for one thread), no wait submitted yet.
     fn around(ring: IoUring, owed: Option<OwnedFd>) -> FutexRing {
+        // Relaxed: a count.
+        RINGS.fetch_add(1, Ordering::Relaxed);
         FutexRing {
             ring,
             fds: 1 + usize::from(owed.is_some()),
@@ -382,6 +392,8 @@ impl FutexRing {
 
 impl Drop for FutexRing {
     fn drop(&mut self) {
+        // Relaxed: a count.
+        RINGS.fetch_sub(1, Ordering::Relaxed);
         give_back_descriptors(self.fds);
     }
 }

@@ -223,7 +223,7 @@ fn idle_child() {
     // Let the task give up polling and sleep (nothing to poll for).
     std::thread::sleep(Duration::from_millis(200));
     let sleepers = shmlink::tokio::sleepers();
-    let direct = sleepers.ring_descriptors > 0;
+    let direct = sleepers.rings == 1;
     let reactor_thread = thread_switches("shmlink-reactor").is_some();
     println!("direct {direct}, reactor thread {reactor_thread}");
     println!("async paths: {}", testing::async_paths());
@@ -373,10 +373,9 @@ fn many_child() {
             got
         })
     });
-    // Every receiver asleep: on a ring (two descriptors each on this runtime), or through the
-    // reactor.
+    // Every receiver asleep: on its ring (made at its first sleep), or through the reactor.
     let watchdog = std::time::Instant::now() + 2 * WATCHDOG;
-    let asleep = |s: &shmlink::tokio::Sleepers| s.through_reactor + s.ring_descriptors / 2;
+    let asleep = |s: &shmlink::tokio::Sleepers| s.through_reactor + s.rings;
     loop {
         let s = shmlink::tokio::sleepers();
         if asleep(&s) >= MANY_CHANNELS {
