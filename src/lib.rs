@@ -288,7 +288,7 @@
 //! watcher thread holds a pidfd for each peer process and wakes the sleepers of a peer that
 //! dies. That thread, one per process, also looks at every watched peer's lock once a second
 //! while any peer is watched (a peer may have recorded another process's pid): an idle
-//! process wakes once a second there, and nowhere else.
+//! process wakes once a second there, and (with pidfds and `futex_waitv` at hand) nowhere else.
 //!
 //! ## Memory layout and the ring protocol
 //!

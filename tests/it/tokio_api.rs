@@ -302,6 +302,8 @@ fn an_idle_async_recv_through_the_reactor_makes_no_timed_wake_ups() {
     // Where tasks would have rings, the reactor's idleness is measured with them taken away.
     let out = idle_in_a_child("tokioidler", &[(testing::PRETEND_MISSING_ENV, "io_uring")]);
     assert!(out.contains("direct false, reactor thread true"), "{out:?}");
+    // And the process says why, where a program can ask.
+    assert!(out.contains("rings unsupported true"), "{out:?}");
 }
 
 const MANY: &str = "SHMLINK_TOKIO_MANY";
