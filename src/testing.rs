@@ -167,6 +167,7 @@ pub(crate) enum Missing {
     /// `futex_waitv`.
     FutexWaitv,
     /// `pidfd_open`.
+    #[cfg_attr(loom, allow(dead_code))]
     Pidfd,
 }
 
