@@ -227,7 +227,9 @@
 //! name gets its own channel, the server a [`Connection`] per client, up to a limit on
 //! concurrent clients ([`OpenError::TooManyClients`] past it). A [`Selector`] lets one thread
 //! wait on many channels at once and serve the ready ones in turn. With the `tokio` feature,
-//! `shmlink::tokio` offers the method set in async form, and an async `accept`, on one
+//! `shmlink::tokio` offers the method set in async form, and an async `accept`: a sleeping
+//! task is woken through the runtime's I/O driver (an `io_uring` futex ring, Linux 6.7+, the
+//! rings holding at most a quarter of the process's descriptor limit), else through one
 //! reactor thread per process.
 //!
 //! ```
@@ -284,7 +286,9 @@
 //! peer, and peers in different PID namespaces see each other correctly; the recorded pid only
 //! names the peer in errors and listings. A sleeping `Block` wait makes no timed wake-ups: a
 //! watcher thread holds a pidfd for each peer process and wakes the sleepers of a peer that
-//! dies.
+//! dies. That thread, one per process, also looks at every watched peer's lock once a second
+//! while any peer is watched (a peer may have recorded another process's pid): an idle
+//! process wakes once a second there, and (with pidfds and `futex_waitv` at hand) nowhere else.
 //!
 //! ## Memory layout and the ring protocol
 //!

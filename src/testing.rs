@@ -2,10 +2,12 @@
 //! feature `test-hooks`, which those enable and a dependent never needs. Not part of the public
 //! API: no semver promise covers anything here.
 //!
-//! Two hooks read the environment, and only here: [`STOP_AT_ENV`] stops a process at a chosen
-//! point of `connect`, and [`FORCE_FALLBACK_ENV`] puts `Endpoint::create` and
+//! The hooks that read the environment do so only here: [`STOP_AT_ENV`] stops a process at a
+//! chosen point of `connect`, [`FORCE_FALLBACK_ENV`] puts `Endpoint::create` and
 //! `EndpointListener::bind` on the ipc-channel backend (outside tests the backend is chosen with
-//! `Backend`, `create_with` / `bind_with`, or the `force-fallback` feature).
+//! `Backend`, `create_with` / `bind_with`, or the `force-fallback` feature),
+//! [`PRETEND_MISSING_ENV`] takes system calls away to exercise their fallbacks, and
+//! [`NO_IO_URING_ENV`] tells the tests that a machine refuses `io_uring` on purpose.
 
 use crate::layout;
 
@@ -141,9 +143,101 @@ pub(crate) fn stop_point(point: StopPoint) {
 }
 
 /// Whether an async task here sleeps on a futex ring of its own, polled by the tokio runtime's
-/// I/O driver (`io_uring` futex waits: Linux 6.7 and later, not refused by a sandbox), rather
-/// than through the reactor thread.
+/// I/O driver (`io_uring` futex waits: Linux 6.7 and later, not refused by a sandbox, not
+/// taken away by [`PRETEND_MISSING_ENV`], descriptors to spare), rather than through the
+/// reactor thread.
 #[cfg(feature = "tokio")]
 pub fn async_wakes_directly() -> bool {
     crate::sys::FutexRing::new(false).is_some()
+}
+
+/// The environment variable that makes this process behave as if its kernel lacked some of
+/// the system calls the library has fallbacks for: a comma-separated list of `io_uring` (no
+/// futex ring: async tasks sleep through the reactor thread), `futex_waitv` (the selector and
+/// the reactor look in short slices instead of sleeping on many words) and `pidfd` (the death
+/// watcher covers no peer: a wait looks at its peer every 10 ms). Read once per process.
+pub const PRETEND_MISSING_ENV: &str = "SHMLINK_TEST_PRETEND_MISSING";
+
+/// A system call [`PRETEND_MISSING_ENV`] can take away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Missing {
+    /// `io_uring` futex waits.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    IoUring,
+    /// `futex_waitv`.
+    FutexWaitv,
+    /// `pidfd_open`.
+    #[cfg_attr(loom, allow(dead_code))]
+    Pidfd,
+}
+
+/// Whether [`PRETEND_MISSING_ENV`] takes `call` away. Without the variable this is one load.
+pub(crate) fn pretend_missing(call: Missing) -> bool {
+    static MISSING: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let missing = MISSING.get_or_init(|| {
+        std::env::var(PRETEND_MISSING_ENV)
+            .unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect()
+    });
+    let name = match call {
+        Missing::IoUring => "io_uring",
+        Missing::FutexWaitv => "futex_waitv",
+        Missing::Pidfd => "pidfd",
+    };
+    missing.iter().any(|m| m == name)
+}
+
+thread_local! {
+    static WAKE_CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts a `FUTEX_WAKE` made by the calling thread.
+pub(crate) fn count_wake() {
+    WAKE_CALLS.with(|c| c.set(c.get() + 1));
+}
+
+/// How many `FUTEX_WAKE` calls the calling thread has made (every wake-up the library makes:
+/// a peer's, the selector's, the reactor's, the death watcher's each on its own thread).
+pub fn wake_calls_on_this_thread() -> u64 {
+    WAKE_CALLS.with(std::cell::Cell::get)
+}
+
+/// The environment variable that tells the tests a machine refuses `io_uring` on purpose
+/// (a sandbox, `kernel.io_uring_disabled`): set, the tests that need a futex ring accept its
+/// absence and say so; unset, a kernel with `io_uring` futex waits must give the library one.
+pub const NO_IO_URING_ENV: &str = "SHMLINK_TEST_NO_IO_URING";
+
+/// Whether the tests accept that no futex ring can be made here ([`NO_IO_URING_ENV`] set to
+/// anything but `0` or the empty string).
+pub fn io_uring_refused_on_purpose() -> bool {
+    std::env::var_os(NO_IO_URING_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Whether this kernel offers `io_uring` futex waits with linked timeouts, asked directly with
+/// `IORING_REGISTER_PROBE` on a ring of its own, apart from the library's constructor (which a
+/// regression could break): where this is true, an async task must be able to sleep on a
+/// futex ring. Ignores [`PRETEND_MISSING_ENV`].
+#[cfg(feature = "tokio")]
+pub fn kernel_has_io_uring_futex_waits() -> bool {
+    crate::sys::kernel_has_futex_ring_ops()
+}
+
+/// How async directions in this process sleep (see `shmlink::tokio::sleepers`), as a line for
+/// a test's output.
+#[cfg(feature = "tokio")]
+pub fn async_paths() -> String {
+    let s = crate::tokio::sleepers();
+    format!(
+        "futex rings {} holding {} descriptors (limit {}), asleep through the reactor now {}, \
+         sent to the reactor for the limit {}, rings unsupported {}",
+        s.rings,
+        s.ring_descriptors,
+        s.ring_descriptor_limit,
+        s.through_reactor,
+        s.over_limit,
+        s.rings_unsupported
+    )
 }

@@ -60,8 +60,9 @@
 //!   with the runtime like a socket's. The peer's existing wake-up call completes the wait, the
 //!   descriptor turns readable, and the runtime thread, woken by its own poll, runs the task:
 //!   one thread hand-off, as for a socket. The ring is made at the task's first sleep, on the
-//!   runtime that polls it (one descriptor per direction that has slept), and stays with the
-//!   channel; the completion runs on the thread that submitted the wait, so on a
+//!   runtime that polls it (one descriptor per direction that has slept: see
+//!   [descriptors](#descriptors)), and stays with the channel; the completion runs on the
+//!   thread that submitted the wait, so on a
 //!   multi-thread runtime whose worker parked elsewhere it can take a second hand-off. On a
 //!   current-thread runtime the ring is made for the runtime's thread alone
 //!   (`IORING_SETUP_DEFER_TASKRUN`, on x86-64): the kernel signals an eventfd registered with
@@ -70,10 +71,11 @@
 //!   `EINTR` and a second `epoll_wait` per wake-up; such a direction holds two descriptors,
 //!   the ring's and the eventfd. Should the runtime later be driven from another thread, the
 //!   task moves to an ordinary ring at its next sleep.
-//! * **The reactor** otherwise (outside a tokio runtime, on older kernels): one thread per
-//!   process (started on first use) that sleeps with `futex_waitv` on the futex words of every
-//!   task waiting on it, plus a control word that new waits ring, and wakes the task's `Waker`
-//!   when its word changes. That costs two hand-offs (peer, reactor, runtime thread), which is
+//! * **The reactor** otherwise (outside a tokio runtime, on older kernels, or once the
+//!   process's rings hold their share of its descriptors): one thread per process (started on
+//!   first use) that sleeps with `futex_waitv` on the futex words of every task waiting on it,
+//!   plus a control word that new waits ring, and wakes the task's `Waker` when its word
+//!   changes. That costs two hand-offs (peer, reactor, runtime thread), which is
 //!   what the polls save when the peer answers quickly. Those hand-offs also let the scheduler
 //!   put two runtime threads that talk to each other on one core; polling cannot pay there,
 //!   the policy stops, and each message then costs a sleep and a wake-up (several times a
@@ -81,6 +83,19 @@
 //!
 //! Sends that find the ring full wait on the ring's space cell the same way; accepts wait on
 //! the listener's doorbell through the reactor.
+//!
+//! # Descriptors
+//!
+//! An `AsyncChannel` holds what its [`Channel`] holds (the mapping's descriptor, and a pidfd
+//! for each direction that slept while the death watcher covers its peer). Each direction that
+//! sleeps on a futex ring of its own adds the ring's descriptor (two on a current-thread
+//! runtime: the ring's and its eventfd), so a channel whose both directions slept holds up to
+//! four more. The rings of a process hold at most a quarter of its soft `RLIMIT_NOFILE` (read
+//! when a ring is made), and at most 2,048 descriptors: a direction that first sleeps when they
+//! hold that many sleeps through the reactor instead, for the channel's life: so
+//! the rings never hold more than a quarter of the process's descriptors. [`sleepers`] says
+//! how many rings and descriptors they hold and how many directions were sent to the reactor
+//! for the limit.
 //!
 //! # Sharing the thread
 //!
@@ -108,10 +123,13 @@
 //! sleeps, the task registers the peer with the process's death watcher (a thread holding a
 //! pidfd per peer and looking at each peer's lock once a second) on the word it sleeps on; the
 //! watcher records the death and changes the word, and the woken task reports
-//! [`RecvError::PeerGone`]. So idle tasks cost no timed wake-ups. Only a task whose peer the watcher
-//! cannot cover (no pidfds, a peer in another pid namespace) is woken every 10 ms to look at
-//! it. With more than 127 tasks waiting on the reactor, or without `futex_waitv` (kernels
-//! before 5.16), the reactor looks every millisecond instead of sleeping until woken.
+//! [`RecvError::PeerGone`]. So an idle task, its runtime thread and the reactor make no timed
+//! wake-ups; what remains is the watcher's one look a second, on its own thread, while any
+//! peer of the process is watched. Only a task whose peer the watcher cannot cover (no
+//! pidfds, a peer in another pid namespace) is woken every 10 ms to look at it. Over more than
+//! 126 tasks the reactor has threads sleep on the further words for it (see
+//! `service/reactor.rs`); without `futex_waitv` (kernels before 5.16) it looks every
+//! millisecond instead of sleeping until woken.
 //!
 //! A wait with a deadline (the `_timeout` forms) ends at its deadline too (a timeout linked
 //! to the futex wait on the task's ring, or the reactor's clock), and the task returns
@@ -227,6 +245,41 @@ enum Sleep {
     Direct(Box<DirectWait>),
     /// Through the reactor thread.
     Reactor,
+}
+
+/// How the async directions of this process sleep: see [descriptors](crate::tokio#descriptors).
+/// A snapshot, for monitoring and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sleepers {
+    /// Futex rings this process's directions hold now (each direction that slept on one keeps
+    /// it for the channel's life).
+    pub rings: usize,
+    /// Descriptors the futex rings of this process's directions hold now.
+    pub ring_descriptors: usize,
+    /// The most descriptors those rings may hold now: a quarter of the soft `RLIMIT_NOFILE`,
+    /// at most 2,048.
+    pub ring_descriptor_limit: usize,
+    /// Directions that first slept when the rings held their limit, and so sleep through the
+    /// reactor (counted since the process started).
+    pub over_limit: u64,
+    /// Waits (receives, sends, accepts) asleep through the reactor now.
+    pub through_reactor: usize,
+    /// Whether this process found that it cannot have futex rings at all (a kernel before 6.7,
+    /// `io_uring` refused by a sandbox or disabled): every task sleeps through the reactor.
+    pub rings_unsupported: bool,
+}
+
+/// How the async directions of this process sleep now (see [`Sleepers`]).
+pub fn sleepers() -> Sleepers {
+    Sleepers {
+        rings: crate::sys::rings(),
+        ring_descriptors: crate::sys::ring_descriptors_held(),
+        ring_descriptor_limit: crate::sys::ring_descriptor_limit(),
+        over_limit: crate::sys::rings_over_limit(),
+        through_reactor: crate::service::reactor::waiting(),
+        rings_unsupported: crate::sys::rings_unsupported(),
+    }
 }
 
 /// One direction of an [`AsyncChannel`] (receiving, or sending into a full ring): what its

@@ -122,11 +122,11 @@ mod tests {
             .build()
             .unwrap();
         let Some(mut direct) = rt.block_on(async { DirectWait::new() }) else {
-            eprintln!("no io_uring futex waits here; nothing to test");
+            crate::sys::uring_tests::no_ring_here("futex ring", false);
             return;
         };
         if !direct.fd.get_ref().is_for_one_thread() {
-            eprintln!("no ring for one thread here; nothing to test");
+            crate::sys::uring_tests::no_ring_here("ring for one thread", true);
             return;
         }
         let word = AtomicU32::new(0);

@@ -4,16 +4,26 @@
 //! word that new waits ring, and wakes a task's `Waker` once its word changes or its deadline
 //! passes. How a task hands its word over (read the word, announce, fence, look again) is in
 //! `crate::tokio`; the reactor only compares words and clocks, and wakes.
+//!
+//! One kernel wait takes at most 128 words: the reactor sleeps on its control word and the
+//! first 126 tasks' words, and hands every further batch of 127 to a thread of a selector's
+//! pool (`super::pool`, threads named `shmlink-select`), which sleeps on it and wakes the
+//! reactor when a word changes. So any number of idle tasks costs the reactor no timed
+//! wake-ups (the death watcher still looks once a second, on its own thread); each wait
+//! that starts costs the pool threads a hand-over and a call-off. Without `futex_waitv`
+//! (kernels before 5.16) the reactor looks every millisecond instead.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
+use super::pool::Pool;
 use crate::sys::{futex_wake, wait_any, FutexWaitv, WaitAny, WAITV_MAX};
 use crate::wait::UNWATCHED_SLICE;
 
-/// The sleep slice when not every waiting word fits one kernel wait.
+/// The sleep slice when not every waiting word fits one kernel wait (the pool could not be
+/// had), or without `futex_waitv`.
 const POLL_SLICE: Duration = Duration::from_millis(1);
 
 /// One task waiting on one word.
@@ -49,9 +59,18 @@ struct Reactor {
     control: AtomicU32,
 }
 
+/// The process's reactor, once started.
+static REACTOR: OnceLock<&'static Reactor> = OnceLock::new();
+
+/// How many tasks sleep through the reactor now (none if it was never started).
+pub(crate) fn waiting() -> usize {
+    REACTOR
+        .get()
+        .map_or(0, |reactor| reactor.lock().entries.iter().flatten().count())
+}
+
 impl Reactor {
     fn get() -> &'static Reactor {
-        static REACTOR: OnceLock<&'static Reactor> = OnceLock::new();
         REACTOR.get_or_init(|| {
             let reactor: &'static Reactor = Box::leak(Box::new(Reactor {
                 table: Mutex::new(Table::default()),
@@ -72,6 +91,10 @@ impl Reactor {
 
     fn run(&self) {
         let mut waiters = Vec::with_capacity(WAITV_MAX);
+        let mut spill = Vec::new();
+        let mut pool = Pool::default();
+        // Until the kernel says it has no `futex_waitv`: then the pool is no use.
+        let mut waitv = true;
         let mut woken = Vec::new();
         // When the timed entries were last woken.
         let mut last_tick = Instant::now();
@@ -80,8 +103,8 @@ impl Reactor {
             // in the table we read next.
             let control = self.control.load(Ordering::Acquire);
             waiters.clear();
+            spill.clear();
             waiters.push(FutexWaitv::new(&self.control, control));
-            let mut overflow = false;
             let mut timed = false;
             let mut earliest: Option<Instant> = None;
             {
@@ -91,14 +114,29 @@ impl Reactor {
                     if let Some(d) = entry.deadline {
                         earliest = Some(earliest.map_or(d, |e| e.min(d)));
                     }
-                    if waiters.len() == WAITV_MAX {
-                        overflow = true;
-                        continue;
-                    }
                     // SAFETY: see `Entry::word`: we hold the lock.
-                    waiters.push(FutexWaitv::new(unsafe { &*entry.word }, entry.seen));
+                    let word = FutexWaitv::new(unsafe { &*entry.word }, entry.seen);
+                    // One slot kept for the pool's word.
+                    if waiters.len() < WAITV_MAX - 1 {
+                        waiters.push(word);
+                    } else {
+                        spill.push(word);
+                    }
                 }
             }
+            // The pool's threads wait on the rest (the words' addresses only: see
+            // `FutexWaitv`), and wake the reactor through the pool's word.
+            let overflow = !spill.is_empty() && {
+                let handed = waitv && {
+                    // Read the pool's word before handing over the batches (see `Pool::woken`).
+                    waiters.push(pool.woken());
+                    pool.dispatch(&spill)
+                };
+                if waitv && !handed {
+                    waiters.pop();
+                }
+                !handed
+            };
             if !timed {
                 // The first timed entry gets a whole slice.
                 last_tick = Instant::now();
@@ -112,7 +150,11 @@ impl Reactor {
                 .flatten()
                 .min();
             if wait_any(&waiters, timeout) == WaitAny::Unsupported {
+                waitv = false;
                 std::thread::sleep(timeout.map_or(POLL_SLICE, |t| t.min(POLL_SLICE)));
+            }
+            if !spill.is_empty() && !overflow {
+                pool.call_off();
             }
             let tick = timed && last_tick.elapsed() >= UNWATCHED_SLICE;
             if tick {

@@ -11,7 +11,8 @@
 //! the very word it sleeps on (the registration of the channel's receiving half, shared with
 //! its own receives), and the watcher records the death (the exit of the process the peer
 //! recorded, or, whatever the peer recorded, its lock found free in the watcher's look once a
-//! second) and wakes that word. So an idle selector makes no timed wake-ups at all.
+//! second) and wakes that word. So an idle selector makes no timed wake-ups at all; what
+//! remains is the watcher's own look once a second, on its thread, while any peer is watched.
 //!
 //! Limits and degraded paths, all documented on [`Selector`]:
 //! * a peer the watcher cannot cover (no pidfds, a peer in another pid namespace, a channel
@@ -81,7 +82,8 @@ const HOT_MAX: usize = 16;
 ///
 /// The receiving ends should wait with [`WaitStrategy::Block`] (the default): their peers only
 /// make wake-up calls for ends that announced they may sleep. Then an idle selector sleeps
-/// until a message, a close or a death wakes it, with no timed wake-ups: the process's death
+/// until a message, a close or a death wakes it, with no timed wake-ups (only the process's
+/// death-watcher thread wakes, once a second, to look at the watched peers' locks): that
 /// watcher (a thread holding a pidfd per peer) wakes it when a peer process
 /// dies, so the dead peer's channel is ready at once and its next receive reports
 /// [`RecvError::PeerGone`](crate::RecvError::PeerGone). A peer the watcher cannot cover (no pidfds,

@@ -40,6 +40,8 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Durati
 
 /// Wakes every thread sleeping on `word`, in any process that maps it.
 pub(crate) fn futex_wake(word: &AtomicU32) {
+    #[cfg(feature = "test-hooks")]
+    crate::testing::count_wake();
     // SAFETY: as in `futex_wait`; FUTEX_WAKE only uses the address as a key.
     unsafe {
         libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
@@ -100,6 +102,10 @@ pub(crate) fn wait_any(waiters: &[FutexWaitv], timeout: Option<Duration>) -> Wai
     static MISSING: AtomicBool = AtomicBool::new(false);
     // Relaxed: a cache of a fact about the kernel; a stale read only costs one failing call.
     if MISSING.load(Ordering::Relaxed) {
+        return WaitAny::Unsupported;
+    }
+    #[cfg(feature = "test-hooks")]
+    if crate::testing::pretend_missing(crate::testing::Missing::FutexWaitv) {
         return WaitAny::Unsupported;
     }
     if waiters.is_empty() {

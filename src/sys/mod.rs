@@ -29,8 +29,15 @@ pub(crate) use futex::{futex_wait, futex_wake, wait_any, FutexWaitv, WaitAny, WA
 #[cfg(all(test, not(loom)))]
 pub(crate) use process::start_time_at;
 pub(crate) use process::ProcessId;
+#[cfg(all(feature = "tokio", not(loom), any(test, feature = "test-hooks")))]
+pub(crate) use uring::kernel_has_futex_ring_ops;
+#[cfg(all(feature = "tokio", not(loom), test))]
+pub(crate) use uring::tests as uring_tests;
 #[cfg(all(feature = "tokio", not(loom)))]
-pub(crate) use uring::FutexRing;
+pub(crate) use uring::{
+    held as ring_descriptors_held, over_limit as rings_over_limit, ring_descriptor_limit, rings,
+    unsupported as rings_unsupported, FutexRing,
+};
 #[cfg(not(loom))]
 pub(crate) use watch::DeathWatch;
 

@@ -21,10 +21,19 @@
 //! eventfd is muted around this thread's own enters, or each wait would wake its task once
 //! for nothing. What the kernel came to owe while it was muted is seen in the ring's
 //! `IORING_SQ_TASKRUN` flag and taken by another enter (see [`FutexRing::enter`]).
+//!
+//! # Descriptors
+//!
+//! Each ring holds a descriptor (a ring for one thread, two: the ring's and its eventfd), for
+//! as long as its waiter lives. So that rings never take the descriptors the rest of the
+//! process needs, the rings of a process hold at most a quarter of its soft `RLIMIT_NOFILE`
+//! (and never more than [`MAX_RING_FDS`]): past that, [`FutexRing::new`] says `None` and the
+//! waiter sleeps another way; [`held`] and [`over_limit`] say how many descriptors rings hold
+//! and how often one was refused.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use io_uring::{opcode, squeue, types, EnterFlags, IoUring};
@@ -46,6 +55,79 @@ const KIND_BITS: u32 = 2;
 /// without futex waits, or one a sandbox refuses): later calls do not ask again.
 static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 
+/// The share of the soft `RLIMIT_NOFILE` the process's rings may hold: one part in this many.
+const RING_SHARE: u64 = 4;
+/// The most descriptors the process's rings hold, whatever the limit.
+const MAX_RING_FDS: usize = 2048;
+/// Descriptors held by the process's rings now (see the module docs).
+static RING_FDS: AtomicUsize = AtomicUsize::new(0);
+/// Rings alive now.
+static RINGS: AtomicUsize = AtomicUsize::new(0);
+/// Rings refused because the rings held their share of descriptors.
+static OVER_LIMIT: AtomicU64 = AtomicU64::new(0);
+
+/// How many descriptors the process's rings may hold: a quarter of the soft `RLIMIT_NOFILE`
+/// (read again each time: the process may change it), at most [`MAX_RING_FDS`].
+pub(crate) fn ring_descriptor_limit() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit; getrlimit only writes it.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur
+    } else {
+        1024
+    };
+    usize::try_from(soft / RING_SHARE).map_or(MAX_RING_FDS, |share| share.min(MAX_RING_FDS))
+}
+
+/// Takes `fds` descriptors of the rings' share; `false` (nothing taken) if that would pass
+/// [`ring_descriptor_limit`].
+fn take_descriptors(fds: usize) -> bool {
+    let limit = ring_descriptor_limit();
+    // Relaxed: a count; nothing is published through it.
+    RING_FDS
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+            (held + fds <= limit).then_some(held + fds)
+        })
+        .is_ok()
+}
+
+/// Gives back `fds` descriptors taken with [`take_descriptors`].
+fn give_back_descriptors(fds: usize) {
+    // Relaxed: a count (see `take_descriptors`).
+    RING_FDS.fetch_sub(fds, Ordering::Relaxed);
+}
+
+/// Descriptors the process's rings hold now.
+pub(crate) fn held() -> usize {
+    // Relaxed: a count (see `take_descriptors`).
+    RING_FDS.load(Ordering::Relaxed)
+}
+
+/// How many rings the process holds now.
+pub(crate) fn rings() -> usize {
+    // Relaxed: a count.
+    RINGS.load(Ordering::Relaxed)
+}
+
+/// How many rings [`FutexRing::new`] refused because the rings held their share of the
+/// process's descriptors.
+pub(crate) fn over_limit() -> u64 {
+    // Relaxed: a count.
+    OVER_LIMIT.load(Ordering::Relaxed)
+}
+
+/// Whether this process learnt that it cannot have a ring at all (or a test hook says so).
+pub(crate) fn unsupported() -> bool {
+    #[cfg(feature = "test-hooks")]
+    if crate::testing::pretend_missing(crate::testing::Missing::IoUring) {
+        return true;
+    }
+    UNSUPPORTED.load(Ordering::Relaxed)
+}
+
 /// A ring for one waiter's futex waits, one wait at a time.
 pub(crate) struct FutexRing {
     ring: IoUring,
@@ -56,6 +138,8 @@ pub(crate) struct FutexRing {
     generation: u64,
     /// Whether the wait numbered `generation` was submitted and has not completed.
     in_flight: bool,
+    /// The descriptors it holds (1, or 2 with `owed`), counted in the rings' share.
+    fds: usize,
 }
 
 impl FutexRing {
@@ -64,15 +148,36 @@ impl FutexRing {
     /// only the calling thread may enter (see the module docs) where the kernel and the
     /// processor allow one, else one that any thread may enter: entered from another thread,
     /// a ring for one thread fails its [`wait`](FutexRing::wait) with `EEXIST`.
+    ///
+    /// `None` too when the process's rings hold their share of its descriptors (see the
+    /// module docs), counted in [`over_limit`].
     pub(crate) fn new(one_thread: bool) -> Option<FutexRing> {
-        if UNSUPPORTED.load(Ordering::Relaxed) {
+        if unsupported() {
+            return None;
+        }
+        // A ring for one thread holds two descriptors; with one left in the share, an
+        // ordinary ring serves that thread too.
+        let one_thread = one_thread && take_descriptors(2);
+        if !one_thread && !take_descriptors(1) {
+            // Relaxed: a count.
+            OVER_LIMIT.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         if one_thread {
             if let Some(ring) = FutexRing::for_one_thread() {
                 return Some(ring);
             }
+            give_back_descriptors(1);
         }
+        let ring = FutexRing::ordinary();
+        if ring.is_none() {
+            give_back_descriptors(1);
+        }
+        ring
+    }
+
+    /// A ring any thread may enter, its descriptor already counted.
+    fn ordinary() -> Option<FutexRing> {
         let ring = match IoUring::new(ENTRIES) {
             Ok(ring) => ring,
             Err(e) => {
@@ -96,8 +201,11 @@ impl FutexRing {
 
     /// `ring` (with `owed`, its eventfd, for a ring for one thread), no wait submitted yet.
     fn around(ring: IoUring, owed: Option<OwnedFd>) -> FutexRing {
+        // Relaxed: a count.
+        RINGS.fetch_add(1, Ordering::Relaxed);
         FutexRing {
             ring,
+            fds: 1 + usize::from(owed.is_some()),
             owed,
             generation: 0,
             in_flight: false,
@@ -282,6 +390,31 @@ impl FutexRing {
     }
 }
 
+impl Drop for FutexRing {
+    fn drop(&mut self) {
+        // Relaxed: a count.
+        RINGS.fetch_sub(1, Ordering::Relaxed);
+        give_back_descriptors(self.fds);
+    }
+}
+
+/// Whether the kernel offers futex waits and linked timeouts on an `io_uring`, asked on a ring
+/// made for the question alone, with none of [`FutexRing::new`]'s code: where this says yes,
+/// the tests require that `FutexRing::new` makes rings.
+#[cfg(any(test, feature = "test-hooks"))]
+pub(crate) fn kernel_has_futex_ring_ops() -> bool {
+    let Ok(ring) = IoUring::new(2) else {
+        return false;
+    };
+    let mut probe = io_uring::Probe::new();
+    if ring.submitter().register_probe(&mut probe).is_err() {
+        return false;
+    }
+    [opcode::FutexWait::CODE, opcode::LinkTimeout::CODE]
+        .into_iter()
+        .all(|code| probe.is_supported(code))
+}
+
 /// Whether `ring`'s kernel has the futex wait and the linked timeout.
 fn waits_on_futexes(ring: &IoUring) -> bool {
     let mut probe = io_uring::Probe::new();
@@ -302,13 +435,49 @@ impl AsRawFd for FutexRing {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Whether the tests accept that this machine refuses `io_uring` on purpose: the variable
+    /// `SHMLINK_TEST_NO_IO_URING` (see `crate::testing::NO_IO_URING_ENV`), which CI does not set.
+    fn refused_on_purpose() -> bool {
+        std::env::var_os("SHMLINK_TEST_NO_IO_URING").is_some_and(|v| !v.is_empty() && v != "0")
+    }
+
+    /// Says why there is nothing to test, or fails: where the kernel has `io_uring` futex
+    /// waits (asked apart from `FutexRing::new`), a ring (`one_thread`: one for one thread, on
+    /// x86-64) must be had, unless `SHMLINK_TEST_NO_IO_URING` says it is refused on purpose.
+    pub(crate) fn no_ring_here(what: &str, one_thread: bool) {
+        let required = kernel_has_futex_ring_ops()
+            && (!one_thread || cfg!(target_arch = "x86_64"))
+            && !refused_on_purpose();
+        assert!(
+            !required,
+            "this kernel has io_uring futex waits (IORING_REGISTER_PROBE says so), yet no {what} \
+             was made; set SHMLINK_TEST_NO_IO_URING=1 if this machine refuses io_uring on purpose"
+        );
+        eprintln!(
+            "no {what} here (SHMLINK_TEST_NO_IO_URING or no io_uring futex waits); nothing to test"
+        );
+    }
+
+    /// A ring, or `None` after [`no_ring_here`] let the test off.
+    fn ring(one_thread: bool) -> Option<FutexRing> {
+        let ring = FutexRing::new(one_thread);
+        if ring.is_none() {
+            no_ring_here("futex ring", false);
+        }
+        let ring = ring?;
+        if one_thread && ring.owed.is_none() {
+            no_ring_here("ring for one thread", true);
+            return None;
+        }
+        Some(ring)
+    }
 
     #[test]
     fn a_wait_completes_when_the_word_is_woken_or_had_changed_or_times_out() {
-        let Some(mut ring) = FutexRing::new(false) else {
-            eprintln!("no io_uring futex waits here; nothing to test");
+        let Some(mut ring) = ring(false) else {
             return;
         };
         let word = AtomicU32::new(7);
@@ -366,14 +535,10 @@ mod tests {
     #[test]
     fn a_ring_for_one_thread_signals_its_eventfd_for_a_peers_wake_up_and_never_for_its_own_enters()
     {
-        let Some(mut ring) = FutexRing::new(true) else {
-            eprintln!("no io_uring futex waits here; nothing to test");
+        let Some(mut ring) = ring(true) else {
             return;
         };
-        let Some(owed) = ring.owed.as_ref().map(AsRawFd::as_raw_fd) else {
-            eprintln!("no ring for one thread here; nothing to test");
-            return;
-        };
+        let owed = ring.owed.as_ref().map(AsRawFd::as_raw_fd).unwrap();
         assert_eq!(ring.as_raw_fd(), owed, "the eventfd stands for the ring");
         let word = std::sync::Arc::new(AtomicU32::new(7));
         let quiet = Duration::from_millis(20);
@@ -435,14 +600,9 @@ mod tests {
 
     #[test]
     fn a_ring_for_one_thread_refuses_another_thread() {
-        let Some(mut ring) = FutexRing::new(true) else {
-            eprintln!("no io_uring futex waits here; nothing to test");
+        let Some(mut ring) = ring(true) else {
             return;
         };
-        if ring.owed.is_none() {
-            eprintln!("no ring for one thread here; nothing to test");
-            return;
-        }
         let word = AtomicU32::new(0);
         ring.wait(&word, 0, None).unwrap();
         let err = std::thread::scope(|s| s.spawn(|| ring.wait(&word, 0, None)).join().unwrap())

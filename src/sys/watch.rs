@@ -231,6 +231,10 @@ impl DeathWatch {
         if pid == 0 || pid > i32::MAX as u32 || start_time == 0 {
             return None;
         }
+        #[cfg(feature = "test-hooks")]
+        if crate::testing::pretend_missing(crate::testing::Missing::Pidfd) {
+            return None;
+        }
         let w = watcher()?;
         // SAFETY: plain syscall; the result is checked before use.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) };

@@ -18,7 +18,8 @@
 //!   drives the async waits of `crate::tokio`, which sleep on a futex ring of their own or
 //!   through a reactor thread instead.
 //!
-//! A sleeping `Block` endpoint makes no timed wake-ups. A peer that closes wakes it; a peer
+//! A sleeping `Block` endpoint makes no timed wake-ups (the death watcher's thread does: one
+//! look a second while any peer is watched, see below). A peer that closes wakes it; a peer
 //! process that dies is noticed by the process's death watcher (one thread holding a pidfd per
 //! watched peer, see `crate::sys`), which wakes it. The pidfd is of the process the peer
 //! recorded, which the peer chose; so the watcher also asks, once a second, whether each watched
@@ -81,7 +82,8 @@ pub enum WaitStrategy {
     SpinYield,
     /// Spin briefly while spinning has recently paid off, else sleep in the kernel until woken.
     /// Costs a wake-up syscall on the sending side when the receiver is asleep; idle, it makes
-    /// no timed wake-ups.
+    /// no timed wake-ups (the process's death-watcher thread looks at the watched peers' locks
+    /// once a second).
     #[default]
     Block,
 }

@@ -1,7 +1,10 @@
 //! One conformance suite over every surface and backend: `Channel` on shared memory, `Endpoint`
 //! on shared memory, `Endpoint` on the ipc-channel backend, and the async API (`shmlink::tokio`)
 //! on shared memory, twice: on a tokio runtime (`async_shm`: a task sleeps on its own futex
-//! ring) and outside one (`async_reactor`: through the reactor thread). Each case is written once, as a function generic over [`Surface`], and the
+//! ring, which must be had where the kernel offers `io_uring` futex waits unless
+//! `SHMLINK_TEST_NO_IO_URING` says this machine refuses them; then the suite says once that
+//! `async_shm` ran on the reactor) and outside one (`async_reactor`: through the reactor
+//! thread). Each case is written once, as a function generic over [`Surface`], and the
 //! `suite!` macro at the end runs every case against every surface, so a test reads
 //! `conformance::<surface>::<case>`.
 //!
@@ -427,8 +430,39 @@ mod async_surface {
         }
     }
 
+    /// Fails every `async_shm` case where the kernel offers `io_uring` futex waits and the
+    /// library cannot make a futex ring (unless the machine refuses them on purpose), and says
+    /// once when the `async_shm` cases run on the reactor instead.
+    fn check_async_path() {
+        static PATH: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+        PATH.get_or_init(|| {
+            let direct = shmlink::testing::async_wakes_directly();
+            let kernel = shmlink::testing::kernel_has_io_uring_futex_waits();
+            assert!(
+                direct || !kernel || shmlink::testing::io_uring_refused_on_purpose(),
+                "the kernel offers io_uring futex waits, yet the library made no futex ring: \
+                 async_shm would run on the reactor (set {}=1 if this machine refuses io_uring \
+                 on purpose)",
+                shmlink::testing::NO_IO_URING_ENV
+            );
+            // Said by the test process, not by each peer process, past the test harness's
+            // capture of a passing test's output.
+            if !direct && std::env::var_os(PEER_ENV).is_none() {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "conformance: no futex ring here (kernel offers io_uring futex waits: \
+                     {kernel}); every async_shm case runs on the reactor thread"
+                );
+            }
+        });
+    }
+
     impl Exec {
         fn new(direct: bool) -> Exec {
+            if direct {
+                check_async_path();
+            }
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_io()
                 .build()

@@ -5,6 +5,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use shmlink::testing;
 use shmlink::tokio::{connect, AsyncChannel, AsyncListener};
 use shmlink::{Channel, Config, Error, OpenError, RecvError, WaitStrategy};
 use support::{
@@ -184,12 +185,25 @@ fn an_async_recv_whose_peer_process_is_killed_says_peer_gone() {
 
 const IDLE: &str = "SHMLINK_TOKIO_IDLE";
 
-/// The re-executed process of `an_idle_async_recv_makes_no_timed_wake_ups`: a task waits for
-/// two seconds on a channel whose peer (this process) stays alive and silent. The process's
-/// threads must stay asleep meanwhile: the task's runtime thread (and the reactor, where the
-/// task sleeps through it) woke at most for the first wait, the whole process used next to no
-/// CPU, and the receive was still waiting at the end. Where the kernel lets a task sleep on
-/// its own futex ring, there is no reactor thread at all. A no-op in a normal test run.
+/// Whether this process's async tasks must sleep on futex rings of their own: the kernel offers
+/// `io_uring` futex waits (asked apart from the library), no test hook takes them away, and
+/// `SHMLINK_TEST_NO_IO_URING` does not say that this machine refuses them on purpose.
+fn direct_path_required() -> bool {
+    let taken_away = std::env::var(testing::PRETEND_MISSING_ENV)
+        .is_ok_and(|v| v.split(',').any(|m| m == "io_uring"));
+    testing::kernel_has_io_uring_futex_waits()
+        && !taken_away
+        && !testing::io_uring_refused_on_purpose()
+}
+
+/// The re-executed process of `an_idle_async_recv_makes_no_timed_wake_ups` (and of its
+/// reactor twin, run with io_uring taken away): a task waits for two seconds on a channel whose
+/// peer (this process) stays alive and silent. The process's threads must stay asleep
+/// meanwhile: the task's runtime thread (and the reactor, where the task sleeps through it)
+/// woke at most for the first wait, the whole process used next to no CPU, and the receive was
+/// still waiting at the end. Where the kernel lets a task sleep on its own futex ring it must
+/// (unless `SHMLINK_TEST_NO_IO_URING` says otherwise), and there is no reactor thread at all.
+/// A no-op in a normal test run.
 #[test]
 fn idle_child() {
     let Ok(name) = std::env::var(IDLE) else {
@@ -208,9 +222,20 @@ fn idle_child() {
         .unwrap();
     // Let the task give up polling and sleep (nothing to poll for).
     std::thread::sleep(Duration::from_millis(200));
-    let direct = shmlink::testing::async_wakes_directly();
+    let sleepers = shmlink::tokio::sleepers();
+    let direct = sleepers.rings == 1;
     let reactor_thread = thread_switches("shmlink-reactor").is_some();
     println!("direct {direct}, reactor thread {reactor_thread}");
+    println!("async paths: {}", testing::async_paths());
+    assert!(
+        direct || !direct_path_required(),
+        "the kernel has io_uring futex waits, yet the task sleeps through the reactor: {sleepers:?}"
+    );
+    assert_eq!(
+        sleepers.through_reactor,
+        usize::from(!direct),
+        "the task sleeps on one path: {sleepers:?}"
+    );
     assert_eq!(
         reactor_thread, !direct,
         "a reactor thread exists exactly when tasks sleep through it"
@@ -245,13 +270,14 @@ fn idle_child() {
     assert_eq!(task.join().unwrap().unwrap(), b"wake up");
 }
 
-#[test]
-fn an_idle_async_recv_makes_no_timed_wake_ups() {
-    let name = unique("tokioidle");
+/// Runs `idle_child` in a process of its own (the other tests' tasks would wake the reactor,
+/// and their threads use CPU), with `env` besides; returns its output.
+fn idle_in_a_child(tag: &str, env: &[(&str, &str)]) -> String {
+    let name = unique(tag);
     let _guard = NameGuard(name.clone());
-    // In a process of its own: the other tests' tasks would wake the reactor, and their
-    // threads use CPU.
-    let mut child = respawn("tokio_api::idle_child", &[(IDLE, &name)]);
+    let mut env = env.to_vec();
+    env.push((IDLE, &name));
+    let mut child = respawn("tokio_api::idle_child", &env);
     let status = child.reap();
     let out = child.read_all();
     eprintln!("{}", out.trim());
@@ -260,6 +286,178 @@ fn an_idle_async_recv_makes_no_timed_wake_ups() {
         out.contains("still waiting true"),
         "the idle child did not report its wait: {out:?}"
     );
+    out
+}
+
+#[test]
+fn an_idle_async_recv_makes_no_timed_wake_ups() {
+    let out = idle_in_a_child("tokioidle", &[]);
+    if direct_path_required() {
+        assert!(out.contains("direct true"), "{out:?}");
+    }
+}
+
+#[test]
+fn an_idle_async_recv_through_the_reactor_makes_no_timed_wake_ups() {
+    // Where tasks would have rings, the reactor's idleness is measured with them taken away.
+    let out = idle_in_a_child("tokioidler", &[(testing::PRETEND_MISSING_ENV, "io_uring")]);
+    assert!(out.contains("direct false, reactor thread true"), "{out:?}");
+    // And the process says why, where a program can ask.
+    assert!(out.contains("rings unsupported true"), "{out:?}");
+}
+
+const MANY: &str = "SHMLINK_TOKIO_MANY";
+/// Channels whose receivers sleep at once in `many_child`.
+const MANY_CHANNELS: usize = 900;
+/// The soft `RLIMIT_NOFILE` of `many_child`: each channel takes three descriptors of it without
+/// a ring (both ends' mappings in this process, and the receiver's pidfd of its peer), so a
+/// futex ring and its eventfd for every receiver would need more than there are.
+const MANY_NOFILE: u64 = 4096;
+
+/// Descriptors this process holds.
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// The re-executed process of `many_sleeping_async_receivers_leave_descriptors_and_all_wake`:
+/// under a soft `RLIMIT_NOFILE` of [`MANY_NOFILE`], [`MANY_CHANNELS`] tasks of a current-thread
+/// runtime sleep in `recv` at once. The rings they sleep on must stay within their share (the
+/// rest through the reactor), the process must still open files, and every task must wake for
+/// its message. A no-op in a normal test run.
+#[test]
+fn many_child() {
+    let Ok(prefix) = std::env::var(MANY) else {
+        return;
+    };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid, writable rlimit, only written by the kernel.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    limit.rlim_cur = MANY_NOFILE.min(limit.rlim_max);
+    // SAFETY: a valid rlimit, only read by the kernel.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+    let names: Vec<String> = (0..MANY_CHANNELS)
+        .map(|i| format!("{prefix}-{i}"))
+        .collect();
+    let _guards: Vec<NameGuard> = names.iter().map(|n| NameGuard(n.clone())).collect();
+    let config = Config {
+        capacity: 4096,
+        wait: WaitStrategy::Block,
+    };
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    for name in &names {
+        senders.push(Channel::create(name, &config).expect("create"));
+        receivers.push(Channel::connect(name, WaitStrategy::Block).expect("connect"));
+    }
+    let before = open_descriptors();
+    let task = std::thread::spawn(move || {
+        runtime().block_on(async move {
+            let tasks: Vec<_> = receivers
+                .into_iter()
+                .map(|ch| {
+                    tokio::spawn(async move {
+                        let mut ch = AsyncChannel::new(ch)?;
+                        let msg = ch.recv().await?.to_vec();
+                        Ok::<_, Error>(msg)
+                    })
+                })
+                .collect();
+            let mut got = Vec::new();
+            for t in tasks {
+                got.push(t.await.expect("task panicked"));
+            }
+            got
+        })
+    });
+    // Every receiver asleep: on its ring (made at its first sleep), or through the reactor.
+    let watchdog = std::time::Instant::now() + 2 * WATCHDOG;
+    let asleep = |s: &shmlink::tokio::Sleepers| s.through_reactor + s.rings;
+    loop {
+        let s = shmlink::tokio::sleepers();
+        if asleep(&s) >= MANY_CHANNELS {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < watchdog,
+            "not every receiver fell asleep: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sleepers = shmlink::tokio::sleepers();
+    let held = open_descriptors();
+    println!(
+        "{MANY_CHANNELS} sleeping receivers: {before} descriptors before, {held} asleep; {}",
+        testing::async_paths()
+    );
+    assert!(
+        sleepers.ring_descriptors <= sleepers.ring_descriptor_limit,
+        "{sleepers:?}"
+    );
+    assert!(
+        held <= before + MANY_CHANNELS + sleepers.ring_descriptor_limit + 16,
+        "{held} descriptors held, {before} before the receivers slept: {sleepers:?}"
+    );
+    if direct_path_required() {
+        assert!(sleepers.ring_descriptors > 0, "{sleepers:?}");
+        assert!(sleepers.over_limit > 0, "{sleepers:?}");
+    }
+    // The process still has descriptors for the rest of its work.
+    let files: Vec<std::fs::File> = (0..64)
+        .map(|i| {
+            std::fs::File::open("/dev/null").unwrap_or_else(|e| {
+                panic!("open file {i} beside {MANY_CHANNELS} sleeping receivers: {e}")
+            })
+        })
+        .collect();
+    drop(files);
+    // Idle: the reactor sleeps on its first words and its pool threads on the rest, instead of
+    // looking at them all every millisecond.
+    let idle = Duration::from_secs(1);
+    let reactor = || thread_switches("shmlink-reactor").unwrap_or(0);
+    let (before, cpu) = (reactor(), process_cpu());
+    std::thread::sleep(idle);
+    let (woke, cpu) = (reactor() - before, process_cpu() - cpu);
+    println!("idle for {idle:?}: the reactor woke {woke} times, the process used {cpu:?}");
+    assert!(woke <= 3, "the reactor woke {woke} times in {idle:?}");
+    assert!(
+        cpu * IDLE_CPU_SHARE <= idle,
+        "the idle process used {cpu:?} of CPU in {idle:?}"
+    );
+    for ch in &mut senders {
+        ch.send(b"wake up").expect("send");
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(task.join());
+    });
+    let got = rx
+        .recv_timeout(2 * WATCHDOG)
+        .expect("not every receiver woke within the watchdog")
+        .expect("the runtime thread panicked");
+    assert_eq!(got.len(), MANY_CHANNELS);
+    for (i, msg) in got.into_iter().enumerate() {
+        assert_eq!(msg.expect("recv"), b"wake up", "receiver {i}");
+    }
+    println!("every receiver woke");
+}
+
+#[test]
+fn many_sleeping_async_receivers_leave_descriptors_and_all_wake() {
+    // In a process of its own: the descriptor limit is the process's.
+    let prefix = unique("tokiomany");
+    let mut child = respawn("tokio_api::many_child", &[(MANY, &prefix)]);
+    let status = child.reap_within(4 * WATCHDOG);
+    let out = child.read_all();
+    eprintln!("{}", out.trim());
+    assert!(status.success(), "the child failed (see its output)");
+    assert!(out.contains("every receiver woke"), "{out:?}");
+    support::assert_nothing_left(&prefix);
 }
 
 #[test]
