@@ -980,3 +980,115 @@ fn connect_errors_name_what_the_name_is() {
     let _conn = listener.accept_timeout(WATCHDOG).unwrap();
     client.join().unwrap().unwrap();
 }
+
+/// Writes `value` at `offset` of slot `i` of the listener `name`, through its object.
+fn write_slot(name: &str, i: usize, offset: usize, value: u64) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(support::shm_path(name))
+        .expect("open the listener");
+    file.write_all_at(&value.to_le_bytes(), slot_offset(i) + offset as u64)
+        .expect("write a slot field");
+}
+
+#[test]
+fn a_client_channel_larger_than_the_listener_allows_is_refused() {
+    use shmlink::testing::{LISTENER_SLOT_PENDING, LISTENER_SLOT_SEQ};
+    const LIMIT: usize = 2;
+    let name = unique("svcbig");
+    let _guard = NameGuard(name.clone());
+    let config = Config::default();
+    let listener = Listener::bind_with_limit(&name, &config, LIMIT).unwrap();
+    // A hostile client of the same user: makes its connection's channel by hand, with rings of
+    // 2 GiB (4 GiB of mapping, sparse), names it in slot 0 and publishes the slot as pending.
+    let pid = std::process::id();
+    let seq = 7_000_000_u64;
+    let big = format!("{name}.{pid}.{seq}");
+    let _big_guard = NameGuard(big.clone());
+    let huge = Channel::create(
+        &big,
+        &Config {
+            capacity: 1 << 31,
+            ..config.clone()
+        },
+    )
+    .expect("a channel of 2 GiB rings");
+    write_slot(&name, 0, LISTENER_SLOT_SEQ, seq);
+    write_slot(&name, 0, 0, u64::from(pid) << 32 | LISTENER_SLOT_PENDING);
+    match listener.try_accept() {
+        Err(OpenError::Empty) => {}
+        Ok(conn) => panic!(
+            "accepted a client channel of {} bytes per ring, the listener's are {}",
+            conn.capacity(),
+            config.capacity
+        ),
+        Err(e) => panic!("try_accept: {e}"),
+    }
+    assert!(!huge.is_peer_connected(), "the server connected to it");
+    assert_eq!(slot_states(&name, LIMIT), [0; LIMIT], "the refused slot");
+    // The listener goes on serving honest clients, as many as its limit.
+    let clients: Vec<_> = (0..LIMIT)
+        .map(|_| {
+            let n = name.clone();
+            std::thread::spawn(move || Channel::connect_timeout(&n, WaitStrategy::Block, WATCHDOG))
+        })
+        .collect();
+    let mut conns: Vec<Connection> = (0..LIMIT)
+        .map(|_| listener.accept_timeout(WATCHDOG).expect("an honest client"))
+        .collect();
+    for (t, conn) in clients.into_iter().zip(&mut conns) {
+        let mut ch = t.join().unwrap().expect("connect");
+        assert_eq!(conn.capacity(), config.capacity);
+        ch.send(b"honest").unwrap();
+        assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"honest");
+    }
+}
+
+#[test]
+fn a_client_whose_channel_is_refused_hears_so_before_its_deadline() {
+    use std::os::unix::fs::FileExt;
+    type Header = shmlink::testing::SegmentHeader;
+    let name = unique("svcbigc");
+    let _guard = NameGuard(name.clone());
+    let config = Config::default();
+    let listener = Listener::bind(&name, &config).unwrap();
+    // Another process of the user rewrites the capacity an honest client reads from the
+    // listener: the client makes a channel of 2 GiB rings, which the server refuses.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(support::shm_path(&name))
+        .unwrap();
+    let at = std::mem::offset_of!(Header, capacity) as u64;
+    file.write_all_at(&(1u64 << 31).to_le_bytes(), at).unwrap();
+    let n = name.clone();
+    let started = Instant::now();
+    let client =
+        std::thread::spawn(move || Channel::connect_timeout(&n, WaitStrategy::Block, WATCHDOG));
+    let got = loop {
+        match listener.accept_timeout(Duration::from_millis(20)) {
+            Ok(conn) => panic!("accepted a channel of {} bytes per ring", conn.capacity()),
+            Err(OpenError::Timeout) => {}
+            Err(e) => panic!("accept: {e}"),
+        }
+        if client.is_finished() {
+            break client.join().unwrap();
+        }
+        assert!(started.elapsed() < 2 * WATCHDOG, "the client never returned");
+    };
+    let took = started.elapsed();
+    match got {
+        Err(OpenError::Disconnected(n)) => assert_eq!(n, name),
+        other => panic!("{other:?} instead of Disconnected"),
+    }
+    // Refused at the server's first look, told at once: far from the client's deadline.
+    assert!(took < Duration::from_secs(2), "the client heard after {took:?}");
+    assert_eq!(connection_names(&name), Vec::<String>::new());
+    // The capacity restored, the next client gets in.
+    file.write_all_at(&(config.capacity as u64).to_le_bytes(), at)
+        .unwrap();
+    let n = name.clone();
+    let client = std::thread::spawn(move || Channel::connect(&n, WaitStrategy::Block));
+    let _conn = listener.accept_timeout(WATCHDOG).unwrap();
+    client.join().unwrap().unwrap();
+}
