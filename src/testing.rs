@@ -153,6 +153,11 @@ pub enum StopPoint {
     /// `connect` has taken the connector's lock and claimed the slot (`PEER_CLAIMING`), and has
     /// not yet marked itself present.
     ConnectClaimed,
+    /// A listener's client has claimed a slot (holding its lock) and not yet named its channel.
+    ListenerClaimed,
+    /// A listener's client has named its channel in its slot and made it, and not yet published
+    /// the slot as pending.
+    ListenerNamed,
 }
 
 impl StopPoint {
@@ -160,6 +165,8 @@ impl StopPoint {
     pub fn name(self) -> &'static str {
         match self {
             StopPoint::ConnectClaimed => "connect-claimed",
+            StopPoint::ListenerClaimed => "listener-claimed",
+            StopPoint::ListenerNamed => "listener-named",
         }
     }
 }

@@ -686,7 +686,11 @@ fn connect_to(
             limit: shared.slots,
         });
     };
+    #[cfg(feature = "test-hooks")]
+    crate::testing::stop_point(crate::testing::StopPoint::ListenerClaimed);
     let channel = create_channel(shared, &mut claim, me, &Config { capacity, wait })?;
+    #[cfg(feature = "test-hooks")]
+    crate::testing::stop_point(crate::testing::StopPoint::ListenerNamed);
     await_accept(shared, claim, channel, server, deadline)
 }
 

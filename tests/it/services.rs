@@ -1037,11 +1037,17 @@ fn a_client_channel_larger_than_the_listener_allows_is_refused() {
     let mut conns: Vec<Connection> = (0..LIMIT)
         .map(|_| listener.accept_timeout(WATCHDOG).expect("an honest client"))
         .collect();
-    for (t, conn) in clients.into_iter().zip(&mut conns) {
+    let mut live = Vec::new();
+    for t in clients {
         let mut ch = t.join().unwrap().expect("connect");
+        let conn = conns
+            .iter_mut()
+            .find(|c| c.name() == ch.name())
+            .expect("the client's connection");
         assert_eq!(conn.capacity(), config.capacity);
         ch.send(b"honest").unwrap();
         assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"honest");
+        live.push(ch);
     }
 }
 
@@ -1091,4 +1097,72 @@ fn a_client_whose_channel_is_refused_hears_so_before_its_deadline() {
     let client = std::thread::spawn(move || Channel::connect(&n, WaitStrategy::Block));
     let _conn = listener.accept_timeout(WATCHDOG).unwrap();
     client.join().unwrap().unwrap();
+}
+
+/// The state letter of process `pid` in `/proc/<pid>/stat` (`T` once stopped).
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+#[test]
+fn a_client_killed_while_connecting_leaves_no_slot_taken() {
+    use shmlink::testing::{StopPoint, LISTENER_SLOT_CLAIMED, LISTENER_SLOT_NAMED, STOP_AT_ENV};
+    const LIMIT: usize = 2;
+    for (point, state) in [
+        (StopPoint::ListenerClaimed, LISTENER_SLOT_CLAIMED),
+        (StopPoint::ListenerNamed, LISTENER_SLOT_NAMED),
+    ] {
+        let name = unique("svcdying");
+        let _guard = NameGuard(name.clone());
+        let listener = Listener::bind_with_limit(&name, &Config::default(), LIMIT).unwrap();
+        // A client that stops itself at `point` of its connect, and is killed there.
+        let mut client = respawn(
+            "services::child",
+            &[(ROLE, &format!("idle {name}")), (STOP_AT_ENV, point.name())],
+        );
+        let pid = client.pid();
+        let deadline = Instant::now() + WATCHDOG;
+        while proc_state(pid) != Some('T') {
+            assert!(Instant::now() < deadline, "{point:?}: the client did not stop");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(slot_states(&name, LIMIT), [state, 0], "{point:?}");
+        let made = usize::from(point == StopPoint::ListenerNamed);
+        assert_eq!(connection_names(&name).len(), made, "{point:?}");
+        client.kill();
+        reap_killed(&mut client);
+        // Its slot comes back: LIMIT clients get in, each served.
+        let clients: Vec<_> = (0..LIMIT)
+            .map(|_| {
+                let n = name.clone();
+                std::thread::spawn(move || connect_retrying(&n))
+            })
+            .collect();
+        let mut conns: Vec<Connection> = (0..LIMIT)
+            .map(|_| {
+                listener
+                    .accept_timeout(WATCHDOG)
+                    .unwrap_or_else(|e| panic!("{point:?}: accept: {e}"))
+            })
+            .collect();
+        let mut live = Vec::new();
+        for t in clients {
+            let mut ch = t.join().expect("a client after the kill");
+            let conn = conns
+                .iter_mut()
+                .find(|c| c.name() == ch.name())
+                .expect("the client's connection");
+            ch.send(b"in").unwrap();
+            assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"in", "{point:?}");
+            assert!(conn.is_peer_connected(), "{point:?}: the dead client was accepted");
+            live.push(ch);
+        }
+        // Full now, and only with the live clients: the dead one's channel name is gone too.
+        assert!(matches!(
+            Channel::connect(&name, WaitStrategy::Block),
+            Err(OpenError::TooManyClients { .. })
+        ));
+        assert_eq!(connection_names(&name).len(), LIMIT, "{point:?}");
+    }
 }
