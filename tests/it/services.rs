@@ -98,9 +98,9 @@ fn slot_offset(i: usize) -> u64 {
     (shmlink::testing::LISTENER_SLOTS_OFFSET + i * shmlink::testing::LISTENER_SLOT_SIZE) as u64
 }
 
-/// The states (low 32 bits of the slot words) of the `limit` slots of the listener `name`,
-/// read from its object.
-fn slot_states(name: &str, limit: usize) -> Vec<u64> {
+/// The words (`pid << 32 | state`) of the `limit` slots of the listener `name`, read from its
+/// object.
+fn slot_words(name: &str, limit: usize) -> Vec<u64> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(support::shm_path(name)).expect("open the listener");
     (0..limit)
@@ -108,8 +108,16 @@ fn slot_states(name: &str, limit: usize) -> Vec<u64> {
             let mut word = [0u8; 8];
             file.read_exact_at(&mut word, slot_offset(i))
                 .expect("read a slot word");
-            u64::from_le_bytes(word) & 0xffff_ffff
+            u64::from_le_bytes(word)
         })
+        .collect()
+}
+
+/// The states (low 32 bits of the slot words) of the `limit` slots of the listener `name`.
+fn slot_states(name: &str, limit: usize) -> Vec<u64> {
+    slot_words(name, limit)
+        .into_iter()
+        .map(|w| w & 0xffff_ffff)
         .collect()
 }
 
@@ -764,6 +772,9 @@ fn forged_slot_states_do_not_keep_clients_out() {
     let _guard = NameGuard(name.clone());
     let listener = Listener::bind_with_limit(&name, &Config::default(), LIMIT).unwrap();
     let stop = AtomicBool::new(false);
+    // Held by the server while it accepts, and by the test while the forger writes and the
+    // test reads what it wrote (the server frees forged slots as soon as it looks).
+    let gate = std::sync::Mutex::new(());
     std::thread::scope(|s| {
         // The server: accepts, echoes one message on each connection, and holds it until its
         // client leaves. Returns how many it accepted.
@@ -771,7 +782,11 @@ fn forged_slot_states_do_not_keep_clients_out() {
             let mut conns: Vec<Connection> = Vec::new();
             let mut accepted = 0;
             while !stop.load(Ordering::Relaxed) {
-                match listener.accept_timeout(Duration::from_millis(20)) {
+                let got = {
+                    let _held = gate.lock().unwrap_or_else(|p| p.into_inner());
+                    listener.accept_timeout(Duration::from_millis(20))
+                };
+                match got {
                     Ok(mut conn) => {
                         let msg = conn.recv_timeout(WATCHDOG).expect("first message").to_vec();
                         conn.send(&msg).expect("echo");
@@ -794,8 +809,19 @@ fn forged_slot_states_do_not_keep_clients_out() {
         // One client is in before the forger comes: its slot is rewritten too.
         let mut first = connect_retrying(&name);
         hello(&mut first, "first");
-        let mut forger = spawn_role("forge", &[name.clone(), LIMIT.to_string()]);
-        assert!(forger.reap().success(), "the forger failed");
+        let forged = {
+            let _held = gate.lock().unwrap_or_else(|p| p.into_inner());
+            let mut forger = spawn_role("forge", &[name.clone(), LIMIT.to_string()]);
+            wait_for_line(&mut forger, "forged");
+            assert!(forger.reap().success(), "the forger failed");
+            slot_words(&name, LIMIT)
+        };
+        // The forgery landed: every slot word, the first client's included, is a forged one.
+        let expected: Vec<u64> = (0..LIMIT)
+            .map(|i| FORGED[i % FORGED.len()])
+            .map(|(pid, state)| pid << 32 | state)
+            .collect();
+        assert_eq!(forged, expected, "the slot words after the forger ran");
         // Every slot no connection holds is free again for the next clients.
         let mut others: Vec<Channel> = (0..LIMIT - 1)
             .map(|i| {
