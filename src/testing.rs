@@ -81,6 +81,12 @@ pub fn take_listener_slot_lock(file: &std::fs::File, i: usize) -> std::io::Resul
     crate::sys::lock::take(file, layout::listener::slot_lock(i), false)
 }
 
+/// Makes the next scan of `listener` (an accept in any form) look for slots whose claimers died,
+/// which it otherwise does once per sweep period (100 ms).
+pub fn sweep_on_next_accept(listener: &crate::Listener) {
+    listener.sweep_on_next_scan();
+}
+
 /// The addresses, in this process, of the ring region `channel` receives from: every message
 /// a receive hands out in place (one no longer than a frame) lies inside it.
 pub fn recv_region(channel: &crate::Channel) -> std::ops::Range<usize> {

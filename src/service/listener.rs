@@ -305,6 +305,8 @@ pub struct Listener {
     config: Config,
     /// Where the next scan starts, so no slot is always served last.
     next: AtomicUsize,
+    /// When the last sweep ran, in milliseconds since one sweep period before `born` (0: none
+    /// has, and the first scan sweeps).
     last_sweep: AtomicU64,
     born: Instant,
 }
@@ -440,6 +442,13 @@ impl Listener {
         }
     }
 
+    /// Makes the next scan sweep, however recent the last sweep (for the test hooks).
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn sweep_on_next_scan(&self) {
+        // Relaxed: as in `scan_for_work`.
+        self.last_sweep.store(0, Ordering::Relaxed);
+    }
+
     /// The doorbell word, bumped by every client that waits to be accepted.
     pub(crate) fn doorbell(&self) -> &AtomicU32 {
         &self.shared.control().doorbell
@@ -458,7 +467,7 @@ impl Listener {
     fn scan_for_work(&self) -> Result<(Option<Connection>, bool)> {
         let mut busy = !self.shared.lock_reclaims().is_empty();
         let n = self.shared.slots;
-        let now_ms = self.born.elapsed().as_millis() as u64;
+        let now_ms = self.born.elapsed().as_millis() as u64 + SWEEP_PERIOD.as_millis() as u64;
         // Relaxed: a throttle, not a synchronisation.
         let sweep = now_ms.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
             >= SWEEP_PERIOD.as_millis() as u64;
