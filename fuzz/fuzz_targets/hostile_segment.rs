@@ -44,7 +44,7 @@ fn encode(index: u64, kind: u8, len: u32) -> u64 {
 }
 
 fn word(map: &memmap2::MmapMut, offset: usize) -> &AtomicU64 {
-    assert!(offset % 8 == 0 && offset + 8 <= map.len());
+    assert!(offset.is_multiple_of(8) && offset + 8 <= map.len());
     // SAFETY: in bounds and 8-aligned (the mapping is page-aligned); the library accesses these
     // words atomically too.
     unsafe { &*(map.as_ptr().add(offset) as *const AtomicU64) }

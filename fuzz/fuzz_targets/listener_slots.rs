@@ -44,14 +44,14 @@ struct View {
 
 impl View {
     fn u64_at(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset % 8 == 0 && offset + 8 <= self.map.len());
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.map.len());
         // SAFETY: in bounds and 8-aligned (the mapping is page-aligned); the library reads and
         // writes these words atomically too.
         unsafe { &*(self.map.as_ptr().add(offset) as *const AtomicU64) }
     }
 
     fn u32_at(&self, offset: usize) -> &AtomicU32 {
-        assert!(offset % 4 == 0 && offset + 4 <= self.map.len());
+        assert!(offset.is_multiple_of(4) && offset + 4 <= self.map.len());
         // SAFETY: as in `u64_at`.
         unsafe { &*(self.map.as_ptr().add(offset) as *const AtomicU32) }
     }
