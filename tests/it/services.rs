@@ -1106,7 +1106,10 @@ fn a_client_whose_channel_is_refused_hears_so_before_its_deadline() {
         if client.is_finished() {
             break client.join().unwrap();
         }
-        assert!(started.elapsed() < 2 * WATCHDOG, "the client never returned");
+        assert!(
+            started.elapsed() < 2 * WATCHDOG,
+            "the client never returned"
+        );
     };
     let took = started.elapsed();
     match got {
@@ -1114,7 +1117,10 @@ fn a_client_whose_channel_is_refused_hears_so_before_its_deadline() {
         other => panic!("{other:?} instead of Disconnected"),
     }
     // Refused at the server's first look, told at once: far from the client's deadline.
-    assert!(took < Duration::from_secs(2), "the client heard after {took:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "the client heard after {took:?}"
+    );
     assert_eq!(connection_names(&name), Vec::<String>::new());
     // The capacity restored, the next client gets in.
     file.write_all_at(&(config.capacity as u64).to_le_bytes(), at)
@@ -1150,7 +1156,10 @@ fn a_client_killed_while_connecting_leaves_no_slot_taken() {
         let pid = client.pid();
         let deadline = Instant::now() + WATCHDOG;
         while proc_state(pid) != Some('T') {
-            assert!(Instant::now() < deadline, "{point:?}: the client did not stop");
+            assert!(
+                Instant::now() < deadline,
+                "{point:?}: the client did not stop"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(slot_states(&name, LIMIT), [state, 0], "{point:?}");
@@ -1181,7 +1190,10 @@ fn a_client_killed_while_connecting_leaves_no_slot_taken() {
                 .expect("the client's connection");
             ch.send(b"in").unwrap();
             assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"in", "{point:?}");
-            assert!(conn.is_peer_connected(), "{point:?}: the dead client was accepted");
+            assert!(
+                conn.is_peer_connected(),
+                "{point:?}: the dead client was accepted"
+            );
             live.push(ch);
         }
         // Full now, and only with the live clients: the dead one's channel name is gone too.
