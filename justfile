@@ -164,6 +164,21 @@ clean-shm *ARGS:
 loom:
     RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR={{target_dir}}/loom cargo test -p shmlink --release --lib loom
 
-# Fuzz the consumer and the connecting side against hostile segment bytes for N seconds (needs cargo-fuzz)
-fuzz secs="180":
-    cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run hostile_segment -- -max_total_time={{secs}} -max_len=4096
+# Fuzz each target (hostile_segment, listener_slots; or TARGET alone) for N seconds from its seeds in fuzz/corpus/ (needs cargo-fuzz; FUZZ_WORK: where new inputs go, default fuzz/work)
+fuzz secs="180" target="":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    cd fuzz
+    work=${FUZZ_WORK:-work}
+    targets="{{target}}"
+    [ -n "$targets" ] || targets=$(RUSTC_BOOTSTRAP=1 cargo fuzz list)
+    for t in $targets; do
+        # A listener case runs an op per byte, some of which wait a millisecond: shorter inputs.
+        case $t in listener_slots) len=512 ;; *) len=4096 ;; esac
+        mkdir -p "$work/$t"
+        echo "fuzz $t for {{secs}} s"
+        # New inputs go to the first directory; the seeds in corpus/ are only read. A crash, a
+        # case slower than 10 s or over 2 GiB is a finding (written to artifacts/<target>/).
+        RUSTC_BOOTSTRAP=1 cargo fuzz run "$t" "$work/$t" "corpus/$t" -- \
+            -max_total_time={{secs}} -timeout=10 -rss_limit_mb=2048 -max_len=$len -print_final_stats=1
+    done

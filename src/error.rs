@@ -233,8 +233,9 @@ with_open_variants! {
         /// client came).
         #[error("timed out")]
         Timeout,
-        /// The listener closed (before or while a client waited to be accepted), or the server
-        /// closed the new connection at once.
+        /// The listener closed (before or while a client waited to be accepted), the server
+        /// closed the new connection at once, or it refused the client's channel (rings larger
+        /// than the listener's capacity).
         #[error("the peer closed channel {0:?}")]
         Disconnected(ChannelName),
         /// The listener's server process died (before or while a client waited to be accepted).

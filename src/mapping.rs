@@ -350,6 +350,26 @@ impl Mapping {
         Ok(Self::from_parts(file, map, Name::Shm(name.into()), false))
     }
 
+    /// Like [`open_named`](Mapping::open_named), for an object of at most `max_len` bytes: a
+    /// longer one is refused ([`OpenError::SizeMismatch`]) before anything is mapped, and the
+    /// length read is all that is mapped (an object grown afterwards maps no more).
+    pub(crate) fn open_named_within(name: &str, max_len: usize) -> Result<Mapping> {
+        let file = open_shm_file(name)?;
+        check_private(&file, name)?;
+        let len = file.metadata()?.len();
+        if len == 0 {
+            // The creator has not sized it yet.
+            return Err(OpenError::NotReady(name.into()));
+        }
+        if len > max_len as u64 {
+            return Err(OpenError::size_mismatch(
+                name,
+                format!("an object of {len} bytes, more than the {max_len} bytes allowed here"),
+            ));
+        }
+        Self::prefix_of_shm_file(file, name, len as usize)
+    }
+
     /// Maps the first `len` bytes of an already open shared-memory object at least that long,
     /// without owning its name.
     pub(crate) fn prefix_of_shm_file(file: File, name: &str, len: usize) -> Result<Mapping> {

@@ -54,6 +54,47 @@ pub const LISTENER_SLOT_SIZE: usize = layout::listener::SLOT_SIZE;
 /// The state the server gives a slot it holds a connection in.
 pub const LISTENER_SLOT_ACTIVE: u64 = layout::listener::SLOT_ACTIVE;
 
+/// The other slot states, in the order a client moves its slot through them: free, claimed (by a
+/// client that holds the slot's lock), named (its connection number written), pending (its
+/// channel made, waiting for the server).
+pub const LISTENER_SLOT_FREE: u64 = layout::listener::SLOT_FREE;
+/// See [`LISTENER_SLOT_FREE`].
+pub const LISTENER_SLOT_CLAIMED: u64 = layout::listener::SLOT_CLAIMED;
+/// See [`LISTENER_SLOT_FREE`].
+pub const LISTENER_SLOT_NAMED: u64 = layout::listener::SLOT_NAMED;
+/// See [`LISTENER_SLOT_FREE`].
+pub const LISTENER_SLOT_PENDING: u64 = layout::listener::SLOT_PENDING;
+/// Offset in a slot of the client's connection number (`u64`): its channel is named
+/// `<listener>.<pid>.<number>`.
+pub const LISTENER_SLOT_SEQ: usize = std::mem::offset_of!(layout::listener::Slot, seq);
+/// Offset in a slot of the client's process start time (`u64`).
+pub const LISTENER_SLOT_START_TIME: usize =
+    std::mem::offset_of!(layout::listener::Slot, start_time);
+/// Offset in a slot of the word the server bumps once it has connected (`u32`).
+pub const LISTENER_SLOT_ACCEPTED: usize = std::mem::offset_of!(layout::listener::Slot, accepted);
+/// Offset in a listener's mapping of its slot count (`u32`) and, 128 bytes on, its doorbell
+/// (`u32`).
+pub const LISTENER_HEADER_OFFSET: usize = layout::RINGS_OFFSET;
+
+/// Takes the lock a client holds on slot `i` of a listener while it connects, on `file` (an
+/// open description of the listener's object), without waiting: `Ok(false)` if another open
+/// description holds it. The lock lasts until released or the description closes.
+pub fn take_listener_slot_lock(file: &std::fs::File, i: usize) -> std::io::Result<bool> {
+    crate::sys::lock::take(file, layout::listener::slot_lock(i), false)
+}
+
+/// Makes the next scan of `listener` (an accept in any form) look for slots whose claimers died,
+/// which it otherwise does once per sweep period (100 ms).
+pub fn sweep_on_next_accept(listener: &crate::Listener) {
+    listener.sweep_on_next_scan();
+}
+
+/// The addresses, in this process, of the ring region `channel` receives from: every message
+/// a receive hands out in place (one no longer than a frame) lies inside it.
+pub fn recv_region(channel: &crate::Channel) -> std::ops::Range<usize> {
+    channel.recv_region()
+}
+
 /// The prefix of a channel's name in the shared-memory namespace.
 pub const OS_PREFIX: &str = crate::mapping::OS_PREFIX;
 
@@ -120,6 +161,11 @@ pub enum StopPoint {
     /// `connect` has taken the connector's lock and claimed the slot (`PEER_CLAIMING`), and has
     /// not yet marked itself present.
     ConnectClaimed,
+    /// A listener's client has claimed a slot (holding its lock) and not yet named its channel.
+    ListenerClaimed,
+    /// A listener's client has named its channel in its slot and made it, and not yet published
+    /// the slot as pending.
+    ListenerNamed,
 }
 
 impl StopPoint {
@@ -127,6 +173,8 @@ impl StopPoint {
     pub fn name(self) -> &'static str {
         match self {
             StopPoint::ConnectClaimed => "connect-claimed",
+            StopPoint::ListenerClaimed => "listener-claimed",
+            StopPoint::ListenerNamed => "listener-named",
         }
     }
 }

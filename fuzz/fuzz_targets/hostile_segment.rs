@@ -9,15 +9,20 @@
 //!   every kind, length and order, announced totals of any size, wrong tags and rewrites of a
 //!   frame after it was published are all in reach.
 //!
-//! Anything but a frame inside the ring, a reassembled message within the limit, or a typed
-//! error (a panic, a crash, an abort, a hang) is a finding.
+//! Anything but a frame inside the ring it was read from (its addresses checked against the
+//! ring region's), a reassembled message within the limit in the receiver's own memory (outside
+//! both mappings of the segment), or a typed error (a panic, a crash, an abort, a hang) is a
+//! finding.
 #![no_main]
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use shmlink::testing::{frame_size, HEADER_SIZE, RINGS_OFFSET};
+use shmlink::testing::{
+    frame_size, max_payload, recv_region, segment_size, HEADER_SIZE, RINGS_OFFSET,
+};
 use shmlink::{Channel, Config, RecvError, WaitStrategy};
 
 const CAP: usize = 1024;
@@ -39,18 +44,77 @@ fn encode(index: u64, kind: u8, len: u32) -> u64 {
 }
 
 fn word(map: &memmap2::MmapMut, offset: usize) -> &AtomicU64 {
-    assert!(offset % 8 == 0 && offset + 8 <= map.len());
+    assert!(offset.is_multiple_of(8) && offset + 8 <= map.len());
     // SAFETY: in bounds and 8-aligned (the mapping is page-aligned); the library accesses these
     // words atomically too.
     unsafe { &*(map.as_ptr().add(offset) as *const AtomicU64) }
 }
 
-/// One received outcome: a message within the limit or a typed error. Decodes some messages as
-/// JSON to exercise the private copy.
-fn check(got: Result<shmlink::ReadGuard<'_>, RecvError>, decode: bool) {
+/// Where a receiver's messages may lie: the ring region it reads (for a message read in place)
+/// and the two mappings of the segment (which a reassembled message must stay out of).
+struct Bounds {
+    ring: Range<usize>,
+    mappings: [Range<usize>; 2],
+}
+
+impl Bounds {
+    /// For `ch`, which reads ring `ring` of its mapping (1 for the creator, 0 for the
+    /// connector), and the fuzzer's own mapping `view` of the same segment (as long as the
+    /// channel's: both map the whole object).
+    fn of(ch: &Channel, ring: usize, view: &memmap2::MmapMut) -> Bounds {
+        let region = recv_region(ch);
+        let cap = region.len();
+        assert!(
+            cap.is_power_of_two() && segment_size(cap) <= view.len(),
+            "a ring of {cap} bytes in a segment of {}",
+            view.len()
+        );
+        let base = region.start - HEADER_SIZE - ring * cap;
+        let own = base..base + view.len();
+        let view = view.as_ptr() as usize..view.as_ptr() as usize + view.len();
+        Bounds {
+            ring: region,
+            mappings: [own, view],
+        }
+    }
+
+    /// The capacity of the ring (a connector's comes from the header the fuzzer wrote).
+    fn capacity(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// A message no longer than a frame is read in place and must lie inside the ring region;
+    /// a longer one can only be reassembled from fragments (a fragmented message that would fit
+    /// one frame is refused), in the receiver's own memory, within the limit.
+    fn check(&self, msg: &[u8]) {
+        let start = msg.as_ptr() as usize;
+        let end = start + msg.len();
+        if msg.len() <= max_payload(self.capacity()) {
+            assert!(
+                self.ring.start <= start && end <= self.ring.end,
+                "a message at [{start:#x}, {end:#x}) outside the ring region [{:#x}, {:#x})",
+                self.ring.start,
+                self.ring.end
+            );
+        } else {
+            assert!(msg.len() <= MAX_MESSAGE, "message of {} bytes", msg.len());
+            for m in &self.mappings {
+                assert!(
+                    end <= m.start || start >= m.end,
+                    "a reassembled message of {} bytes at [{start:#x}, {end:#x}) in the segment",
+                    msg.len()
+                );
+            }
+        }
+    }
+}
+
+/// One received outcome: a message where `bounds` allow, or a typed error. Decodes some
+/// messages as JSON to exercise the private copy.
+fn check(got: Result<shmlink::ReadGuard<'_>, RecvError>, decode: bool, bounds: &Bounds) {
     match got {
         Ok(msg) => {
-            assert!(msg.len() <= MAX_MESSAGE, "message of {} bytes", msg.len());
+            bounds.check(&msg);
             if decode {
                 if let Ok(text) = msg.json::<&str>() {
                     assert!(std::str::from_utf8(text.as_bytes()).is_ok());
@@ -71,14 +135,17 @@ fn check(got: Result<shmlink::ReadGuard<'_>, RecvError>, decode: bool) {
 
 /// One batch receive's outcome: every message it handed within the limit, as many as it
 /// counts, at most `max`, or a typed error.
-fn check_batch(creator: &mut Channel, max: usize) {
+fn check_batch(creator: &mut Channel, max: usize, bounds: &Bounds) {
     let mut handed = 0;
     let got = creator.try_recv_batch(max, |msg| {
-        assert!(msg.len() <= MAX_MESSAGE, "message of {} bytes", msg.len());
+        bounds.check(msg);
         handed += 1;
     });
     match got {
-        Ok(n) => assert!(n == handed && n <= max && n > 0, "{n} counted, {handed} handed"),
+        Ok(n) => assert!(
+            n == handed && n <= max && n > 0,
+            "{n} counted, {handed} handed"
+        ),
         Err(
             RecvError::Empty
             | RecvError::Corrupt { .. }
@@ -98,6 +165,7 @@ fn check_batch(creator: &mut Channel, max: usize) {
 /// frame's first payload word after publishing it), two length bytes, a fill byte, and for a
 /// first fragment eight more bytes: the announced total.
 fn stream(creator: &mut Channel, map: &mut memmap2::MmapMut, mut ops: &[u8]) {
+    let bounds = Bounds::of(creator, 1, map);
     let region = HEADER_SIZE + CAP;
     let head_at = RINGS_OFFSET + RING_HEADER + 128;
     let mut tail = 0u64;
@@ -130,11 +198,11 @@ fn stream(creator: &mut Channel, map: &mut memmap2::MmapMut, mut ops: &[u8]) {
                 placed = Some(start);
                 break;
             }
-            check(creator.try_recv(), false);
+            check(creator.try_recv(), false, &bounds);
         }
         let Some(start) = placed else {
             // The consumer is stuck (a corrupt stream): keep poking it, nothing more to feed.
-            check(creator.try_recv(), false);
+            check(creator.try_recv(), false, &bounds);
             continue;
         };
         if start != tail {
@@ -162,17 +230,17 @@ fn stream(creator: &mut Channel, map: &mut memmap2::MmapMut, mut ops: &[u8]) {
         if control & 0x10 != 0 {
             let decode = control & 0x40 != 0;
             if control & 0x20 != 0 && decode {
-                check_batch(creator, usize::from(*fill % 8) + 1);
+                check_batch(creator, usize::from(*fill % 8) + 1, &bounds);
             } else if control & 0x20 != 0 {
-                check(creator.recv_timeout(Duration::ZERO), decode);
+                check(creator.recv_timeout(Duration::ZERO), decode, &bounds);
             } else {
-                check(creator.try_recv(), decode);
+                check(creator.try_recv(), decode, &bounds);
             }
         }
     }
     for _ in 0..4 {
-        check(creator.try_recv(), true);
-        check_batch(creator, 4);
+        check(creator.try_recv(), true, &bounds);
+        check_batch(creator, 4, &bounds);
     }
 }
 
@@ -218,9 +286,10 @@ fuzz_target!(|data: &[u8]| {
                 );
             }
             overwrite(&mut map, HEADER_SIZE + CAP, region);
+            let bounds = Bounds::of(&creator, 1, &map);
             for _ in 0..64 {
                 match creator.try_recv() {
-                    Ok(frame) => assert!(frame.len() <= MAX_MESSAGE),
+                    Ok(frame) => bounds.check(&frame),
                     Err(RecvError::Corrupt { .. }) => {}
                     Err(_) => break,
                 }
@@ -240,9 +309,10 @@ fuzz_target!(|data: &[u8]| {
             overwrite(&mut map, HEADER_SIZE, region);
             if let Ok(mut ch) = Channel::connect(&name, WaitStrategy::Spin) {
                 ch.set_max_message(MAX_MESSAGE);
+                let bounds = Bounds::of(&ch, 0, &map);
                 for _ in 0..64 {
                     match ch.try_recv() {
-                        Ok(frame) => assert!(frame.len() <= MAX_MESSAGE),
+                        Ok(frame) => bounds.check(&frame),
                         Err(RecvError::Corrupt { .. }) => {}
                         Err(_) => break,
                     }

@@ -90,11 +90,19 @@ impl Channel {
         Self::assemble(map, name, config.capacity, Role::Creator, config.wait)
     }
 
-    /// Connects to the channel `name` (not a listener): how a listener's server reaches the
-    /// channel a client made for it (`<listener>.<pid>.<seq>`, longer than user-chosen names).
-    pub(crate) fn connect_channel(name: &str, wait: WaitStrategy) -> Result<Channel> {
-        let map = Mapping::open_named(name)?;
+    /// Connects to the channel `name` (not a listener) whose rings hold at most `max_capacity`
+    /// bytes each: how a listener's server reaches the channel a client made for it
+    /// (`<listener>.<pid>.<seq>`, longer than user-chosen names), whose size the client chose. A
+    /// larger one is refused ([`OpenError::SizeMismatch`], naming it) before it is mapped.
+    pub(crate) fn connect_channel(
+        name: &str,
+        wait: WaitStrategy,
+        max_capacity: usize,
+    ) -> Result<Channel> {
+        let map = Mapping::open_named_within(name, segment_size(max_capacity))?;
         let magic = peek_magic(&map);
+        // `validate` checks that the header's total size, two rings of its capacity, fits the
+        // mapping: the capacity is at most `max_capacity`.
         Self::connect_mapping(map, name.into(), wait, magic)
     }
 

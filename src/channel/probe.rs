@@ -30,6 +30,12 @@ impl Channel {
         self.sender.tx.has_room(len).unwrap_or(true)
     }
 
+    /// Where the ring region we receive from lies in this process (for the test hooks).
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn recv_region(&self) -> std::ops::Range<usize> {
+        self.receiver.rx.region()
+    }
+
     /// True once the peer closed its end (no look at its process).
     pub(crate) fn peer_closed(&self) -> bool {
         self.receiver.peer.state() == PEER_CLOSED

@@ -96,6 +96,13 @@ impl Consumer {
         self.state.ptrs.capacity
     }
 
+    /// Where the region this consumer reads lies in this process (for the test hooks).
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn region(&self) -> std::ops::Range<usize> {
+        let start = self.state.ptrs.region.as_ptr() as usize;
+        start..start + self.state.ptrs.capacity
+    }
+
     /// Largest payload a single frame carries.
     pub(crate) fn max_len(&self) -> usize {
         self.state.max_len

@@ -24,7 +24,10 @@
 //! slot in a state only it sets (active) or in no known state that no connection of its leases.
 //! A slot in a client's states (claimed, named) is the client's only while the client holds
 //! that slot's lock; a client gives its slot back on every way out of `connect` short of being
-//! accepted, and does not claim one of a listener whose server is gone.
+//! accepted, and does not claim one of a listener whose server is gone. Nor does the server take
+//! a client's channel at its size: one with rings larger than the listener's capacity is
+//! refused before it is mapped, its slot freed and its client told (it finds its slot given back
+//! without a connection: [`OpenError::Disconnected`]).
 //!
 //! A plain [`Channel`] has one connector for its whole life (a second one gets
 //! [`OpenError::AlreadyConnected`], even once the first has gone); a server that must outlive its
@@ -302,6 +305,8 @@ pub struct Listener {
     config: Config,
     /// Where the next scan starts, so no slot is always served last.
     next: AtomicUsize,
+    /// When the last sweep ran, in milliseconds since one sweep period before `born` (0: none
+    /// has, and the first scan sweeps).
     last_sweep: AtomicU64,
     born: Instant,
 }
@@ -323,7 +328,9 @@ static NEXT_SEQ: AtomicU64 = AtomicU64::new(0);
 impl Listener {
     /// Makes the listener `name` with room for [`DEFAULT_MAX_CLIENTS`] concurrent clients.
     /// Every connection has rings of `config.capacity` bytes; the server's ends wait with
-    /// `config.wait`.
+    /// `config.wait`. The clients make their connections' channels: one with larger rings (only
+    /// a hostile client makes one) is refused before it is mapped, and that client's connect
+    /// fails with [`OpenError::Disconnected`].
     ///
     /// The name is in the same namespace as channels and follows the same rule
     /// ([`OpenError::InvalidName`]; at most [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) bytes): a live
@@ -435,6 +442,13 @@ impl Listener {
         }
     }
 
+    /// Makes the next scan sweep, however recent the last sweep (for the test hooks).
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn sweep_on_next_scan(&self) {
+        // Relaxed: as in `scan_for_work`.
+        self.last_sweep.store(0, Ordering::Relaxed);
+    }
+
     /// The doorbell word, bumped by every client that waits to be accepted.
     pub(crate) fn doorbell(&self) -> &AtomicU32 {
         &self.shared.control().doorbell
@@ -453,7 +467,7 @@ impl Listener {
     fn scan_for_work(&self) -> Result<(Option<Connection>, bool)> {
         let mut busy = !self.shared.lock_reclaims().is_empty();
         let n = self.shared.slots;
-        let now_ms = self.born.elapsed().as_millis() as u64;
+        let now_ms = self.born.elapsed().as_millis() as u64 + SWEEP_PERIOD.as_millis() as u64;
         // Relaxed: a throttle, not a synchronisation.
         let sweep = now_ms.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
             >= SWEEP_PERIOD.as_millis() as u64;
@@ -488,7 +502,10 @@ impl Listener {
                         active,
                         name: name.clone(),
                     };
-                    match Channel::connect_channel(&name, self.config.wait) {
+                    // A client's channel with rings larger than the listener's is refused
+                    // before it is mapped: a client may not make the server map more than its
+                    // configuration allows.
+                    match Channel::connect_channel(&name, self.config.wait, self.config.capacity) {
                         Ok(channel) => {
                             // Release: pairs with the client's Acquire load of `accepted`; our
                             // connect (connector PRESENT) happened before.
@@ -503,8 +520,16 @@ impl Listener {
                             ));
                         }
                         // The client gave up or died, or wrote something that is not a
-                        // channel: drop the lease (frees the slot, reclaims a dead name).
-                        Err(_) => drop(lease),
+                        // channel we take (not one at all, or larger than we allow): drop the
+                        // lease (frees the slot, reclaims a dead name) and wake the client,
+                        // which finds its slot given back without a connection.
+                        Err(_) => {
+                            drop(lease);
+                            // Release: orders the freeing store of `end_lease` before the
+                            // bump; pairs with the client's Acquire load of `accepted`.
+                            slot.accepted.fetch_add(1, Ordering::Release);
+                            futex_wake(&slot.accepted);
+                        }
                     }
                 }
                 SLOT_CLAIMED | SLOT_NAMED if !sweep => busy = true,
@@ -546,7 +571,8 @@ impl Listener {
 ///
 /// Fails with [`OpenError::TooManyClients`] when all its slots are taken,
 /// [`OpenError::PeerGone`] if the server died (before or while we wait),
-/// [`OpenError::Disconnected`] if it closes the listener while we wait and
+/// [`OpenError::Disconnected`] if it closes the listener while we wait or refuses our channel,
+/// and
 /// [`OpenError::Timeout`] past the deadline. A client that fails leaves no slot taken.
 pub(crate) fn connect_client(
     map: Mapping,
@@ -669,7 +695,11 @@ fn connect_to(
             limit: shared.slots,
         });
     };
+    #[cfg(feature = "test-hooks")]
+    crate::testing::stop_point(crate::testing::StopPoint::ListenerClaimed);
     let channel = create_channel(shared, &mut claim, me, &Config { capacity, wait })?;
+    #[cfg(feature = "test-hooks")]
+    crate::testing::stop_point(crate::testing::StopPoint::ListenerNamed);
     await_accept(shared, claim, channel, server, deadline)
 }
 
@@ -732,6 +762,18 @@ fn await_accept(
         }
         let (state, _) = shared.server();
         if state == PEER_CLOSED {
+            return Err(OpenError::Disconnected(shared.name.clone()));
+        }
+        // Our slot holds our word, pending or active (the server took it), for as long as the
+        // server may still connect: it frees the slot when it refuses our channel (or failed to
+        // connect to it). Our lock keeps other clients off it. Relaxed: only the value matters;
+        // a server that connected and then freed the slot closed our channel first, which the
+        // look above sees, or the next turn does.
+        let word = slot.word.load(Ordering::Relaxed);
+        if word != claim.word && word != (claim.word & !0xffff_ffff) | SLOT_ACTIVE {
+            if channel.is_peer_connected() {
+                continue;
+            }
             return Err(OpenError::Disconnected(shared.name.clone()));
         }
         if !server_alive(shared)? {

@@ -98,9 +98,9 @@ fn slot_offset(i: usize) -> u64 {
     (shmlink::testing::LISTENER_SLOTS_OFFSET + i * shmlink::testing::LISTENER_SLOT_SIZE) as u64
 }
 
-/// The states (low 32 bits of the slot words) of the `limit` slots of the listener `name`,
-/// read from its object.
-fn slot_states(name: &str, limit: usize) -> Vec<u64> {
+/// The words (`pid << 32 | state`) of the `limit` slots of the listener `name`, read from its
+/// object.
+fn slot_words(name: &str, limit: usize) -> Vec<u64> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(support::shm_path(name)).expect("open the listener");
     (0..limit)
@@ -108,8 +108,16 @@ fn slot_states(name: &str, limit: usize) -> Vec<u64> {
             let mut word = [0u8; 8];
             file.read_exact_at(&mut word, slot_offset(i))
                 .expect("read a slot word");
-            u64::from_le_bytes(word) & 0xffff_ffff
+            u64::from_le_bytes(word)
         })
+        .collect()
+}
+
+/// The states (low 32 bits of the slot words) of the `limit` slots of the listener `name`.
+fn slot_states(name: &str, limit: usize) -> Vec<u64> {
+    slot_words(name, limit)
+        .into_iter()
+        .map(|w| w & 0xffff_ffff)
         .collect()
 }
 
@@ -764,6 +772,9 @@ fn forged_slot_states_do_not_keep_clients_out() {
     let _guard = NameGuard(name.clone());
     let listener = Listener::bind_with_limit(&name, &Config::default(), LIMIT).unwrap();
     let stop = AtomicBool::new(false);
+    // Held by the server while it accepts, and by the test while the forger writes and the
+    // test reads what it wrote (the server frees forged slots as soon as it looks).
+    let gate = std::sync::Mutex::new(());
     std::thread::scope(|s| {
         // The server: accepts, echoes one message on each connection, and holds it until its
         // client leaves. Returns how many it accepted.
@@ -771,7 +782,11 @@ fn forged_slot_states_do_not_keep_clients_out() {
             let mut conns: Vec<Connection> = Vec::new();
             let mut accepted = 0;
             while !stop.load(Ordering::Relaxed) {
-                match listener.accept_timeout(Duration::from_millis(20)) {
+                let got = {
+                    let _held = gate.lock().unwrap_or_else(|p| p.into_inner());
+                    listener.accept_timeout(Duration::from_millis(20))
+                };
+                match got {
                     Ok(mut conn) => {
                         let msg = conn.recv_timeout(WATCHDOG).expect("first message").to_vec();
                         conn.send(&msg).expect("echo");
@@ -794,8 +809,19 @@ fn forged_slot_states_do_not_keep_clients_out() {
         // One client is in before the forger comes: its slot is rewritten too.
         let mut first = connect_retrying(&name);
         hello(&mut first, "first");
-        let mut forger = spawn_role("forge", &[name.clone(), LIMIT.to_string()]);
-        assert!(forger.reap().success(), "the forger failed");
+        let forged = {
+            let _held = gate.lock().unwrap_or_else(|p| p.into_inner());
+            let mut forger = spawn_role("forge", &[name.clone(), LIMIT.to_string()]);
+            wait_for_line(&mut forger, "forged");
+            assert!(forger.reap().success(), "the forger failed");
+            slot_words(&name, LIMIT)
+        };
+        // The forgery landed: every slot word, the first client's included, is a forged one.
+        let expected: Vec<u64> = (0..LIMIT)
+            .map(|i| FORGED[i % FORGED.len()])
+            .map(|(pid, state)| pid << 32 | state)
+            .collect();
+        assert_eq!(forged, expected, "the slot words after the forger ran");
         // Every slot no connection holds is free again for the next clients.
         let mut others: Vec<Channel> = (0..LIMIT - 1)
             .map(|i| {
@@ -979,4 +1005,202 @@ fn connect_errors_name_what_the_name_is() {
     let client = std::thread::spawn(move || Channel::connect(&n, WaitStrategy::Block));
     let _conn = listener.accept_timeout(WATCHDOG).unwrap();
     client.join().unwrap().unwrap();
+}
+
+/// Writes `value` at `offset` of slot `i` of the listener `name`, through its object.
+fn write_slot(name: &str, i: usize, offset: usize, value: u64) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(support::shm_path(name))
+        .expect("open the listener");
+    file.write_all_at(&value.to_le_bytes(), slot_offset(i) + offset as u64)
+        .expect("write a slot field");
+}
+
+#[test]
+fn a_client_channel_larger_than_the_listener_allows_is_refused() {
+    use shmlink::testing::{LISTENER_SLOT_PENDING, LISTENER_SLOT_SEQ};
+    const LIMIT: usize = 2;
+    let name = unique("svcbig");
+    let _guard = NameGuard(name.clone());
+    let config = Config::default();
+    let listener = Listener::bind_with_limit(&name, &config, LIMIT).unwrap();
+    // A hostile client of the same user: makes its connection's channel by hand, with rings of
+    // 2 GiB (4 GiB of mapping, sparse), names it in slot 0 and publishes the slot as pending.
+    let pid = std::process::id();
+    let seq = 7_000_000_u64;
+    let big = format!("{name}.{pid}.{seq}");
+    let _big_guard = NameGuard(big.clone());
+    let huge = Channel::create(
+        &big,
+        &Config {
+            capacity: 1 << 31,
+            ..config.clone()
+        },
+    )
+    .expect("a channel of 2 GiB rings");
+    write_slot(&name, 0, LISTENER_SLOT_SEQ, seq);
+    write_slot(&name, 0, 0, u64::from(pid) << 32 | LISTENER_SLOT_PENDING);
+    match listener.try_accept() {
+        Err(OpenError::Empty) => {}
+        Ok(conn) => panic!(
+            "accepted a client channel of {} bytes per ring, the listener's are {}",
+            conn.capacity(),
+            config.capacity
+        ),
+        Err(e) => panic!("try_accept: {e}"),
+    }
+    assert!(!huge.is_peer_connected(), "the server connected to it");
+    assert_eq!(slot_states(&name, LIMIT), [0; LIMIT], "the refused slot");
+    // The listener goes on serving honest clients, as many as its limit.
+    let clients: Vec<_> = (0..LIMIT)
+        .map(|_| {
+            let n = name.clone();
+            std::thread::spawn(move || Channel::connect_timeout(&n, WaitStrategy::Block, WATCHDOG))
+        })
+        .collect();
+    let mut conns: Vec<Connection> = (0..LIMIT)
+        .map(|_| listener.accept_timeout(WATCHDOG).expect("an honest client"))
+        .collect();
+    let mut live = Vec::new();
+    for t in clients {
+        let mut ch = t.join().unwrap().expect("connect");
+        let conn = conns
+            .iter_mut()
+            .find(|c| c.name() == ch.name())
+            .expect("the client's connection");
+        assert_eq!(conn.capacity(), config.capacity);
+        ch.send(b"honest").unwrap();
+        assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"honest");
+        live.push(ch);
+    }
+}
+
+#[test]
+fn a_client_whose_channel_is_refused_hears_so_before_its_deadline() {
+    use std::os::unix::fs::FileExt;
+    type Header = shmlink::testing::SegmentHeader;
+    let name = unique("svcbigc");
+    let _guard = NameGuard(name.clone());
+    let config = Config::default();
+    let listener = Listener::bind(&name, &config).unwrap();
+    // Another process of the user rewrites the capacity an honest client reads from the
+    // listener: the client makes a channel of 2 GiB rings, which the server refuses.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(support::shm_path(&name))
+        .unwrap();
+    let at = std::mem::offset_of!(Header, capacity) as u64;
+    file.write_all_at(&(1u64 << 31).to_le_bytes(), at).unwrap();
+    let n = name.clone();
+    let started = Instant::now();
+    let client =
+        std::thread::spawn(move || Channel::connect_timeout(&n, WaitStrategy::Block, WATCHDOG));
+    let got = loop {
+        match listener.accept_timeout(Duration::from_millis(20)) {
+            Ok(conn) => panic!("accepted a channel of {} bytes per ring", conn.capacity()),
+            Err(OpenError::Timeout) => {}
+            Err(e) => panic!("accept: {e}"),
+        }
+        if client.is_finished() {
+            break client.join().unwrap();
+        }
+        assert!(
+            started.elapsed() < 2 * WATCHDOG,
+            "the client never returned"
+        );
+    };
+    let took = started.elapsed();
+    match got {
+        Err(OpenError::Disconnected(n)) => assert_eq!(n, name),
+        other => panic!("{other:?} instead of Disconnected"),
+    }
+    // Refused at the server's first look, told at once: far from the client's deadline.
+    assert!(
+        took < Duration::from_secs(2),
+        "the client heard after {took:?}"
+    );
+    assert_eq!(connection_names(&name), Vec::<String>::new());
+    // The capacity restored, the next client gets in.
+    file.write_all_at(&(config.capacity as u64).to_le_bytes(), at)
+        .unwrap();
+    let n = name.clone();
+    let client = std::thread::spawn(move || Channel::connect(&n, WaitStrategy::Block));
+    let _conn = listener.accept_timeout(WATCHDOG).unwrap();
+    client.join().unwrap().unwrap();
+}
+
+/// The state letter of process `pid` in `/proc/<pid>/stat` (`T` once stopped).
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+#[test]
+fn a_client_killed_while_connecting_leaves_no_slot_taken() {
+    use shmlink::testing::{StopPoint, LISTENER_SLOT_CLAIMED, LISTENER_SLOT_NAMED, STOP_AT_ENV};
+    const LIMIT: usize = 2;
+    for (point, state) in [
+        (StopPoint::ListenerClaimed, LISTENER_SLOT_CLAIMED),
+        (StopPoint::ListenerNamed, LISTENER_SLOT_NAMED),
+    ] {
+        let name = unique("svcdying");
+        let _guard = NameGuard(name.clone());
+        let listener = Listener::bind_with_limit(&name, &Config::default(), LIMIT).unwrap();
+        // A client that stops itself at `point` of its connect, and is killed there.
+        let mut client = respawn(
+            "services::child",
+            &[(ROLE, &format!("idle {name}")), (STOP_AT_ENV, point.name())],
+        );
+        let pid = client.pid();
+        let deadline = Instant::now() + WATCHDOG;
+        while proc_state(pid) != Some('T') {
+            assert!(
+                Instant::now() < deadline,
+                "{point:?}: the client did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(slot_states(&name, LIMIT), [state, 0], "{point:?}");
+        let made = usize::from(point == StopPoint::ListenerNamed);
+        assert_eq!(connection_names(&name).len(), made, "{point:?}");
+        client.kill();
+        reap_killed(&mut client);
+        // Its slot comes back: LIMIT clients get in, each served.
+        let clients: Vec<_> = (0..LIMIT)
+            .map(|_| {
+                let n = name.clone();
+                std::thread::spawn(move || connect_retrying(&n))
+            })
+            .collect();
+        let mut conns: Vec<Connection> = (0..LIMIT)
+            .map(|_| {
+                listener
+                    .accept_timeout(WATCHDOG)
+                    .unwrap_or_else(|e| panic!("{point:?}: accept: {e}"))
+            })
+            .collect();
+        let mut live = Vec::new();
+        for t in clients {
+            let mut ch = t.join().expect("a client after the kill");
+            let conn = conns
+                .iter_mut()
+                .find(|c| c.name() == ch.name())
+                .expect("the client's connection");
+            ch.send(b"in").unwrap();
+            assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"in", "{point:?}");
+            assert!(
+                conn.is_peer_connected(),
+                "{point:?}: the dead client was accepted"
+            );
+            live.push(ch);
+        }
+        // Full now, and only with the live clients: the dead one's channel name is gone too.
+        assert!(matches!(
+            Channel::connect(&name, WaitStrategy::Block),
+            Err(OpenError::TooManyClients { .. })
+        ));
+        assert_eq!(connection_names(&name).len(), LIMIT, "{point:?}");
+    }
 }
