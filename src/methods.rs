@@ -227,7 +227,15 @@ macro_rules! doc_recv_batch {
          each message for its call only; the bytes of a frame read in place are in memory the \
          peer can write, so decode JSON from a copy (as `recv_json` does). An error met after \
          the first message ends the batch and the next call returns it: a call fails only when \
-         it handed nothing. A `max` of 0 returns 0 at once."
+         it handed nothing. A `max` of 0 returns 0 at once.\n\n\
+         One call does bounded work whatever `max` is, so `usize::MAX` is safe against a \
+         sender that never lets the channel run empty: on shared memory it takes, after the \
+         first message, no more once it has read a ring's capacity of bytes (about a ring's \
+         worth of messages); on the ipc-channel backend at most 1024 messages, and none more \
+         once they came to 1 MiB. The deadline forms also stop handing messages once their \
+         deadline has passed (looked at every 64 messages on shared memory, at every message \
+         on the ipc-channel backend); the async forms hand over one such call's worth per \
+         operation, which takes one unit of the task's tokio budget."
     };
 }
 
