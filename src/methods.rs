@@ -28,7 +28,15 @@ macro_rules! doc_send {
          Fails with [`SendError::TooLarge`](crate::SendError::TooLarge) past the receiver's \
          limit or this side's (before anything is written; the channel keeps working), \
          [`SendError::Disconnected`](crate::SendError::Disconnected) once the peer closed, and \
-         [`SendError::PeerGone`](crate::SendError::PeerGone) once its process died."
+         [`SendError::PeerGone`](crate::SendError::PeerGone) once its process is known dead, \
+         whether or not the ring has room: on shared memory the process's death watcher hears \
+         of the death at once (through the peer's pidfd; a peer that recorded another process \
+         is found by its look at every peer's lock, within about a second) and every send form \
+         looks at what it heard, one load per send; where no watcher covers the peer (no \
+         pidfds, a peer in another pid namespace) only a send that waits for room finds out. \
+         On the ipc-channel backend the first send to a dead peer fails (a send with a \
+         deadline, handed to the lane, may be accepted first and the next one fail), and every \
+         send after it."
     };
 }
 

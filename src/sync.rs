@@ -48,6 +48,7 @@ impl DeathWatch {
         _start_time: u64,
         _word: &AtomicU32,
         _holds_end: crate::sys::HoldsEnd,
+        _alarm: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     ) -> Option<DeathWatch> {
         None
     }

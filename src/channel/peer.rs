@@ -3,7 +3,8 @@
 use std::cell::Cell;
 use std::os::unix::io::RawFd;
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{ChannelName, WaitError};
@@ -31,6 +32,11 @@ pub(super) struct PeerWatch {
     /// Set once the peer was found gone: the verdict never changes back, even if a process that
     /// inspects the segment takes the dead peer's lock for a moment.
     gone: Cell<bool>,
+    /// Raised for the sending half (shared by both halves' watches): by the death watcher on
+    /// news of the peer, by either half's watch once it found the peer gone, and at first,
+    /// so that the first send once the peer is there registers with the watcher (see
+    /// `SendHalf::look_at_peer`). Lowered only by the sender, which then asks the peer's end.
+    alarm: Arc<AtomicBool>,
 }
 
 type Result<T = (), E = WaitError> = std::result::Result<T, E>;
@@ -50,6 +56,7 @@ impl PeerWatch {
             id: Cell::new(None),
             last_check: Cell::new(None),
             gone: Cell::new(false),
+            alarm: Arc::new(AtomicBool::new(true)),
         }
     }
 
@@ -71,6 +78,30 @@ impl PeerWatch {
         // visible) and of PEER_CLOSED in `Channel::drop` (so every frame sent before the close
         // is visible).
         self.info().state.load(Ordering::Acquire)
+    }
+
+    /// True once the alarm is raised (see `alarm`): one load, the sender's look before each
+    /// send.
+    #[inline(always)]
+    pub(super) fn alarmed(&self) -> bool {
+        // Relaxed: a hint that sends the sender to `take_alarm`, whose Acquire swap pairs with
+        // the Release store in the death watcher's `Target::report`; a report seen one send
+        // late costs that send nothing but its place in a ring nobody reads.
+        self.alarm.load(Ordering::Relaxed)
+    }
+
+    /// Lowers the alarm: true if it was raised. The verdict is then the peer's end (`check`).
+    pub(super) fn take_alarm(&self) -> bool {
+        // Acquire: pairs with the Release store in `Target::report` (the watcher's look at the
+        // peer comes before our look at its end).
+        self.alarm.swap(false, Ordering::Acquire)
+    }
+
+    /// Raises the alarm again: the peer is gone (or closed), so every send must look.
+    pub(super) fn raise_alarm(&self) {
+        // Relaxed: read by this process's sends only as a hint; the verdict is in `gone` or
+        // the peer's state, which `check` reads.
+        self.alarm.store(true, Ordering::Relaxed);
     }
 
     fn gone(&self) -> WaitError {
@@ -117,6 +148,8 @@ impl PeerWatch {
                     PEER_CLOSED => Err(self.disconnected()),
                     _ => {
                         self.gone.set(true);
+                        // The sending half's next send looks and finds it.
+                        self.raise_alarm();
                         Err(self.gone())
                     }
                 }
@@ -154,6 +187,10 @@ impl crate::wait::Peer for PeerWatch {
         } else {
             Ok(())
         }
+    }
+
+    fn alarm(&self) -> Option<Arc<AtomicBool>> {
+        Some(self.alarm.clone())
     }
 
     fn holds_end(&self) -> HoldsEnd {

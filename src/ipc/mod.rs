@@ -517,6 +517,10 @@ impl IpcDuplex {
     /// Fails unless a message of `len` bytes may be sent now: waits until `deadline` for the
     /// connector and for the lane to be free (`Full` for [`Deadline::Now`] if either is not).
     fn ready_to_send(&mut self, len: usize, deadline: Deadline) -> Result<(), SendError> {
+        if self.ended.get().is_some() {
+            // Known closed or dead (a failed send or receive found out): no send goes now.
+            return Err(self.peer_ended().into());
+        }
         if len > MAX_MESSAGE {
             return Err(SendError::TooLarge {
                 len,

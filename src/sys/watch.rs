@@ -27,6 +27,9 @@ struct Target {
     word: *const AtomicU32,
     /// Set when the watcher has news for the sleeper (see `DeathWatch::take_news`).
     news: Arc<AtomicBool>,
+    /// Raised with the news, for the registration's owner to look at without sleeping (a
+    /// sender, before each send); never lowered here.
+    alarm: Option<Arc<AtomicBool>>,
     /// Whether the peer still holds its end; asked every [`LOOK_PERIOD`], on this thread.
     holds_end: HoldsEnd,
     /// Owns the pidfd; closing it also removes it from the epoll set.
@@ -43,6 +46,12 @@ impl Target {
     /// News the sleeper has not taken yet needs no second bump: it takes the news only after
     /// it read the word, so it sees them before its next sleep.
     fn report(&self) {
+        if let Some(alarm) = &self.alarm {
+            // Release: pairs with the Acquire swap in `SendHalf::look_at_peer`, so a sender
+            // that takes the alarm asks the peer's end after what the watcher saw (the
+            // process's exit, which let go of its locks, or the end found free).
+            alarm.store(true, Ordering::Release);
+        }
         // Release: pairs with the Acquire swap in `DeathWatch::take_news`, so a sleeper that
         // takes the news also sees what the watcher saw (a close the peer recorded before it
         // let go of its end).
@@ -221,12 +230,14 @@ impl DeathWatch {
     /// `/proc/<pid>/stat`), on behalf of a sleeper on `word`, and asks `holds_end` (on the
     /// watcher's thread) every [`LOOK_PERIOD`]. `None` when that cannot be done: no pidfds
     /// (kernels before 5.3, seccomp), the process is already gone, or `pid` does not name that
-    /// process in our pid namespace (a peer in another container).
+    /// process in our pid namespace (a peer in another container). Every report also raises
+    /// `alarm`, if given.
     pub(crate) fn register(
         pid: u32,
         start_time: u64,
         word: &AtomicU32,
         holds_end: HoldsEnd,
+        alarm: Option<Arc<AtomicBool>>,
     ) -> Option<DeathWatch> {
         if pid == 0 || pid > i32::MAX as u32 || start_time == 0 {
             return None;
@@ -261,6 +272,7 @@ impl DeathWatch {
             key,
             word,
             news: news.clone(),
+            alarm,
             holds_end,
             pidfd,
         });
@@ -325,19 +337,26 @@ mod tests {
         let word = AtomicU32::new(0);
         let held = || -> HoldsEnd { Box::new(|| true) };
         assert!(
-            DeathWatch::register(pid, start + 1, &word, held()).is_none(),
+            DeathWatch::register(pid, start + 1, &word, held(), None).is_none(),
             "another start time is another process"
         );
-        let watch = DeathWatch::register(pid, start, &word, held()).expect("register");
+        let alarm = Arc::new(AtomicBool::new(false));
+        let watch =
+            DeathWatch::register(pid, start, &word, held(), Some(alarm.clone())).expect("register");
         assert!(!watch.take_news());
+        assert!(!alarm.load(Ordering::Acquire), "no news, no alarm");
         child.kill().unwrap();
         wait_for_change(&word, 0, "the process exited");
+        assert!(
+            alarm.load(Ordering::Acquire),
+            "the alarm is raised before the word changes"
+        );
         assert!(watch.take_news());
         assert!(!watch.take_news(), "news is taken once");
         drop(watch);
         child.wait().unwrap();
         // A reaped process cannot be watched.
-        assert!(DeathWatch::register(pid, start, &word, held()).is_none());
+        assert!(DeathWatch::register(pid, start, &word, held(), None).is_none());
     }
 
     #[test]
@@ -355,7 +374,7 @@ mod tests {
             })
         };
         let word = AtomicU32::new(0);
-        let watch = DeathWatch::register(me, start, &word, probe).expect("register");
+        let watch = DeathWatch::register(me, start, &word, probe, None).expect("register");
         let deadline = Instant::now() + Duration::from_secs(10);
         while asked.load(Ordering::Relaxed) == 0 {
             assert!(Instant::now() < deadline, "the watcher never asked");
