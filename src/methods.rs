@@ -243,7 +243,8 @@ macro_rules! doc_recv_batch {
          once they came to 1 MiB. The deadline forms also stop handing messages once their \
          deadline has passed (looked at every 64 messages on shared memory, at every message \
          on the ipc-channel backend); the async forms hand over one such call's worth per \
-         operation, which takes one unit of the task's tokio budget."
+         operation and take a unit of the task's tokio budget per message handed, so a task \
+         that drains a busy channel yields to the other tasks of its thread."
     };
 }
 

@@ -619,7 +619,11 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
     }
 
     /// The core of every async batch receive: waits for a whole message, then hands it and
-    /// those there now behind it to `f`.
+    /// those there now behind it to `f` (at most a ring's worth: see
+    /// `RecvHalf::recv_batch_until`). Each message handed takes a unit of the task's tokio
+    /// budget, as a receive of each would: the operation's own, then one more per message
+    /// after the first, for as long as the budget lasts (what it hands is handed; a budget
+    /// spent on the way makes the task's next operation yield).
     async fn recv_batch_until(
         &mut self,
         max: usize,
@@ -632,9 +636,21 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
         let (side, ch) = (&mut self.recv_side, self.channel.borrow_mut());
         let mut wait = None;
         poll_fn(|cx| {
-            side.poll_op(cx, &mut wait, ch, Want::Data, deadline, |ch| {
-                not_now(ch.recv_batch_until(max, f, Deadline::Now), empty)
-            })
+            let got =
+                std::task::ready!(side.poll_op(cx, &mut wait, ch, Want::Data, deadline, |ch| {
+                    not_now(ch.recv_batch_until(max, f, Deadline::Now), empty)
+                }));
+            if let Ok(handed) = got {
+                for _ in 1..handed {
+                    match ::tokio::task::coop::poll_proceed(cx) {
+                        Poll::Ready(coop) => coop.made_progress(),
+                        // Spent: the runtime has been asked to poll the task again, and its
+                        // next operation yields.
+                        Poll::Pending => break,
+                    }
+                }
+            }
+            Poll::Ready(got)
         })
         .await
     }
