@@ -85,7 +85,8 @@
 //! # Sharing the thread
 //!
 //! Every operation that ends (with a message, with room, or with an error) takes a unit of the
-//! task's tokio budget, as an operation on a tokio socket or channel does. A task whose channel
+//! task's tokio budget, as an operation on a tokio socket or channel does (a batch receive, one
+//! per message it hands). A task whose channel
 //! always has a message ready (a backlog, or a peer quick enough to answer within the task's
 //! polls) is made to yield to its runtime when the budget of its turn is spent, so the other
 //! tasks of its thread run meanwhile instead of waiting until that channel runs dry: a server
