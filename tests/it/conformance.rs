@@ -1362,6 +1362,9 @@ fn a_batch_becomes_readable_all_at_once<S: Surface>() {
 /// through the peer's pidfd at once; this is that, on a loaded machine.
 const SEND_SEES_DEATH: Duration = Duration::from_secs(1);
 
+/// One form of send, as a call on an end.
+type SendForm<'a, E> = dyn FnMut(&mut E) -> Result<(), SendError> + 'a;
+
 /// A send to a receiver whose process was killed says `PeerGone`, naming its pid, soon after
 /// the death in every form: `try_send` within [`SEND_SEES_DEATH`] (it may go through, or find
 /// the ring full, until the news arrives), and then every other form at its first call, before
@@ -1397,7 +1400,7 @@ fn every_send_form_is_peer_gone_once_the_receiver_was_killed<S: Surface>() {
         );
         std::thread::sleep(Duration::from_millis(1));
     }
-    let forms: [(&str, &mut dyn FnMut(&mut S::End) -> Result<(), SendError>); 11] = [
+    let forms: [(&str, &mut SendForm<'_, S::End>); 11] = [
         ("send", &mut |e| e.send(&msg)),
         ("send_timeout", &mut |e| e.send_timeout(&msg, WATCHDOG)),
         ("send_json", &mut |e| e.send_json(&note(1, 10))),
