@@ -3,13 +3,13 @@
 use std::cell::Cell;
 use std::os::unix::io::RawFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{ChannelName, WaitError};
 use crate::layout::{PeerInfo, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT};
-use crate::sys::{lock, HoldsEnd, ProcessId};
+use crate::sys::{lock, Alarm, HoldsEnd, ProcessId};
 use crate::wait::CHECK_INTERVAL;
 
 /// Watches the other endpoint: did it close, does its process still hold its end?
@@ -33,10 +33,11 @@ pub(super) struct PeerWatch {
     /// inspects the segment takes the dead peer's lock for a moment.
     gone: Cell<bool>,
     /// Raised for the sending half (shared by both halves' watches): by the death watcher on
-    /// news of the peer, by either half's watch once it found the peer gone, and at first,
-    /// so that the first send once the peer is there registers with the watcher (see
+    /// news of the peer (through either half's registration), by either half's watch once it
+    /// found the peer gone, when the last registration goes, and at first, so that the first
+    /// send once the peer is there makes sure a registration covers it (see
     /// `SendHalf::look_at_peer`). Lowered only by the sender, which then asks the peer's end.
-    alarm: Arc<AtomicBool>,
+    alarm: Arc<Alarm>,
 }
 
 type Result<T = (), E = WaitError> = std::result::Result<T, E>;
@@ -56,7 +57,7 @@ impl PeerWatch {
             id: Cell::new(None),
             last_check: Cell::new(None),
             gone: Cell::new(false),
-            alarm: Arc::new(AtomicBool::new(true)),
+            alarm: Arc::new(Alarm::new()),
         }
     }
 
@@ -80,28 +81,10 @@ impl PeerWatch {
         self.info().state.load(Ordering::Acquire)
     }
 
-    /// True once the alarm is raised (see `alarm`): one load, the sender's look before each
-    /// send.
+    /// The alarm the sending half loads before each send (see `alarm`).
     #[inline(always)]
-    pub(super) fn alarmed(&self) -> bool {
-        // Relaxed: a hint that sends the sender to `take_alarm`, whose Acquire swap pairs with
-        // the Release store in the death watcher's `Target::report`; a report seen one send
-        // late costs that send nothing but its place in a ring nobody reads.
-        self.alarm.load(Ordering::Relaxed)
-    }
-
-    /// Lowers the alarm: true if it was raised. The verdict is then the peer's end (`check`).
-    pub(super) fn take_alarm(&self) -> bool {
-        // Acquire: pairs with the Release store in `Target::report` (the watcher's look at the
-        // peer comes before our look at its end).
-        self.alarm.swap(false, Ordering::Acquire)
-    }
-
-    /// Raises the alarm again: the peer is gone (or closed), so every send must look.
-    pub(super) fn raise_alarm(&self) {
-        // Relaxed: read by this process's sends only as a hint; the verdict is in `gone` or
-        // the peer's state, which `check` reads.
-        self.alarm.store(true, Ordering::Relaxed);
+    pub(super) fn alarm(&self) -> &Alarm {
+        &self.alarm
     }
 
     fn gone(&self) -> WaitError {
@@ -149,7 +132,7 @@ impl PeerWatch {
                     _ => {
                         self.gone.set(true);
                         // The sending half's next send looks and finds it.
-                        self.raise_alarm();
+                        self.alarm.raise();
                         Err(self.gone())
                     }
                 }
@@ -189,7 +172,7 @@ impl crate::wait::Peer for PeerWatch {
         }
     }
 
-    fn alarm(&self) -> Option<Arc<AtomicBool>> {
+    fn alarm(&self) -> Option<Arc<Alarm>> {
         Some(self.alarm.clone())
     }
 

@@ -64,7 +64,7 @@ impl SendHalf {
     #[inline]
     fn send_limit(&mut self) -> Result<usize, SendError> {
         let state = self.peer.state();
-        if state == PEER_PRESENT && !self.peer.alarmed() {
+        if state == PEER_PRESENT && !self.peer.alarm().is_raised() {
             return Ok(self.max_message.min(self.peer_limit()));
         }
         self.send_limit_slow(state)
@@ -86,21 +86,26 @@ impl SendHalf {
         }
     }
 
-    /// The alarm was raised: at first (the peer is there now: register it with the death
-    /// watcher, on the cell a full ring's wait sleeps on, so that its death raises the alarm
-    /// again), on news from the watcher, or because the peer was found gone. Lowers it and asks
-    /// the peer's end: `PeerGone` (and the alarm raised again, so every later send comes here
-    /// and gets it at once) if the peer's process is gone, `Disconnected` if it closed.
+    /// The alarm was raised: at first (the peer is there now), on news from the death watcher,
+    /// because the peer was found gone, or because the last registration that raised it went.
+    /// Lowers it, makes sure the watcher raises it on the peer's death (unless a registration
+    /// of either half does already, this half registers the peer, on the cell a full ring's
+    /// wait sleeps on), and asks the peer's end: `PeerGone` (and the alarm raised again, so
+    /// every later send comes here and gets it at once) if the peer's process is gone,
+    /// `Disconnected` if it closed.
     fn look_at_peer(&mut self) -> Result<(), SendError> {
-        if !self.peer.take_alarm() {
+        let alarm = self.peer.alarm();
+        if !alarm.take() {
             return Ok(());
         }
-        let checked = self
-            .wait
-            .register(self.tx.space_cell(), &mut self.peer)
-            .and_then(|()| self.peer.check());
+        let checked = if alarm.is_watched() {
+            Ok(())
+        } else {
+            self.wait.register(self.tx.space_cell(), &mut self.peer)
+        }
+        .and_then(|()| self.peer.check());
         if let Err(e) = checked {
-            self.peer.raise_alarm();
+            self.peer.alarm().raise();
             return Err(e.into());
         }
         Ok(())

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::futex::futex_wake;
 use super::process::start_time_at;
-use super::HoldsEnd;
+use super::{Alarm, HoldsEnd};
 
 /// How often the watcher asks whether each watched peer still holds its end. A peer's pidfd
 /// reports its exit at once, but the peer chose the pid it recorded: one that recorded a
@@ -29,7 +29,7 @@ struct Target {
     news: Arc<AtomicBool>,
     /// Raised with the news, for the registration's owner to look at without sleeping (a
     /// sender, before each send); never lowered here.
-    alarm: Option<Arc<AtomicBool>>,
+    alarm: Option<Arc<Alarm>>,
     /// Whether the peer still holds its end; asked every [`LOOK_PERIOD`], on this thread.
     holds_end: HoldsEnd,
     /// Owns the pidfd; closing it also removes it from the epoll set.
@@ -47,10 +47,7 @@ impl Target {
     /// it read the word, so it sees them before its next sleep.
     fn report(&self) {
         if let Some(alarm) = &self.alarm {
-            // Release: pairs with the Acquire swap in `SendHalf::look_at_peer`, so a sender
-            // that takes the alarm asks the peer's end after what the watcher saw (the
-            // process's exit, which let go of its locks, or the end found free).
-            alarm.store(true, Ordering::Release);
+            alarm.raise();
         }
         // Release: pairs with the Acquire swap in `DeathWatch::take_news`, so a sleeper that
         // takes the news also sees what the watcher saw (a close the peer recorded before it
@@ -223,6 +220,8 @@ fn watch(epoll: RawFd) {
 pub(crate) struct DeathWatch {
     key: u64,
     news: Arc<AtomicBool>,
+    /// The alarm the registration raises, counted in its `watched` while it lives.
+    alarm: Option<Arc<Alarm>>,
 }
 
 impl DeathWatch {
@@ -237,7 +236,7 @@ impl DeathWatch {
         start_time: u64,
         word: &AtomicU32,
         holds_end: HoldsEnd,
-        alarm: Option<Arc<AtomicBool>>,
+        alarm: Option<Arc<Alarm>>,
     ) -> Option<DeathWatch> {
         if pid == 0 || pid > i32::MAX as u32 || start_time == 0 {
             return None;
@@ -268,15 +267,18 @@ impl DeathWatch {
         if targets.is_empty() {
             set_timer(&w.timer, true);
         }
+        if let Some(alarm) = &alarm {
+            alarm.watched_by_one_more();
+        }
         targets.push(Target {
             key,
             word,
             news: news.clone(),
-            alarm,
+            alarm: alarm.clone(),
             holds_end,
             pidfd,
         });
-        Some(DeathWatch { key, news })
+        Some(DeathWatch { key, news, alarm })
     }
 
     /// True if the watcher had news since the last call: the peer's process exited, or the
@@ -307,6 +309,9 @@ impl Drop for DeathWatch {
                     );
                 }
             }
+        }
+        if let Some(alarm) = &self.alarm {
+            alarm.watched_by_one_less();
         }
     }
 }
@@ -340,20 +345,26 @@ mod tests {
             DeathWatch::register(pid, start + 1, &word, held(), None).is_none(),
             "another start time is another process"
         );
-        let alarm = Arc::new(AtomicBool::new(false));
+        let alarm = Arc::new(Alarm::new());
+        assert!(
+            alarm.take() && !alarm.is_watched(),
+            "raised at first, unwatched"
+        );
         let watch =
             DeathWatch::register(pid, start, &word, held(), Some(alarm.clone())).expect("register");
+        assert!(alarm.is_watched());
         assert!(!watch.take_news());
-        assert!(!alarm.load(Ordering::Acquire), "no news, no alarm");
+        assert!(!alarm.is_raised(), "no news, no alarm");
         child.kill().unwrap();
         wait_for_change(&word, 0, "the process exited");
-        assert!(
-            alarm.load(Ordering::Acquire),
-            "the alarm is raised before the word changes"
-        );
+        assert!(alarm.take(), "the alarm is raised before the word changes");
         assert!(watch.take_news());
         assert!(!watch.take_news(), "news is taken once");
         drop(watch);
+        assert!(
+            !alarm.is_watched() && alarm.take(),
+            "the last registration to go raises the alarm"
+        );
         child.wait().unwrap();
         // A reaped process cannot be watched.
         assert!(DeathWatch::register(pid, start, &word, held(), None).is_none());

@@ -35,7 +35,7 @@ pub(crate) trait Peer {
     /// A flag of this process that the death watcher raises each time it has news of the
     /// peer (see [`DeathWatch::register`]), for code that looks at the peer without sleeping
     /// (a sender, before each send). None by default.
-    fn alarm(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    fn alarm(&self) -> Option<std::sync::Arc<crate::sys::Alarm>> {
         None
     }
 }

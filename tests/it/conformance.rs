@@ -1368,18 +1368,35 @@ type SendForm<'a, E> = dyn FnMut(&mut E) -> Result<(), SendError> + 'a;
 /// A send to a receiver whose process was killed says `PeerGone`, naming its pid, soon after
 /// the death in every form: `try_send` within [`SEND_SEES_DEATH`] (it may go through, or find
 /// the ring full, until the news arrives), and then every other form at its first call, before
-/// it writes anything. A send before the kill goes through.
+/// it writes anything. A send before the kill goes through. Twice: with an end that only sent
+/// before the kill, and with one that also waited in a receive (on shared memory its receiving
+/// side then watches the peer, and the sender relies on that).
 fn every_send_form_is_peer_gone_once_the_receiver_was_killed<S: Surface>() {
     let _dog = Watchdog::arm(CASE_LIMIT, "killed receiver");
-    let names = names::<S>("kill-rx");
-    let name = &names.name;
-    let mut end = S::create(name, &config()).expect("create");
-    let mut child = spawn_peer::<S>("sink", name);
-    wait_for_line(&mut child, "connected");
-    end.send(b"before").expect("a send before the kill");
-    let pid = child.pid();
-    child.kill();
-    reap_killed(&mut child);
+    for received_first in [false, true] {
+        let names = names::<S>("kill-rx");
+        let name = &names.name;
+        let mut end = S::create(name, &config()).expect("create");
+        let mut child = spawn_peer::<S>("sink", name);
+        wait_for_line(&mut child, "connected");
+        end.send(b"before").expect("a send before the kill");
+        if received_first {
+            assert!(matches!(end.recv_timeout(SHORT), Err(RecvError::Timeout)));
+            end.send(b"after a receive")
+                .expect("a send before the kill");
+        }
+        let pid = child.pid();
+        child.kill();
+        reap_killed(&mut child);
+        sends_say_peer_gone(&mut end, name, pid);
+        drop(end);
+        assert_nothing_left(name);
+    }
+}
+
+/// Every send form on `end`, whose receiver (process `pid`) was just killed: `try_send` until
+/// it says `PeerGone` (within [`SEND_SEES_DEATH`]), then each other form at its first call.
+fn sends_say_peer_gone<E: End>(end: &mut E, name: &str, pid: u32) {
     let msg = numbered(1, 100);
     let batch = vec![numbered(2, 10), numbered(3, 10)];
     let killed = Instant::now();
@@ -1400,7 +1417,7 @@ fn every_send_form_is_peer_gone_once_the_receiver_was_killed<S: Surface>() {
         );
         std::thread::sleep(Duration::from_millis(1));
     }
-    let forms: [(&str, &mut SendForm<'_, S::End>); 11] = [
+    let mut forms: [(&str, &mut SendForm<'_, E>); 11] = [
         ("send", &mut |e| e.send(&msg)),
         ("send_timeout", &mut |e| e.send_timeout(&msg, WATCHDOG)),
         ("send_json", &mut |e| e.send_json(&note(1, 10))),
@@ -1421,13 +1438,50 @@ fn every_send_form_is_peer_gone_once_the_receiver_was_killed<S: Surface>() {
             e.send_batch_timeout(&batch, WATCHDOG).map(drop)
         }),
     ];
-    for (what, form) in forms {
+    for (what, form) in &mut forms {
         assert!(
-            gone(what, form(&mut end)),
+            gone(what, form(end)),
             "{what} to a receiver known dead went through"
         );
     }
-    drop(end);
+}
+
+/// The sending half of a split channel whose receiving half watched the peer (it waited) and
+/// was then dropped still learns of the peer's death: the sender watches the peer itself from
+/// then on.
+#[test]
+fn a_sending_half_whose_receiving_half_is_gone_still_learns_of_the_death() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "split sender");
+    let names = names::<ChannelShm>("kill-split");
+    let name = &names.name;
+    let ch = Channel::create(name, &config()).expect("create");
+    let mut child = spawn_peer::<ChannelShm>("sink", name);
+    wait_for_line(&mut child, "connected");
+    let (mut tx, mut rx) = ch.into_split();
+    // The receiving half waits first, so the sender's first send finds the peer watched.
+    assert!(matches!(rx.recv_timeout(SHORT), Err(RecvError::Timeout)));
+    tx.send(b"while the receiving half watches").unwrap();
+    drop(rx);
+    tx.send(b"after it went").unwrap();
+    let pid = child.pid();
+    child.kill();
+    reap_killed(&mut child);
+    let killed = Instant::now();
+    loop {
+        match tx.try_send(b"anyone?") {
+            Err(SendError::PeerGone { pid: p, .. }) => {
+                assert_eq!(p, pid);
+                break;
+            }
+            Ok(()) | Err(SendError::Full) => assert!(
+                killed.elapsed() <= SEND_SEES_DEATH,
+                "the sender did not hear of the death within {SEND_SEES_DEATH:?}"
+            ),
+            Err(e) => panic!("a send to a killed receiver: {e:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(tx);
     assert_nothing_left(name);
 }
 
