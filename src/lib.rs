@@ -178,7 +178,11 @@
 //! Each has `is_transient()` (not now: try again) and `is_disconnect()` (the peer is gone).
 //! Each converts into [`Error`], the catch-all with every variant, so `?` works in a function
 //! that returns [`Result`]. Errors about a channel name it, from the name the endpoint holds:
-//! `Full`, `Empty`, `Timeout`, `Disconnected` and `PeerGone` allocate nothing.
+//! on shared memory, from a [`Channel`], its halves or an [`Endpoint`], `Full`, `Empty`,
+//! `Timeout`, `Disconnected` and `PeerGone` allocate nothing (once the endpoint has waited
+//! once and, for a sender, sent once since the peer connected: those register the peer with
+//! the death watcher). The ipc-channel backend (whose sockets allocate for every message) and
+//! the async surface (whose waits register with the runtime) make no such promise.
 //!
 //! ```
 //! use std::time::Duration;

@@ -28,7 +28,15 @@ macro_rules! doc_send {
          Fails with [`SendError::TooLarge`](crate::SendError::TooLarge) past the receiver's \
          limit or this side's (before anything is written; the channel keeps working), \
          [`SendError::Disconnected`](crate::SendError::Disconnected) once the peer closed, and \
-         [`SendError::PeerGone`](crate::SendError::PeerGone) once its process died."
+         [`SendError::PeerGone`](crate::SendError::PeerGone) once its process is known dead, \
+         whether or not the ring has room: on shared memory the process's death watcher hears \
+         of the death at once (through the peer's pidfd; a peer that recorded another process \
+         is found by its look at every peer's lock, within about a second) and every send form \
+         looks at what it heard, one load per send; where no watcher covers the peer (no \
+         pidfds, a peer in another pid namespace) only a send that waits for room finds out. \
+         On the ipc-channel backend the first send to a dead peer fails (a send with a \
+         deadline, handed to the lane, may be accepted first and the next one fail), and every \
+         send after it."
     };
 }
 
@@ -227,7 +235,16 @@ macro_rules! doc_recv_batch {
          each message for its call only; the bytes of a frame read in place are in memory the \
          peer can write, so decode JSON from a copy (as `recv_json` does). An error met after \
          the first message ends the batch and the next call returns it: a call fails only when \
-         it handed nothing. A `max` of 0 returns 0 at once."
+         it handed nothing. A `max` of 0 returns 0 at once.\n\n\
+         One call does bounded work whatever `max` is, so `usize::MAX` is safe against a \
+         sender that never lets the channel run empty: on shared memory it takes, after the \
+         first message, no more once it has read a ring's capacity of bytes (about a ring's \
+         worth of messages); on the ipc-channel backend at most 1024 messages, and none more \
+         once they came to 1 MiB. The deadline forms also stop handing messages once their \
+         deadline has passed (looked at every 64 messages on shared memory, at every message \
+         on the ipc-channel backend); the async forms hand over one such call's worth per \
+         operation and take a unit of the task's tokio budget per message handed, so a task \
+         that drains a busy channel yields to the other tasks of its thread."
     };
 }
 

@@ -48,6 +48,7 @@ impl DeathWatch {
         _start_time: u64,
         _word: &AtomicU32,
         _holds_end: crate::sys::HoldsEnd,
+        _alarm: Option<std::sync::Arc<crate::sys::Alarm>>,
     ) -> Option<DeathWatch> {
         None
     }

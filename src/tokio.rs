@@ -100,7 +100,8 @@
 //! # Sharing the thread
 //!
 //! Every operation that ends (with a message, with room, or with an error) takes a unit of the
-//! task's tokio budget, as an operation on a tokio socket or channel does. A task whose channel
+//! task's tokio budget, as an operation on a tokio socket or channel does (a batch receive, one
+//! per message it hands). A task whose channel
 //! always has a message ready (a backlog, or a peer quick enough to answer within the task's
 //! polls) is made to yield to its runtime when the budget of its turn is spent, so the other
 //! tasks of its thread run meanwhile instead of waiting until that channel runs dry: a server
@@ -672,7 +673,11 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
     }
 
     /// The core of every async batch receive: waits for a whole message, then hands it and
-    /// those there now behind it to `f`.
+    /// those there now behind it to `f` (at most a ring's worth: see
+    /// `RecvHalf::recv_batch_until`). Each message handed takes a unit of the task's tokio
+    /// budget, as a receive of each would: the operation's own, then one more per message
+    /// after the first, for as long as the budget lasts (what it hands is handed; a budget
+    /// spent on the way makes the task's next operation yield).
     async fn recv_batch_until(
         &mut self,
         max: usize,
@@ -685,9 +690,21 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
         let (side, ch) = (&mut self.recv_side, self.channel.borrow_mut());
         let mut wait = None;
         poll_fn(|cx| {
-            side.poll_op(cx, &mut wait, ch, Want::Data, deadline, |ch| {
-                not_now(ch.recv_batch_until(max, f, Deadline::Now), empty)
-            })
+            let got =
+                std::task::ready!(side.poll_op(cx, &mut wait, ch, Want::Data, deadline, |ch| {
+                    not_now(ch.recv_batch_until(max, f, Deadline::Now), empty)
+                }));
+            if let Ok(handed) = got {
+                for _ in 1..handed {
+                    match ::tokio::task::coop::poll_proceed(cx) {
+                        Poll::Ready(coop) => coop.made_progress(),
+                        // Spent: the runtime has been asked to poll the task again, and its
+                        // next operation yields.
+                        Poll::Pending => break,
+                    }
+                }
+            }
+            Poll::Ready(got)
         })
         .await
     }

@@ -4,11 +4,12 @@ use std::cell::Cell;
 use std::os::unix::io::RawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{ChannelName, WaitError};
 use crate::layout::{PeerInfo, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT};
-use crate::sys::{lock, HoldsEnd, ProcessId};
+use crate::sys::{lock, Alarm, HoldsEnd, ProcessId};
 use crate::wait::CHECK_INTERVAL;
 
 /// Watches the other endpoint: did it close, does its process still hold its end?
@@ -31,6 +32,12 @@ pub(super) struct PeerWatch {
     /// Set once the peer was found gone: the verdict never changes back, even if a process that
     /// inspects the segment takes the dead peer's lock for a moment.
     gone: Cell<bool>,
+    /// Raised for the sending half (shared by both halves' watches): by the death watcher on
+    /// news of the peer (through either half's registration), by either half's watch once it
+    /// found the peer gone, when the last registration goes, and at first, so that the first
+    /// send once the peer is there makes sure a registration covers it (see
+    /// `SendHalf::look_at_peer`). Lowered only by the sender, which then asks the peer's end.
+    alarm: Arc<Alarm>,
 }
 
 type Result<T = (), E = WaitError> = std::result::Result<T, E>;
@@ -50,6 +57,7 @@ impl PeerWatch {
             id: Cell::new(None),
             last_check: Cell::new(None),
             gone: Cell::new(false),
+            alarm: Arc::new(Alarm::new()),
         }
     }
 
@@ -71,6 +79,12 @@ impl PeerWatch {
         // visible) and of PEER_CLOSED in `Channel::drop` (so every frame sent before the close
         // is visible).
         self.info().state.load(Ordering::Acquire)
+    }
+
+    /// The alarm the sending half loads before each send (see `alarm`).
+    #[inline(always)]
+    pub(super) fn alarm(&self) -> &Alarm {
+        &self.alarm
     }
 
     fn gone(&self) -> WaitError {
@@ -117,6 +131,8 @@ impl PeerWatch {
                     PEER_CLOSED => Err(self.disconnected()),
                     _ => {
                         self.gone.set(true);
+                        // The sending half's next send looks and finds it.
+                        self.alarm.raise();
                         Err(self.gone())
                     }
                 }
@@ -154,6 +170,10 @@ impl crate::wait::Peer for PeerWatch {
         } else {
             Ok(())
         }
+    }
+
+    fn alarm(&self) -> Option<Arc<Alarm>> {
+        Some(self.alarm.clone())
     }
 
     fn holds_end(&self) -> HoldsEnd {

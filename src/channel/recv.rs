@@ -119,19 +119,38 @@ impl RecvHalf {
     /// in all; frames are read in place and given back in batches. Returns how many it
     /// handed; an error fails the call only if it met the first message, else it ends the
     /// batch and the next call meets it again.
+    ///
+    /// A peer can keep the ring from running empty for as long as it likes, so `max` is not
+    /// the only bound: after the first message the call takes no more once it has moved a
+    /// ring's capacity past where it began (the first message included; the message that
+    /// crosses that mark is the last, and a message in fragments taken after the first goes
+    /// no further than `next_ready` takes it for [`Deadline::Now`], a ring's worth), and with
+    /// an instant for a deadline it stops at the first look at the clock past it (after every
+    /// [`BATCH_CLOCK_EVERY`] frames, and before each message in fragments).
     pub(crate) fn recv_batch_until(
         &mut self,
         max: usize,
         f: &mut impl FnMut(&[u8]),
         deadline: Deadline,
     ) -> Result<usize, RecvError> {
+        let start = self.rx.position();
+        let ring = self.rx.capacity() as u64;
         wait::in_steps(max, |read| {
             if read > 0 {
+                if self.rx.position() - start >= ring || timed_out(deadline) {
+                    return Ok(0);
+                }
                 // After the first: only what is there now, frame after frame while they are
                 // whole messages (one look at the ring each, none at the peer); a fragment
                 // goes the way of `next_ready`, which reassembles.
                 let mut frames = 0;
                 while read + frames < max && self.assembling == Assembling::Idle {
+                    if self.rx.position() - start >= ring
+                        || (frames % BATCH_CLOCK_EVERY == BATCH_CLOCK_EVERY - 1
+                            && timed_out(deadline))
+                    {
+                        return Ok(frames);
+                    }
                     match self.rx.next_frame() {
                         Ok(frame) if frame.kind() == kind::DATA => {
                             self.rx.hand_over(frame, f);
@@ -351,6 +370,16 @@ impl RecvHalf {
             other => Ok(other?),
         }
     }
+}
+
+/// How many frames a batch receive with a deadline hands between two looks at the clock.
+const BATCH_CLOCK_EVERY: usize = 64;
+
+/// True if `deadline` is an instant that has passed: where a batch that already handed a
+/// message stops (`Now` and `Never` ask for what is there, bounded by the ring's worth).
+#[inline]
+fn timed_out(deadline: Deadline) -> bool {
+    matches!(deadline, Deadline::At(_)) && deadline.passed()
 }
 
 /// [`RecvError::Corrupt`] in the channel `channel`.

@@ -47,9 +47,10 @@ impl SendHalf {
     }
 
     /// Fails unless a message of `len` bytes may go out now: `Disconnected` once the peer
-    /// closed, `TooLarge` past our own limit or the one the peer published.
+    /// closed, `PeerGone` once its process is known dead, `TooLarge` past our own limit or the
+    /// one the peer published.
     #[inline]
-    fn send_allowed(&self, len: usize) -> Result<(), SendError> {
+    fn send_allowed(&mut self, len: usize) -> Result<(), SendError> {
         let max = self.send_limit()?;
         if len > max {
             return Err(SendError::TooLarge { len, max });
@@ -58,19 +59,56 @@ impl SendHalf {
     }
 
     /// The largest message that may go out now (see [`max_message`](SendHalf::max_message)),
-    /// from one look at the peer's state and limit: `Disconnected` once the peer closed.
+    /// from one look at the peer's state and limit and one at the alarm the death watcher
+    /// raises: `Disconnected` once the peer closed, `PeerGone` once its process is known dead.
     #[inline]
-    fn send_limit(&self) -> Result<usize, SendError> {
+    fn send_limit(&mut self) -> Result<usize, SendError> {
         let state = self.peer.state();
-        if state == PEER_CLOSED {
-            return Err(SendError::Disconnected(self.shared.name.clone()));
+        if state == PEER_PRESENT && !self.peer.alarm().is_raised() {
+            return Ok(self.max_message.min(self.peer_limit()));
         }
-        Ok(if state == PEER_PRESENT {
-            self.max_message.min(self.peer_limit())
-        } else {
+        self.send_limit_slow(state)
+    }
+
+    /// [`send_limit`](SendHalf::send_limit) off its common path: a peer that is not there
+    /// (yet, or any more), or an alarm raised.
+    #[cold]
+    #[inline(never)]
+    fn send_limit_slow(&mut self, state: u32) -> Result<usize, SendError> {
+        match state {
+            PEER_CLOSED => Err(SendError::Disconnected(self.shared.name.clone())),
+            PEER_PRESENT => {
+                self.look_at_peer()?;
+                Ok(self.max_message.min(self.peer_limit()))
+            }
             // No limit published yet: the peer has not connected.
-            self.max_message
-        })
+            _ => Ok(self.max_message),
+        }
+    }
+
+    /// The alarm was raised: at first (the peer is there now), on news from the death watcher,
+    /// because the peer was found gone, or because the last registration that raised it went.
+    /// Lowers it, makes sure the watcher raises it on the peer's death (unless a registration
+    /// of either half does already, this half registers the peer, on the cell a full ring's
+    /// wait sleeps on), and asks the peer's end: `PeerGone` (and the alarm raised again, so
+    /// every later send comes here and gets it at once) if the peer's process is gone,
+    /// `Disconnected` if it closed.
+    fn look_at_peer(&mut self) -> Result<(), SendError> {
+        let alarm = self.peer.alarm();
+        if !alarm.take() {
+            return Ok(());
+        }
+        let checked = if alarm.is_watched() {
+            Ok(())
+        } else {
+            self.wait.register(self.tx.space_cell(), &mut self.peer)
+        }
+        .and_then(|()| self.peer.check());
+        if let Err(e) = checked {
+            self.peer.alarm().raise();
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// The limit the peer published, read once. Any value is a valid limit (a peer that

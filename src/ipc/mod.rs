@@ -55,6 +55,11 @@ use rendezvous::{Kind, Published};
 /// Largest message sent in one piece (ipc-channel splits large messages itself).
 pub(crate) const MAX_MESSAGE: usize = 256 << 20;
 
+/// The most messages one batch receive hands over (each is a receive call of its own).
+const BATCH_MESSAGES: usize = 1024;
+/// The bytes after which a batch receive takes no further message.
+const BATCH_BYTES: usize = 1 << 20;
+
 /// What the connector sends the creator: the creator's data sender and receiver, its goodbye
 /// sender and receiver, and the connector's pid.
 pub(crate) type Halves = (
@@ -516,6 +521,10 @@ impl IpcDuplex {
     /// Fails unless a message of `len` bytes may be sent now: waits until `deadline` for the
     /// connector and for the lane to be free (`Full` for [`Deadline::Now`] if either is not).
     fn ready_to_send(&mut self, len: usize, deadline: Deadline) -> Result<(), SendError> {
+        if self.ended.get().is_some() {
+            // Known closed or dead (a failed send or receive found out): no send goes now.
+            return Err(self.peer_ended().into());
+        }
         if len > MAX_MESSAGE {
             return Err(SendError::TooLarge {
                 len,
@@ -603,14 +612,27 @@ impl IpcDuplex {
     /// The core of every batch receive: the next message (waiting for it until `deadline`)
     /// and those there now after it, up to `max`, each handed to `f`. Returns how many; an
     /// error fails the call only if it met the first message, else it ends the batch.
+    ///
+    /// A peer can keep messages coming for as long as it likes, so one call hands at most
+    /// [`BATCH_MESSAGES`] messages, none after the first once they came to [`BATCH_BYTES`],
+    /// and, with an instant for a deadline, none after the first once it has passed.
     pub(crate) fn recv_batch_until(
         &mut self,
         max: usize,
         f: &mut impl FnMut(&[u8]),
         deadline: Deadline,
     ) -> Result<usize, RecvError> {
-        wait::in_steps(max, |read| {
-            f(self.recv_until(if read == 0 { deadline } else { Deadline::Now })?);
+        let mut bytes = 0;
+        wait::in_steps(max.min(BATCH_MESSAGES), |read| {
+            if read > 0
+                && (bytes >= BATCH_BYTES
+                    || matches!(deadline, Deadline::At(_)) && deadline.passed())
+            {
+                return Ok(0);
+            }
+            let msg = self.recv_until(if read == 0 { deadline } else { Deadline::Now })?;
+            bytes += msg.len();
+            f(msg);
             Ok(1)
         })
     }

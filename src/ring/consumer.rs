@@ -103,6 +103,12 @@ impl Consumer {
         start..start + self.state.ptrs.capacity
     }
 
+    /// How far the consumer has read: its free-running index, in bytes of the ring.
+    #[inline]
+    pub(crate) fn position(&self) -> u64 {
+        self.state.head
+    }
+
     /// Largest payload a single frame carries.
     pub(crate) fn max_len(&self) -> usize {
         self.state.max_len
@@ -139,12 +145,20 @@ impl Consumer {
     /// there. An error met after the first frame ends the batch and is reported by the next
     /// call. The space of the frames read goes back to the producer in batches, as
     /// [`try_read`](Consumer::try_read)'s guards give it back, with no look ahead per frame.
+    ///
+    /// One call reads at most about a ring's worth: it takes no frame once it has moved the
+    /// ring's capacity past where it began, so a producer that keeps the ring from running
+    /// empty cannot keep it busy.
     pub fn try_read_batch(
         &mut self,
         max: usize,
         mut f: impl FnMut(&[u8]),
     ) -> Result<usize, RecvError> {
+        let end = self.state.head + self.capacity() as u64;
         wait::in_steps(max, |_| {
+            if self.state.head >= end {
+                return Ok(0);
+            }
             let frame = self.next_frame()?;
             if frame.kind != kind::DATA {
                 return Err(self.corrupt(format!("frame of kind {} in a ring", frame.kind)));

@@ -160,6 +160,31 @@ fn a_lightly_used_large_ring_rewinds_and_a_busy_one_does_not() {
     );
 }
 
+/// A producer that writes a frame each time the consumer reads one (from inside the batch's
+/// own callback: a stream that never runs dry) cannot keep a batch read going: it hands at
+/// most a ring's worth of frames and returns.
+#[test]
+fn a_batch_read_takes_at_most_a_ring_while_the_producer_keeps_writing() {
+    let capacity = 4096;
+    let (mut tx, mut rx) = new(capacity).unwrap();
+    while tx.try_send(&[1]).is_ok() {}
+    let mut written = 0u64;
+    let handed = rx
+        .try_read_batch(usize::MAX, |_| {
+            // Bounded, so that a read that never stops still ends (and fails below).
+            if written < 1_000_000 && tx.try_send(&[1]).is_ok() {
+                written += 1;
+            }
+        })
+        .unwrap();
+    assert!(written > 0, "the producer found room while the batch read");
+    assert!(
+        handed <= capacity / frame_size(1) + 1,
+        "one batch read handed {handed} frames of a ring of {} ({written} written meanwhile)",
+        capacity / frame_size(1)
+    );
+}
+
 #[test]
 fn a_lightly_used_large_ring_rewinds_under_batches_too() {
     let capacity = 1 << 20;

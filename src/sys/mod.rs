@@ -14,6 +14,7 @@
 //! Nothing here knows the layout of a mapping: callers pass the words to sleep on and the bytes
 //! to lock.
 
+mod alarm;
 mod files;
 mod futex;
 pub(crate) mod lock;
@@ -24,6 +25,7 @@ mod uring;
 #[cfg(not(loom))]
 mod watch;
 
+pub(crate) use alarm::Alarm;
 pub(crate) use files::{connect_seqpacket_now, euid, shm_open, shm_unlink};
 pub(crate) use futex::{futex_wait, futex_wake, wait_any, FutexWaitv, WaitAny, WAITV_MAX};
 #[cfg(all(test, not(loom)))]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::futex::futex_wake;
 use super::process::start_time_at;
-use super::HoldsEnd;
+use super::{Alarm, HoldsEnd};
 
 /// How often the watcher asks whether each watched peer still holds its end. A peer's pidfd
 /// reports its exit at once, but the peer chose the pid it recorded: one that recorded a
@@ -27,6 +27,9 @@ struct Target {
     word: *const AtomicU32,
     /// Set when the watcher has news for the sleeper (see `DeathWatch::take_news`).
     news: Arc<AtomicBool>,
+    /// Raised with the news, for the registration's owner to look at without sleeping (a
+    /// sender, before each send); never lowered here.
+    alarm: Option<Arc<Alarm>>,
     /// Whether the peer still holds its end; asked every [`LOOK_PERIOD`], on this thread.
     holds_end: HoldsEnd,
     /// Owns the pidfd; closing it also removes it from the epoll set.
@@ -43,6 +46,9 @@ impl Target {
     /// News the sleeper has not taken yet needs no second bump: it takes the news only after
     /// it read the word, so it sees them before its next sleep.
     fn report(&self) {
+        if let Some(alarm) = &self.alarm {
+            alarm.raise();
+        }
         // Release: pairs with the Acquire swap in `DeathWatch::take_news`, so a sleeper that
         // takes the news also sees what the watcher saw (a close the peer recorded before it
         // let go of its end).
@@ -214,6 +220,8 @@ fn watch(epoll: RawFd) {
 pub(crate) struct DeathWatch {
     key: u64,
     news: Arc<AtomicBool>,
+    /// The alarm the registration raises, counted in its `watched` while it lives.
+    alarm: Option<Arc<Alarm>>,
 }
 
 impl DeathWatch {
@@ -221,12 +229,14 @@ impl DeathWatch {
     /// `/proc/<pid>/stat`), on behalf of a sleeper on `word`, and asks `holds_end` (on the
     /// watcher's thread) every [`LOOK_PERIOD`]. `None` when that cannot be done: no pidfds
     /// (kernels before 5.3, seccomp), the process is already gone, or `pid` does not name that
-    /// process in our pid namespace (a peer in another container).
+    /// process in our pid namespace (a peer in another container). Every report also raises
+    /// `alarm`, if given.
     pub(crate) fn register(
         pid: u32,
         start_time: u64,
         word: &AtomicU32,
         holds_end: HoldsEnd,
+        alarm: Option<Arc<Alarm>>,
     ) -> Option<DeathWatch> {
         if pid == 0 || pid > i32::MAX as u32 || start_time == 0 {
             return None;
@@ -261,14 +271,18 @@ impl DeathWatch {
         if targets.is_empty() {
             set_timer(&w.timer, true);
         }
+        if let Some(alarm) = &alarm {
+            alarm.watched_by_one_more();
+        }
         targets.push(Target {
             key,
             word,
             news: news.clone(),
+            alarm: alarm.clone(),
             holds_end,
             pidfd,
         });
-        Some(DeathWatch { key, news })
+        Some(DeathWatch { key, news, alarm })
     }
 
     /// True if the watcher had news since the last call: the peer's process exited, or the
@@ -300,6 +314,9 @@ impl Drop for DeathWatch {
                 }
             }
         }
+        if let Some(alarm) = &self.alarm {
+            alarm.watched_by_one_less();
+        }
     }
 }
 
@@ -329,19 +346,32 @@ mod tests {
         let word = AtomicU32::new(0);
         let held = || -> HoldsEnd { Box::new(|| true) };
         assert!(
-            DeathWatch::register(pid, start + 1, &word, held()).is_none(),
+            DeathWatch::register(pid, start + 1, &word, held(), None).is_none(),
             "another start time is another process"
         );
-        let watch = DeathWatch::register(pid, start, &word, held()).expect("register");
+        let alarm = Arc::new(Alarm::new());
+        assert!(
+            alarm.take() && !alarm.is_watched(),
+            "raised at first, unwatched"
+        );
+        let watch =
+            DeathWatch::register(pid, start, &word, held(), Some(alarm.clone())).expect("register");
+        assert!(alarm.is_watched());
         assert!(!watch.take_news());
+        assert!(!alarm.is_raised(), "no news, no alarm");
         child.kill().unwrap();
         wait_for_change(&word, 0, "the process exited");
+        assert!(alarm.take(), "the alarm is raised before the word changes");
         assert!(watch.take_news());
         assert!(!watch.take_news(), "news is taken once");
         drop(watch);
+        assert!(
+            !alarm.is_watched() && alarm.take(),
+            "the last registration to go raises the alarm"
+        );
         child.wait().unwrap();
         // A reaped process cannot be watched.
-        assert!(DeathWatch::register(pid, start, &word, held()).is_none());
+        assert!(DeathWatch::register(pid, start, &word, held(), None).is_none());
     }
 
     #[test]
@@ -359,7 +389,7 @@ mod tests {
             })
         };
         let word = AtomicU32::new(0);
-        let watch = DeathWatch::register(me, start, &word, probe).expect("register");
+        let watch = DeathWatch::register(me, start, &word, probe, None).expect("register");
         let deadline = Instant::now() + Duration::from_secs(10);
         while asked.load(Ordering::Relaxed) == 0 {
             assert!(Instant::now() < deadline, "the watcher never asked");

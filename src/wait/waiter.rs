@@ -32,6 +32,12 @@ pub(crate) trait Peer {
     /// What the death watcher asks, on its own thread, about once a second: whether the peer
     /// still holds its end. Called once the peer is connected.
     fn holds_end(&self) -> HoldsEnd;
+    /// A flag of this process that the death watcher raises each time it has news of the
+    /// peer (see [`DeathWatch::register`]), for code that looks at the peer without sleeping
+    /// (a sender, before each send). None by default.
+    fn alarm(&self) -> Option<std::sync::Arc<crate::sys::Alarm>> {
+        None
+    }
 }
 
 /// Whether the death watcher covers this waiter's peer.
@@ -107,17 +113,7 @@ impl Waiter {
     /// before it bumps the word, so a sleeper that read the word first and then found no death
     /// here is woken by the bump (see the module docs).
     pub(crate) fn watch(&mut self, cell: &WaitCell, peer: &mut impl Peer) -> Result<bool> {
-        if let Watch::Pending = self.watch {
-            if let Some((pid, start_time)) = peer.process() {
-                self.watch =
-                    match DeathWatch::register(pid, start_time, &cell.futex, peer.holds_end()) {
-                        Some(w) => Watch::Watched(w),
-                        None => Watch::Unavailable,
-                    };
-                // Whatever the watcher will say, the process may be gone already.
-                peer.check(true)?;
-            }
-        }
+        self.register(cell, peer)?;
         match &self.watch {
             Watch::Watched(w) => {
                 if w.take_news() {
@@ -131,6 +127,29 @@ impl Waiter {
             }
             _ => Ok(false),
         }
+    }
+
+    /// Registers the peer with the death watcher, on `cell`'s futex word, unless that was
+    /// tried already or the peer has not connected yet: `Err` once the peer closed or its
+    /// process is gone (asked right after a registration, which may come after the death).
+    pub(crate) fn register(&mut self, cell: &WaitCell, peer: &mut impl Peer) -> Result<()> {
+        if let Watch::Pending = self.watch {
+            if let Some((pid, start_time)) = peer.process() {
+                self.watch = match DeathWatch::register(
+                    pid,
+                    start_time,
+                    &cell.futex,
+                    peer.holds_end(),
+                    peer.alarm(),
+                ) {
+                    Some(w) => Watch::Watched(w),
+                    None => Watch::Unavailable,
+                };
+                // Whatever the watcher will say, the process may be gone already.
+                peer.check(true)?;
+            }
+        }
+        Ok(())
     }
 
     /// `Spin` and `SpinYield`: poll, looking at the peer every [`CHECK_INTERVAL`].

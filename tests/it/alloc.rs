@@ -1,7 +1,8 @@
 //! The errors of the hot path allocate nothing: `Empty` from a `try_recv` on an empty channel,
-//! `Full` from a `try_send` on a full one, `Timeout`, and `Disconnected` or `PeerGone` from a
-//! receive or send after the peer closed or died. They name their channel with the name the
-//! endpoint holds, shared, not copied.
+//! `Full` from a `try_send` on a full one, `Timeout` from a receive on an empty one and from a
+//! send on a full one, and `Disconnected` or `PeerGone` from a receive or send after the peer
+//! closed or died, on `Channel` and on `Endpoint` over shared memory. They name their channel
+//! with the name the endpoint holds, shared, not copied.
 //!
 //! The test binary has a counting global allocator (it affects only this binary); these tests
 //! count the allocations of the test's own thread while it makes each call.
@@ -71,6 +72,7 @@ fn allocates_nothing<T: std::fmt::Debug>(
 trait End {
     fn try_send(&mut self, bytes: &[u8]) -> Result<(), SendError>;
     fn send(&mut self, bytes: &[u8]) -> Result<(), SendError>;
+    fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), SendError>;
     fn try_recv_len(&mut self) -> Result<usize, RecvError>;
     fn recv_len(&mut self) -> Result<usize, RecvError>;
     fn recv_timeout_len(&mut self, timeout: Duration) -> Result<usize, RecvError>;
@@ -84,6 +86,9 @@ macro_rules! end {
             }
             fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
                 <$ty>::send(self, bytes)
+            }
+            fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
+                <$ty>::send_timeout(self, bytes, timeout)
             }
             fn try_recv_len(&mut self) -> Result<usize, RecvError> {
                 <$ty>::try_recv(self).map(|m| m.len())
@@ -127,6 +132,16 @@ fn not_now_and_closed(mut a: impl End, mut b: impl End) {
         "try_send on a full channel",
         || a.try_send(&[7; 100]),
         |r| matches!(r, Err(SendError::Full)),
+    );
+    // Warm up the sender's wait, then count one.
+    assert!(matches!(
+        a.send_timeout(&[7; 100], Duration::from_millis(1)),
+        Err(SendError::Timeout)
+    ));
+    allocates_nothing(
+        "send_timeout on a full channel",
+        || a.send_timeout(&[7; 100], Duration::from_millis(2)),
+        |r| matches!(r, Err(SendError::Timeout)),
     );
     drop(a);
     for _ in 0..sent {
@@ -174,6 +189,62 @@ fn an_endpoints_not_now_and_closed_errors_allocate_nothing() {
     let a = Endpoint::create_with(&name, &small(WaitStrategy::Block), Backend::Shm).unwrap();
     let b = Endpoint::connect(&name, WaitStrategy::Block).unwrap();
     not_now_and_closed(a, b);
+}
+
+/// Sends to `end`'s peer, an echo process, once it was killed: every send allocates nothing,
+/// those that still go through and the `PeerGone` they end with (soon: the death watcher
+/// hears of the death through the peer's pidfd).
+fn sends_after_the_peer_died(mut end: impl End, name: &str) {
+    let mut peer = support::echo(&[name, "block"]);
+    end.send(b"hello").unwrap();
+    assert_eq!(end.recv_timeout_len(WATCHDOG).unwrap(), 5);
+    // Warm up: the first send once the peer is there registers it with the death watcher.
+    end.send(b"again").unwrap();
+    assert_eq!(end.recv_timeout_len(WATCHDOG).unwrap(), 5);
+    let pid = peer.pid();
+    peer.kill();
+    reap_killed(&mut peer);
+    let killed = std::time::Instant::now();
+    loop {
+        let before = COUNT.with(Cell::get);
+        let got = end.try_send(b"x");
+        let allocations = COUNT.with(Cell::get) - before;
+        assert_eq!(allocations, 0, "a send to a dead peer allocated ({got:?})");
+        match got {
+            Err(SendError::PeerGone { pid: p, .. }) => {
+                assert_eq!(p, pid);
+                break;
+            }
+            Ok(()) | Err(SendError::Full) => assert!(
+                killed.elapsed() < Duration::from_secs(1),
+                "sends still went through {:?} after the kill",
+                killed.elapsed()
+            ),
+            Err(e) => panic!("a send to a dead peer: {e:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    allocates_nothing(
+        "a send after the peer died",
+        || end.send(b"x"),
+        |r| matches!(r, Err(SendError::PeerGone { pid: p, .. }) if *p == pid),
+    );
+}
+
+#[test]
+fn a_channels_send_after_the_peer_died_allocates_nothing() {
+    let name = unique("alloc-send-gone");
+    let _guard = NameGuard(name.clone());
+    let ch = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
+    sends_after_the_peer_died(ch, &name);
+}
+
+#[test]
+fn an_endpoints_send_after_the_peer_died_allocates_nothing() {
+    let name = unique("alloc-ep-gone");
+    let _guard = NameGuard(name.clone());
+    let end = Endpoint::create_with(&name, &small(WaitStrategy::Block), Backend::Shm).unwrap();
+    sends_after_the_peer_died(end, &name);
 }
 
 #[test]

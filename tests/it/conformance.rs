@@ -16,7 +16,7 @@
 use crate::support;
 
 use std::ops::DerefMut;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,16 +52,28 @@ struct Caps {
     /// ipc-channel backend has nowhere to put it until the peer connects: `try_send` is `Full`
     /// and the deadline forms time out.
     sends_before_connect: bool,
+    /// The messages of a batch send that fit the ring's room become readable together
+    /// (shared memory, which publishes them with one store). The ipc-channel backend sends
+    /// them one after another.
+    batches_whole: bool,
+    /// The most messages one batch receive hands over against a sender that never stops:
+    /// a ring's worth of one-byte frames on shared memory (plus the one that crosses the mark),
+    /// a count on the ipc-channel backend.
+    batch_bound: usize,
 }
 
 const SHM: Caps = Caps {
     frames: true,
     sends_before_connect: true,
+    batches_whole: true,
+    batch_bound: RING / 16 + 1,
 };
 
 const IPC_CHANNEL: Caps = Caps {
     frames: false,
     sends_before_connect: false,
+    batches_whole: false,
+    batch_bound: 1024,
 };
 
 /// One surface on one backend: how its ends are made, and its listener.
@@ -138,6 +150,16 @@ trait End: Send + 'static {
         timeout: Duration,
     ) -> Result<Vec<Vec<u8>>, RecvError>;
     fn max_frame(&mut self) -> usize;
+    /// `try_recv` of a message that starts with its number ([`numbered`]): the number, read
+    /// from the message where it lies, without copying it out (a consumer as quick as it gets).
+    fn try_recv_number(&mut self) -> Result<u64, RecvError>;
+}
+
+/// The number a [`numbered`] message of at least 8 bytes starts with.
+fn number_of(msg: &[u8]) -> u64 {
+    let mut head = [0u8; 8];
+    head.copy_from_slice(&msg[..8]);
+    u64::from_le_bytes(head)
 }
 
 /// Runs a batch receive that hands its messages to a closure, and checks the count it returns
@@ -310,6 +332,10 @@ macro_rules! blocking_end {
                 // Through a shared borrow: the inherent method takes `&self`.
                 let end: &_ = $get;
                 end.max_frame()
+            }
+            fn try_recv_number(&mut self) -> Result<u64, RecvError> {
+                let $s = self;
+                $get.try_recv().map(|m| number_of(&m))
             }
         }
     };
@@ -652,6 +678,9 @@ mod async_surface {
         fn max_frame(&mut self) -> usize {
             self.ch.get_mut().max_frame()
         }
+        fn try_recv_number(&mut self) -> Result<u64, RecvError> {
+            self.ch.try_recv().map(|m| number_of(&m))
+        }
     }
 }
 
@@ -661,10 +690,13 @@ use async_surface::AsyncShm;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
+/// The capacity of the cases' rings.
+const RING: usize = 64 << 10;
+
 /// A ring of 64 KiB, so that a frame is small and long messages go in fragments.
 fn config() -> Config {
     Config {
-        capacity: 64 << 10,
+        capacity: RING,
         wait: WaitStrategy::Block,
     }
 }
@@ -1224,6 +1256,281 @@ fn batches_end_at_a_peer_that_closed<S: Surface>() {
     assert_nothing_left(name);
 }
 
+/// What a batch receive against a sender that never stops may take, on a loaded machine:
+/// a ring's worth of messages copied out one by one, in a debug build.
+const BOUNDED_BATCH: Duration = Duration::from_millis(200);
+
+/// Against a sender that never lets the channel run empty (a process streaming one-byte
+/// messages), a batch receive whose `max` is `usize::MAX` still returns soon, having handed
+/// over at most a ring's worth ([`Caps::batch_bound`]), in order: `try_recv_batch`,
+/// `recv_batch_timeout` with a 10 ms deadline and `recv_batch` each return within
+/// [`BOUNDED_BATCH`], call after call.
+fn a_batch_receive_does_bounded_work_against_a_sender_that_never_stops<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "endless batch");
+    let names = names::<S>("endless");
+    let name = &names.name;
+    let mut end = S::create(name, &config()).expect("create");
+    let mut child = spawn_peer::<S>("stream", name);
+    wait_for_line(&mut child, "streaming");
+    let mut next: Option<u8> = None;
+    let mut handed = 0;
+    for round in 0..5 {
+        for form in ["try_recv_batch", "recv_batch_timeout", "recv_batch"] {
+            let (got, took) = loop {
+                let started = Instant::now();
+                let got = match form {
+                    "try_recv_batch" => end.try_recv_batch(usize::MAX),
+                    "recv_batch_timeout" => {
+                        end.recv_batch_timeout(usize::MAX, Duration::from_millis(10))
+                    }
+                    _ => end.recv_batch(usize::MAX),
+                };
+                match got {
+                    // The stream was between two batches (or the 10 ms passed first).
+                    Err(RecvError::Empty | RecvError::Timeout) => std::thread::yield_now(),
+                    got => break (got.expect(form), started.elapsed()),
+                }
+            };
+            assert!(
+                took <= BOUNDED_BATCH,
+                "round {round}: {form}(usize::MAX) took {took:?} ({} messages)",
+                got.len()
+            );
+            assert!(
+                (1..=S::CAPS.batch_bound).contains(&got.len()),
+                "round {round}: {form}(usize::MAX) handed {} messages, more than {}",
+                got.len(),
+                S::CAPS.batch_bound
+            );
+            for msg in &got {
+                assert_eq!(msg.len(), 1, "a streamed message changed on the way");
+                if let Some(want) = next {
+                    assert_eq!(msg[0], want, "message {handed} out of order");
+                }
+                next = Some(msg[0].wrapping_add(1));
+                handed += 1;
+            }
+        }
+    }
+    child.kill();
+    reap_killed(&mut child);
+    drop(end);
+    assert_nothing_left(name);
+}
+
+/// Messages in a batch of this many (each a frame) go out with one `send_batch`.
+const WHOLE_BATCH: u64 = 2000;
+/// Batches sent to the poller.
+const WHOLE_BATCHES: u64 = 150;
+
+/// A batch is seen all or nothing: while a consumer polls with `try_recv` on another thread,
+/// a producer sends batches of [`WHOLE_BATCH`] numbered messages with `send_batch`, each into a
+/// ring with room for all of it (the consumer has taken the batch before). Where
+/// [`Caps::batches_whole`], once the consumer sees the first message of a batch, the rest of
+/// it is readable at once: `try_recv` never finds the ring empty in the middle of a batch.
+/// Every surface delivers every message in order.
+fn a_batch_becomes_readable_all_at_once<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "whole batches");
+    let names = names::<S>("whole");
+    let (mut a, mut b) = pair::<S>(&names.name);
+    let batches: Vec<Vec<Vec<u8>>> = (0..WHOLE_BATCHES)
+        .map(|round| {
+            (0..WHOLE_BATCH)
+                .map(|k| numbered(round * WHOLE_BATCH + k, 8))
+                .collect()
+        })
+        .collect();
+    let taken = AtomicUsize::new(0);
+    // Set when the consumer is done, or failed: the producer stops waiting for it.
+    let consumer_done = AtomicBool::new(false);
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let mut halfway = 0;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for (round, batch) in batches.iter().enumerate() {
+                // The ring is empty: the whole batch fits its room.
+                while taken.load(Ordering::Acquire) < round * WHOLE_BATCH as usize {
+                    if consumer_done.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::yield_now();
+                }
+                assert_eq!(a.send_batch(batch).expect("send_batch"), batch.len());
+            }
+        });
+        let _done = Done(&consumer_done);
+        let total = WHOLE_BATCHES * WHOLE_BATCH;
+        let mut got = 0;
+        let mut idle = 0u64;
+        while got < total {
+            match b.try_recv_number() {
+                Ok(number) => assert_eq!(number, got, "a message out of order"),
+                Err(RecvError::Empty) if got % WHOLE_BATCH == 0 => {
+                    // Between batches: watch closely for the next (yielding now and then on
+                    // a loaded machine), so as to be there while it is written.
+                    idle += 1;
+                    if idle % 1024 == 0 {
+                        std::thread::yield_now();
+                    }
+                    std::hint::spin_loop();
+                    continue;
+                }
+                Err(RecvError::Empty) => {
+                    assert!(
+                        !S::CAPS.batches_whole,
+                        "message {} of a batch was not there with the first",
+                        got % WHOLE_BATCH
+                    );
+                    halfway += 1;
+                    continue;
+                }
+                Err(e) => panic!("message {got}: {e:?}"),
+            }
+            got += 1;
+            if got % WHOLE_BATCH == 0 {
+                taken.store(got as usize, Ordering::Release);
+            }
+        }
+    });
+    if !S::CAPS.batches_whole {
+        println!("{}: {halfway} looks found a batch in part", S::NAME);
+    }
+    drop((a, b));
+    assert_nothing_left(&names.name);
+}
+
+/// How soon after a receiver's death every send says so: the death watcher hears of it
+/// through the peer's pidfd at once; this is that, on a loaded machine.
+const SEND_SEES_DEATH: Duration = Duration::from_secs(1);
+
+/// One form of send, as a call on an end.
+type SendForm<'a, E> = dyn FnMut(&mut E) -> Result<(), SendError> + 'a;
+
+/// A send to a receiver whose process was killed says `PeerGone`, naming its pid, soon after
+/// the death in every form: `try_send` within [`SEND_SEES_DEATH`] (it may go through, or find
+/// the ring full, until the news arrives), and then every other form at its first call, before
+/// it writes anything. A send before the kill goes through. Twice: with an end that only sent
+/// before the kill, and with one that also waited in a receive (on shared memory its receiving
+/// side then watches the peer, and the sender relies on that).
+fn every_send_form_is_peer_gone_once_the_receiver_was_killed<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "killed receiver");
+    for received_first in [false, true] {
+        let names = names::<S>("kill-rx");
+        let name = &names.name;
+        let mut end = S::create(name, &config()).expect("create");
+        let mut child = spawn_peer::<S>("sink", name);
+        wait_for_line(&mut child, "connected");
+        end.send(b"before").expect("a send before the kill");
+        if received_first {
+            assert!(matches!(end.recv_timeout(SHORT), Err(RecvError::Timeout)));
+            end.send(b"after a receive")
+                .expect("a send before the kill");
+        }
+        let pid = child.pid();
+        child.kill();
+        reap_killed(&mut child);
+        sends_say_peer_gone(&mut end, name, pid);
+        drop(end);
+        assert_nothing_left(name);
+    }
+}
+
+/// Every send form on `end`, whose receiver (process `pid`) was just killed: `try_send` until
+/// it says `PeerGone` (within [`SEND_SEES_DEATH`]), then each other form at its first call.
+fn sends_say_peer_gone<E: End>(end: &mut E, name: &str, pid: u32) {
+    let msg = numbered(1, 100);
+    let batch = vec![numbered(2, 10), numbered(3, 10)];
+    let killed = Instant::now();
+    let gone = |what: &str, got: Result<(), SendError>| match got {
+        Err(SendError::PeerGone { pid: p, channel }) => {
+            assert_eq!(p, pid, "{what}: the pid");
+            assert_eq!(channel, *name, "{what}: the channel");
+            true
+        }
+        Ok(()) | Err(SendError::Full) => false,
+        Err(e) => panic!("{what} to a killed receiver: {e:?}"),
+    };
+    while !gone("try_send", end.try_send(&msg)) {
+        assert!(
+            killed.elapsed() <= SEND_SEES_DEATH,
+            "try_send to a receiver killed {:?} ago still goes through",
+            killed.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut forms: [(&str, &mut SendForm<'_, E>); 11] = [
+        ("send", &mut |e| e.send(&msg)),
+        ("send_timeout", &mut |e| e.send_timeout(&msg, WATCHDOG)),
+        ("send_json", &mut |e| e.send_json(&note(1, 10))),
+        ("try_send_json", &mut |e| e.try_send_json(&note(1, 10))),
+        ("send_json_timeout", &mut |e| {
+            e.send_json_timeout(&note(1, 10), WATCHDOG)
+        }),
+        ("reserve", &mut |e| e.reserve(16, b"x")),
+        ("try_reserve", &mut |e| e.try_reserve(16, b"x")),
+        ("reserve_timeout", &mut |e| {
+            e.reserve_timeout(16, b"x", WATCHDOG)
+        }),
+        ("send_batch", &mut |e| e.send_batch(&batch).map(drop)),
+        ("try_send_batch", &mut |e| {
+            e.try_send_batch(&batch).map(drop)
+        }),
+        ("send_batch_timeout", &mut |e| {
+            e.send_batch_timeout(&batch, WATCHDOG).map(drop)
+        }),
+    ];
+    for (what, form) in &mut forms {
+        assert!(
+            gone(what, form(end)),
+            "{what} to a receiver known dead went through"
+        );
+    }
+}
+
+/// The sending half of a split channel whose receiving half watched the peer (it waited) and
+/// was then dropped still learns of the peer's death: the sender watches the peer itself from
+/// then on.
+#[test]
+fn a_sending_half_whose_receiving_half_is_gone_still_learns_of_the_death() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "split sender");
+    let names = names::<ChannelShm>("kill-split");
+    let name = &names.name;
+    let ch = Channel::create(name, &config()).expect("create");
+    let mut child = spawn_peer::<ChannelShm>("sink", name);
+    wait_for_line(&mut child, "connected");
+    let (mut tx, mut rx) = ch.into_split();
+    // The receiving half waits first, so the sender's first send finds the peer watched.
+    assert!(matches!(rx.recv_timeout(SHORT), Err(RecvError::Timeout)));
+    tx.send(b"while the receiving half watches").unwrap();
+    drop(rx);
+    tx.send(b"after it went").unwrap();
+    let pid = child.pid();
+    child.kill();
+    reap_killed(&mut child);
+    let killed = Instant::now();
+    loop {
+        match tx.try_send(b"anyone?") {
+            Err(SendError::PeerGone { pid: p, .. }) => {
+                assert_eq!(p, pid);
+                break;
+            }
+            Ok(()) | Err(SendError::Full) => assert!(
+                killed.elapsed() <= SEND_SEES_DEATH,
+                "the sender did not hear of the death within {SEND_SEES_DEATH:?}"
+            ),
+            Err(e) => panic!("a send to a killed receiver: {e:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(tx);
+    assert_nothing_left(name);
+}
+
 /// The test a peer process runs: [`peer_process`].
 const PEER_TEST: &str = "conformance::peer_process";
 /// Messages each client of a listener exchanges.
@@ -1235,7 +1542,10 @@ const CLIENT_MESSAGES: u64 = 20;
 ///   numbered ones, says `sent`, and waits to be killed;
 /// - `client`: connects to a listener, checks the echo of [`CLIENT_MESSAGES`] messages, exits;
 /// - `hold`: connects to a listener, checks one echo, says `connected`, waits to be killed;
-/// - `serve`: binds a listener, says `ready`, and echoes for every client until killed.
+/// - `serve`: binds a listener, says `ready`, and echoes for every client until killed;
+/// - `stream`: connects, says `streaming`, and sends one-byte messages (a counter) in batches
+///   of 64 as fast as the channel takes them, until a send fails or it is killed;
+/// - `sink`: connects, says `connected`, reads nothing and waits to be killed.
 #[test]
 fn peer_process() {
     let Ok(role) = std::env::var(PEER_ENV) else {
@@ -1318,6 +1628,27 @@ fn peer<S: Surface>(side: &str, name: &str) {
             let mut end = S::connect(name, WATCHDOG).expect("client connect");
             end.send(b"hold").expect("client send");
             expect_message(end.recv_timeout(WATCHDOG), b"hold", "an echo");
+            println!("connected");
+            wait_to_be_killed();
+        }
+        "stream" => {
+            let mut end = S::connect(name, WATCHDOG).expect("streamer connect");
+            // Every batch of 64 counted messages there is, made once.
+            let batches: Vec<Vec<Vec<u8>>> = (0..=255u8)
+                .map(|first| (0..64).map(|k| vec![first.wrapping_add(k)]).collect())
+                .collect();
+            let mut next = 0u8;
+            println!("streaming");
+            let started = Instant::now();
+            while started.elapsed() < CASE_LIMIT {
+                match end.send_batch(&batches[usize::from(next)]) {
+                    Ok(sent) => next = next.wrapping_add(sent as u8),
+                    Err(_) => break,
+                }
+            }
+        }
+        "sink" => {
+            let _end = S::connect(name, WATCHDOG).expect("sink connect");
             println!("connected");
             wait_to_be_killed();
         }
@@ -1724,4 +2055,7 @@ every_surface!([
     a_client_past_the_limit_is_too_many_clients_until_a_place_is_freed,
     a_killed_client_is_peer_gone_and_frees_its_place,
     a_killed_listener_is_peer_gone_for_every_client_and_its_name_is_reclaimed,
+    a_batch_receive_does_bounded_work_against_a_sender_that_never_stops,
+    a_batch_becomes_readable_all_at_once,
+    every_send_form_is_peer_gone_once_the_receiver_was_killed,
 ]);

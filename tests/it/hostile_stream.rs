@@ -242,12 +242,14 @@ fn try_recv_does_bounded_work_while_fragments_keep_coming() {
             })
             .collect::<Vec<_>>()
     });
-    // Each call hands control back after about one ring's worth, with the message still under
-    // way and kept: the fragments keep being accepted, not refused as out of sequence.
+    // Each call hands control back after one ring's worth (the fragment that reaches it
+    // included, a lap's padding, and up to 2 KiB of space released late from the call
+    // before), with the message still under way and kept: the fragments keep being accepted,
+    // not refused as out of sequence.
     for (got, consumed) in &calls {
         assert!(matches!(got, Err(RecvError::Empty)), "{calls:?}");
         assert!(
-            *consumed <= 2 * STREAM_CAP as u64,
+            *consumed <= (STREAM_CAP + 2 * frame_size(1000) + 2048) as u64,
             "one try_recv took {consumed} bytes of fragments"
         );
     }
@@ -270,11 +272,14 @@ fn recv_timeout_returns_while_fragments_keep_coming() {
             .collect();
         (expired, results)
     });
+    // The fragment in hand is one frame; the padding that ends a lap may come before it, and
+    // the index the receiver publishes may include the space it held back before (a batch of
+    // releases: an eighth of the ring, at most 2 KiB).
     for (got, consumed) in &expired {
         assert!(matches!(got, Err(RecvError::Timeout)), "{expired:?}");
         assert!(
-            *consumed <= 2 * STREAM_CAP as u64,
-            "recv_timeout(0) took {consumed} bytes of fragments"
+            *consumed <= (2 * frame_size(1000) + 2048) as u64,
+            "recv_timeout(0) took {consumed} bytes of fragments, more than the one in hand"
         );
     }
     assert!(

@@ -102,8 +102,13 @@ fn eight_client_tasks_against_a_server_process() {
     server.reap();
 }
 
+/// A full ring makes an async send wait (it is still pending while the peer reads nothing),
+/// the messages arrive once the peer reads, and the peer's close ends the task's receive.
 #[test]
-fn a_full_ring_makes_send_wait_and_a_dead_peer_ends_recv() {
+fn a_full_ring_makes_send_wait_and_a_closed_peer_ends_recv() {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    use std::sync::Arc;
+
     let name = unique("tokiofull");
     let _guard = NameGuard(name.clone());
     let config = Config {
@@ -112,8 +117,31 @@ fn a_full_ring_makes_send_wait_and_a_dead_peer_ends_recv() {
     };
     let mut peer = Channel::create(&name, &config).unwrap();
     let ch = Channel::connect(&name, WaitStrategy::Block).unwrap();
-    // The peer thread reads slowly, so the async sender fills the 4 KiB ring and must wait.
+    // Sends the task has finished.
+    let sent = Arc::new(AtomicU32::new(0));
+    let sent_by_task = Arc::clone(&sent);
+    // The peer thread reads nothing until the task's sends have stopped on the full 4 KiB ring
+    // (eight messages of 500 bytes fill it), then reads slowly, so the sender waits again.
     let reader = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + WATCHDOG;
+        let mut seen = 0;
+        loop {
+            // A bounded look every 50 ms: nothing to sleep on for the task's progress.
+            std::thread::sleep(Duration::from_millis(50));
+            let now = sent.load(Relaxed);
+            if now > 0 && now == seen {
+                break;
+            }
+            seen = now;
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the task sent nothing"
+            );
+        }
+        assert!(
+            seen < 8,
+            "{seen} sends of 500 bytes went into a 4 KiB ring nobody read: none waited"
+        );
         let mut got = 0u32;
         while got < 200 {
             let msg = peer.recv_timeout(WATCHDOG).unwrap();
@@ -130,6 +158,7 @@ fn a_full_ring_makes_send_wait_and_a_dead_peer_ends_recv() {
         let mut ch = AsyncChannel::new(ch)?;
         for i in 0..200u32 {
             ch.send(&[i as u8; 500]).await?;
+            sent_by_task.fetch_add(1, Relaxed);
         }
         let bye = ch.recv().await?.to_vec();
         let end = ch.recv().await.map(|m| m.len());
@@ -181,6 +210,155 @@ fn an_async_recv_whose_peer_process_is_killed_says_peer_gone() {
         Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
         other => panic!("expected PeerGone, got {other:?}"),
     }
+}
+
+/// The role of a re-run of this binary as a plain peer: `sink NAME` (connects, says
+/// `connected`, reads nothing, waits to be killed) or `stream NAME` (connects, says
+/// `streaming`, sends one-byte messages in batches as fast as the channel takes them until a
+/// send fails or it is killed). Each ends on its own after [`WATCHDOG`].
+const PEER: &str = "SHMLINK_TOKIO_PEER";
+
+/// The entry point of a re-executed plain peer; a no-op in a normal test run.
+#[test]
+fn plain_peer() {
+    let Ok(role) = std::env::var(PEER) else {
+        return;
+    };
+    let (what, name) = role.split_once(' ').expect("a role and a name");
+    let mut ch = Channel::connect_timeout(name, WaitStrategy::Block, WATCHDOG).expect("connect");
+    let started = std::time::Instant::now();
+    match what {
+        "sink" => {
+            println!("connected");
+            std::thread::sleep(WATCHDOG);
+        }
+        "stream" => {
+            let batch = [[7u8]; 64];
+            println!("streaming");
+            while started.elapsed() < WATCHDOG && ch.send_batch(&batch).is_ok() {}
+        }
+        _ => panic!("no role {what:?}"),
+    }
+    std::process::exit(0);
+}
+
+fn spawn_plain_peer(role: &str, name: &str, says: &'static str) -> ChildGuard {
+    let role = format!("{role} {name}");
+    let mut child = respawn("tokio_api::plain_peer", &[(PEER, role.as_str())]);
+    wait_for_line(&mut child, says);
+    child
+}
+
+/// An async send waiting on a full ring whose reader's process is killed ends with
+/// `PeerGone`, naming the reader's pid, within a second.
+#[test]
+fn an_async_send_waiting_on_a_full_ring_whose_reader_is_killed_says_peer_gone() {
+    let name = unique("tokiosendkill");
+    let _guard = NameGuard(name.clone());
+    let ch = Channel::create(&name, &small_block()).unwrap();
+    let mut peer = spawn_plain_peer("sink", &name, "connected");
+    let (waiting_tx, waiting) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let result = runtime().block_on(async move {
+            let mut ch = AsyncChannel::new(ch).unwrap();
+            // Nobody reads: fill the ring, then wait in a send.
+            while ch.try_send(&[1; 500]).is_ok() {}
+            waiting_tx.send(()).unwrap();
+            ch.send(&[2; 500]).await
+        });
+        let _ = tx.send(result);
+    });
+    waiting
+        .recv_timeout(WATCHDOG)
+        .expect("the ring never filled");
+    // Let the task fall asleep in its send, then kill the reader.
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(
+        rx.try_recv().is_err(),
+        "the send ended while the reader lived"
+    );
+    let pid = peer.pid();
+    peer.kill();
+    let result = rx
+        .recv_timeout(Duration::from_secs(1))
+        .expect("the send did not end within 1 s of the reader's death");
+    support::reap_killed(&mut peer);
+    match result {
+        Err(shmlink::SendError::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+        other => panic!("expected PeerGone, got {other:?}"),
+    }
+}
+
+/// A task that drains a channel whose sender never lets it run empty, with
+/// `recv_batch_timeout(usize::MAX, 10 ms)` on a current-thread runtime, leaves the thread to
+/// the other tasks now and then: each call returns within 200 ms, and a task that only yields
+/// and counts runs at least every 200 ms meanwhile.
+#[test]
+fn an_async_batch_receive_against_an_endless_stream_leaves_room_for_the_other_tasks() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    const BOUND: Duration = Duration::from_millis(200);
+    let name = unique("tokioendless");
+    let _guard = NameGuard(name.clone());
+    let config = Config {
+        capacity: 64 * 1024,
+        wait: WaitStrategy::Block,
+    };
+    let ch = Channel::create(&name, &config).unwrap();
+    let mut peer = spawn_plain_peer("stream", &name, "streaming");
+    let (slowest_call, worst_gap, handed) = run_with_watchdog(WATCHDOG, async move {
+        let mut ch = AsyncChannel::new(ch).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let stop = Arc::clone(&stop);
+            tokio::spawn(async move {
+                let mut last = Instant::now();
+                let mut worst = Duration::ZERO;
+                while !stop.load(Relaxed) {
+                    tokio::task::yield_now().await;
+                    worst = worst.max(last.elapsed());
+                    last = Instant::now();
+                }
+                worst
+            })
+        };
+        let started = Instant::now();
+        let mut slowest = Duration::ZERO;
+        let mut handed = 0u64;
+        while started.elapsed() < Duration::from_secs(1) {
+            let call = Instant::now();
+            // Some work per message, as a consumer would do: slower than the sender.
+            let got = ch
+                .recv_batch_timeout(usize::MAX, Duration::from_millis(10), |msg| {
+                    handed += u64::from(std::hint::black_box(msg[0]) == 7);
+                    let spin = Instant::now();
+                    while spin.elapsed() < Duration::from_micros(1) {}
+                })
+                .await;
+            slowest = slowest.max(call.elapsed());
+            match got {
+                Ok(_) | Err(RecvError::Timeout) => {}
+                Err(e) => panic!("recv_batch_timeout: {e:?}"),
+            }
+        }
+        stop.store(true, Relaxed);
+        (slowest, ticker.await.unwrap(), handed)
+    });
+    // It may have ended already: the channel closed when the task's end dropped.
+    peer.kill();
+    peer.reap();
+    assert!(handed > 0, "the stream never came");
+    assert!(
+        slowest_call <= BOUND,
+        "a recv_batch_timeout of 10 ms took {slowest_call:?}"
+    );
+    assert!(
+        worst_gap <= BOUND,
+        "the other task waited {worst_gap:?} for its turn"
+    );
 }
 
 const IDLE: &str = "SHMLINK_TOKIO_IDLE";
