@@ -5,8 +5,12 @@
 //! is the one of `crate::wait`, made by the selector's thread) and sleeps on the first batch of
 //! words plus the pool's *woken* word. Each further batch of up to 127 words goes to one pool
 //! thread, which waits on it together with its own control word. A pool thread whose wait ends
-//! for another reason than being called off increments the woken word and wakes it, so the
-//! selector wakes and scans its channels.
+//! for another reason than being called off records which of its words the kernel named (or
+//! that it does not know), increments the woken word and wakes it, so the selector wakes and
+//! looks at that channel. If nothing is to be read there, the selector hands that thread its
+//! batch again with the word's new value ([`Pool::rehand`]) and sleeps on: a wake-up with
+//! nothing behind it costs the selector a look at one channel (at most one batch when the thread
+//! cannot say which word), however many channels it has.
 //!
 //! A pool thread never touches a channel's memory: it only hands the kernel the addresses and
 //! the values the selector read. The selector calls its threads off when its own wait ends and
@@ -20,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use crate::sys::{futex_wait, futex_wake, wait_any, FutexWaitv, WAITV_MAX};
+use crate::sys::{futex_wait, futex_wake, wait_any, FutexWaitv, WaitAny, WAITV_MAX};
 
 /// Channel words one pool thread waits on (the last slot is its control word).
 pub(super) const PER_THREAD: usize = WAITV_MAX - 1;
@@ -35,6 +39,25 @@ struct Slot {
     batch: Mutex<(u32, Vec<FutexWaitv>)>,
     /// Set (before a last increment of `control`) when the selector drops.
     stop: AtomicBool,
+    /// What the thread's last wait that was not called off ended on: [`NOTHING`], the index of
+    /// the word plus one, or [`UNKNOWN`]. Taken by the selector.
+    fired: AtomicU32,
+}
+
+/// `Slot::fired`: no report since the selector last took one.
+const NOTHING: u32 = 0;
+/// `Slot::fired`: a word of the batch changed, which one is not known.
+const UNKNOWN: u32 = u32::MAX;
+
+/// What a pool thread reported, taken with [`Pool::take_fired`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fired {
+    /// Nothing since the last look.
+    Nothing,
+    /// The word at this index of the thread's batch.
+    Word(usize),
+    /// Some word of the thread's batch.
+    Unknown,
 }
 
 #[derive(Debug)]
@@ -86,20 +109,45 @@ impl Pool {
             }
         }
         for (worker, chunk) in self.workers.iter().zip(words.chunks(PER_THREAD)) {
-            let slot = &worker.slot;
-            let mut batch = slot.batch.lock().unwrap_or_else(PoisonError::into_inner);
-            // Relaxed: only this thread writes `control`; the batch is published by the mutex.
-            let generation = slot.control.load(Ordering::Relaxed).wrapping_add(1);
-            batch.0 = generation;
-            batch.1.clear();
-            batch.1.extend_from_slice(chunk);
-            drop(batch);
-            // Release: pairs with the Acquire load in `serve`, which then takes the batch.
-            slot.control.store(generation, Ordering::Release);
-            futex_wake(&slot.control);
+            // Relaxed: a report left from an earlier sleep; one stored late (by a thread that
+            // woke just before it was called off) only makes the selector look again.
+            worker.slot.fired.store(NOTHING, Ordering::Relaxed);
+            hand(&worker.slot, chunk);
         }
         self.busy = needed;
         true
+    }
+
+    /// How many threads hold a batch of the last [`dispatch`](Pool::dispatch).
+    pub(super) fn busy(&self) -> usize {
+        self.busy
+    }
+
+    /// The woken word's value now (see [`woken`](Pool::woken)): read it before
+    /// [`take_fired`](Pool::take_fired).
+    pub(super) fn woken_now(&self) -> u32 {
+        // Acquire: pairs with the Release increment in `serve`, which follows its store of
+        // `fired`: a report counted in the value read is seen by the `take_fired` after it.
+        self.woken.load(Ordering::Acquire)
+    }
+
+    /// Takes what busy thread `w` reported since the last look.
+    pub(super) fn take_fired(&self, w: usize) -> Fired {
+        // Relaxed: ordered by the Acquire load of `woken` before it (see `woken_now`); a report
+        // stored after that load comes with an increment the selector's next wait sees.
+        match self.workers[w].slot.fired.swap(NOTHING, Ordering::Relaxed) {
+            NOTHING => Fired::Nothing,
+            UNKNOWN => Fired::Unknown,
+            k => Fired::Word(k as usize - 1),
+        }
+    }
+
+    /// Hands busy thread `w` its batch again, `words` (its chunk of the last dispatch, with the
+    /// values the selector read since): for a thread that reported a word whose channel had
+    /// nothing to read.
+    pub(super) fn rehand(&mut self, w: usize, words: &[FutexWaitv]) {
+        debug_assert!(w < self.busy && words.len() <= PER_THREAD);
+        hand(&self.workers[w].slot, words);
     }
 
     /// Calls off the batches handed over by the last [`dispatch`](Pool::dispatch).
@@ -128,8 +176,22 @@ impl Drop for Pool {
     }
 }
 
-/// A pool thread: waits for a batch, waits on it, tells the selector when the wait ended for
-/// another reason than being called off.
+/// Hands `words` to the thread of `slot` under a new generation.
+fn hand(slot: &Slot, words: &[FutexWaitv]) {
+    let mut batch = slot.batch.lock().unwrap_or_else(PoisonError::into_inner);
+    // Relaxed: only the selector's thread writes `control`; the batch is published by the mutex.
+    let generation = slot.control.load(Ordering::Relaxed).wrapping_add(1);
+    batch.0 = generation;
+    batch.1.clear();
+    batch.1.extend_from_slice(words);
+    drop(batch);
+    // Release: pairs with the Acquire load in `serve`, which then takes the batch.
+    slot.control.store(generation, Ordering::Release);
+    futex_wake(&slot.control);
+}
+
+/// A pool thread: waits for a batch, waits on it, tells the selector (which word, if the kernel
+/// said) when the wait ended for another reason than being called off.
 fn serve(slot: &Slot, woken: &AtomicU32) {
     let mut served = None;
     let mut words = Vec::with_capacity(WAITV_MAX);
@@ -155,11 +217,18 @@ fn serve(slot: &Slot, woken: &AtomicU32) {
             continue;
         }
         served = Some(generation);
+        let batch = words.len();
         words.push(FutexWaitv::new(&slot.control, generation));
-        wait_any(&words, None);
+        let woke = wait_any(&words, None);
         // Acquire: as above. Called off: the selector is awake already.
         if slot.control.load(Ordering::Acquire) == generation {
-            // Release: pairs with the Acquire load in `Pool::woken`.
+            let fired = match woke {
+                WaitAny::Woken(k) if k < batch => k as u32 + 1,
+                _ => UNKNOWN,
+            };
+            // Relaxed: published by the Release increment of `woken` below.
+            slot.fired.store(fired, Ordering::Relaxed);
+            // Release: pairs with the Acquire loads in `Pool::woken` and `Pool::woken_now`.
             woken.fetch_add(1, Ordering::Release);
             futex_wake(woken);
         }

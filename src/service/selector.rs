@@ -28,6 +28,11 @@
 //!   (`pool.rs`), which sleeps on it and wakes the selector when a word changes. Each sleep
 //!   that gets this far costs a wake-up of each pool thread to hand over its batch and one to
 //!   call it off; an idle selector still makes no timed wake-ups;
+//! * a wake-up with nothing to read behind it (a peer that bumps its word for nothing) does not
+//!   end the sleep: the selector looks again at the channels whose words changed (the one the
+//!   kernel named, or the words of a batch it did not name) and sleeps on with their new values
+//!   (`rearm`), so its cost does not grow with the set; after [`SPURIOUS_MAX`] of them in one
+//!   sleep it sleeps a [`POLL_SLICE`] without waiting on the words, then looks at every channel;
 //! * channels whose receiving end waits with `Spin` or `SpinYield` are never woken by their
 //!   peer, and without `futex_waitv` (kernels before 5.16) nothing is: in both cases
 //!   the selector looks every millisecond instead of sleeping.
@@ -37,7 +42,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::listener::{Connection, Listener};
-use super::pool::Pool;
+use super::pool::{Fired, Pool, PER_THREAD};
 use crate::channel::Channel;
 use crate::error::OpenError;
 use crate::ring::full_fence;
@@ -51,6 +56,13 @@ const POLL_SLICE: Duration = Duration::from_millis(1);
 const HOT_SLICE: Duration = Duration::from_millis(1);
 /// How many recently ready channels the hot phase covers.
 const HOT_MAX: usize = 16;
+/// Wake-ups with nothing to read one sleep takes before it sleeps a [`POLL_SLICE`] without
+/// waiting on the words.
+const SPURIOUS_MAX: u32 = 64;
+/// `Selector::owners`: the listener's doorbell.
+const BELL: usize = usize::MAX;
+/// `Selector::owners`: the pool's woken word.
+const WOKEN: usize = usize::MAX - 1;
 
 /// Waits on many channels from one thread and says which are ready.
 ///
@@ -98,6 +110,16 @@ const HOT_MAX: usize = 16;
 /// recently keep it busy, it looks at the others once a millisecond, and a wait first sleeps up
 /// to a millisecond on those 16 alone before it sleeps on every channel: a message on another
 /// channel may wait that long while the selector is busy.
+///
+/// A peer that bumps and wakes its channel's futex word with nothing to read wakes the
+/// selector, which looks at that channel again (not at every channel) and sleeps on; nothing is
+/// reported for it. After 64 such wake-ups in one wait the selector sleeps a millisecond without
+/// waiting on the words, so a peer that keeps on costs it a bounded share of a core whatever the
+/// number of channels, and a message on another channel may wait that millisecond.
+///
+/// While the selector's thread is the only one receiving on the channels, every index a wait
+/// returns is a channel with a message waiting or a peer gone, and no index comes twice in one
+/// call.
 #[derive(Debug, Default)]
 pub struct Selector {
     start: usize,
@@ -105,6 +127,10 @@ pub struct Selector {
     waiters: Vec<FutexWaitv>,
     /// The words beyond the selector's own batch, for the pool's threads.
     spill: Vec<FutexWaitv>,
+    /// What each word of `waiters` is: a channel's index, [`BELL`] or [`WOKEN`].
+    owners: Vec<usize>,
+    /// The channel of each word of `spill`.
+    spill_owners: Vec<usize>,
     /// The channels of `recent` still in the set where they were, for this call.
     hot: Vec<usize>,
     /// Whether the scans look at the `hot` channels alone.
@@ -114,6 +140,8 @@ pub struct Selector {
     /// Whether this call's channels outnumber one kernel wait (the hot phase, and
     /// `last_full`, matter only then).
     pooled: bool,
+    /// Scratch: the channels a sleep found ready, kept across the scan after it.
+    found: Vec<usize>,
     /// Channels whose sleeper count we raised, to lower again.
     announced: Vec<usize>,
     /// Scratch: the channels already announced in this sleep.
@@ -434,7 +462,17 @@ impl Selector {
             if polled {
                 std::thread::sleep(nap.map_or(POLL_SLICE, |n| n.min(POLL_SLICE)));
             }
+            // The channels the sleep found ready stay ready: a look that took a death's news
+            // from the watcher is the only one that sees it (a later one sees a live peer
+            // until the watcher's next look).
+            self.found.clear();
+            self.found.extend_from_slice(&self.ready);
             self.scan(set);
+            for &i in &self.found {
+                if !self.ready.contains(&i) {
+                    self.ready.push(i);
+                }
+            }
             if !self.ready.is_empty() {
                 self.policy.learn(plan, true, took);
                 return Ok(());
@@ -492,6 +530,8 @@ impl Selector {
         let n = set.len();
         self.waiters.clear();
         self.spill.clear();
+        self.owners.clear();
+        self.spill_owners.clear();
         self.announced.clear();
         let pooled = n + usize::from(bell_seen.is_some()) > WAITV_MAX;
         // The selector's own batch keeps a slot for the pool's word when there is a pool.
@@ -499,6 +539,7 @@ impl Selector {
         let mut partial = false;
         if let (Some(bell), Some(seen)) = (set.bell(), bell_seen) {
             self.waiters.push(FutexWaitv::new(bell, seen));
+            self.owners.push(BELL);
         }
         // The recently ready channels first, in the selector's own batch: a busy client wakes
         // this thread directly, not through a pool thread.
@@ -528,6 +569,7 @@ impl Selector {
             if !self.spill.is_empty() && !partial {
                 // Read the pool's word before handing over the batches (see `Pool::woken`).
                 self.waiters.push(self.pool.woken());
+                self.owners.push(WOKEN);
                 dispatched = self.pool.dispatch(&self.spill);
                 partial |= !dispatched;
             }
@@ -538,8 +580,36 @@ impl Selector {
             } else {
                 nap
             };
-            if wait_any(&self.waiters, timeout) == WaitAny::Unsupported {
-                polled = true;
+            let until = timeout.map(|t| Instant::now() + t);
+            let mut spurious = 0;
+            loop {
+                let left = until.map(|u| u.saturating_duration_since(Instant::now()));
+                let woke = wait_any(&self.waiters, left);
+                if woke == WaitAny::Unsupported {
+                    polled = true;
+                    break;
+                }
+                // A wake-up with nothing to read behind it (a peer that bumps its word for
+                // nothing) sleeps again at the cost of a look at the channels whose words
+                // changed, not at every channel. The phases that sleep in slices leave.
+                if hot
+                    || partial
+                    || until.is_some_and(|u| Instant::now() >= u)
+                    || !self.rearm(set, woke)
+                {
+                    break;
+                }
+                spurious += 1;
+                if spurious == SPURIOUS_MAX {
+                    // A peer keeps waking us with nothing to read, faster than we can sleep
+                    // again: it gets a slice of sleep instead of a core, and every channel a
+                    // look when it ends.
+                    let slice = until.map_or(POLL_SLICE, |u| {
+                        u.saturating_duration_since(Instant::now()).min(POLL_SLICE)
+                    });
+                    std::thread::sleep(slice);
+                    break;
+                }
             }
             if dispatched {
                 self.pool.call_off();
@@ -573,11 +643,111 @@ impl Selector {
         let word = sync::futex_waitv(&cell.futex, seen);
         if self.waiters.len() < own {
             self.waiters.push(word);
+            self.owners.push(i);
         } else {
             self.spill.push(word);
+            self.spill_owners.push(i);
         }
         self.announced.push(i);
         true
+    }
+
+    /// After a wait on the words of [`sleep`](Selector::sleep) returned (`woke`): looks at the
+    /// channels whose words changed (the one the kernel named, or, when it named none, every
+    /// word of the own batch whose value is no longer the one waited for; for the pool's word,
+    /// the words its threads report) and, where nothing is ready, waits for the word's new
+    /// value from then on. True when every changed word was taken up that way, so the selector
+    /// may sleep again on the same words; false when a channel is ready, the doorbell rang, or
+    /// a pool thread could not be handed its batch again.
+    fn rearm(&mut self, set: &mut dyn Set, woke: WaitAny) -> bool {
+        let changed = match woke {
+            WaitAny::Woken(k) => k..k + 1,
+            _ => 0..self.waiters.len(),
+        };
+        for k in changed {
+            let expected = self.waiters[k].expected();
+            match self.owners[k] {
+                BELL => {
+                    // Acquire: as in `run_once`.
+                    let rung = set.bell().map(|b| b.load(Ordering::Acquire));
+                    if woke != WaitAny::Returned || rung != Some(expected) {
+                        return false;
+                    }
+                }
+                WOKEN => {
+                    let now = self.pool.woken_now();
+                    if woke == WaitAny::Returned && now == expected {
+                        continue;
+                    }
+                    // From here, a report this look misses increments the word again.
+                    self.waiters[k].set_expected(now);
+                    if !self.rearm_pool(set) {
+                        return false;
+                    }
+                }
+                i => {
+                    let Some(seen) = self.look_again(set, i, expected, woke == WaitAny::Returned)
+                    else {
+                        return false;
+                    };
+                    self.waiters[k].set_expected(seen);
+                }
+            }
+        }
+        true
+    }
+
+    /// [`rearm`](Selector::rearm) for the words the pool's threads report: each thread that
+    /// reported gets its batch again with the new values.
+    fn rearm_pool(&mut self, set: &mut dyn Set) -> bool {
+        for w in 0..self.pool.busy() {
+            let first = w * PER_THREAD;
+            let last = self.spill.len().min(first + PER_THREAD);
+            let changed = match self.pool.take_fired(w) {
+                Fired::Nothing => continue,
+                Fired::Word(j) if first + j < last => first + j..first + j + 1,
+                _ => first..last,
+            };
+            let only_changed = changed.len() > 1;
+            for j in changed {
+                let (i, expected) = (self.spill_owners[j], self.spill[j].expected());
+                let Some(seen) = self.look_again(set, i, expected, only_changed) else {
+                    return false;
+                };
+                self.spill[j].set_expected(seen);
+            }
+            self.pool.rehand(w, &self.spill[first..last]);
+        }
+        true
+    }
+
+    /// Channel `i`, whose word was `expected` when the selector went to sleep on it, woke it
+    /// (or, if `unless_same`, may have): reads the word again and, after the fence of the
+    /// handshake, looks at the channel. The word's new value to wait for, or `None` if the
+    /// channel is ready. Its sleeper stays announced all along.
+    fn look_again(
+        &mut self,
+        set: &mut dyn Set,
+        i: usize,
+        expected: u32,
+        unless_same: bool,
+    ) -> Option<u32> {
+        let ch = set.channel(i);
+        // Acquire: as in `announce`.
+        let seen = ch.data_cell().futex.load(Ordering::Acquire);
+        if unless_same && seen == expected {
+            return Some(seen);
+        }
+        // F1 again, with the sleeper announced since: either the look below sees what the peer
+        // published, or the peer changes the word after the load above.
+        full_fence();
+        let unwatched = self.unwatched;
+        if self.probe(set.channel(i)) {
+            self.ready.push(i);
+            return None;
+        }
+        // A peer the death watcher stopped covering needs the sleep in slices: leave.
+        (self.unwatched == unwatched).then_some(seen)
     }
 
     /// Remembers the channels just found ready (the first [`HOT_MAX`]) as the recent ones.

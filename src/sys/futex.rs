@@ -74,6 +74,16 @@ impl FutexWaitv {
         FutexWaitv::at(word.as_ptr() as usize, expected)
     }
 
+    /// The value the word must still hold for the wait to sleep.
+    pub(crate) fn expected(&self) -> u32 {
+        self.val as u32
+    }
+
+    /// Waits while the word holds `expected` instead.
+    pub(crate) fn set_expected(&mut self, expected: u32) {
+        self.val = u64::from(expected);
+    }
+
     /// Waits on the 4-byte word at address `addr` while it holds `expected` (for a word that is
     /// not a standard atomic: see `crate::sync::futex_waitv`).
     pub(crate) fn at(addr: usize, expected: u32) -> FutexWaitv {
@@ -89,7 +99,9 @@ impl FutexWaitv {
 /// What [`wait_any`] saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaitAny {
-    /// Woken, a value differed already, the timeout passed or a signal came: look again.
+    /// Woken on the word at this index of the list (the kernel names the word it woke).
+    Woken(usize),
+    /// A value differed already, the timeout passed or a signal came: look again.
     Returned,
     /// The kernel has no `futex_waitv`: nothing was waited for.
     Unsupported,
@@ -153,5 +165,8 @@ pub(crate) fn wait_any(waiters: &[FutexWaitv], timeout: Option<Duration>) -> Wai
         MISSING.store(true, Ordering::Relaxed);
         return WaitAny::Unsupported;
     }
-    WaitAny::Returned
+    match usize::try_from(r) {
+        Ok(i) if i < n => WaitAny::Woken(i),
+        _ => WaitAny::Returned,
+    }
 }

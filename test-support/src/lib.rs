@@ -341,3 +341,26 @@ pub fn reap_killed(child: &mut ChildGuard) {
         "child {pid} was to die of our SIGKILL, but ended with {status}"
     );
 }
+
+/// Waits until our child `pid` has exited, without reaping it (it stays a zombie for
+/// [`ChildGuard::reap`]), and returns when that was seen: the moment a peer's death is news.
+/// Call it only for a child that was killed (it has no timeout of its own).
+pub fn exited(pid: u32) -> Instant {
+    let id = libc::id_t::from(pid);
+    loop {
+        // SAFETY: siginfo_t is plain data, for which all zeroes is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid, writable siginfo_t the call fills; WNOWAIT leaves the child
+        // unreaped, so its pid cannot be reused before the caller reaps it.
+        let r = unsafe { libc::waitid(libc::P_PID, id, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if r == 0 {
+            return Instant::now();
+        }
+        let err = std::io::Error::last_os_error();
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::Interrupted,
+            "waitid({pid}): {err}"
+        );
+    }
+}

@@ -1,13 +1,14 @@
 //! A peer killed with SIGKILL in the middle of a stream: the other side's next receive reports
 //! `PeerGone`, and the name can be created again. Real processes, every wait strategy, both
-//! roles. Prints the measured detection times (run with `--nocapture` to see them).
+//! roles. Each death must be reported within 50 ms of the peer's exit; the measured times are
+//! printed (run with `--nocapture` to see them).
 
 use crate::support;
 
 use std::time::{Duration, Instant};
 
 use shmlink::{Channel, Config, RecvError, SendError, WaitStrategy};
-use support::{echo, echo_creator, serial, unique, ChildGuard, NameGuard, WATCHDOG};
+use support::{echo, echo_creator, exited, serial, unique, ChildGuard, NameGuard, WATCHDOG};
 
 /// Receives stream frames until `count` have arrived, checking their sequence numbers.
 fn receive_stream(ch: &mut Channel, count: u64) {
@@ -19,12 +20,20 @@ fn receive_stream(ch: &mut Channel, count: u64) {
     }
 }
 
+/// How long after the peer's process exited a receive may take to report it, frames left in
+/// the ring drained first: `Block` is woken at once, `Spin` and `SpinYield` look every 5 ms; the
+/// margin is for a loaded machine.
+const PEER_GONE_WITHIN: Duration = Duration::from_millis(50);
+
 /// Kills `child` and measures how long the next receives take to report it gone (frames still
-/// in the ring are drained first). Fails past the watchdog.
+/// in the ring are drained first), from the moment its process exited. Fails past
+/// [`PEER_GONE_WITHIN`].
 fn kill_and_detect(ch: &mut Channel, child: &mut ChildGuard) -> Duration {
     let pid = child.pid();
     child.kill();
     let killed = Instant::now();
+    // The exit is seen on another thread, which leaves the child unreaped.
+    let died = std::thread::spawn(move || exited(pid));
     let mut drained = 0u64;
     loop {
         let left = WATCHDOG.saturating_sub(killed.elapsed());
@@ -32,10 +41,15 @@ fn kill_and_detect(ch: &mut Channel, child: &mut ChildGuard) -> Duration {
             Ok(_) => drained += 1,
             Err(RecvError::PeerGone { pid: gone, .. }) => {
                 assert_eq!(gone, pid, "PeerGone names another process");
-                let took = killed.elapsed();
+                let returned = Instant::now();
+                let died = died.join().expect("the exit seen");
                 // The child is a zombie until here: detection must not need it reaped.
                 child.reap();
-                let _ = drained;
+                let took = returned.saturating_duration_since(died);
+                assert!(
+                    took <= PEER_GONE_WITHIN,
+                    "PeerGone came {took:?} after the peer exited ({drained} frames drained)"
+                );
                 return took;
             }
             Err(RecvError::Timeout) => panic!("peer death not detected within {WATCHDOG:?}"),
@@ -65,7 +79,7 @@ fn connector_killed(wait: WaitStrategy) {
     receive_stream(&mut ch, 2000);
     let took = kill_and_detect(&mut ch, &mut child);
     eprintln!(
-        "crash: connector killed, wait={wait}: creator got PeerGone after {:.2} ms",
+        "crash: connector killed, wait={wait}: creator got PeerGone {:.2} ms after it exited",
         took.as_secs_f64() * 1e3
     );
     // The name is free again once the old channel is dropped, and a new one works.
@@ -83,7 +97,7 @@ fn creator_killed(wait: WaitStrategy) {
     receive_stream(&mut ch, 2000);
     let took = kill_and_detect(&mut ch, &mut child);
     eprintln!(
-        "crash: creator killed, wait={wait}: connector got PeerGone after {:.2} ms",
+        "crash: creator killed, wait={wait}: connector got PeerGone {:.2} ms after it exited",
         took.as_secs_f64() * 1e3
     );
     // The dead creator's segment is still there; creating the name reclaims it, even while the
@@ -156,7 +170,7 @@ fn peer_killed_while_we_wait_for_room() {
             std::thread::sleep(Duration::from_millis(100));
             // SAFETY: kill takes no pointers; the pid is our unreaped child.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            let _ = killed_tx.send(Instant::now());
+            let _ = killed_tx.send(exited(pid));
         });
         let big = vec![7u8; 1000];
         let outcome = loop {
@@ -165,14 +179,21 @@ fn peer_killed_while_we_wait_for_room() {
                 other => break other,
             }
         };
+        let returned = Instant::now();
         killer.join().expect("killer thread");
-        let killed = killed_rx.recv().expect("kill time");
+        let died = killed_rx.recv().expect("exit time");
         match outcome {
             Err(SendError::PeerGone { pid: gone, .. }) => {
                 assert_eq!(gone, pid);
+                let took = returned.saturating_duration_since(died);
                 eprintln!(
-                    "crash: peer killed while we wait for room, wait={wait}: PeerGone after {:.2} ms",
-                    killed.elapsed().as_secs_f64() * 1e3
+                    "crash: peer killed while we wait for room, wait={wait}: PeerGone {:.2} ms \
+                     after it exited",
+                    took.as_secs_f64() * 1e3
+                );
+                assert!(
+                    took <= PEER_GONE_WITHIN,
+                    "wait={wait}: PeerGone came {took:?} after the peer exited"
                 );
             }
             Err(e) => panic!("expected PeerGone, got {e}"),

@@ -17,8 +17,8 @@ use shmlink::segments;
 use shmlink::testing::{PeerInfo, SegmentHeader, StopPoint, STOP_AT_ENV};
 use shmlink::{Channel, Config, Error, OpenError, RecvError, Selector, WaitStrategy};
 use support::{
-    echo, echo_creator, respawn, serial, shm_path, unique, wait_for_line, ChildGuard, NameGuard,
-    WATCHDOG,
+    echo, echo_creator, exited, respawn, serial, shm_path, unique, wait_for_line, ChildGuard,
+    NameGuard, WATCHDOG,
 };
 
 fn small() -> Config {
@@ -365,10 +365,15 @@ fn a_live_creator_is_alive_whatever_pid_it_recorded() {
         assert_eq!(&*ch.recv_timeout(WATCHDOG).expect("echo"), b"ping");
 
         peer.kill();
+        let died = exited(peer.pid());
         match ch.recv_timeout(WATCHDOG) {
             Err(RecvError::PeerGone { pid, .. }) => assert_eq!(pid, bogus),
             other => panic!("expected PeerGone, got {other:?}"),
         }
+        assert_about_a_second(
+            &format!("recv from a creator recorded as {bogus}"),
+            died.elapsed(),
+        );
         peer.reap();
     }
 }
@@ -445,10 +450,13 @@ fn a_peer_in_another_pid_namespace_is_alive_until_it_dies() {
     );
 
     peer.kill();
+    // `unshare` exits first; the peer dies of its death.
+    let died = exited(peer.pid());
     match ch.recv_timeout(WATCHDOG) {
         Err(RecvError::PeerGone { pid, .. }) => assert_eq!(pid, 1),
         other => panic!("expected PeerGone, got {other:?}"),
     }
+    assert_about_a_second("recv from a peer in another PID namespace", died.elapsed());
     peer.reap();
 }
 
@@ -514,6 +522,18 @@ fn within_watchdog<T: Send + 'static>(
     (got, took)
 }
 
+/// How long the news of a death may take when the peer recorded another process's pid: the
+/// death watcher's look at every lock once a second, with a margin for a loaded machine.
+const ABOUT_A_SECOND: Duration = Duration::from_millis(2500);
+
+/// Fails the test if `what` ended later than [`ABOUT_A_SECOND`] after the peer died.
+fn assert_about_a_second(what: &str, took: Duration) {
+    assert!(
+        took <= ABOUT_A_SECOND,
+        "{what}: returned {took:?} after the peer recorded as init died"
+    );
+}
+
 /// `PeerGone` naming the forged pid.
 fn assert_gone_as_init<T: std::fmt::Debug>(what: &str, got: Result<T, impl Into<Error>>) {
     match got.map_err(Into::into) {
@@ -526,25 +546,27 @@ fn assert_gone_as_init<T: std::fmt::Debug>(what: &str, got: Result<T, impl Into<
 fn a_recv_ends_when_a_connector_recorded_as_init_dies() {
     let _serial = serial();
     let (mut ch, _name) = connector_dead_as_init("init-recv");
-    let (got, _) = within_watchdog("recv()", move || ch.recv().map(|m| m.to_vec()));
+    let (got, took) = within_watchdog("recv()", move || ch.recv().map(|m| m.to_vec()));
     assert_gone_as_init("recv()", got);
+    assert_about_a_second("recv()", took);
 }
 
 #[test]
 fn a_long_recv_timeout_ends_when_a_connector_recorded_as_init_dies() {
     let _serial = serial();
     let (mut ch, _name) = connector_dead_as_init("init-recv-timeout");
-    let (got, _) = within_watchdog("recv_timeout(5 s)", move || {
+    let (got, took) = within_watchdog("recv_timeout(5 s)", move || {
         ch.recv_timeout(WATCHDOG / 2).map(|m| m.to_vec())
     });
     assert_gone_as_init("recv_timeout(5 s)", got);
+    assert_about_a_second("recv_timeout(5 s)", took);
 }
 
 #[test]
 fn a_selector_reports_a_connector_recorded_as_init_that_died() {
     let _serial = serial();
     let (ch, _name) = connector_dead_as_init("init-selector");
-    let ((ready, mut channels), _) = within_watchdog("Selector::wait", move || {
+    let ((ready, mut channels), took) = within_watchdog("Selector::wait", move || {
         let mut channels = vec![ch];
         let ready = Selector::new()
             .wait(&mut channels, Some(WATCHDOG / 2))
@@ -552,6 +574,7 @@ fn a_selector_reports_a_connector_recorded_as_init_that_died() {
         (ready, channels)
     });
     assert_eq!(ready, vec![0], "the dead peer's channel is ready");
+    assert_about_a_second("Selector::wait", took);
     assert_gone_as_init("try_recv after the selector", channels[0].try_recv());
 }
 
@@ -560,7 +583,7 @@ fn a_selector_reports_a_connector_recorded_as_init_that_died() {
 fn an_async_recv_ends_when_a_connector_recorded_as_init_dies() {
     let _serial = serial();
     let (ch, _name) = connector_dead_as_init("init-async");
-    let (got, _) = within_watchdog("async recv", move || {
+    let (got, took) = within_watchdog("async recv", move || {
         ::tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .build()
@@ -572,4 +595,5 @@ fn an_async_recv_ends_when_a_connector_recorded_as_init_dies() {
             })
     });
     assert_gone_as_init("async recv", got);
+    assert_about_a_second("async recv", took);
 }

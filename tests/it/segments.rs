@@ -104,10 +104,15 @@ fn unsized_segments_get_a_grace_period() {
         Channel::create(&young, &small()),
         Err(OpenError::AlreadyExists(_))
     ));
-    // Zero bytes and older than the grace period: its creator died before sizing it.
+    // Zero bytes, 4 s old: still within the 5 s the docs give a creator to size it.
+    let recent = unique("unsized-4s");
+    let _unlink_recent = NameGuard(recent.clone());
+    forge_unlocked(&recent, 0, Duration::from_secs(4));
+    assert!(!segments::inspect(&recent).expect("inspect").stale);
+    // Zero bytes and 6 s old, past those 5 s: its creator died before sizing it.
     let old = unique("unsized-old");
     let _unlink_old = NameGuard(old.clone());
-    forge_unlocked(&old, 0, segments::INIT_GRACE + Duration::from_secs(60));
+    forge_unlocked(&old, 0, Duration::from_secs(6));
     assert!(segments::inspect(&old).expect("inspect").stale);
     let _ch = Channel::create(&old, &small()).expect("create over an unsized segment");
     // Sized like a segment, header not written yet, unlocked: the creator locks before sizing,
@@ -159,6 +164,225 @@ fn racing_creators_over_a_stale_name_leave_one_winner() {
         peer.send(b"hi").expect("send");
         assert_eq!(&*winner.try_recv().expect("the winner hears it"), b"hi");
     }
+}
+
+/// A creator and cleaners race for one stale name: they never act on one segment, so no
+/// cleaner removes the segment the creator just made, whichever comes first. The cleaners are
+/// two threads calling `segments::reclaim` (what `clean_dead` does for each stale segment) in a
+/// loop until the create returned and once more, and, in some rounds, the `shmlink-clean`
+/// binary.
+#[test]
+fn a_create_racing_the_cleaner_over_a_stale_name_keeps_its_channel() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let _serial = serial();
+    const ROUNDS: usize = 100;
+    let (mut created, removed) = (0, AtomicUsize::new(0));
+    for round in 0..ROUNDS {
+        let name = unique(&format!("create-clean-{round}"));
+        let _unlink = NameGuard(name.clone());
+        forge_unlocked(&name, segment_size(4096) as u64, Duration::ZERO);
+        let barrier = std::sync::Barrier::new(3);
+        let done = AtomicBool::new(false);
+        let creation = std::thread::scope(|s| {
+            let clean = || {
+                barrier.wait();
+                if round % 10 == 0 {
+                    let out = Command::new(env!("CARGO_BIN_EXE_shmlink-clean"))
+                        .arg(&name)
+                        .output()
+                        .expect("run shmlink-clean");
+                    assert!(out.status.success(), "{out:?}");
+                    let report = String::from_utf8(out.stdout).expect("utf-8");
+                    if report.contains("-> removed") {
+                        removed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return;
+                }
+                loop {
+                    // Relaxed: a stop flag; the create's outcome is joined through the scope.
+                    let last = done.load(Ordering::Relaxed);
+                    if segments::reclaim(&name).expect("reclaim") == Reclaim::Removed {
+                        removed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if last {
+                        return;
+                    }
+                }
+            };
+            s.spawn(clean);
+            s.spawn(clean);
+            barrier.wait();
+            let creation = Channel::create(&name, &small());
+            done.store(true, Ordering::Relaxed);
+            creation
+        });
+        match creation {
+            Ok(mut ch) => {
+                created += 1;
+                // The creator's segment is the one under the name, and it stays there.
+                assert!(shm_path(&name).exists(), "round {round}: name removed");
+                assert_eq!(
+                    segments::reclaim(&name).expect("reclaim"),
+                    Reclaim::Alive,
+                    "round {round}"
+                );
+                let mut peer = Channel::connect(&name, WaitStrategy::Block).expect("connect");
+                peer.send(b"hi").expect("send");
+                assert_eq!(&*ch.try_recv().expect("the creator hears it"), b"hi");
+            }
+            // A cleaner held the stale segment's lock when the creator looked.
+            Err(OpenError::AlreadyExists(_)) => {}
+            Err(e) => panic!("round {round}: {e}"),
+        }
+    }
+    eprintln!(
+        "segments: {ROUNDS} rounds of create against the cleaners: {created} created, {} \
+         removed by a cleaner",
+        removed.into_inner()
+    );
+    assert!(created > 0, "no create won a round");
+}
+
+/// `rm /dev/shm/shmlink-NAME` while both ends have the segment mapped: they keep talking, the
+/// name is free for a new channel, and the old creator's drop leaves that new channel alone.
+#[test]
+fn a_name_removed_by_hand_leaves_both_ends_working_and_the_name_free() {
+    let _serial = serial();
+    let name = unique("removed-by-hand");
+    let _unlink = NameGuard(name.clone());
+    let mut ch = Channel::create(&name, &small()).expect("create");
+    let _peer = echo(&[&name, "block"]);
+    ch.send(b"before").expect("send");
+    assert_eq!(
+        &*ch.recv_timeout(support::WATCHDOG).expect("echo"),
+        b"before"
+    );
+
+    std::fs::remove_file(shm_path(&name)).expect("rm the segment");
+    for i in 0..100u32 {
+        ch.send(&i.to_le_bytes()).expect("send after rm");
+        assert_eq!(
+            &*ch.recv_timeout(support::WATCHDOG).expect("echo after rm"),
+            i.to_le_bytes()
+        );
+    }
+    // The name is free: a new channel takes it, while the old one still lives.
+    let mut fresh = Channel::create(&name, &small()).expect("create after rm");
+    let mut fresh_peer = Channel::connect(&name, WaitStrategy::Block).expect("connect");
+    fresh_peer.send(b"new").expect("send");
+    assert_eq!(&*fresh.try_recv().expect("recv"), b"new");
+    // The old creator closes cleanly and does not remove the new channel's name.
+    ch.send(b"last").expect("send");
+    assert_eq!(&*ch.recv_timeout(support::WATCHDOG).expect("echo"), b"last");
+    drop(ch);
+    assert!(
+        shm_path(&name).exists(),
+        "the old creator removed the new name"
+    );
+    let info = segments::inspect(&name).expect("inspect");
+    assert!(info.ready && !info.stale && info.creator.alive, "{info:?}");
+    let again = Channel::connect(&name, WaitStrategy::Block);
+    assert!(
+        matches!(again, Err(OpenError::AlreadyConnected(_))),
+        "{again:?}"
+    );
+    fresh.send(b"still").expect("send");
+    assert_eq!(&*fresh_peer.try_recv().expect("recv"), b"still");
+}
+
+/// Names the channel a re-executed `fork_holder` creates before it forks.
+const FORK_CREATOR: &str = "SHMLINK_TEST_FORK_CREATOR";
+
+/// The entry point of the re-executed creator; a no-op in a normal test run. Creates the
+/// channel, forks a process that keeps every descriptor and only waits for signals, prints
+/// that process's pid, and waits to be killed.
+#[test]
+fn fork_holder() {
+    let Ok(name) = std::env::var(FORK_CREATOR) else {
+        return;
+    };
+    let _ch = Channel::create(&name, &small()).expect("create");
+    // SAFETY: the child only calls `alarm` and `pause` (async-signal-safe) until a signal ends
+    // it.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // Ends itself after a while if the test never kills it.
+        // SAFETY: alarm takes no pointers.
+        unsafe { libc::alarm(2 * support::WATCHDOG.as_secs() as libc::c_uint) };
+        loop {
+            // SAFETY: pause takes no arguments.
+            unsafe { libc::pause() };
+        }
+    }
+    println!("forked {pid}");
+    loop {
+        std::thread::park();
+    }
+}
+
+/// SIGKILLs a process that is not our child when dropped.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: kill takes no pointers.
+        unsafe { libc::kill(self.0, libc::SIGKILL) };
+    }
+}
+
+/// A fork shares the creator's lock: once the creator is killed, its forked child keeps the
+/// segment alive (never stale, never taken) until it dies too.
+#[test]
+fn a_forked_child_keeps_its_parents_channel_alive() {
+    let _serial = serial();
+    let name = unique("fork");
+    let _unlink = NameGuard(name.clone());
+    let mut creator = support::respawn("segments::fork_holder", &[(FORK_CREATOR, &name)]);
+    // After the test harness's own lines, and on the line where it names the test.
+    let stdout = creator.child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if let Some((_, pid)) = line.split_once("forked ") {
+                let _ = tx.send(pid.parse::<i32>().expect("the fork's pid"));
+                return;
+            }
+        }
+    });
+    let fork = rx
+        .recv_timeout(support::WATCHDOG)
+        .expect("the creator did not fork");
+    let forked = KillOnDrop(fork);
+    let creator_pid = creator.pid();
+    creator.kill();
+    reap_killed(&mut creator);
+    // The creator is dead; its fork holds the lock through the descriptor it inherited.
+    let info = segments::inspect(&name).expect("inspect");
+    assert!(info.owner_locked && !info.stale, "{info:?}");
+    assert!(
+        info.creator.alive && info.creator.pid == creator_pid,
+        "{info:?}"
+    );
+    assert_eq!(segments::reclaim(&name).expect("reclaim"), Reclaim::Alive);
+    assert!(matches!(
+        Channel::create(&name, &small()),
+        Err(OpenError::AlreadyExists(_))
+    ));
+    // Once the fork dies too, the segment is stale and the name is taken over.
+    drop(forked);
+    let deadline = std::time::Instant::now() + support::WATCHDOG;
+    while !segments::inspect(&name).expect("inspect").stale {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still locked after the fork was killed"
+        );
+        // Waiting for another process to exit; nothing to be woken by.
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ch = Channel::create(&name, &small()).expect("create once the fork died");
 }
 
 #[test]

@@ -1,12 +1,24 @@
 //! A selector over more channels than one kernel wait takes (128 words): it sleeps on all of
-//! them without polling, with the help of its pool threads, and reports every message.
+//! them without polling, with the help of its pool threads, reports every message, and only the
+//! channels that are ready; a peer killed on a channel any of its threads sleeps on is reported
+//! at once, and a peer that bumps and wakes a channel's word in a loop costs CPU but changes
+//! nothing the selector reports.
+//!
+//! The hostile peer is this test binary run again with `SHMLINK_SELECTOR_BUMPER` set (see
+//! `child`).
 
 use crate::support;
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use shmlink::{Channel, Config, Selector, WaitStrategy};
-use support::{measure, serial, unique, NameGuard, WATCHDOG};
+use memmap2::MmapMut;
+use shmlink::testing::{RingHeader, RINGS_OFFSET};
+use shmlink::{Channel, Config, RecvError, Selector, WaitStrategy};
+use support::{
+    echo, exited, measure, process_cpu, reap_killed, respawn, serial, shm_path, thread_cpu, unique,
+    voluntary_switches, wait_for_line, NameGuard, WATCHDOG,
+};
 
 /// The name of the selector's pool threads.
 const POOL_THREAD: &str = "shmlink-select";
@@ -137,43 +149,97 @@ fn a_selector_over_1000_idle_channels_sleeps_without_polling_and_wakes_on_any() 
     assert_eq!(got, expected);
 }
 
+/// What a selector's reports gave a test that serves each reported channel once (one
+/// `try_recv`) and is the channels' only receiver: while every peer lives, a channel is
+/// reported only while a message waits in it, so every report yields a message.
+#[derive(Debug, Default)]
+struct Reports {
+    /// Reports that yielded a message.
+    messages: usize,
+    /// Reports of a channel with nothing to read: none while the peers live.
+    spurious: usize,
+    /// Indices returned twice by one call.
+    duplicates: usize,
+}
+
+impl Reports {
+    /// Serves each channel of `ready` once, handing every message to `got`.
+    fn serve(
+        &mut self,
+        ready: &[usize],
+        receivers: &mut [Channel],
+        mut got: impl FnMut(usize, &[u8]),
+    ) {
+        for (k, &i) in ready.iter().enumerate() {
+            if ready[..k].contains(&i) {
+                self.duplicates += 1;
+                continue;
+            }
+            match receivers[i].try_recv() {
+                Ok(msg) => {
+                    self.messages += 1;
+                    got(i, &msg);
+                }
+                Err(RecvError::Empty) => self.spurious += 1,
+                Err(e) => panic!("channel {i}: {e}"),
+            }
+        }
+    }
+
+    /// Fails the test unless every report named a channel with a message, once.
+    fn assert_exact(&self) {
+        assert_eq!(
+            (self.spurious, self.duplicates),
+            (0, 0),
+            "reports of channels with nothing to read, and indices returned twice ({self:?})"
+        );
+    }
+}
+
 #[test]
 fn every_message_to_many_channels_is_reported_once_while_one_talks() {
     // One at a time: the tests count the pool threads of this process.
     let _serial = serial();
     let (senders, mut receivers, _guards) = channels("mix", 300);
-    let rounds = 2000usize;
+    let rounds = 2000u64;
     // One client talks all the time on channel 7; now and then, after a pause long enough for
-    // the selector to sleep on every channel, another one sends.
+    // the selector to sleep on every channel, another one sends. Each message is its round.
     let sender = std::thread::spawn(move || {
         let mut senders = senders;
         for r in 0..rounds {
-            senders[7].send(&(r as u64).to_le_bytes()).unwrap();
+            senders[7].send(&r.to_le_bytes()).unwrap();
             if r % 100 == 0 {
                 std::thread::sleep(Duration::from_millis(3));
-                let other = (r * 37) % 300;
-                senders[other].send(&(r as u64).to_le_bytes()).unwrap();
+                let other = (r as usize * 37) % 300;
+                senders[other].send(&r.to_le_bytes()).unwrap();
             }
         }
         senders
     });
     let mut selector = Selector::new();
-    let mut received = vec![0usize; 300];
-    let expected_total = rounds + rounds / 100;
+    let mut received: Vec<Vec<u64>> = vec![Vec::new(); 300];
+    let mut reports = Reports::default();
+    let expected_total = (rounds + rounds / 100) as usize;
     let started = Instant::now();
-    while received.iter().sum::<usize>() < expected_total {
-        assert!(started.elapsed() < WATCHDOG, "received {received:?}");
-        for &i in selector.wait(&mut receivers, Some(WATCHDOG)) {
-            while receivers[i].try_recv().is_ok() {
-                received[i] += 1;
-            }
-        }
+    while reports.messages < expected_total {
+        assert!(
+            started.elapsed() < WATCHDOG,
+            "{reports:?}, got {received:?}"
+        );
+        // Serve each reported channel once: every report must be a message.
+        let ready = selector.wait(&mut receivers, Some(WATCHDOG)).to_vec();
+        reports.serve(&ready, &mut receivers, |i, msg| {
+            received[i].push(u64::from_le_bytes(msg.try_into().expect("8 bytes")));
+        });
     }
     let _senders = sender.join().unwrap();
-    let mut expected = vec![0usize; 300];
-    expected[7] = rounds;
+    reports.assert_exact();
+    let left = selector.poll(&mut receivers).to_vec();
+    assert!(left.is_empty(), "reported after the last message: {left:?}");
+    let mut expected: Vec<Vec<u64>> = vec![Vec::new(); 300];
+    expected[7] = (0..rounds).collect();
     for r in (0..rounds).step_by(100) {
-        expected[(r * 37) % 300] += 1;
+        expected[(r as usize * 37) % 300].push(r);
     }
     assert_eq!(received, expected);
 }
@@ -267,4 +333,276 @@ fn a_chatty_channel_among_many_does_not_starve_a_quiet_one() {
 fn a_selector_is_still_send_sync_and_unwind_safe() {
     fn check<T: Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe + Unpin>() {}
     check::<Selector>();
+}
+
+/// The longest a selector asleep on its channels may take to report a peer's death, from the
+/// moment the peer's process has exited: "at once" on a loaded machine.
+const AT_ONCE: Duration = Duration::from_millis(50);
+
+#[test]
+fn a_peer_killed_on_a_channel_a_pool_thread_sleeps_on_is_reported_at_once() {
+    // One at a time: the tests count the pool threads of this process.
+    let _serial = serial();
+    // 200 channels: 0-126 are in the selector's own kernel wait, the rest in a pool thread's.
+    // The peers of channels 5 and 150 are processes; the rest are ends in this process.
+    let victims = [150usize, 5];
+    let base = unique("selkill-many");
+    let config = Config {
+        capacity: 4096,
+        wait: WaitStrategy::Block,
+    };
+    let mut guards = Vec::new();
+    let mut channels = Vec::new();
+    let mut local_peers = Vec::new();
+    let mut peers = Vec::new();
+    for i in 0..200 {
+        let name = format!("{base}-{i}");
+        guards.push(NameGuard(name.clone()));
+        let mut ch = Channel::create(&name, &config).unwrap();
+        if victims.contains(&i) {
+            peers.push((i, echo(&[name.as_str(), "block"])));
+            // The echo answers once it is connected.
+            ch.send(b"hello").unwrap();
+            assert_eq!(&*ch.recv_timeout(WATCHDOG).unwrap(), b"hello");
+        } else {
+            local_peers.push(Channel::connect(&name, WaitStrategy::Block).unwrap());
+        }
+        channels.push(ch);
+    }
+    let mut replacements = Vec::new();
+    for i in victims {
+        let name = format!("{base}-again-{i}");
+        guards.push(NameGuard(name.clone()));
+        let ch = Channel::create(&name, &config).unwrap();
+        replacements.push((ch, Channel::connect(&name, WaitStrategy::Block).unwrap()));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let selector = std::thread::spawn(move || {
+        let mut selector = Selector::new();
+        // First short waits register every peer with the death watcher and start the pool.
+        let started = Instant::now();
+        while threads_cost(POOL_THREAD).0 == 0 {
+            assert!(started.elapsed() < WATCHDOG, "no pool thread started");
+            assert!(selector
+                .wait(&mut channels, Some(Duration::from_millis(50)))
+                .is_empty());
+        }
+        tx.send(None).unwrap();
+        let mut kept = Vec::new();
+        for (victim, (fresh, fresh_peer)) in victims.into_iter().zip(replacements) {
+            let ready = selector.wait(&mut channels, Some(WATCHDOG)).to_vec();
+            let returned = Instant::now();
+            let got = channels[victim].try_recv().map(|m| m.to_vec());
+            // The dead peer's channel leaves the set; a live one takes its place.
+            kept.push(std::mem::replace(&mut channels[victim], fresh));
+            kept.push(fresh_peer);
+            tx.send(Some((ready, returned, got))).unwrap();
+        }
+        (channels, kept)
+    });
+    assert!(rx.recv_timeout(WATCHDOG).expect("selector stuck").is_none());
+    for (victim, mut peer) in peers.into_iter().rev() {
+        // Let the selector fall asleep (nothing to poll for), then kill the peer.
+        std::thread::sleep(Duration::from_millis(100));
+        let pid = peer.pid();
+        peer.kill();
+        let died = exited(pid);
+        let (ready, returned, got) = rx
+            .recv_timeout(WATCHDOG)
+            .expect("selector did not return")
+            .expect("a wait's outcome");
+        reap_killed(&mut peer);
+        let took = returned.saturating_duration_since(died);
+        eprintln!(
+            "selector: the killed peer of channel {victim} of 200 reported after {:.2} ms",
+            took.as_secs_f64() * 1e3
+        );
+        assert_eq!(ready, vec![victim], "the killed peer's channel");
+        match got {
+            Err(RecvError::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+            other => panic!("channel {victim}: expected PeerGone, got {other:?}"),
+        }
+        assert!(
+            took <= AT_ONCE,
+            "channel {victim}: the death was reported {took:?} after the peer exited"
+        );
+    }
+    let (_channels, _kept) = selector.join().unwrap();
+    drop(local_peers);
+}
+
+/// Names the segment whose word a re-executed `child` bumps and wakes.
+const BUMPER: &str = "SHMLINK_SELECTOR_BUMPER";
+
+/// The futex word a connector's receive (and a selector over connectors) sleeps on: ring 0's
+/// data word, in a mapping of its own.
+struct DataWord(MmapMut);
+
+impl DataWord {
+    fn open(name: &str) -> DataWord {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(shm_path(name))
+            .expect("open the segment");
+        // SAFETY: a segment made by this test; the only access through this view is atomic.
+        DataWord(unsafe { MmapMut::map_mut(&file) }.expect("map the segment"))
+    }
+
+    fn word(&self) -> &AtomicU32 {
+        let offset = RINGS_OFFSET + std::mem::offset_of!(RingHeader, data_wait);
+        assert!(self.0.len() >= offset + 4);
+        // SAFETY: inside the mapping, 4-aligned (the cell is 128-aligned in a page-aligned
+        // mapping), and the word is shared memory every process accesses atomically.
+        unsafe { &*(self.0.as_ptr().add(offset) as *const AtomicU32) }
+    }
+}
+
+/// The entry point of the re-executed hostile peer; a no-op in a normal test run. Maps the
+/// segment named in `SHMLINK_SELECTOR_BUMPER`, says so, then bumps and wakes its connector's
+/// data word as fast as it can until killed.
+#[test]
+fn child() {
+    let Ok(name) = std::env::var(BUMPER) else {
+        return;
+    };
+    let segment = DataWord::open(&name);
+    let word = segment.word();
+    println!("bumping");
+    loop {
+        word.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: a futex wake on a valid, aligned word of our mapping; the kernel only uses
+        // the address as a key.
+        unsafe {
+            libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
+        }
+    }
+}
+
+/// A selector over `count` channels of which channel `hostile`'s peer bumps and wakes its word
+/// in a loop while the `honest` ones send numbered messages: every message arrives, in order,
+/// each report is a message, and the bumped channel is never reported. Prints what the selector
+/// cost (process CPU time, the bumper being another process) and the latest message.
+fn bumped_selector(tag: &str, count: usize, hostile: usize, honest: &[usize]) {
+    // One at a time: the CPU figures are this process's.
+    let _serial = serial();
+    const MESSAGES: u64 = 500;
+    let (senders, mut receivers, guards) = channels(tag, count);
+    let word = DataWord::open(&guards[hostile].0);
+    let mut bumper = respawn("selector_many::child", &[(BUMPER, &guards[hostile].0)]);
+    wait_for_line(&mut bumper, "bumping");
+    let mut selector = Selector::new();
+    // A first wait registers every peer with the death watcher.
+    assert!(selector
+        .wait(&mut receivers, Some(Duration::from_millis(20)))
+        .is_empty());
+    // Nothing but the bumps for a while: the selector wakes for each and reports nothing.
+    let (cpu, bumps) = (process_cpu(), word.word().load(Ordering::Relaxed));
+    let (ready, cost) = measure(|| {
+        selector
+            .wait(&mut receivers, Some(Duration::from_millis(500)))
+            .to_vec()
+    });
+    let (cpu, bumps) = (
+        process_cpu() - cpu,
+        word.word().load(Ordering::Relaxed).wrapping_sub(bumps),
+    );
+    eprintln!(
+        "selector: {count} channels, the peer of channel {hostile} bumping its word ({bumps} \
+         bumps), nothing sent: {:.0} ms, process CPU {:.0} ms ({:.0}% of a core), selector \
+         thread {:.0} ms over {} wake-ups ({:.1} us each)",
+        cost.wall.as_secs_f64() * 1e3,
+        cpu.as_secs_f64() * 1e3,
+        cpu.as_secs_f64() * 100.0 / cost.wall.as_secs_f64(),
+        cost.cpu.as_secs_f64() * 1e3,
+        cost.switches,
+        cost.cpu.as_secs_f64() * 1e6 / cost.switches.max(1) as f64,
+    );
+    assert!(ready.is_empty(), "reported with nothing sent: {ready:?}");
+    let bumps_before = word.word().load(Ordering::Relaxed);
+    let base = Instant::now();
+    let to_send = honest.to_vec();
+    let sender = std::thread::spawn(move || {
+        let mut senders = senders;
+        for seq in 0..MESSAGES {
+            for &i in &to_send {
+                let sent = base.elapsed().as_nanos() as u64;
+                let mut msg = [0u8; 16];
+                msg[..8].copy_from_slice(&seq.to_le_bytes());
+                msg[8..].copy_from_slice(&sent.to_le_bytes());
+                senders[i].send(&msg).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        senders
+    });
+    let mut next = vec![0u64; count];
+    let mut reports = Reports::default();
+    let mut latest = Duration::ZERO;
+    let (cpu, own_cpu, wakes, started) = (
+        process_cpu(),
+        thread_cpu(),
+        voluntary_switches(),
+        Instant::now(),
+    );
+    while reports.messages < MESSAGES as usize * honest.len() {
+        assert!(started.elapsed() < WATCHDOG, "{reports:?}, next {next:?}");
+        let ready = selector.wait(&mut receivers, Some(WATCHDOG)).to_vec();
+        assert!(
+            !ready.contains(&hostile),
+            "the bumped channel {hostile} was reported ready: {ready:?}"
+        );
+        reports.serve(&ready, &mut receivers, |i, msg| {
+            assert!(honest.contains(&i), "a message on channel {i}");
+            let seq = u64::from_le_bytes(msg[..8].try_into().unwrap());
+            let sent = Duration::from_nanos(u64::from_le_bytes(msg[8..].try_into().unwrap()));
+            assert_eq!(seq, next[i], "channel {i}: out of order");
+            next[i] += 1;
+            latest = latest.max(base.elapsed().saturating_sub(sent));
+        });
+    }
+    let (wall, cpu, own_cpu, wakes) = (
+        started.elapsed(),
+        process_cpu() - cpu,
+        thread_cpu() - own_cpu,
+        voluntary_switches() - wakes,
+    );
+    let _senders = sender.join().unwrap();
+    let bumps = word
+        .word()
+        .load(Ordering::Relaxed)
+        .wrapping_sub(bumps_before);
+    bumper.kill();
+    reap_killed(&mut bumper);
+    eprintln!(
+        "selector: {count} channels, the peer of channel {hostile} bumping its word ({bumps} \
+         bumps): {:.0} ms, process CPU {:.0} ms ({:.0}% of a core), selector thread {:.0} ms over \
+         {wakes} wake-ups, latest message {:.1} ms",
+        wall.as_secs_f64() * 1e3,
+        cpu.as_secs_f64() * 1e3,
+        cpu.as_secs_f64() * 100.0 / wall.as_secs_f64(),
+        own_cpu.as_secs_f64() * 1e3,
+        latest.as_secs_f64() * 1e3
+    );
+    reports.assert_exact();
+    for &i in honest {
+        assert_eq!(next[i], MESSAGES, "channel {i}");
+    }
+    let left = selector.poll(&mut receivers).to_vec();
+    assert!(left.is_empty(), "reported after the last message: {left:?}");
+    // The peer did bump the word all along: the selector had spurious wake-ups to survive.
+    assert!(
+        bumps >= 1000,
+        "the hostile peer bumped its word only {bumps} times"
+    );
+}
+
+#[test]
+fn a_peer_bumping_its_word_among_2_channels_makes_the_selector_miss_or_misreport_nothing() {
+    bumped_selector("bump-2", 2, 1, &[0]);
+}
+
+#[test]
+fn a_peer_bumping_its_word_among_1000_channels_makes_the_selector_miss_or_misreport_nothing() {
+    bumped_selector("bump-1000", 1000, 700, &[3, 500, 999]);
 }

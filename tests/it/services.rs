@@ -372,7 +372,7 @@ fn a_killed_server_is_noticed_by_every_client_and_its_name_reclaimed() {
                 echoed_tx.send(()).unwrap();
                 // Now wait on a server that is about to be killed: the watchdog is one second.
                 let result = ch.recv_timeout(Duration::from_secs(1)).map(|m| m.to_vec());
-                (result, ch)
+                (result, Instant::now(), ch)
             })
         })
         .collect();
@@ -382,13 +382,24 @@ fn a_killed_server_is_noticed_by_every_client_and_its_name_reclaimed() {
     }
     let pid = server.pid();
     server.kill();
+    let died = support::exited(pid);
     reap_killed(&mut server);
     for t in threads {
-        let (result, _ch) = t.join().unwrap();
+        let (result, returned, _ch) = t.join().unwrap();
         match result {
             Err(RecvError::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
             other => panic!("client got {other:?} instead of PeerGone within 1 s"),
         }
+        // "Within milliseconds", with a margin for a loaded machine.
+        let took = returned.saturating_duration_since(died);
+        eprintln!(
+            "services: a client got PeerGone {:.2} ms after the server exited",
+            took.as_secs_f64() * 1e3
+        );
+        assert!(
+            took <= Duration::from_millis(100),
+            "a client got PeerGone {took:?} after the server exited"
+        );
     }
     // The name is stale: a new server takes it over, and clients reach the new one.
     let listener = Listener::bind(&name, &Config::default()).expect("reclaim the listener name");
