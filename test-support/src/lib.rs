@@ -8,7 +8,6 @@
 mod cost;
 pub use cost::*;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
@@ -155,10 +154,9 @@ impl ChildGuard {
         let stdout = self.child.stdout.take().expect("child stdout is piped");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = tx.send((line, reader.into_inner()));
+            let mut stdout = stdout;
+            let line = next_line(&mut stdout).unwrap_or_default();
+            let _ = tx.send((line, stdout));
         });
         let (line, stdout) = rx
             .recv_timeout(WATCHDOG)
@@ -302,24 +300,31 @@ pub fn respawn(test: &str, env: &[(&str, &str)]) -> ChildGuard {
     ChildGuard::from(child)
 }
 
+/// The next line `pipe` gives (with its newline; the last one may have none), or `None` at its
+/// end. Read a byte at a time, so that whatever was written after the line stays in the pipe for
+/// the next read: a buffered reader would take it along and lose it when dropped.
+fn next_line(pipe: &mut impl std::io::Read) -> Option<String> {
+    let mut bytes = Vec::new();
+    let mut byte = [0u8; 1];
+    while let Ok(1) = pipe.read(&mut byte) {
+        bytes.push(byte[0]);
+        if byte[0] == b'\n' {
+            break;
+        }
+    }
+    (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned())
+}
+
 /// Waits at most [`WATCHDOG`] until a re-executed process printed a line ending in `word`
 /// (after the test harness's own lines); the rest of its output stays readable.
 pub fn wait_for_line(child: &mut ChildGuard, word: &'static str) {
-    use std::io::BufRead;
-    let stdout = child.child.stdout.take().expect("piped stdout");
+    let mut stdout = child.child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut reader = std::io::BufReader::new(stdout);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) if line.trim_end().ends_with(word) => {
-                    let _ = tx.send(reader.into_inner());
-                    return;
-                }
-                Ok(_) => {}
+        while let Some(line) = next_line(&mut stdout) {
+            if line.trim_end().ends_with(word) {
+                let _ = tx.send(stdout);
+                return;
             }
         }
     });
@@ -362,5 +367,20 @@ pub fn exited(pid: u32) -> Instant {
             std::io::ErrorKind::Interrupted,
             "waitid({pid}): {err}"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_line;
+
+    #[test]
+    fn a_line_read_leaves_what_follows_it_in_the_pipe() {
+        let mut pipe: &[u8] = b"first\nsecond\nlast";
+        assert_eq!(next_line(&mut pipe).as_deref(), Some("first\n"));
+        assert_eq!(pipe, b"second\nlast");
+        assert_eq!(next_line(&mut pipe).as_deref(), Some("second\n"));
+        assert_eq!(next_line(&mut pipe).as_deref(), Some("last"));
+        assert_eq!(next_line(&mut pipe), None);
     }
 }
