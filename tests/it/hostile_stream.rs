@@ -298,27 +298,36 @@ fn a_message_larger_than_the_ring_arrives_over_many_try_recvs() {
     std::thread::scope(|s| {
         let sender = s.spawn(|| {
             let mut b = Channel::connect(&name, WaitStrategy::SpinYield).expect("connect");
+            b.send_timeout(b"start", WATCHDOG).expect("send start");
             b.send_timeout(&message, WATCHDOG).expect("send");
             // Stay connected until the receiver has it all.
             let _ = b.recv_timeout(WATCHDOG);
         });
+        // From the message before it on, so that only the calls that meet the large message
+        // count.
+        assert_eq!(&*a.recv_timeout(WATCHDOG).expect("start"), b"start");
         let deadline = std::time::Instant::now() + WATCHDOG;
-        let mut empties = 0u64;
+        let mut calls = 0u64;
         loop {
+            calls += 1;
             match a.try_recv() {
                 Ok(got) => {
                     assert!(*got == message[..], "reassembled message differs");
                     break;
                 }
                 Err(RecvError::Empty) => {
-                    empties += 1;
                     assert!(std::time::Instant::now() < deadline, "no message");
                     std::thread::yield_now();
                 }
                 Err(e) => panic!("{e}"),
             }
         }
-        assert!(empties > 0);
+        // Each call takes at most a ring's worth: a message of twenty rings takes twenty calls
+        // at the least.
+        assert!(
+            calls >= 20,
+            "a message of 20 rings arrived in {calls} try_recv calls"
+        );
         a.send(b"done").expect("done");
         sender.join().expect("sender");
     });
