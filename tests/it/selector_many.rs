@@ -23,6 +23,18 @@ use support::{
 /// The name of the selector's pool threads.
 const POOL_THREAD: &str = "shmlink-select";
 
+/// Short waits with nothing to report until the selector's pool runs: the first ones register
+/// every peer with the death watcher and start the pool threads.
+fn start_the_pool(selector: &mut Selector, channels: &mut [Channel]) {
+    let started = Instant::now();
+    while threads_cost(POOL_THREAD).0 == 0 {
+        assert!(started.elapsed() < WATCHDOG, "no pool thread started");
+        assert!(selector
+            .wait(channels, Some(Duration::from_millis(50)))
+            .is_empty());
+    }
+}
+
 /// `count` channels: the sending ends, the receiving ends (`Block`) and their name guards.
 fn channels(tag: &str, count: usize) -> (Vec<Channel>, Vec<Channel>, Vec<NameGuard>) {
     let base = unique(tag);
@@ -82,14 +94,7 @@ fn a_selector_over_1000_idle_channels_sleeps_without_polling_and_wakes_on_any() 
     let (tx, rx) = std::sync::mpsc::channel();
     let selector = std::thread::spawn(move || {
         let mut selector = Selector::new();
-        // First short waits register every peer with the death watcher and start the pool.
-        let started = Instant::now();
-        while threads_cost(POOL_THREAD).0 == 0 {
-            assert!(started.elapsed() < WATCHDOG, "no pool thread started");
-            assert!(selector
-                .wait(&mut receivers, Some(Duration::from_millis(50)))
-                .is_empty());
-        }
+        start_the_pool(&mut selector, &mut receivers);
         let pool_before = threads_cost(POOL_THREAD);
         let (ready, cost) = measure(|| selector.wait(&mut receivers, Some(idle)).to_vec());
         let pool_after = threads_cost(POOL_THREAD);
@@ -379,14 +384,7 @@ fn a_peer_killed_on_a_channel_a_pool_thread_sleeps_on_is_reported_at_once() {
     let (tx, rx) = std::sync::mpsc::channel();
     let selector = std::thread::spawn(move || {
         let mut selector = Selector::new();
-        // First short waits register every peer with the death watcher and start the pool.
-        let started = Instant::now();
-        while threads_cost(POOL_THREAD).0 == 0 {
-            assert!(started.elapsed() < WATCHDOG, "no pool thread started");
-            assert!(selector
-                .wait(&mut channels, Some(Duration::from_millis(50)))
-                .is_empty());
-        }
+        start_the_pool(&mut selector, &mut channels);
         tx.send(None).unwrap();
         let mut kept = Vec::new();
         for (victim, (fresh, fresh_peer)) in victims.into_iter().zip(replacements) {
