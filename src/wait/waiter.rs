@@ -175,6 +175,10 @@ impl Waiter {
                     std::hint::spin_loop();
                 } else if backoff.is_completed() {
                     std::thread::yield_now();
+                    // A yield may give the core away for a whole time slice on a busy machine:
+                    // the clock is read (and the peer looked at when due) after every one, not
+                    // after a batch of them.
+                    break;
                 } else {
                     backoff.snooze();
                 }

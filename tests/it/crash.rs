@@ -25,11 +25,46 @@ fn receive_stream(ch: &mut Channel, count: u64) {
 /// margin is for a loaded machine.
 const PEER_GONE_WITHIN: Duration = Duration::from_millis(50);
 
+/// Two threads that keep both cores busy until dropped: a death must be reported in time on a
+/// busy machine too, where a thread that yields may not get its core back for a time slice.
+struct Busy {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start() -> Busy {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..2)
+            .map(|_| {
+                let stop = std::sync::Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    // Load for the test's measured moment; no data to wait for.
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        Busy { stop, threads }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// Kills `child` and measures how long the next receives take to report it gone (frames still
 /// in the ring are drained first), from the moment its process exited. Fails past
 /// [`PEER_GONE_WITHIN`].
 fn kill_and_detect(ch: &mut Channel, child: &mut ChildGuard) -> Duration {
     let pid = child.pid();
+    let _busy = Busy::start();
     child.kill();
     let killed = Instant::now();
     // The exit is seen on another thread, which leaves the child unreaped.
@@ -166,6 +201,7 @@ fn peer_killed_while_we_wait_for_room() {
         // Kill it from another thread once we are (very likely) asleep waiting for room. The
         // pid cannot be reused before we reap the child below.
         let (killed_tx, killed_rx) = std::sync::mpsc::channel();
+        let busy = Busy::start();
         let killer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
             // SAFETY: kill takes no pointers; the pid is our unreaped child.
@@ -180,6 +216,7 @@ fn peer_killed_while_we_wait_for_room() {
             }
         };
         let returned = Instant::now();
+        drop(busy);
         killer.join().expect("killer thread");
         let died = killed_rx.recv().expect("exit time");
         match outcome {
