@@ -360,6 +360,8 @@ pub use service::{Connection, Listener, Selector, DEFAULT_MAX_CLIENTS};
 pub use wait::WaitStrategy;
 
 #[cfg(feature = "test-hooks")]
+mod hooks;
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod testing;
 

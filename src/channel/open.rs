@@ -182,7 +182,7 @@ impl Channel {
             return Err(OpenError::AlreadyConnected(name));
         }
         #[cfg(feature = "test-hooks")]
-        crate::testing::stop_point(crate::testing::StopPoint::ConnectClaimed);
+        crate::hooks::stop_point(crate::hooks::StopPoint::ConnectClaimed);
         info.record(me, mode_of(wait));
         info.max_message
             .store(DEFAULT_MAX_MESSAGE as u64, Ordering::Relaxed);

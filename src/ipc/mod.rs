@@ -77,7 +77,7 @@ const GOODBYE: u8 = 1;
 /// `force-fallback` cargo feature (and, in test builds, when `crate::testing` says so).
 pub(crate) fn forced() -> bool {
     #[cfg(feature = "test-hooks")]
-    if crate::testing::fallback_forced_by_env() {
+    if crate::hooks::fallback_forced_by_env() {
         return true;
     }
     cfg!(feature = "force-fallback")

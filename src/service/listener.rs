@@ -696,10 +696,10 @@ fn connect_to(
         });
     };
     #[cfg(feature = "test-hooks")]
-    crate::testing::stop_point(crate::testing::StopPoint::ListenerClaimed);
+    crate::hooks::stop_point(crate::hooks::StopPoint::ListenerClaimed);
     let channel = create_channel(shared, &mut claim, me, &Config { capacity, wait })?;
     #[cfg(feature = "test-hooks")]
-    crate::testing::stop_point(crate::testing::StopPoint::ListenerNamed);
+    crate::hooks::stop_point(crate::hooks::StopPoint::ListenerNamed);
     await_accept(shared, claim, channel, server, deadline)
 }
 

@@ -41,7 +41,7 @@ pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Durati
 /// Wakes every thread sleeping on `word`, in any process that maps it.
 pub(crate) fn futex_wake(word: &AtomicU32) {
     #[cfg(feature = "test-hooks")]
-    crate::testing::count_wake();
+    crate::hooks::count_wake();
     // SAFETY: as in `futex_wait`; FUTEX_WAKE only uses the address as a key.
     unsafe {
         libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
@@ -117,7 +117,7 @@ pub(crate) fn wait_any(waiters: &[FutexWaitv], timeout: Option<Duration>) -> Wai
         return WaitAny::Unsupported;
     }
     #[cfg(feature = "test-hooks")]
-    if crate::testing::pretend_missing(crate::testing::Missing::FutexWaitv) {
+    if crate::hooks::pretend_missing(crate::hooks::Missing::FutexWaitv) {
         return WaitAny::Unsupported;
     }
     if waiters.is_empty() {

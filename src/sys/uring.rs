@@ -122,7 +122,7 @@ pub(crate) fn over_limit() -> u64 {
 /// Whether this process learnt that it cannot have a ring at all (or a test hook says so).
 pub(crate) fn unsupported() -> bool {
     #[cfg(feature = "test-hooks")]
-    if crate::testing::pretend_missing(crate::testing::Missing::IoUring) {
+    if crate::hooks::pretend_missing(crate::hooks::Missing::IoUring) {
         return true;
     }
     UNSUPPORTED.load(Ordering::Relaxed)

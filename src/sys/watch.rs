@@ -242,7 +242,7 @@ impl DeathWatch {
             return None;
         }
         #[cfg(feature = "test-hooks")]
-        if crate::testing::pretend_missing(crate::testing::Missing::Pidfd) {
+        if crate::hooks::pretend_missing(crate::hooks::Missing::Pidfd) {
             return None;
         }
         let w = watcher()?;
