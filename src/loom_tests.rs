@@ -1,4 +1,4 @@
-//! Model checks of the real ring (`ring.rs`) and the real sleep/wake handshake (`wait.rs`),
+//! Model checks of the real ring (`ring/`) and the real sleep/wake handshake (`wait/waiter.rs`),
 //! run under loom through the `sync` shim:
 //!
 //! ```text
@@ -7,7 +7,7 @@
 //!
 //! Under loom a heap ring keeps its header words in loom atomics and guards every line of
 //! payload with a loom cell; its ends announce `Block` (so every publish and release goes
-//! through the wake-up path) unless a model asks for `Spin`. Weakening an ordering in `ring.rs` or `wait.rs` (PUBLISH, OBSERVE,
+//! through the wake-up path) unless a model asks for `Spin`. Weakening an ordering in `ring/` or `wait/` (PUBLISH, OBSERVE,
 //! RELEASE_SPACE, RECLAIM, the fences F1/F2, the Acquire load of the futex word) makes a model
 //! fail: with a causality violation on a payload line, a wrong frame, or a waiter that is never
 //! woken. `LOOM_MAX_PREEMPTIONS` overrides the preemption bound (default 4).

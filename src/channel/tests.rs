@@ -441,8 +441,8 @@ fn file_backed_channels() {
     std::fs::remove_dir(&dir).unwrap();
 }
 
-/// The swap that used to leave a channel's producer pointing into another channel's unmapped
-/// segment: each half now keeps its own mapping alive, so this is only a confusing thing to do.
+/// Halves swapped between two channels: each half keeps its own mapping alive, so a producer
+/// never points into another channel's unmapped segment; only a confusing thing to do.
 #[test]
 fn swapping_halves_between_channels_is_harmless() {
     let cfg = Config {

@@ -61,8 +61,9 @@
 //! The other side of a shared ring is another process. Nothing read from the shared memory is
 //! trusted: a header word with a wrong tag, an unknown kind or a length that runs past the region,
 //! and a consumer index that moves backwards or past the producer, are reported as
-//! [`Error::Corrupt`](crate::Error::Corrupt). The consumer's own index and the producer's own index are kept in local
-//! memory and never reread from the mapping.
+//! [`RecvError::Corrupt`](crate::RecvError::Corrupt) or
+//! [`SendError::Corrupt`](crate::SendError::Corrupt). The consumer's own index and the producer's
+//! own index are kept in local memory and never reread from the mapping.
 
 mod consumer;
 mod heap;
@@ -89,7 +90,7 @@ pub(crate) use ptrs::{RingParts, RingPtrs};
 use crate::sync::Ordering;
 
 /// Ordering of the store that publishes a frame header word.
-/// Release: pairs with [`OBSERVE`] in `Consumer::try_read`, so the payload written before it is
+/// Release: pairs with [`OBSERVE`] in `Consumer::next_frame`, so the payload written before it is
 /// visible to the consumer that sees the header.
 pub(crate) const PUBLISH: Ordering = Ordering::Release;
 /// Ordering of the load that observes a frame header word. Acquire: pairs with [`PUBLISH`].
@@ -103,7 +104,7 @@ pub(crate) const RELEASE_SPACE: Ordering = Ordering::Release;
 pub(crate) const RECLAIM: Ordering = Ordering::Acquire;
 
 /// The protocol's SeqCst fence, for the services that announce and wake sleepers on the same
-/// cells as `wait` (see the handshake in `wait.rs`).
+/// cells as `wait` (see the handshake in `wait/waiter.rs`).
 #[inline]
 pub(crate) fn full_fence() {
     crate::sync::fence(Ordering::SeqCst);

@@ -1,6 +1,6 @@
 //! The `Block` policy: when to spin, when to sleep at once, when to poll after waking the peer,
 //! learnt from recent waits. Its constants are tuned by measurement (`just waits`, and the
-//! `--clients` rows of the harness for the async waits).
+//! `clients` rows of the harness, `ipc-parent clients`, for the async waits).
 
 #[cfg(not(loom))]
 use std::cell::Cell;

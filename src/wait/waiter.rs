@@ -355,7 +355,7 @@ pub(crate) fn wake_if_sleeping(cell: &WaitCell) {
 /// Wakes every sleeper on `cell` unconditionally (used on close, after the closed state is
 /// stored).
 pub(crate) fn wake(cell: &WaitCell) {
-    // Release: pairs with the Acquire load A of the futex word in `Waiter::wait_block`.
+    // Release: pairs with the Acquire load A of the futex word in `Waiter::sleep_until`.
     cell.futex.fetch_add(1, Ordering::Release);
     sync::futex_wake(&cell.futex);
 }
