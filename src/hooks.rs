@@ -105,3 +105,20 @@ pub(crate) fn count_wake() {
 pub fn wake_calls_on_this_thread() -> u64 {
     WAKE_CALLS.with(std::cell::Cell::get)
 }
+
+thread_local! {
+    static PEER_LOOKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts a look at a present peer's lock (whether its process still holds its end) made by
+/// the calling thread.
+pub(crate) fn count_peer_look() {
+    PEER_LOOKS.with(|c| c.set(c.get() + 1));
+}
+
+/// How many times the calling thread looked at a present peer's lock: the slow path of a wait
+/// that found nothing for a while (`Spin` and `SpinYield` every 5 ms, `Block` where no death
+/// watcher covers the peer), and the look of a send that found its alarm raised.
+pub fn peer_looks_on_this_thread() -> u64 {
+    PEER_LOOKS.with(std::cell::Cell::get)
+}

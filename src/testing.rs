@@ -14,7 +14,8 @@ use crate::layout;
 
 pub use crate::channel::SliceWriter;
 pub use crate::hooks::{
-    wake_calls_on_this_thread, StopPoint, FORCE_FALLBACK_ENV, PRETEND_MISSING_ENV, STOP_AT_ENV,
+    peer_looks_on_this_thread, wake_calls_on_this_thread, StopPoint, FORCE_FALLBACK_ENV,
+    PRETEND_MISSING_ENV, STOP_AT_ENV,
 };
 pub use crate::layout::{PeerInfo, RingHeader, SegmentHeader};
 

@@ -119,6 +119,8 @@ impl PeerWatch {
                         start_time: info.start_time.load(Ordering::Relaxed),
                     }));
                 }
+                #[cfg(feature = "test-hooks")]
+                crate::hooks::count_peer_look();
                 if lock::alive(self.fd, self.lock_byte)? {
                     self.last_check.set(Some(Instant::now()));
                     return Ok(());

@@ -209,6 +209,7 @@ fn shm_json_round_trips_do_not_allocate() {
         panic!("stalled warmup round trip: {e}");
     }
 
+    let looks_before = shmlink::testing::peer_looks_on_this_thread();
     TRACE.with(|t| t.set(true));
     let before = allocations();
     let mut failed = None;
@@ -223,6 +224,7 @@ fn shm_json_round_trips_do_not_allocate() {
     }
     let allocated = allocations() - before;
     TRACE.with(|t| t.set(false));
+    let looks = shmlink::testing::peer_looks_on_this_thread() - looks_before;
 
     if let Some((i, e)) = failed {
         panic!("measured round trip {i}: {e}");
@@ -232,6 +234,11 @@ fn shm_json_round_trips_do_not_allocate() {
     drop(t);
     let status = child.wait_for(LIMIT);
     assert!(status.success(), "ipc-child exited with {status}");
+    // The stalls made the waits take their slow path, which looks at the peer's process.
+    assert!(
+        looks > 0,
+        "no wait looked at the peer during {MEASURED} round trips with stalls of {STALL:?}"
+    );
     assert_eq!(
         allocated,
         0,
