@@ -92,7 +92,10 @@ pub(crate) fn pretend_missing(call: Missing) -> bool {
 }
 
 thread_local! {
+    /// The calling thread's `FUTEX_WAKE` calls (see [`count_wake`]).
     static WAKE_CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// The calling thread's looks at a present peer's lock (see [`count_peer_look`]).
+    static PEER_LOOKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Counts a `FUTEX_WAKE` made by the calling thread.
@@ -104,10 +107,6 @@ pub(crate) fn count_wake() {
 /// a peer's, the selector's, the reactor's, the death watcher's each on its own thread).
 pub fn wake_calls_on_this_thread() -> u64 {
     WAKE_CALLS.with(std::cell::Cell::get)
-}
-
-thread_local! {
-    static PEER_LOOKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Counts a look at a present peer's lock (whether its process still holds its end) made by
