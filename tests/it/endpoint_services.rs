@@ -3,8 +3,8 @@
 //! leftovers removed by the next, and a listener on the forced fallback found by a plain
 //! client.
 //!
-//! Client and server processes are this test binary run again with `SHMLINK_EPSVC_ROLE` set
-//! (see `child`).
+//! Client and server processes are this test binary run again in the role `endpoint-services`
+//! (see `child` and `roles`).
 
 use crate::support;
 
@@ -16,11 +16,9 @@ use shmlink::{
     Backend, Config, Endpoint, EndpointListener, Error, OpenError, RecvError, WaitStrategy,
 };
 use support::{
-    assert_nothing_left, checked_echo, reap_killed, respawn, serial, unique, wait_for_line,
-    ChildGuard, NameGuard, Watchdog, WATCHDOG,
+    assert_nothing_left, checked_echo, reap_killed, serial, unique, wait_for_line, ChildGuard,
+    NameGuard, Watchdog, WATCHDOG,
 };
-
-const ROLE: &str = "SHMLINK_EPSVC_ROLE";
 
 /// Exit codes of a holding client (see `client`).
 const GONE: i32 = 10;
@@ -63,17 +61,12 @@ fn spawn_role(role: &str, args: &[&str]) -> ChildGuard {
 /// [`spawn_role`] with extra environment variables.
 fn spawn_role_with(role: &str, args: &[&str], env: &[(&str, &str)]) -> ChildGuard {
     let spec = format!("{role} {}", args.join(" "));
-    let mut env = env.to_vec();
-    env.push((ROLE, &spec));
-    respawn("endpoint_services::child", &env)
+    crate::roles::spawn("endpoint-services", &spec, env)
 }
 
-/// The entry point of the re-executed processes; a no-op in a normal test run.
-#[test]
-fn child() {
-    let Ok(spec) = std::env::var(ROLE) else {
-        return;
-    };
+/// The role `endpoint-services` of a re-run of this binary: `client`, `auto-server` or
+/// `server`, with its arguments.
+pub(crate) fn child(spec: &str) {
     let args: Vec<&str> = spec.split_whitespace().collect();
     let code = match args.as_slice() {
         ["client", name, id, count] => client(name, id, count.parse().expect("count")),
