@@ -850,3 +850,20 @@ fn connect_timeout_to_an_object_that_never_becomes_ready_times_out() {
     }
 }
 
+/// A listener with a client connected shows up in the segment list as ready and live, its
+/// creator this process.
+#[test]
+fn a_live_listener_with_a_client_is_listed_as_live_with_its_creator() {
+    let name = unique("seglistener");
+    let _guard = NameGuard(name.clone());
+    let listener = Listener::bind_with_limit(&name, &small(), 2).expect("bind");
+    let connecting = {
+        let name = name.clone();
+        std::thread::spawn(move || Channel::connect(&name, WaitStrategy::Block))
+    };
+    let _conn = listener.accept_timeout(support::WATCHDOG).expect("accept");
+    let _client = connecting.join().unwrap().expect("connect");
+    let info = segments::inspect(&name).expect("inspect");
+    assert!(info.ready && !info.stale, "{info:?}");
+    assert_eq!(info.creator.pid, std::process::id());
+}

@@ -405,36 +405,6 @@ fn a_killed_server_is_noticed_by_every_client_and_its_name_reclaimed() {
 }
 
 #[test]
-fn past_the_client_limit_connect_fails_with_a_typed_error() {
-    let name = unique("svclimit");
-    let _guard = NameGuard(name.clone());
-    let listener = Listener::bind_with_limit(&name, &Config::default(), 2).unwrap();
-    let mut held = Vec::new();
-    for _ in 0..2 {
-        let n = name.clone();
-        let t = std::thread::spawn(move || Channel::connect(&n, WaitStrategy::Block));
-        let conn = listener.accept_timeout(WATCHDOG).unwrap();
-        held.push((conn, t.join().unwrap().unwrap()));
-    }
-    match Channel::connect(&name, WaitStrategy::Block) {
-        Err(OpenError::TooManyClients { name: n, limit }) => {
-            assert_eq!((n.as_str(), limit), (name.as_str(), 2));
-        }
-        other => panic!("expected TooManyClients, got {other:?}"),
-    }
-    // Dropping a connection frees its slot.
-    held.pop();
-    let n = name.clone();
-    let t = std::thread::spawn(move || Channel::connect(&n, WaitStrategy::Block));
-    let _conn = listener.accept_timeout(WATCHDOG).unwrap();
-    t.join().unwrap().unwrap();
-    // The listener shows up in the segment list as live, its creator this process.
-    let info = shmlink::segments::inspect(&name).unwrap();
-    assert!(info.ready && !info.stale, "{info:?}");
-    assert_eq!(info.creator.pid, std::process::id());
-}
-
-#[test]
 fn a_selector_over_100_idle_channels_sleeps_and_wakes_on_any() {
     let base = unique("sel");
     let mut names = Vec::new();
