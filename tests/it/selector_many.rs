@@ -457,7 +457,7 @@ impl DataWord {
 /// `name`, says so, then bumps and wakes its connector's
 /// data word as fast as it can until killed.
 pub(crate) fn child(name: &str) {
-    let segment = DataWord::open(&name);
+    let segment = DataWord::open(name);
     let word = segment.word();
     println!("bumping");
     loop {

@@ -36,7 +36,7 @@ fn run_with_watchdog<T: Send + 'static>(
 /// The entry point of the re-executed server; a no-op in a normal test run.
 pub(crate) fn child(name: &str) {
     runtime().block_on(async move {
-        let mut listener = AsyncListener::bind(&name, &Config::default()).expect("bind");
+        let mut listener = AsyncListener::bind(name, &Config::default()).expect("bind");
         println!("ready");
         loop {
             let mut conn = listener.accept().await.expect("accept");
@@ -373,7 +373,7 @@ fn direct_path_required() -> bool {
 pub(crate) fn idle_child(name: &str) {
     let _guard = NameGuard(name.to_owned());
     let mut peer = Channel::create(name, &Config::default()).unwrap();
-    let ch = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let ch = Channel::connect(name, WaitStrategy::Block).unwrap();
     let task = std::thread::Builder::new()
         .name("idle-task".into())
         .spawn(move || {
