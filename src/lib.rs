@@ -59,7 +59,8 @@
 //!
 //! fn main() -> Result<(), shmlink::Error> {
 //!     // Process B, the client.
-//!     let mut client = Channel::connect_timeout("demo", WaitStrategy::Block, Duration::from_secs(5))?;
+//!     let wait = Duration::from_secs(5);
+//!     let mut client = Channel::connect_timeout("demo", WaitStrategy::Block, wait)?;
 //!     client.send(b"hello")?;
 //!     assert_eq!(&*client.recv()?, b"olleh");
 //!     Ok(())
@@ -361,13 +362,14 @@
 //!
 //! [`Endpoint`] runs on the shared-memory [`Channel`] where a mapping can be made and on an
 //! `ipc-channel` backend where it cannot (or when the `force-fallback` feature asks for it);
-//! [`Endpoint::create_with`] chooses explicitly. The connecting side finds whichever its
-//! creator used, by what is under the name ([`Endpoint::connect`] says how). The same code runs on both: grants ([`Endpoint::reserve`]) are the frame on
-//! shared memory and a buffer of the endpoint's on ipc-channel, sent on commit; deadlines hold
-//! on both (on ipc-channel a send with a deadline hands its message to a thread of the
-//! endpoint's, waiting only for that thread to be free, since the crate's sockets offer no
-//! timed send). Both report a killed peer as `PeerGone`. An [`EndpointListener`] is the
-//! listener on either backend; the selector and the async API are shared-memory only.
+//! [`Endpoint::create_with`] chooses explicitly. The connecting side finds whichever its creator
+//! used, by what is under the name ([`Endpoint::connect`] says how). The same code runs on both:
+//! grants ([`Endpoint::reserve`]) are the frame on shared memory and a buffer of the endpoint's on
+//! ipc-channel, sent on commit; deadlines hold on both (on ipc-channel a send with a deadline hands
+//! its message to a thread of the endpoint's, waiting only for that thread to be free, since the
+//! crate's sockets offer no timed send). Both report a killed peer as `PeerGone`. An
+//! [`EndpointListener`] is the listener on either backend; the selector and the async API are
+//! shared-memory only.
 //!
 //! Mappings whose creator died can be listed and removed with [`segments`] (or the
 //! `shmlink-clean` program). [`ring::new`] runs the same ring on the heap, between threads.
@@ -398,13 +400,13 @@
 //! refuses a mapping whose version or layout parameters differ from its own
 //! ([`OpenError::VersionMismatch`], [`OpenError::LayoutMismatch`]).
 //!
-//! Frames are packed on 8-byte boundaries: one `u64` header word (length, kind, and a tag
-//! derived from the frame's position) followed by the payload; a message of up to 56 bytes
-//! never straddles two cache lines (a SKIP word moves it to the next one). A frame never wraps:
-//! a PAD word sends the reader back to offset 0, so every payload is one contiguous slice. The producer publishes a
-//! frame by storing its header word with `Release` after the payload; the consumer polls the
-//! word at its position with `Acquire`, so a message moves only the cache lines that hold it.
-//! See [`ring`] for the details.
+//! Frames are packed on 8-byte boundaries: one `u64` header word (length, kind, and a tag derived
+//! from the frame's position) followed by the payload; a message of up to 56 bytes never straddles
+//! two cache lines (a SKIP word moves it to the next one). A frame never wraps: a PAD word sends
+//! the reader back to offset 0, so every payload is one contiguous slice. The producer publishes a
+//! frame by storing its header word with `Release` after the payload; the consumer polls the word
+//! at its position with `Acquire`, so a message moves only the cache lines that hold it. See
+//! [`ring`] for the details.
 //!
 //! ## Safety against the peer
 //!
