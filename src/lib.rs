@@ -16,17 +16,20 @@
 //!
 //! ```
 //! use shmlink::{Channel, Config, WaitStrategy};
-//! # let name = format!("doc-first-{}", std::process::id());
 //!
-//! let mut server = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
-//! let mut client = Channel::connect(&name, WaitStrategy::Spin)?;
+//! fn main() -> Result<(), shmlink::Error> {
+//!     let name = format!("doc-first-{}", std::process::id());
 //!
-//! client.send(b"ping")?;
-//! assert_eq!(&*server.recv()?, b"ping"); // read in place in the ring
-//! server.send_json(&serde_json::json!({"pong": true}))?;
-//! let reply: serde_json::Value = client.recv_json()?;
-//! assert_eq!(reply["pong"], true);
-//! # Ok::<(), shmlink::Error>(())
+//!     let mut server = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
+//!     let mut client = Channel::connect(&name, WaitStrategy::Spin)?;
+//!
+//!     client.send(b"ping")?;
+//!     assert_eq!(&*server.recv()?, b"ping"); // read in place in the ring
+//!     server.send_json(&serde_json::json!({"pong": true}))?;
+//!     let reply: serde_json::Value = client.recv_json()?;
+//!     assert_eq!(reply["pong"], true);
+//!     Ok(())
+//! }
 //! ```
 //!
 //! Across two processes the calls are the same; the connecting side usually waits for the
@@ -36,27 +39,32 @@
 //! ```no_run
 //! use shmlink::{Channel, Config};
 //!
-//! // Process A, the server: answers each request with the same bytes reversed.
-//! let mut server = Channel::create("demo", &Config::default())?;
-//! let (tx, rx) = server.split();
-//! loop {
-//!     let request = rx.recv()?; // Err(Disconnected) once the client has gone
-//!     let mut reply = request.to_vec();
-//!     reply.reverse();
-//!     drop(request);
-//!     tx.send(&reply)?;
+//! fn main() -> Result<(), shmlink::Error> {
+//!     // Process A, the server: answers each request with the same bytes reversed.
+//!     let mut server = Channel::create("demo", &Config::default())?;
+//!     let (tx, rx) = server.split();
+//!     loop {
+//!         let request = rx.recv()?; // Err(Disconnected) once the client has gone
+//!         let mut reply = request.to_vec();
+//!         reply.reverse();
+//!         drop(request);
+//!         tx.send(&reply)?;
+//!     }
 //! }
-//! # Ok::<(), shmlink::Error>(())
 //! ```
 //!
 //! ```no_run
-//! # use std::time::Duration;
-//! # use shmlink::{Channel, WaitStrategy};
-//! // Process B, the client.
-//! let mut client = Channel::connect_timeout("demo", WaitStrategy::Block, Duration::from_secs(5))?;
-//! client.send(b"hello")?;
-//! assert_eq!(&*client.recv()?, b"olleh");
-//! # Ok::<(), shmlink::Error>(())
+//! use std::time::Duration;
+//! use shmlink::{Channel, WaitStrategy};
+//!
+//! fn main() -> Result<(), shmlink::Error> {
+//!     // Process B, the client.
+//!     let wait = Duration::from_secs(5);
+//!     let mut client = Channel::connect_timeout("demo", WaitStrategy::Block, wait)?;
+//!     client.send(b"hello")?;
+//!     assert_eq!(&*client.recv()?, b"olleh");
+//!     Ok(())
+//! }
 //! ```
 //!
 //! ## One method set
@@ -112,18 +120,21 @@
 //! ```
 //! use std::io::Write;
 //! use shmlink::{Channel, Config, WaitStrategy};
-//! # let name = format!("doc-grant-{}", std::process::id());
-//! let mut a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
-//! let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
-//! let mut grant = a.reserve(64)?;
-//! let used = {
-//!     let mut out = &mut grant[..];
-//!     write!(out, "reading {} at {}", "temperature", 21)?;
-//!     64 - out.len()
-//! };
-//! grant.commit(used);
-//! assert_eq!(&*b.recv()?, b"reading temperature at 21");
-//! # Ok::<(), shmlink::Error>(())
+//!
+//! fn main() -> Result<(), shmlink::Error> {
+//!     let name = format!("doc-grant-{}", std::process::id());
+//!     let mut a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
+//!     let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
+//!     let mut grant = a.reserve(64)?;
+//!     let used = {
+//!         let mut out = &mut grant[..];
+//!         write!(out, "reading {} at {}", "temperature", 21)?;
+//!         64 - out.len()
+//!     };
+//!     grant.commit(used);
+//!     assert_eq!(&*b.recv()?, b"reading temperature at 21");
+//!     Ok(())
+//! }
 //! ```
 //!
 //! ## JSON
@@ -138,7 +149,6 @@
 //! ```
 //! use std::borrow::Cow;
 //! use shmlink::{Channel, Config, WaitStrategy};
-//! # let name = format!("doc-json-{}", std::process::id());
 //!
 //! #[derive(serde::Deserialize)]
 //! struct Note<'a> {
@@ -152,14 +162,17 @@
 //!     text: &'a str,
 //! }
 //!
-//! let mut a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
-//! let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
-//! a.send_json(&serde_json::json!({ "text": "say \"hi\"" }))?;
-//! let msg = b.recv()?;
-//! assert!(msg.json::<Fragile<'_>>().is_err()); // the escaped quotes cannot be borrowed
-//! let note: Note<'_> = msg.json()?;
-//! assert_eq!(note.text, "say \"hi\"");
-//! # Ok::<(), shmlink::Error>(())
+//! fn main() -> Result<(), shmlink::Error> {
+//!     let name = format!("doc-json-{}", std::process::id());
+//!     let mut a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
+//!     let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
+//!     a.send_json(&serde_json::json!({ "text": "say \"hi\"" }))?;
+//!     let msg = b.recv()?;
+//!     assert!(msg.json::<Fragile<'_>>().is_err()); // the escaped quotes cannot be borrowed
+//!     let note: Note<'_> = msg.json()?;
+//!     assert_eq!(note.text, "say \"hi\"");
+//!     Ok(())
+//! }
 //! ```
 //!
 //! ## Errors
@@ -187,19 +200,22 @@
 //! ```
 //! use std::time::Duration;
 //! use shmlink::{Channel, Config, RecvError, SendError, WaitStrategy};
-//! # let name = format!("doc-errors-{}", std::process::id());
-//! let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
-//! let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
-//! assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
-//! let err = b.recv_timeout(Duration::from_millis(1)).unwrap_err();
-//! assert!(err.is_transient());
-//! drop(a);
-//! match b.recv() {
-//!     Err(RecvError::Disconnected(channel)) => assert_eq!(channel, name),
-//!     other => panic!("{:?}", other.map(|m| m.len())),
+//!
+//! fn main() -> Result<(), shmlink::Error> {
+//!     let name = format!("doc-errors-{}", std::process::id());
+//!     let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
+//!     let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
+//!     assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+//!     let err = b.recv_timeout(Duration::from_millis(1)).unwrap_err();
+//!     assert!(err.is_transient());
+//!     drop(a);
+//!     match b.recv() {
+//!         Err(RecvError::Disconnected(channel)) => assert_eq!(channel, name),
+//!         other => panic!("{:?}", other.map(|m| m.len())),
+//!     }
+//!     assert!(matches!(b.send(b"x"), Err(SendError::Disconnected(_))));
+//!     Ok(())
 //! }
-//! assert!(matches!(b.send(b"x"), Err(SendError::Disconnected(_))));
-//! # Ok::<(), shmlink::Error>(())
 //! ```
 //!
 //! ## Connecting: one way
@@ -238,41 +254,122 @@
 //!
 //! ```
 //! use shmlink::{Channel, Config, Listener, WaitStrategy};
-//! # let name = format!("doc-svc-{}", std::process::id());
-//! let listener = Listener::bind(&name, &Config::default())?;
-//! let clients: Vec<_> = (0..2)
-//!     .map(|_| {
-//!         let name = name.clone();
-//!         std::thread::spawn(move || -> shmlink::Result<Vec<u8>> {
-//!             let mut ch = Channel::connect(&name, WaitStrategy::Block)?;
-//!             ch.send(b"hi")?;
-//!             let reply = ch.recv()?.to_vec();
-//!             Ok(reply)
+//!
+//! fn main() -> Result<(), shmlink::Error> {
+//!     let name = format!("doc-svc-{}", std::process::id());
+//!     let listener = Listener::bind(&name, &Config::default())?;
+//!     let clients: Vec<_> = (0..2)
+//!         .map(|_| {
+//!             let name = name.clone();
+//!             std::thread::spawn(move || -> shmlink::Result<Vec<u8>> {
+//!                 let mut ch = Channel::connect(&name, WaitStrategy::Block)?;
+//!                 ch.send(b"hi")?;
+//!                 let reply = ch.recv()?.to_vec();
+//!                 Ok(reply)
+//!             })
 //!         })
-//!     })
-//!     .collect();
-//! for _ in 0..2 {
+//!         .collect();
+//!     for _ in 0..2 {
+//!         let mut conn = listener.accept()?;
+//!         let request = conn.recv()?.to_vec();
+//!         conn.send(&request)?;
+//!     }
+//!     for client in clients {
+//!         assert_eq!(client.join().unwrap()?, b"hi");
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## Writing a service
+//!
+//! * **Signals do not end a wait.** A thread blocked in `recv`, `send`, `accept` or
+//!   [`Selector::wait`] runs the signal's handler and sleeps again, with or without
+//!   `SA_RESTART`: every wait treats a futex wake-up it cannot explain as spurious and looks
+//!   again. A `_timeout` form still ends at its deadline, however many signals arrive. To stop
+//!   a server on `SIGTERM`, wake its selector from the handler through the selector's waker
+//!   (`Selector::waker()`, a handle another thread or a signal handler uses to end a `wait`
+//!   at once), or wait with a deadline and look at a flag the handler sets.
+//! * **Connections outlive their listener.** Dropping a [`Listener`] (or an
+//!   [`EndpointListener`]) removes its name, so no new client gets in; the connections it
+//!   accepted keep working until they are dropped.
+//! * **A late reply stays in the ring.** A `recv_timeout` that gave up does not take the reply
+//!   it was waiting for off the channel: the reply arrives later and the next receive returns
+//!   it. Put an id of your own in each request and its reply, and match them.
+//! * **Slow requests on worker threads.** A channel has one sender and one receiver at each
+//!   end. Split the connection ([`Channel::split`], or [`Channel::into_split`] for a channel
+//!   you own), read requests on one thread, hand each (copied out) to a worker, and send the
+//!   workers' replies from the thread that holds the send half (or share it behind a
+//!   `Mutex`); replies then leave out of order, so they carry the request's id. Or give each
+//!   worker a channel of its own: a client may connect to a listener once per worker.
+//!
+//! ```
+//! use std::time::Duration;
+//! use shmlink::{Channel, Config, Listener, WaitStrategy};
+//!
+//! fn main() -> Result<(), shmlink::Error> {
+//!     let name = format!("doc-workers-{}", std::process::id());
+//!     let listener = Listener::bind(&name, &Config::default())?;
+//!     let connecting = {
+//!         let name = name.clone();
+//!         std::thread::spawn(move || Channel::connect(&name, WaitStrategy::Block))
+//!     };
 //!     let mut conn = listener.accept()?;
-//!     let request = conn.recv()?.to_vec();
-//!     conn.send(&request)?;
+//!     let mut client = connecting.join().unwrap()?;
+//!     drop(listener); // the connection stays
+//!
+//!     // The server: a request is "<id> <milliseconds of work>", its reply "<id> done".
+//!     let server = std::thread::spawn(move || -> Result<(), shmlink::Error> {
+//!         let (tx, rx) = conn.split();
+//!         std::thread::scope(|s| -> Result<(), shmlink::Error> {
+//!             let (done, replies) = std::sync::mpsc::channel::<String>();
+//!             s.spawn(move || {
+//!                 // Ends with Err(Disconnected) once the client has closed.
+//!                 while let Ok(request) = rx.recv() {
+//!                     let request = String::from_utf8_lossy(&request).into_owned();
+//!                     let done = done.clone();
+//!                     std::thread::spawn(move || {
+//!                         let (id, work) = request.split_once(' ').unwrap();
+//!                         std::thread::sleep(Duration::from_millis(work.parse().unwrap()));
+//!                         let _ = done.send(format!("{id} done"));
+//!                     });
+//!                 }
+//!             });
+//!             // Ends once the reader and every worker are done.
+//!             for reply in replies {
+//!                 tx.send(reply.as_bytes())?;
+//!             }
+//!             Ok(())
+//!         })
+//!     });
+//!
+//!     client.send(b"1 200")?;
+//!     // Gives up before request 1 is answered; its reply will still come.
+//!     assert!(client.recv_timeout(Duration::from_millis(20)).is_err());
+//!     client.send(b"2 0")?;
+//!     let mut replies = Vec::new();
+//!     for _ in 0..2 {
+//!         replies.push(String::from_utf8_lossy(&client.recv()?).into_owned());
+//!     }
+//!     replies.sort(); // matched by id, whatever order they came in
+//!     assert_eq!(replies, ["1 done", "2 done"]);
+//!     drop(client);
+//!     server.join().unwrap()
 //! }
-//! for client in clients {
-//!     assert_eq!(client.join().unwrap()?, b"hi");
-//! }
-//! # Ok::<(), shmlink::Error>(())
 //! ```
 //!
 //! ## Backends
 //!
 //! [`Endpoint`] runs on the shared-memory [`Channel`] where a mapping can be made and on an
 //! `ipc-channel` backend where it cannot (or when the `force-fallback` feature asks for it);
-//! [`Endpoint::create_with`] chooses explicitly. The connecting side finds whichever its
-//! creator used. The same code runs on both: grants ([`Endpoint::reserve`]) are the frame on
-//! shared memory and a buffer of the endpoint's on ipc-channel, sent on commit; deadlines hold
-//! on both (on ipc-channel a send with a deadline hands its message to a thread of the
-//! endpoint's, waiting only for that thread to be free, since the crate's sockets offer no
-//! timed send). Both report a killed peer as `PeerGone`. An [`EndpointListener`] is the
-//! listener on either backend; the selector and the async API are shared-memory only.
+//! [`Endpoint::create_with`] chooses explicitly. The connecting side finds whichever its creator
+//! used, by what is under the name ([`Endpoint::connect`] says how). The same code runs on both:
+//! grants ([`Endpoint::reserve`]) are the frame on shared memory and a buffer of the endpoint's on
+//! ipc-channel, sent on commit; deadlines hold on both (on ipc-channel a send with a deadline hands
+//! its message to a thread of the endpoint's, waiting only for that thread to be free, since the
+//! crate's sockets offer no timed send). Both report a killed peer as `PeerGone`. An
+//! [`EndpointListener`] is the listener on either backend; the selector and the async API are
+//! shared-memory only.
 //!
 //! Mappings whose creator died can be listed and removed with [`segments`] (or the
 //! `shmlink-clean` program). [`ring::new`] runs the same ring on the heap, between threads.
@@ -303,13 +400,13 @@
 //! refuses a mapping whose version or layout parameters differ from its own
 //! ([`OpenError::VersionMismatch`], [`OpenError::LayoutMismatch`]).
 //!
-//! Frames are packed on 8-byte boundaries: one `u64` header word (length, kind, and a tag
-//! derived from the frame's position) followed by the payload; a message of up to 56 bytes
-//! never straddles two cache lines (a SKIP word moves it to the next one). A frame never wraps:
-//! a PAD word sends the reader back to offset 0, so every payload is one contiguous slice. The producer publishes a
-//! frame by storing its header word with `Release` after the payload; the consumer polls the
-//! word at its position with `Acquire`, so a message moves only the cache lines that hold it.
-//! See [`ring`] for the details.
+//! Frames are packed on 8-byte boundaries: one `u64` header word (length, kind, and a tag derived
+//! from the frame's position) followed by the payload; a message of up to 56 bytes never straddles
+//! two cache lines (a SKIP word moves it to the next one). A frame never wraps: a PAD word sends
+//! the reader back to offset 0, so every payload is one contiguous slice. The producer publishes a
+//! frame by storing its header word with `Release` after the payload; the consumer polls the word
+//! at its position with `Acquire`, so a message moves only the cache lines that hold it. See
+//! [`ring`] for the details.
 //!
 //! ## Safety against the peer
 //!

@@ -102,6 +102,39 @@ pub(crate) fn shm_dir() -> Option<&'static Path> {
     dir.is_dir().then_some(dir)
 }
 
+/// What the shared-memory namespace holds under a channel's name, looked at without opening
+/// it (`lstat` in [`shm_dir`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// A regular file of our effective user: a mapping (or one its creator is still making).
+    Mapping,
+    /// Something else: another user's object, a link, a directory, or an entry that cannot be
+    /// looked at. Opening it says what is wrong with it.
+    Other,
+    /// Nothing.
+    Absent,
+}
+
+/// What is under `name` in the shared-memory namespace. Where the platform has no directory
+/// that lists the objects, the object is opened to find out, and only "no such object" counts
+/// as [`Entry::Absent`].
+pub(crate) fn entry(name: &str) -> Entry {
+    let meta = match shm_dir() {
+        Some(dir) => std::fs::symlink_metadata(dir.join(format!("{OS_PREFIX}{name}"))),
+        None => match open_shm_file(name) {
+            Ok(file) => file.metadata(),
+            Err(OpenError::NotFound(_)) => return Entry::Absent,
+            Err(_) => return Entry::Other,
+        },
+    };
+    match meta {
+        Ok(meta) if meta.file_type().is_file() && meta.uid() == sys::euid() => Entry::Mapping,
+        Ok(_) => Entry::Other,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Entry::Absent,
+        Err(_) => Entry::Other,
+    }
+}
+
 /// Removes the OS name of a channel. The memory stays mapped in processes that still use it.
 pub(crate) fn unlink(name: &str) -> Result<()> {
     validate_object_name(name)?;

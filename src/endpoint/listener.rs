@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use super::{mapping_unavailable, Endpoint, Inner, Lease};
+use super::{fallback_only, mapping_unavailable, Endpoint, Inner, Lease};
 use crate::channel::Config;
 use crate::error::OpenError;
-use crate::ipc;
 use crate::ipc::listener::{self as ipc_listener, IpcListener};
 use crate::service::listener::DEFAULT_MAX_CLIENTS;
 use crate::service::Listener;
@@ -75,8 +74,8 @@ enum ListenerInner {
 impl EndpointListener {
     /// Makes the listener `name` with room for [`DEFAULT_MAX_CLIENTS`] concurrent clients: a
     /// shared-memory [`Listener`] (connections with rings of `config.capacity` bytes, the
-    /// server's ends waiting with `config.wait`), or the fallback when no mapping can be made
-    /// or the fallback is forced, as for [`Endpoint::create`].
+    /// server's ends waiting with `config.wait`), or the fallback, by the rule of
+    /// [`Endpoint::create`].
     pub fn bind(name: &str, config: &Config) -> Result<EndpointListener> {
         EndpointListener::bind_with_limit(name, config, DEFAULT_MAX_CLIENTS)
     }
@@ -88,7 +87,7 @@ impl EndpointListener {
         config: &Config,
         max_clients: usize,
     ) -> Result<EndpointListener> {
-        if ipc::forced() {
+        if fallback_only() {
             return EndpointListener::bind_with(name, config, Backend::IpcChannel, max_clients);
         }
         match Listener::bind_with_limit(name, config, max_clients) {

@@ -14,8 +14,8 @@ use crate::channel::{Channel, Config};
 use crate::connect::connect_mapping;
 use crate::error::{OpenError, RecvError, SendError};
 use crate::ipc::listener as ipc_listener;
-use crate::ipc::{self, IpcDuplex, IpcGrant};
-use crate::mapping::{self, Mapping};
+use crate::ipc::{self, rendezvous, IpcDuplex, IpcGrant};
+use crate::mapping::{self, Entry, Mapping};
 use crate::ring::{ReadGuard, WriteGrant};
 use crate::service::listener::SlotLease;
 use crate::service::Connection;
@@ -216,18 +216,36 @@ impl DerefMut for Reserved<'_> {
     }
 }
 
-/// Errors after which creating a mapping will not work here: use the fallback.
+/// Whether `Endpoint::create` and `EndpointListener::bind` go straight to the fallback: when it
+/// is forced, or when this system has no shared memory to make a mapping in (no directory of
+/// shared-memory objects, `/dev/shm`).
+fn fallback_only() -> bool {
+    ipc::forced() || mapping::shm_dir().is_none()
+}
+
+/// Whether a failure to make a mapping (or a listener's) is one of this system's rather than of
+/// the request: an operating-system error ([`OpenError::Io`]: `/dev/shm` full or not
+/// writable, no descriptors left...), after which the fallback is tried. An invalid name or
+/// configuration, or a name already taken, is returned as it is.
 fn mapping_unavailable(e: &OpenError) -> bool {
     matches!(e, OpenError::Io(_))
 }
 
 impl Endpoint {
-    /// Creates the channel `name`: a shared-memory ring, or the ipc-channel fallback when no
-    /// mapping can be made (an operating-system error) or the fallback is forced by the
-    /// `force-fallback` cargo feature. [`create_with`](Endpoint::create_with) chooses the
-    /// backend explicitly.
+    /// Creates the channel `name`. The backend, by this rule:
+    ///
+    /// * the ipc-channel fallback when the `force-fallback` cargo feature forces it, or when
+    ///   the system has no shared memory to make a mapping in (no `/dev/shm`);
+    /// * else a shared-memory ring;
+    /// * and when making the mapping fails with an operating-system error
+    ///   ([`OpenError::Io`]), the fallback; if that fails too, the mapping's error is returned.
+    ///
+    /// Any other error ([`OpenError::InvalidName`], [`OpenError::InvalidConfig`],
+    /// [`OpenError::AlreadyExists`]) is the request's, the same on either backend, and is
+    /// returned as it is. [`create_with`](Endpoint::create_with) chooses the backend
+    /// explicitly.
     pub fn create(name: &str, config: &Config) -> Result<Endpoint, OpenError> {
-        if ipc::forced() {
+        if fallback_only() {
             return Endpoint::create_with(name, config, Backend::IpcChannel);
         }
         match Channel::create(name, config) {
@@ -259,9 +277,21 @@ impl Endpoint {
     /// Connects to what is under `name`, on whichever backend its creator used: a channel
     /// (this end becomes its connector) or a listener, an [`EndpointListener`] or a
     /// [`Listener`](crate::Listener) (this end becomes a new client of it, once the server
-    /// accepts), as [`Channel::connect`] does. The backend is told by what is there: a
-    /// shared-memory object under the name (its first word says channel or listener), else
-    /// the fallback's rendezvous file. Errors as [`Channel::connect`]'s.
+    /// accepts), as [`Channel::connect`] does.
+    ///
+    /// The backend is told by what is under the name, looked at before anything is opened:
+    ///
+    /// 1. a shared-memory object of this user (`/dev/shm/shmlink-<name>`): shared memory (its
+    ///    first word says channel or listener);
+    /// 2. else the fallback's rendezvous file: the fallback;
+    /// 3. else anything else in the shared-memory namespace under the name (another user's
+    ///    object, a link, a directory): its error, [`OpenError::NotPrivate`] or
+    ///    [`OpenError::NotAChannel`];
+    /// 4. else [`OpenError::NotFound`], naming the channel, whichever backend the process
+    ///    would create on (the `force-fallback` feature changes only where `create` makes
+    ///    things).
+    ///
+    /// Other errors as [`Channel::connect`]'s.
     pub fn connect(name: &str, wait: WaitStrategy) -> Result<Endpoint, OpenError> {
         mapping::validate_name(name)?;
         Endpoint::connect_until(name, wait, None)
@@ -282,26 +312,24 @@ impl Endpoint {
         mapping::retry_until_there(deadline, || Endpoint::connect_until(name, wait, deadline))
     }
 
+    /// One attempt of [`Endpoint::connect`]: the backend chosen by what is under the name.
     fn connect_until(
         name: &str,
         wait: WaitStrategy,
         deadline: Option<Instant>,
     ) -> Result<Endpoint, OpenError> {
-        match Mapping::open_named(name) {
-            Ok(map) => connect_mapping(map, name, wait, deadline).map(Endpoint::from),
-            // No mapping under the name (or none can be seen here): the fallback's file, if
-            // there is one.
-            Err(e @ (OpenError::NotFound(_) | OpenError::Io(_))) => {
-                match IpcDuplex::connect_until(name, deadline) {
-                    Ok(duplex) => Ok(Endpoint {
-                        inner: Inner::Ipc(duplex),
-                        _lease: None,
-                    }),
-                    Err(OpenError::NotFound(_)) => Err(e),
-                    Err(other) => Err(other),
-                }
-            }
-            Err(e) => Err(e),
+        let on_shm = || {
+            let map = Mapping::open_named(name)?;
+            connect_mapping(map, name, wait, deadline).map(Endpoint::from)
+        };
+        match mapping::entry(name) {
+            Entry::Mapping => on_shm(),
+            _ if rendezvous::present(name) => Ok(Endpoint {
+                inner: Inner::Ipc(IpcDuplex::connect_until(name, deadline)?),
+                _lease: None,
+            }),
+            Entry::Other => on_shm(),
+            Entry::Absent => Err(OpenError::NotFound(name.into())),
         }
     }
 

@@ -256,6 +256,20 @@ pub(crate) fn rendezvous_path(name: &str) -> PathBuf {
     path_of(name, Kind::Rendezvous)
 }
 
+/// Whether anything is at the place of the rendezvous file of `name`, looked at without
+/// opening it: `false` only when its directory or the entry itself is absent. An entry that
+/// cannot be looked at counts as there, so that reading it reports what is wrong.
+pub(crate) fn present(name: &str) -> bool {
+    match checked_path(name, Kind::Rendezvous, false) {
+        Ok(path) => match std::fs::symlink_metadata(path) {
+            Ok(_) => true,
+            Err(e) => e.kind() != io::ErrorKind::NotFound,
+        },
+        Err(Error::NotFound(_)) => false,
+        Err(_) => true,
+    }
+}
+
 fn kind_of(file_type: std::fs::FileType) -> &'static str {
     if file_type.is_dir() {
         "a directory"

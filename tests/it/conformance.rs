@@ -10,7 +10,8 @@
 //!
 //! Where the surfaces legitimately differ, [`Caps`] says so, once; a case that meets a
 //! difference asks the surface's capabilities and checks what that surface promises instead.
-//! Deaths are real: the peer is this test binary run again (`peer_process`), on the same
+//! Deaths are real: the peer is this test binary run again (`peer_process`, the role
+//! `conformance-peer`), on the same
 //! surface, and killed with SIGKILL.
 
 use crate::support;
@@ -27,8 +28,8 @@ use shmlink::{
     RecvError, Reserved, SendError, WaitStrategy, WriteGrant, MAX_NAME_LEN,
 };
 use support::{
-    assert_nothing_left, reap_killed, respawn, unique, wait_for_line, ChildGuard, FallbackFiles,
-    NameGuard, Watchdog, WATCHDOG,
+    assert_nothing_left, reap_killed, unique, wait_for_line, ChildGuard, FallbackFiles, NameGuard,
+    Watchdog, WATCHDOG,
 };
 
 /// What a deadline form is given when it is expected to give up.
@@ -37,8 +38,9 @@ const SHORT: Duration = Duration::from_millis(30);
 const CASE_LIMIT: Duration = Duration::from_secs(60);
 /// Frames a peer sends before it closes or is killed.
 const BEFORE_THE_END: u64 = 40;
-/// The role of a re-run of this binary: `<surface> <create|connect> <name>`.
-const PEER_ENV: &str = "SHMLINK_CONFORMANCE_PEER";
+/// The role of a re-run of this binary that plays a peer (given
+/// `<surface> <create|connect> <name>`).
+const PEER_ROLE: &str = "conformance-peer";
 
 /// Where the surfaces legitimately differ. Every case runs on every surface; these say what a
 /// surface promises where they differ.
@@ -473,7 +475,7 @@ mod async_surface {
             );
             // Said by the test process, not by each peer process, past the test harness's
             // capture of a passing test's output.
-            if !direct && std::env::var_os(PEER_ENV).is_none() {
+            if !direct && crate::roles::playing().is_none() {
                 use std::io::Write;
                 let _ = writeln!(
                     std::io::stderr(),
@@ -1531,13 +1533,11 @@ fn a_sending_half_whose_receiving_half_is_gone_still_learns_of_the_death() {
     assert_nothing_left(name);
 }
 
-/// The test a peer process runs: [`peer_process`].
-const PEER_TEST: &str = "conformance::peer_process";
 /// Messages each client of a listener exchanges.
 const CLIENT_MESSAGES: u64 = 20;
 
 /// The peer's side, in a process of its own (this binary run again), on the surface its role
-/// names; a no-op unless started as a peer. Roles:
+/// names (the role `conformance-peer`, see `roles`). Roles:
 /// - `create` / `connect`: makes its end, waits for one message, sends [`BEFORE_THE_END`]
 ///   numbered ones, says `sent`, and waits to be killed;
 /// - `client`: connects to a listener, checks the echo of [`CLIENT_MESSAGES`] messages, exits;
@@ -1546,11 +1546,7 @@ const CLIENT_MESSAGES: u64 = 20;
 /// - `stream`: connects, says `streaming`, and sends one-byte messages (a counter) in batches
 ///   of 64 as fast as the channel takes them, until a send fails or it is killed;
 /// - `sink`: connects, says `connected`, reads nothing and waits to be killed.
-#[test]
-fn peer_process() {
-    let Ok(role) = std::env::var(PEER_ENV) else {
-        return;
-    };
+pub(crate) fn peer_process(role: &str) {
     let words: Vec<&str> = role.split(' ').collect();
     let [surface, side, name] = words[..] else {
         panic!("bad role {role:?}");
@@ -1571,11 +1567,11 @@ fn peer_process() {
 /// Starts a peer process on `S` in `side` for `name`.
 fn spawn_peer<S: Surface>(side: &str, name: &str) -> ChildGuard {
     let role = format!("{} {side} {name}", S::NAME);
-    let mut env = vec![(PEER_ENV, role.as_str())];
+    let mut env = vec![];
     if S::FORCED_IN_PEERS {
         env.push((shmlink::testing::FORCE_FALLBACK_ENV, "1"));
     }
-    respawn(PEER_TEST, &env)
+    crate::roles::spawn(PEER_ROLE, &role, &env)
 }
 
 /// Waits to be killed; bounded, so that a parent that failed leaves no process behind.

@@ -7,8 +7,8 @@
 //! * The frames a peer sent before it was killed are all delivered, in order, before
 //!   `PeerGone`, whichever end was killed and however the survivor waits.
 //!
-//! The other processes are this test binary run again with `SHMLINK_DELIVERY_ROLE` set (see
-//! `child`).
+//! The other processes are this test binary run again in the role `delivery` (see `child` and
+//! `roles`).
 
 use crate::support;
 
@@ -17,24 +17,17 @@ use std::time::{Duration, Instant};
 
 use shmlink::{Channel, Config, RecvError, WaitStrategy};
 use support::{
-    assert_nothing_left, respawn, serial, unique, wait_for_line, ChildGuard, NameGuard, Watchdog,
-    WATCHDOG,
+    assert_nothing_left, serial, unique, wait_for_line, ChildGuard, NameGuard, Watchdog, WATCHDOG,
 };
 
-const ROLE: &str = "SHMLINK_DELIVERY_ROLE";
-
-/// Runs this binary again in the role `args`, which go through the environment so the test
-/// harness only runs `child`.
+/// Runs this binary again in the role `args` (see `roles`).
 fn spawn_role(args: &[&str]) -> ChildGuard {
-    respawn("delivery::child", &[(ROLE, &args.join(" "))])
+    crate::roles::spawn("delivery", &args.join(" "), &[])
 }
 
-/// The entry point of the re-executed processes; a no-op in a normal test run.
-#[test]
-fn child() {
-    let Ok(spec) = std::env::var(ROLE) else {
-        return;
-    };
+/// The role `delivery` of a re-run of this binary: `json-receiver` or `doomed`, with its
+/// arguments.
+pub(crate) fn child(spec: &str) {
     let args: Vec<&str> = spec.split_whitespace().collect();
     let code = match args.as_slice() {
         ["json-receiver", base, rounds] => json_receiver(base, rounds.parse().expect("rounds")),

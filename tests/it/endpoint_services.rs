@@ -3,8 +3,8 @@
 //! leftovers removed by the next, and a listener on the forced fallback found by a plain
 //! client.
 //!
-//! Client and server processes are this test binary run again with `SHMLINK_EPSVC_ROLE` set
-//! (see `child`).
+//! Client and server processes are this test binary run again in the role `endpoint-services`
+//! (see `child` and `roles`).
 
 use crate::support;
 
@@ -16,11 +16,9 @@ use shmlink::{
     Backend, Config, Endpoint, EndpointListener, Error, OpenError, RecvError, WaitStrategy,
 };
 use support::{
-    assert_nothing_left, checked_echo, reap_killed, respawn, serial, unique, wait_for_line,
-    ChildGuard, NameGuard, Watchdog, WATCHDOG,
+    assert_nothing_left, checked_echo, reap_killed, serial, unique, wait_for_line, ChildGuard,
+    NameGuard, Watchdog, WATCHDOG,
 };
-
-const ROLE: &str = "SHMLINK_EPSVC_ROLE";
 
 /// Exit codes of a holding client (see `client`).
 const GONE: i32 = 10;
@@ -63,17 +61,12 @@ fn spawn_role(role: &str, args: &[&str]) -> ChildGuard {
 /// [`spawn_role`] with extra environment variables.
 fn spawn_role_with(role: &str, args: &[&str], env: &[(&str, &str)]) -> ChildGuard {
     let spec = format!("{role} {}", args.join(" "));
-    let mut env = env.to_vec();
-    env.push((ROLE, &spec));
-    respawn("endpoint_services::child", &env)
+    crate::roles::spawn("endpoint-services", &spec, env)
 }
 
-/// The entry point of the re-executed processes; a no-op in a normal test run.
-#[test]
-fn child() {
-    let Ok(spec) = std::env::var(ROLE) else {
-        return;
-    };
+/// The role `endpoint-services` of a re-run of this binary: `client`, `auto-server` or
+/// `server`, with its arguments.
+pub(crate) fn child(spec: &str) {
     let args: Vec<&str> = spec.split_whitespace().collect();
     let code = match args.as_slice() {
         ["client", name, id, count] => client(name, id, count.parse().expect("count")),
@@ -93,6 +86,18 @@ fn child() {
                 EndpointListener::bind_with(name, &Config::default(), backend, 16).expect("bind");
             println!("ready");
             serve(listener, Arc::new(AtomicBool::new(false)));
+            0
+        }
+        ["connect-nothing", name] => {
+            // Connects to a name nothing holds, in a process the environment may force onto
+            // the fallback, and says what each connect gave.
+            let once = Endpoint::connect(name, WaitStrategy::Block).map(|e| e.backend());
+            let timed = Endpoint::connect_timeout(name, WaitStrategy::Block, WAIT_FOR_NOTHING)
+                .map(|e| e.backend());
+            println!(
+                "forced {} connect {once:?} connect_timeout {timed:?}",
+                shmlink::testing::forced()
+            );
             0
         }
         other => panic!("unknown role {other:?}"),
@@ -265,5 +270,142 @@ fn a_forced_fallback_server_is_found_by_a_plain_client() {
     reap_killed(&mut server);
     // A new listener reclaims the name (and what the killed one left); closing it leaves nothing.
     drop(bind(&name, Backend::IpcChannel, 1));
+    assert_nothing_left(&name);
+}
+
+/// How long a connect to a name nothing holds keeps looking.
+const WAIT_FOR_NOTHING: Duration = Duration::from_millis(50);
+
+/// A connect to a name that has neither a mapping nor a rendezvous file is `NotFound`, naming
+/// the channel, from `connect` and from `connect_timeout`, in a process that creates on shared
+/// memory and in one forced onto the fallback alike.
+#[test]
+fn a_connect_to_nothing_is_not_found_naming_the_channel_on_either_backend() {
+    let _serial = serial();
+    let name = unique("epnothing");
+    let expected =
+        format!("connect Err(NotFound({name:?})) connect_timeout Err(NotFound({name:?}))");
+    for (forced, env) in [(false, "0"), (true, "1")] {
+        let mut child = spawn_role_with(
+            "connect-nothing",
+            &[&name],
+            &[(shmlink::testing::FORCE_FALLBACK_ENV, env)],
+        );
+        let status = child.reap();
+        let out = child.read_all();
+        assert!(status.success(), "{status}: {out}");
+        // After the test harness's own words on the line.
+        let line = out
+            .lines()
+            .find_map(|l| l.find("forced ").map(|at| &l[at..]))
+            .unwrap_or_else(|| panic!("the child said nothing: {out}"));
+        assert_eq!(line, format!("forced {forced} {expected}"));
+    }
+    // And here, in this process.
+    for result in [
+        Endpoint::connect(&name, WaitStrategy::Block),
+        Endpoint::connect_timeout(&name, WaitStrategy::Block, WAIT_FOR_NOTHING),
+    ] {
+        match result {
+            Err(e @ OpenError::NotFound(_)) => {
+                assert!(e.to_string().contains(&name), "{e}");
+            }
+            other => panic!("connect to nothing: {other:?}"),
+        }
+    }
+    assert_nothing_left(&name);
+}
+
+/// Something planted in the shared-memory namespace under a name, removed when dropped.
+struct Planted(std::path::PathBuf);
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// What can sit in `/dev/shm` under a channel's name without being a mapping of ours: a
+/// dangling link, a directory, and, where this process may give a file away (as root), another
+/// user's object.
+fn plantings() -> Vec<&'static str> {
+    let mut what = vec!["a link", "a directory"];
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        what.push("another user's object");
+    }
+    what
+}
+
+/// Plants `what` at `path`.
+fn plant(what: &str, path: &std::path::Path) -> Planted {
+    match what {
+        "a link" => std::os::unix::fs::symlink("/nonexistent-shmlink-target", path).expect("link"),
+        "a directory" => std::fs::create_dir(path).expect("directory"),
+        "another user's object" => {
+            std::fs::write(path, [0u8; 64]).expect("file");
+            std::os::unix::fs::chown(path, Some(65534), Some(65534)).expect("chown");
+        }
+        _ => unreachable!(),
+    }
+    Planted(path.to_owned())
+}
+
+/// The fallback's rendezvous file decides when no mapping of ours is under the name, whatever
+/// else sits there in `/dev/shm` (which any user can write): the connect reaches the fallback
+/// channel.
+#[test]
+fn a_fallback_channel_is_found_past_whatever_else_is_planted_under_its_name_in_dev_shm() {
+    let _serial = serial();
+    for what in plantings() {
+        let name = unique("epplanted");
+        let mut server =
+            Endpoint::create_with(&name, &Config::default(), Backend::IpcChannel).expect("create");
+        let planted = plant(what, &support::shm_path(&name));
+        let mut client = Endpoint::connect_timeout(&name, WaitStrategy::Block, WATCHDOG)
+            .unwrap_or_else(|e| panic!("past {what}: {e:?}"));
+        assert_eq!(client.backend(), Backend::IpcChannel, "past {what}");
+        client.send(b"past").unwrap();
+        assert_eq!(
+            &*server.recv_timeout(WATCHDOG).unwrap(),
+            b"past",
+            "past {what}"
+        );
+        drop((client, server, planted));
+        assert_nothing_left(&name);
+    }
+}
+
+/// Without a rendezvous file, what sits under the name in `/dev/shm` is reported for what it
+/// is, naming the channel.
+#[test]
+fn without_a_rendezvous_file_what_is_planted_under_the_name_is_reported_for_what_it_is() {
+    for what in plantings() {
+        let name = unique("epplantedonly");
+        let planted = plant(what, &support::shm_path(&name));
+        let err = Endpoint::connect(&name, WaitStrategy::Block).expect_err(what);
+        match (what, &err) {
+            ("another user's object", OpenError::NotPrivate { owner: 65534, .. }) => {}
+            ("a link" | "a directory", OpenError::NotAChannel { name: n, .. }) if *n == name => {}
+            _ => panic!("{what}: {err:?}"),
+        }
+        drop(planted);
+        assert_nothing_left(&name);
+    }
+}
+
+/// A mapping of ours under the name is chosen before a rendezvous file of the same name.
+#[test]
+fn a_mapping_under_the_name_is_chosen_before_a_rendezvous_file() {
+    let name = unique("epboth");
+    let fallback =
+        Endpoint::create_with(&name, &Config::default(), Backend::IpcChannel).expect("fallback");
+    let mut shm = Endpoint::create_with(&name, &Config::default(), Backend::Shm).expect("shm");
+    let mut client = Endpoint::connect(&name, WaitStrategy::Block).expect("connect");
+    assert_eq!(client.backend(), Backend::Shm);
+    client.send(b"to the mapping").unwrap();
+    assert_eq!(&*shm.recv_timeout(WATCHDOG).unwrap(), b"to the mapping");
+    drop((client, shm, fallback));
     assert_nothing_left(&name);
 }

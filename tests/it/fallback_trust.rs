@@ -19,9 +19,6 @@ use std::time::{Duration, Instant};
 use shmlink::{Backend, Config, Endpoint, EndpointListener, WaitStrategy};
 use support::{reap_killed, unique, wait_for_line, ChildGuard, WATCHDOG};
 
-/// Set in a child: `<role> <name> [<path>]`.
-const CHILD_ENV: &str = "SHMLINK_TRUST_TEST_CHILD";
-
 /// The user a hostile neighbour runs as.
 const OTHER_UID: u32 = 65534;
 
@@ -87,14 +84,8 @@ fn spawn(
         Some(p) => format!("{role} {name} {}", p.display()),
         None => format!("{role} {name}"),
     };
+    crate::roles::add_to(&mut command, "fallback-trust", &spec);
     command
-        .args([
-            "--exact",
-            "fallback_trust::child_process_entry",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, spec)
         .env("TMPDIR", &tmp.0)
         .env("XDG_RUNTIME_DIR", "")
         .env_remove("SHMLINK_FORCE_FALLBACK")
@@ -120,12 +111,8 @@ fn outcome(child: &mut ChildGuard, words: &[&str]) -> String {
         .unwrap_or_else(|| panic!("the child printed none of {words:?}: {out}"))
 }
 
-/// The child's side; a no-op unless this process was started as a child.
-#[test]
-fn child_process_entry() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+/// The role `fallback-trust` of a re-run of this binary: `<role> <name> [<path>]`.
+pub(crate) fn child_process_entry(spec: &str) {
     let words: Vec<&str> = spec.split(' ').collect();
     let (role, name, path) = (words[0], words[1], words.get(2).map(Path::new));
     // Whatever is planted, a client must not take much memory: an allocation past this fails.

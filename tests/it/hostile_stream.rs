@@ -8,14 +8,13 @@
 
 use crate::support;
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use memmap2::MmapMut;
 use shmlink::testing::{frame_size, max_payload, HEADER_SIZE, RINGS_OFFSET};
 use shmlink::{Channel, Config, RecvError, WaitStrategy};
-use support::{serial, unique, ChildGuard, NameGuard, Watchdog, WATCHDOG};
+use support::{serial, unique, NameGuard, Watchdog, WATCHDOG};
 
 const CAP: usize = 1024;
 /// Size of one `RingHeader`: four cache-padded cells.
@@ -545,10 +544,6 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
     );
 }
 
-/// Set in the child process that plays the receiver of `a_huge_announced_message_does_not_abort`
-/// to the base name of its channels.
-const HUGE_RECEIVER: &str = "SHMLINK_TEST_HUGE_RECEIVER";
-
 /// Lowers this process's address-space limit to what it uses now plus `extra` bytes.
 fn limit_address_space(extra: u64) {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
@@ -569,12 +564,7 @@ fn limit_address_space(extra: u64) {
 /// The receiver's side, in a child process (an abort must not take the test binary down): a
 /// first fragment announcing more than the process can ever reserve, then the message ends
 /// early. Prints `survived` at the end.
-#[test]
-fn huge_announcement_receiver() {
-    let Some(base) = std::env::var_os(HUGE_RECEIVER) else {
-        return;
-    };
-    let base = base.into_string().expect("name");
+pub(crate) fn huge_announcement_receiver(base: &str) {
     limit_address_space(512 << 20);
     // As announced in the wild (1 GiB, within the default limit), and as large as a limit of
     // `usize::MAX` lets through.
@@ -645,19 +635,7 @@ fn a_huge_announced_message_does_not_abort() {
         NameGuard(format!("{base}-huge")),
         NameGuard(format!("{base}-grow")),
     ];
-    let child = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "hostile_stream::huge_announcement_receiver",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(HUGE_RECEIVER, &base)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("spawn the receiver");
-    let mut child = ChildGuard::from(child);
+    let mut child = crate::roles::spawn("huge-announcement-receiver", &base, &[]);
     let status = child.reap();
     let out = child.read_all();
     assert!(status.success(), "receiver failed: {status:?}\n{out}");

@@ -4,8 +4,8 @@
 //! (the pid a process in another PID namespace records means nothing here), nor does a dead one
 //! that recorded the pid of a process that lives on.
 //!
-//! Connectors that forge their record are this test binary run again with `SHMLINK_FORGE_AS_INIT`
-//! set (see `child`).
+//! Connectors that forge their record are this test binary run again in the role
+//! `liveness-forge-as-init` (see `child` and `roles`).
 
 use crate::support;
 
@@ -17,8 +17,8 @@ use shmlink::segments;
 use shmlink::testing::{PeerInfo, SegmentHeader, StopPoint, STOP_AT_ENV};
 use shmlink::{Channel, Config, Error, OpenError, RecvError, Selector, WaitStrategy};
 use support::{
-    echo, echo_creator, exited, respawn, serial, shm_path, unique, wait_for_line, ChildGuard,
-    NameGuard, WATCHDOG,
+    echo, echo_creator, exited, serial, shm_path, unique, wait_for_line, ChildGuard, NameGuard,
+    WATCHDOG,
 };
 
 fn small() -> Config {
@@ -460,19 +460,12 @@ fn a_peer_in_another_pid_namespace_is_alive_until_it_dies() {
     peer.reap();
 }
 
-/// Names the channel a re-executed `child` connects to before it records itself as init.
-const FORGE_AS_INIT: &str = "SHMLINK_FORGE_AS_INIT";
-
-/// The entry point of the re-executed connectors; a no-op in a normal test run. Connects to the
-/// channel, overwrites its own record with pid 1 and init's start time (the peer chooses what
+/// The role `liveness-forge-as-init` of a re-run of this binary: connects to the channel
+/// `name`, overwrites its own record with pid 1 and init's start time (the peer chooses what
 /// it records), says so, and holds its end until killed.
-#[test]
-fn child() {
-    let Ok(name) = std::env::var(FORGE_AS_INIT) else {
-        return;
-    };
-    let _ch = Channel::connect_timeout(&name, WaitStrategy::Block, WATCHDOG).expect("connect");
-    let seg = Segment::open(&name);
+pub(crate) fn child(name: &str) {
+    let _ch = Channel::connect_timeout(name, WaitStrategy::Block, WATCHDOG).expect("connect");
+    let seg = Segment::open(name);
     Segment::record_pid(&seg.header().connector, 1, start_time(1));
     println!("forged");
     loop {
@@ -488,7 +481,7 @@ fn connector_dead_as_init(tag: &str) -> (Channel, NameGuard) {
     let name = unique(tag);
     let guard = NameGuard(name.clone());
     let mut ch = Channel::create(&name, &small()).expect("create");
-    let mut child = respawn("liveness::child", &[(FORGE_AS_INIT, &name)]);
+    let mut child = crate::roles::spawn("liveness-forge-as-init", &name, &[]);
     wait_for_line(&mut child, "forged");
     assert!(matches!(
         ch.recv_timeout(Duration::from_millis(30)),

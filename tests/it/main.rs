@@ -1,6 +1,6 @@
 //! The library's integration tests, in one binary (`cargo test --test it`), one module per
-//! subject. A test that needs another process runs this binary again with one test selected
-//! by its path (`module::name`) and a role in its environment (see `support::respawn`).
+//! subject. A test that needs another process runs this binary again in a role: `roles` holds
+//! the one table of roles, and the one test that runs the role a child was given.
 //!
 //! `conformance` is the one suite over every surface and backend; the other modules test what
 //! only one of them does, or the library's defences.
@@ -18,6 +18,7 @@ mod fallback_trust;
 mod hostile;
 mod hostile_stream;
 mod liveness;
+mod roles;
 mod segments;
 mod selector_many;
 mod services;

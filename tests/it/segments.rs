@@ -290,18 +290,11 @@ fn a_name_removed_by_hand_leaves_both_ends_working_and_the_name_free() {
     assert_eq!(&*fresh_peer.try_recv().expect("recv"), b"still");
 }
 
-/// Names the channel a re-executed `fork_holder` creates before it forks.
-const FORK_CREATOR: &str = "SHMLINK_TEST_FORK_CREATOR";
-
-/// The entry point of the re-executed creator; a no-op in a normal test run. Creates the
-/// channel, forks a process that keeps every descriptor and only waits for signals, prints
-/// that process's pid, and waits to be killed.
-#[test]
-fn fork_holder() {
-    let Ok(name) = std::env::var(FORK_CREATOR) else {
-        return;
-    };
-    let _ch = Channel::create(&name, &small()).expect("create");
+/// The role `segments-fork-holder` of a re-run of this binary: creates the channel `name`,
+/// forks a process that keeps every descriptor and only waits for signals, prints that
+/// process's pid, and waits to be killed.
+pub(crate) fn fork_holder(name: &str) {
+    let _ch = Channel::create(name, &small()).expect("create");
     // SAFETY: the child only calls `alarm` and `pause` (async-signal-safe) until a signal ends
     // it.
     let pid = unsafe { libc::fork() };
@@ -338,7 +331,7 @@ fn a_forked_child_keeps_its_parents_channel_alive() {
     let _serial = serial();
     let name = unique("fork");
     let _unlink = NameGuard(name.clone());
-    let mut creator = support::respawn("segments::fork_holder", &[(FORK_CREATOR, &name)]);
+    let mut creator = crate::roles::spawn("segments-fork-holder", &name, &[]);
     // After the test harness's own lines, and on the line where it names the test.
     let stdout = creator.child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -855,4 +848,22 @@ fn connect_timeout_to_an_object_that_never_becomes_ready_times_out() {
             );
         }
     }
+}
+
+/// A listener with a client connected shows up in the segment list as ready and live, its
+/// creator this process.
+#[test]
+fn a_live_listener_with_a_client_is_listed_as_live_with_its_creator() {
+    let name = unique("seglistener");
+    let _guard = NameGuard(name.clone());
+    let listener = Listener::bind_with_limit(&name, &small(), 2).expect("bind");
+    let connecting = {
+        let name = name.clone();
+        std::thread::spawn(move || Channel::connect(&name, WaitStrategy::Block))
+    };
+    let _conn = listener.accept_timeout(support::WATCHDOG).expect("accept");
+    let _client = connecting.join().unwrap().expect("connect");
+    let info = segments::inspect(&name).expect("inspect");
+    assert!(info.ready && !info.stale, "{info:?}");
+    assert_eq!(info.creator.pid, std::process::id());
 }

@@ -4,8 +4,8 @@
 //! at once, and a peer that bumps and wakes a channel's word in a loop costs CPU but changes
 //! nothing the selector reports.
 //!
-//! The hostile peer is this test binary run again with `SHMLINK_SELECTOR_BUMPER` set (see
-//! `child`).
+//! The hostile peer is this test binary run again in the role `selector-bumper` (see `child`
+//! and `roles`).
 
 use crate::support;
 
@@ -16,7 +16,7 @@ use memmap2::MmapMut;
 use shmlink::testing::{RingHeader, RINGS_OFFSET};
 use shmlink::{Channel, Config, RecvError, Selector, WaitStrategy};
 use support::{
-    echo, exited, measure, process_cpu, reap_killed, respawn, serial, shm_path, thread_cpu, unique,
+    echo, exited, measure, process_cpu, reap_killed, serial, shm_path, thread_cpu, unique,
     voluntary_switches, wait_for_line, NameGuard, WATCHDOG,
 };
 
@@ -429,9 +429,6 @@ fn a_peer_killed_on_a_channel_a_pool_thread_sleeps_on_is_reported_at_once() {
     drop(local_peers);
 }
 
-/// Names the segment whose word a re-executed `child` bumps and wakes.
-const BUMPER: &str = "SHMLINK_SELECTOR_BUMPER";
-
 /// The futex word a connector's receive (and a selector over connectors) sleeps on: ring 0's
 /// data word, in a mapping of its own.
 struct DataWord(MmapMut);
@@ -456,15 +453,11 @@ impl DataWord {
     }
 }
 
-/// The entry point of the re-executed hostile peer; a no-op in a normal test run. Maps the
-/// segment named in `SHMLINK_SELECTOR_BUMPER`, says so, then bumps and wakes its connector's
+/// The role `selector-bumper` of a re-run of this binary, the hostile peer: maps the segment
+/// `name`, says so, then bumps and wakes its connector's
 /// data word as fast as it can until killed.
-#[test]
-fn child() {
-    let Ok(name) = std::env::var(BUMPER) else {
-        return;
-    };
-    let segment = DataWord::open(&name);
+pub(crate) fn child(name: &str) {
+    let segment = DataWord::open(name);
     let word = segment.word();
     println!("bumping");
     loop {
@@ -487,7 +480,7 @@ fn bumped_selector(tag: &str, count: usize, hostile: usize, honest: &[usize]) {
     const MESSAGES: u64 = 500;
     let (senders, mut receivers, guards) = channels(tag, count);
     let word = DataWord::open(&guards[hostile].0);
-    let mut bumper = respawn("selector_many::child", &[(BUMPER, &guards[hostile].0)]);
+    let mut bumper = crate::roles::spawn("selector-bumper", &guards[hostile].0, &[]);
     wait_for_line(&mut bumper, "bumping");
     let mut selector = Selector::new();
     // A first wait registers every peer with the death watcher.

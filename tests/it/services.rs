@@ -1,8 +1,8 @@
 //! Services across real processes: one listener serving many client processes, clients and
 //! servers dying, and a selector over many idle channels.
 //!
-//! Client and server processes are this test binary run again with `SHMLINK_SVC_ROLE` set
-//! (see `child`).
+//! Client and server processes are this test binary run again in the role `services` (see
+//! `child` and `roles`).
 
 use crate::support;
 
@@ -13,27 +13,18 @@ use shmlink::{
     Channel, Config, Connection, Endpoint, Listener, OpenError, RecvError, Selector, WaitStrategy,
 };
 use support::{
-    checked_echo, measure, reap_killed, respawn, serial, unique, wait_for_line, ChildGuard,
-    NameGuard, WATCHDOG,
+    checked_echo, measure, reap_killed, serial, unique, wait_for_line, ChildGuard, NameGuard,
+    WATCHDOG,
 };
 
-const ROLE: &str = "SHMLINK_SVC_ROLE";
-
-/// Runs this binary again as a client or server: `role` and its arguments go through the
-/// environment so the test harness only runs `child`.
+/// Runs this binary again as a client or server (see `roles`).
 fn spawn_role(role: &str, args: &[String]) -> ChildGuard {
-    respawn(
-        "services::child",
-        &[(ROLE, &format!("{role} {}", args.join(" ")))],
-    )
+    crate::roles::spawn("services", &format!("{role} {}", args.join(" ")), &[])
 }
 
-/// The entry point of the re-executed processes; a no-op in a normal test run.
-#[test]
-fn child() {
-    let Ok(spec) = std::env::var(ROLE) else {
-        return;
-    };
+/// The role `services` of a re-run of this binary: `client`, `server`, `idle`, `deaf`...,
+/// with its arguments.
+pub(crate) fn child(spec: &str) {
     let args: Vec<&str> = spec.split_whitespace().collect();
     let code = match args.as_slice() {
         ["client", name, id, count] => client(name, id.parse().unwrap(), count.parse().unwrap()),
@@ -411,36 +402,6 @@ fn a_killed_server_is_noticed_by_every_client_and_its_name_reclaimed() {
     let mut ch = connector.join().unwrap().unwrap();
     ch.send(b"again").unwrap();
     assert_eq!(&*conn.recv_timeout(WATCHDOG).unwrap(), b"again");
-}
-
-#[test]
-fn past_the_client_limit_connect_fails_with_a_typed_error() {
-    let name = unique("svclimit");
-    let _guard = NameGuard(name.clone());
-    let listener = Listener::bind_with_limit(&name, &Config::default(), 2).unwrap();
-    let mut held = Vec::new();
-    for _ in 0..2 {
-        let n = name.clone();
-        let t = std::thread::spawn(move || Channel::connect(&n, WaitStrategy::Block));
-        let conn = listener.accept_timeout(WATCHDOG).unwrap();
-        held.push((conn, t.join().unwrap().unwrap()));
-    }
-    match Channel::connect(&name, WaitStrategy::Block) {
-        Err(OpenError::TooManyClients { name: n, limit }) => {
-            assert_eq!((n.as_str(), limit), (name.as_str(), 2));
-        }
-        other => panic!("expected TooManyClients, got {other:?}"),
-    }
-    // Dropping a connection frees its slot.
-    held.pop();
-    let n = name.clone();
-    let t = std::thread::spawn(move || Channel::connect(&n, WaitStrategy::Block));
-    let _conn = listener.accept_timeout(WATCHDOG).unwrap();
-    t.join().unwrap().unwrap();
-    // The listener shows up in the segment list as live, its creator this process.
-    let info = shmlink::segments::inspect(&name).unwrap();
-    assert!(info.ready && !info.stale, "{info:?}");
-    assert_eq!(info.creator.pid, std::process::id());
 }
 
 #[test]
@@ -1160,9 +1121,10 @@ fn a_client_killed_while_connecting_leaves_no_slot_taken() {
         let _guard = NameGuard(name.clone());
         let listener = Listener::bind_with_limit(&name, &Config::default(), LIMIT).unwrap();
         // A client that stops itself at `point` of its connect, and is killed there.
-        let mut client = respawn(
-            "services::child",
-            &[(ROLE, &format!("idle {name}")), (STOP_AT_ENV, point.name())],
+        let mut client = crate::roles::spawn(
+            "services",
+            &format!("idle {name}"),
+            &[(STOP_AT_ENV, point.name())],
         );
         let pid = client.pid();
         let deadline = Instant::now() + WATCHDOG;

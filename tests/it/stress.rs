@@ -18,11 +18,10 @@
 
 use crate::support;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use shmlink::{Channel, Config, RecvError, SendError, WaitStrategy};
-use support::{serial, unique, ChildGuard, NameGuard};
+use support::{serial, unique, NameGuard};
 
 const RING: usize = 4096;
 const HEADER: usize = 16;
@@ -246,20 +245,14 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
     Ok(counts)
 }
 
-const CHILD_ENV: &str = "SHMLINK_STRESS_CHILD";
-
-/// The connecting side, run in a child process (this test binary, re-executed). Does nothing
-/// when run as an ordinary test.
-#[test]
-fn stress_child_process() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+/// The role `stress` of a re-run of this binary: the connecting side, given
+/// `<name>:<wait>:<frames>:<seed>`.
+pub(crate) fn stress_child_process(spec: &str) {
     let mut parts = spec.split(':');
     let (Some(name), Some(wait), Some(n), Some(seed)) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        panic!("bad {CHILD_ENV}: {spec}");
+        panic!("bad stress role: {spec}");
     };
     let wait: WaitStrategy = wait.parse().expect("wait strategy");
     let n: u64 = n.parse().expect("frame count");
@@ -310,20 +303,7 @@ fn stress(wait: WaitStrategy) {
         },
     )
     .expect("create");
-    let child = Command::new(std::env::current_exe().expect("current_exe"))
-        .args([
-            "--exact",
-            "stress::stress_child_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, format!("{name}:{wait}:{n}:{seed}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child side");
-    let mut child = ChildGuard::from(child);
+    let mut child = crate::roles::spawn("stress", &format!("{name}:{wait}:{n}:{seed}"), &[]);
     let started = Instant::now();
     let mine = run_side(&mut ch, n, seed, 0);
     let elapsed = started.elapsed();

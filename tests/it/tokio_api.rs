@@ -9,11 +9,9 @@ use shmlink::testing;
 use shmlink::tokio::{connect, AsyncChannel, AsyncListener};
 use shmlink::{Channel, Config, Error, OpenError, RecvError, WaitStrategy};
 use support::{
-    process_cpu, respawn, thread_switches, unique, wait_for_line, ChildGuard, NameGuard,
-    IDLE_CPU_SHARE, WATCHDOG,
+    process_cpu, thread_switches, unique, wait_for_line, ChildGuard, NameGuard, IDLE_CPU_SHARE,
+    WATCHDOG,
 };
-
-const ROLE: &str = "SHMLINK_TOKIO_ROLE";
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -36,13 +34,9 @@ fn run_with_watchdog<T: Send + 'static>(
 }
 
 /// The entry point of the re-executed server; a no-op in a normal test run.
-#[test]
-fn child() {
-    let Ok(name) = std::env::var(ROLE) else {
-        return;
-    };
+pub(crate) fn child(name: &str) {
     runtime().block_on(async move {
-        let mut listener = AsyncListener::bind(&name, &Config::default()).expect("bind");
+        let mut listener = AsyncListener::bind(name, &Config::default()).expect("bind");
         println!("ready");
         loop {
             let mut conn = listener.accept().await.expect("accept");
@@ -58,7 +52,7 @@ fn child() {
 }
 
 fn spawn_server(name: &str) -> ChildGuard {
-    let mut child = respawn("tokio_api::child", &[(ROLE, name)]);
+    let mut child = crate::roles::spawn("tokio-server", name, &[]);
     wait_for_line(&mut child, "ready");
     child
 }
@@ -216,14 +210,10 @@ fn an_async_recv_whose_peer_process_is_killed_says_peer_gone() {
 /// `connected`, reads nothing, waits to be killed) or `stream NAME` (connects, says
 /// `streaming`, sends one-byte messages in batches as fast as the channel takes them until a
 /// send fails or it is killed). Each ends on its own after [`WATCHDOG`].
-const PEER: &str = "SHMLINK_TOKIO_PEER";
+const PEER: &str = "tokio-plain-peer";
 
-/// The entry point of a re-executed plain peer; a no-op in a normal test run.
-#[test]
-fn plain_peer() {
-    let Ok(role) = std::env::var(PEER) else {
-        return;
-    };
+/// The role `tokio-plain-peer` (see [`PEER`]).
+pub(crate) fn plain_peer(role: &str) {
     let (what, name) = role.split_once(' ').expect("a role and a name");
     let mut ch = Channel::connect_timeout(name, WaitStrategy::Block, WATCHDOG).expect("connect");
     let started = std::time::Instant::now();
@@ -244,7 +234,7 @@ fn plain_peer() {
 
 fn spawn_plain_peer(role: &str, name: &str, says: &'static str) -> ChildGuard {
     let role = format!("{role} {name}");
-    let mut child = respawn("tokio_api::plain_peer", &[(PEER, role.as_str())]);
+    let mut child = crate::roles::spawn(PEER, &role, &[]);
     wait_for_line(&mut child, says);
     child
 }
@@ -361,8 +351,6 @@ fn an_async_batch_receive_against_an_endless_stream_leaves_room_for_the_other_ta
     );
 }
 
-const IDLE: &str = "SHMLINK_TOKIO_IDLE";
-
 /// Whether this process's async tasks must sleep on futex rings of their own: the kernel offers
 /// `io_uring` futex waits (asked apart from the library), no test hook takes them away, and
 /// `SHMLINK_TEST_NO_IO_URING` does not say that this machine refuses them on purpose.
@@ -382,14 +370,10 @@ fn direct_path_required() -> bool {
 /// still waiting at the end. Where the kernel lets a task sleep on its own futex ring it must
 /// (unless `SHMLINK_TEST_NO_IO_URING` says otherwise), and there is no reactor thread at all.
 /// A no-op in a normal test run.
-#[test]
-fn idle_child() {
-    let Ok(name) = std::env::var(IDLE) else {
-        return;
-    };
-    let _guard = NameGuard(name.clone());
-    let mut peer = Channel::create(&name, &Config::default()).unwrap();
-    let ch = Channel::connect(&name, WaitStrategy::Block).unwrap();
+pub(crate) fn idle_child(name: &str) {
+    let _guard = NameGuard(name.to_owned());
+    let mut peer = Channel::create(name, &Config::default()).unwrap();
+    let ch = Channel::connect(name, WaitStrategy::Block).unwrap();
     let task = std::thread::Builder::new()
         .name("idle-task".into())
         .spawn(move || {
@@ -453,9 +437,7 @@ fn idle_child() {
 fn idle_in_a_child(tag: &str, env: &[(&str, &str)]) -> String {
     let name = unique(tag);
     let _guard = NameGuard(name.clone());
-    let mut env = env.to_vec();
-    env.push((IDLE, &name));
-    let mut child = respawn("tokio_api::idle_child", &env);
+    let mut child = crate::roles::spawn("tokio-idle", &name, env);
     let status = child.reap();
     let out = child.read_all();
     eprintln!("{}", out.trim());
@@ -484,7 +466,6 @@ fn an_idle_async_recv_through_the_reactor_makes_no_timed_wake_ups() {
     assert!(out.contains("rings unsupported true"), "{out:?}");
 }
 
-const MANY: &str = "SHMLINK_TOKIO_MANY";
 /// Channels whose receivers sleep at once in `many_child`.
 const MANY_CHANNELS: usize = 900;
 /// The soft `RLIMIT_NOFILE` of `many_child`: each channel takes three descriptors of it without
@@ -502,11 +483,7 @@ fn open_descriptors() -> usize {
 /// runtime sleep in `recv` at once. The rings they sleep on must stay within their share (the
 /// rest through the reactor), the process must still open files, and every task must wake for
 /// its message. A no-op in a normal test run.
-#[test]
-fn many_child() {
-    let Ok(prefix) = std::env::var(MANY) else {
-        return;
-    };
+pub(crate) fn many_child(prefix: &str) {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -629,7 +606,7 @@ fn many_child() {
 fn many_sleeping_async_receivers_leave_descriptors_and_all_wake() {
     // In a process of its own: the descriptor limit is the process's.
     let prefix = unique("tokiomany");
-    let mut child = respawn("tokio_api::many_child", &[(MANY, &prefix)]);
+    let mut child = crate::roles::spawn("tokio-many", &prefix, &[]);
     let status = child.reap_within(4 * WATCHDOG);
     let out = child.read_all();
     eprintln!("{}", out.trim());

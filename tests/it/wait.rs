@@ -14,20 +14,13 @@ use std::time::{Duration, Instant};
 use shmlink::testing::PRETEND_MISSING_ENV;
 use shmlink::{Channel, Config, RecvError, Selector, WaitStrategy};
 use support::{
-    echo, measure, respawn, serial, thread_switches, unique, voluntary_switches, Cost, NameGuard,
-    WATCHDOG,
+    echo, measure, serial, thread_switches, unique, voluntary_switches, Cost, NameGuard, WATCHDOG,
 };
 
-const ROLE: &str = "SHMLINK_WAIT_ROLE";
-
-/// The entry point of the re-executed processes: runs the check `ROLE` names, alone in its
-/// process. A no-op in a normal test run.
-#[test]
-fn child() {
-    let Ok(role) = std::env::var(ROLE) else {
-        return;
-    };
-    match role.as_str() {
+/// The role `wait` of a re-run of this binary: runs the check `role` names, alone in its
+/// process.
+pub(crate) fn child(role: &str) {
+    match role {
         "idle-deadline" => idle_with_a_deadline(),
         "idle-forever" => idle_without_a_deadline(),
         "fallbacks" => fallbacks(),
@@ -38,9 +31,7 @@ fn child() {
 
 /// Runs `role` in a process of its own, with `env` besides, and fails the test if it failed.
 fn in_a_child(role: &str, env: &[(&str, &str)]) {
-    let mut env = env.to_vec();
-    env.push((ROLE, role));
-    let mut child = respawn("wait::child", &env);
+    let mut child = crate::roles::spawn("wait", role, env);
     let status = child.reap_within(4 * WATCHDOG);
     let out = child.read_all();
     eprintln!("{}", out.trim());
