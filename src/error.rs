@@ -358,6 +358,18 @@ pub enum RecvError {
         /// Largest length this side accepts.
         max: usize,
     },
+    /// The message is not exactly one value of the type a `recv_value` asked for. The
+    /// message is consumed; the channel keeps working.
+    #[error(
+        "a message of {len} bytes is not a value of the {expected}-byte type asked for (both \
+         ends must send and receive the same type)"
+    )]
+    WrongSize {
+        /// Length of the message.
+        len: usize,
+        /// Size of the type asked for.
+        expected: usize,
+    },
     /// The message is not valid JSON for the type asked for. The message is consumed; the
     /// channel keeps working.
     #[error("JSON: {0}")]
@@ -381,6 +393,14 @@ with_open_variants! {
     #[derive(Debug, thiserror::Error)]
     #[non_exhaustive]
     pub enum Error {
+        /// See [`RecvError::WrongSize`].
+        #[error("a message of {len} bytes is not a value of the {expected}-byte type asked for")]
+        WrongSize {
+            /// Length of the message.
+            len: usize,
+            /// Size of the type asked for.
+            expected: usize,
+        },
         /// See [`SendError::Full`].
         #[error("no room in the channel now")]
         Full,
@@ -525,6 +545,7 @@ impl From<RecvError> for Error {
             RecvError::Empty => Error::Empty,
             RecvError::Timeout => Error::Timeout,
             RecvError::TooLarge { len, max } => Error::TooLarge { len, max },
+            RecvError::WrongSize { len, expected } => Error::WrongSize { len, expected },
             RecvError::Disconnected(name) => Error::Disconnected(name),
             RecvError::PeerGone { channel, pid } => Error::PeerGone { channel, pid },
             RecvError::Corrupt { channel, what } => Error::Corrupt { channel, what },

@@ -452,9 +452,13 @@ pub use endpoint::{Backend, Endpoint, EndpointListener, Received, Reserved};
 pub use error::{ChannelName, Error, OpenError, RecvError, Result, SendError};
 pub use layout::listener::MAX_CLIENTS;
 pub use mapping::MAX_NAME_LEN;
+pub use methods::{Grant, Message, Receiver, Sender, Value};
 pub use ring::{ReadGuard, WriteGrant};
 pub use service::{Connection, Listener, Selector, DEFAULT_MAX_CLIENTS};
 pub use wait::WaitStrategy;
+/// The crate [`send_value`](Sender::send_value) and [`recv_value`](Receiver::recv_value) take
+/// their bounds from, re-exported so that a dependent names the same version.
+pub use zerocopy;
 
 #[cfg(feature = "test-hooks")]
 mod hooks;

@@ -149,6 +149,7 @@ use std::time::{Duration, Instant};
 use crate::channel::{Channel, Config};
 use crate::error::{OpenError, RecvError, SendError, WaitError};
 use crate::layout::WaitCell;
+use crate::methods::{RecvCore, SendCore};
 use crate::ring::{full_fence, ReadGuard, WriteGrant};
 use crate::service::direct::{Armed, DirectWait};
 use crate::service::reactor::Registration;

@@ -23,6 +23,7 @@ use std::sync::atomic::Ordering;
 use crate::error::{ChannelName, RecvError, SendError};
 use crate::layout::{PeerInfo, SegmentHeader, WaitCell, MODE_BLOCK, MODE_SPIN, PEER_CLOSED};
 use crate::mapping::Mapping;
+use crate::methods::SendCore;
 use crate::ring::{ReadGuard, WriteGrant};
 use crate::wait::{self, Deadline, WaitStrategy};
 
@@ -278,75 +279,21 @@ impl Channel {
     }
 
     send_methods!(
-        WriteGrant<'_>,
-        "# use shmlink::{Channel, Config, WaitStrategy};\n\
-         # let name = format!(\"doc-channel-send-{}\", std::process::id());\n\
+        grant: WriteGrant<'_>,
+        setup: "use shmlink::{Channel, Config, WaitStrategy};\n\
+         let name = format!(\"doc-channel-send-{}\", std::process::id());\n\
          let mut tx = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
          let mut rx = Channel::connect(&name, WaitStrategy::Spin)?;",
-        "grant.commit(5);"
+        commit: "grant.commit(5);",
     );
 
     recv_methods!(
-        ReadGuard<'_>,
-        "# use shmlink::{Channel, Config, WaitStrategy};\n\
-         # let name = format!(\"doc-channel-recv-{}\", std::process::id());\n\
+        guard: ReadGuard<'_>,
+        setup: "use shmlink::{Channel, Config, WaitStrategy};\n\
+         let name = format!(\"doc-channel-recv-{}\", std::process::id());\n\
          let mut tx = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
-         let mut rx = Channel::connect(&name, WaitStrategy::Spin)?;"
+         let mut rx = Channel::connect(&name, WaitStrategy::Spin)?;",
     );
-
-    #[inline]
-    pub(crate) fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
-        self.sender.send_until(bytes, deadline)
-    }
-
-    #[inline]
-    pub(crate) fn send_json_until<T: serde::Serialize + ?Sized>(
-        &mut self,
-        value: &T,
-        deadline: Deadline,
-    ) -> Result<(), SendError> {
-        self.sender.send_json_until(value, deadline)
-    }
-
-    #[inline]
-    pub(crate) fn reserve_until(
-        &mut self,
-        len: usize,
-        deadline: Deadline,
-    ) -> Result<WriteGrant<'_>, SendError> {
-        self.sender.reserve_until(len, deadline)
-    }
-
-    #[inline]
-    pub(crate) fn recv_until(&mut self, deadline: Deadline) -> Result<ReadGuard<'_>, RecvError> {
-        self.receiver.recv_until(deadline)
-    }
-
-    pub(crate) fn send_batch_until<B: AsRef<[u8]>>(
-        &mut self,
-        batch: &[B],
-        deadline: Deadline,
-    ) -> Result<usize, SendError> {
-        self.sender.send_batch_until(batch, deadline)
-    }
-
-    pub(crate) fn recv_batch_until(
-        &mut self,
-        max: usize,
-        f: &mut impl FnMut(&[u8]),
-        deadline: Deadline,
-    ) -> Result<usize, RecvError> {
-        self.receiver.recv_batch_until(max, f, deadline)
-    }
-
-    #[inline]
-    pub(crate) fn recv_into_until(
-        &mut self,
-        buf: &mut Vec<u8>,
-        deadline: Deadline,
-    ) -> Result<usize, RecvError> {
-        self.receiver.recv_into_until(buf, deadline)
-    }
 
     /// For the async surface: the next step of a send that fragments as room comes (see
     /// [`SendHalf::send_part`]).
@@ -388,3 +335,11 @@ impl Channel {
         self.receiver.take(ready)
     }
 }
+
+cores_through!(
+    Channel,
+    c => send: c.sender,
+    recv: c.receiver,
+    grant: WriteGrant<'a>,
+    guard: ReadGuard<'a>,
+);

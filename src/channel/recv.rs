@@ -81,98 +81,13 @@ impl RecvHalf {
     }
 
     recv_methods!(
-        ReadGuard<'_>,
-        "# use shmlink::{Channel, Config, WaitStrategy};\n\
-         # let name = format!(\"doc-recv-half-{}\", std::process::id());\n\
+        guard: ReadGuard<'_>,
+        setup: "use shmlink::{Channel, Config, WaitStrategy};\n\
+         let name = format!(\"doc-recv-half-{}\", std::process::id());\n\
          let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
          let b = Channel::connect(&name, WaitStrategy::Spin)?;\n\
-         let ((mut tx, _), (_, mut rx)) = (a.into_split(), b.into_split());"
+         let ((mut tx, _), (_, mut rx)) = (a.into_split(), b.into_split());",
     );
-
-    /// The core of every receive: the next whole message, lent out.
-    #[inline]
-    pub(crate) fn recv_until(&mut self, deadline: Deadline) -> Result<ReadGuard<'_>, RecvError> {
-        let ready = self.next_ready(deadline)?;
-        Ok(self.take(ready))
-    }
-
-    /// The core of every receive into a buffer: the next whole message, copied into `buf`
-    /// (replacing its contents; a reassembled one trades places with `buf` instead).
-    pub(crate) fn recv_into_until(
-        &mut self,
-        buf: &mut Vec<u8>,
-        deadline: Deadline,
-    ) -> Result<usize, RecvError> {
-        match self.next_ready(deadline)? {
-            Ready::Frame(frame) => {
-                let msg = self.rx.guard(frame);
-                buf.clear();
-                buf.extend_from_slice(&msg);
-            }
-            Ready::Assembled => std::mem::swap(buf, &mut self.assembly),
-        }
-        Ok(buf.len())
-    }
-
-    /// The core of every batch receive: hands to `f`, in order, the next whole message
-    /// (waiting for it until `deadline`) and those that are there now after it, up to `max`
-    /// in all; frames are read in place and given back in batches. Returns how many it
-    /// handed; an error fails the call only if it met the first message, else it ends the
-    /// batch and the next call meets it again.
-    ///
-    /// A peer can keep the ring from running empty for as long as it likes, so `max` is not
-    /// the only bound: after the first message the call takes no more once it has moved a
-    /// ring's capacity past where it began (the first message included; the message that
-    /// crosses that mark is the last, and a message in fragments taken after the first goes
-    /// no further than `next_ready` takes it for [`Deadline::Now`], a ring's worth), and with
-    /// an instant for a deadline it stops at the first look at the clock past it (after every
-    /// [`BATCH_CLOCK_EVERY`] frames, and before each message in fragments).
-    pub(crate) fn recv_batch_until(
-        &mut self,
-        max: usize,
-        f: &mut impl FnMut(&[u8]),
-        deadline: Deadline,
-    ) -> Result<usize, RecvError> {
-        let start = self.rx.position();
-        let ring = self.rx.capacity() as u64;
-        wait::in_steps(max, |read| {
-            if read > 0 {
-                if self.rx.position() - start >= ring || timed_out(deadline) {
-                    return Ok(0);
-                }
-                // After the first: only what is there now, frame after frame while they are
-                // whole messages (one look at the ring each, none at the peer); a fragment
-                // goes the way of `next_ready`, which reassembles.
-                let mut frames = 0;
-                while read + frames < max && self.assembling == Assembling::Idle {
-                    if self.rx.position() - start >= ring
-                        || (frames % BATCH_CLOCK_EVERY == BATCH_CLOCK_EVERY - 1
-                            && timed_out(deadline))
-                    {
-                        return Ok(frames);
-                    }
-                    match self.rx.next_frame() {
-                        Ok(frame) if frame.kind() == kind::DATA => {
-                            self.rx.hand_over(frame, f);
-                            frames += 1;
-                        }
-                        Ok(_) => break,
-                        Err(RecvError::Empty) => return Ok(frames),
-                        Err(e) if frames == 0 => return Err(e),
-                        Err(_) => return Ok(frames),
-                    }
-                }
-                if frames > 0 {
-                    return Ok(frames);
-                }
-            }
-            match self.next_ready(if read == 0 { deadline } else { Deadline::Now })? {
-                Ready::Frame(frame) => self.rx.hand_over(frame, f),
-                Ready::Assembled => f(&self.assembly),
-            }
-            Ok(1)
-        })
-    }
 
     /// Lends out a message [`next_ready`](RecvHalf::next_ready) found.
     #[inline]
@@ -369,6 +284,95 @@ impl RecvHalf {
             }
             other => Ok(other?),
         }
+    }
+}
+
+impl crate::methods::RecvCore for RecvHalf {
+    type Guard<'a> = ReadGuard<'a>;
+
+    /// The core of every receive: the next whole message, lent out.
+    #[inline]
+    fn recv_until(&mut self, deadline: Deadline) -> Result<ReadGuard<'_>, RecvError> {
+        let ready = self.next_ready(deadline)?;
+        Ok(self.take(ready))
+    }
+
+    /// The core of every receive into a buffer: the next whole message, copied into `buf`
+    /// (replacing its contents; a reassembled one trades places with `buf` instead).
+    fn recv_into_until(
+        &mut self,
+        buf: &mut Vec<u8>,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        match self.next_ready(deadline)? {
+            Ready::Frame(frame) => {
+                let msg = self.rx.guard(frame);
+                buf.clear();
+                buf.extend_from_slice(&msg);
+            }
+            Ready::Assembled => std::mem::swap(buf, &mut self.assembly),
+        }
+        Ok(buf.len())
+    }
+
+    /// The core of every batch receive: hands to `f`, in order, the next whole message
+    /// (waiting for it until `deadline`) and those that are there now after it, up to `max`
+    /// in all; frames are read in place and given back in batches. Returns how many it
+    /// handed; an error fails the call only if it met the first message, else it ends the
+    /// batch and the next call meets it again.
+    ///
+    /// A peer can keep the ring from running empty for as long as it likes, so `max` is not
+    /// the only bound: after the first message the call takes no more once it has moved a
+    /// ring's capacity past where it began (the first message included; the message that
+    /// crosses that mark is the last, and a message in fragments taken after the first goes
+    /// no further than `next_ready` takes it for [`Deadline::Now`], a ring's worth), and with
+    /// an instant for a deadline it stops at the first look at the clock past it (after every
+    /// [`BATCH_CLOCK_EVERY`] frames, and before each message in fragments).
+    fn recv_batch_until<F: FnMut(&[u8])>(
+        &mut self,
+        max: usize,
+        f: &mut F,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        let start = self.rx.position();
+        let ring = self.rx.capacity() as u64;
+        wait::in_steps(max, |read| {
+            if read > 0 {
+                if self.rx.position() - start >= ring || timed_out(deadline) {
+                    return Ok(0);
+                }
+                // After the first: only what is there now, frame after frame while they are
+                // whole messages (one look at the ring each, none at the peer); a fragment
+                // goes the way of `next_ready`, which reassembles.
+                let mut frames = 0;
+                while read + frames < max && self.assembling == Assembling::Idle {
+                    if self.rx.position() - start >= ring
+                        || (frames % BATCH_CLOCK_EVERY == BATCH_CLOCK_EVERY - 1
+                            && timed_out(deadline))
+                    {
+                        return Ok(frames);
+                    }
+                    match self.rx.next_frame() {
+                        Ok(frame) if frame.kind() == kind::DATA => {
+                            self.rx.hand_over(frame, f);
+                            frames += 1;
+                        }
+                        Ok(_) => break,
+                        Err(RecvError::Empty) => return Ok(frames),
+                        Err(e) if frames == 0 => return Err(e),
+                        Err(_) => return Ok(frames),
+                    }
+                }
+                if frames > 0 {
+                    return Ok(frames);
+                }
+            }
+            match self.next_ready(if read == 0 { deadline } else { Deadline::Now })? {
+                Ready::Frame(frame) => self.rx.hand_over(frame, f),
+                Ready::Assembled => f(&self.assembly),
+            }
+            Ok(1)
+        })
     }
 }
 

@@ -137,45 +137,14 @@ impl SendHalf {
     }
 
     send_methods!(
-        WriteGrant<'_>,
-        "# use shmlink::{Channel, Config, WaitStrategy};\n\
-         # let name = format!(\"doc-send-half-{}\", std::process::id());\n\
+        grant: WriteGrant<'_>,
+        setup: "use shmlink::{Channel, Config, WaitStrategy};\n\
+         let name = format!(\"doc-send-half-{}\", std::process::id());\n\
          let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
          let b = Channel::connect(&name, WaitStrategy::Spin)?;\n\
          let ((mut tx, _), (_, mut rx)) = (a.into_split(), b.into_split());",
-        "grant.commit(5);"
+        commit: "grant.commit(5);",
     );
-
-    /// The core of every send of bytes: one frame, or fragments for a message longer than one.
-    #[inline]
-    pub(crate) fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
-        if bytes.len() <= self.tx.max_len() {
-            // Placed and written straight away: no grant is handed back through a `Result`.
-            // (`place` without its look at the frame's size, checked just above.)
-            self.send_allowed(bytes.len())?;
-            if self.unfinished {
-                self.withdraw_unfinished(deadline)?;
-            }
-            let start = self.room(bytes.len(), deadline)?;
-            self.tx.write_at(start, bytes, kind::DATA);
-            Ok(())
-        } else {
-            self.send_fragmented(bytes, deadline)
-        }
-    }
-
-    /// The core of every batch send: the messages of `batch` in order, each as
-    /// [`send_until`](SendHalf::send_until) sends it, those of up to a frame written as many
-    /// at a time as fit and published together. Returns how many went out; an error (the
-    /// deadline among them) fails the call only if it met the first message, else it ends the
-    /// batch and the next call, which starts with that message, meets it again.
-    pub(crate) fn send_batch_until<B: AsRef<[u8]>>(
-        &mut self,
-        batch: &[B],
-        deadline: Deadline,
-    ) -> Result<usize, SendError> {
-        wait::in_steps(batch.len(), |sent| self.send_some(&batch[sent..], deadline))
-    }
 
     /// One step of [`send_batch_until`](SendHalf::send_batch_until) (`rest` is not empty): the
     /// first message alone if it is longer than a frame, else it and as many of the frames
@@ -206,16 +175,6 @@ impl SendHalf {
                 sent => return Ok(sent),
             }
         }
-    }
-
-    /// The core of every reservation: room for one frame of `len` bytes.
-    #[inline]
-    pub(crate) fn reserve_until(
-        &mut self,
-        len: usize,
-        deadline: Deadline,
-    ) -> Result<WriteGrant<'_>, SendError> {
-        self.reserve_kind(len, kind::DATA, deadline)
     }
 
     /// Room for a frame of `len` bytes of kind `kind`, waiting for it until `deadline`. A frame
@@ -394,23 +353,6 @@ impl SendHalf {
         }
     }
 
-    /// The core of every JSON send: in place in a grant where the value fits one, else through
-    /// the half's buffer.
-    #[inline]
-    pub(crate) fn send_json_until<T: serde::Serialize + ?Sized>(
-        &mut self,
-        value: &T,
-        deadline: Deadline,
-    ) -> Result<(), SendError> {
-        if self.send_json_in_place(value, deadline)? {
-            return Ok(());
-        }
-        let buf = self.serialise_json(value)?;
-        let result = self.send_until(&buf, deadline);
-        self.scratch = buf;
-        result
-    }
-
     /// Serialises `value` straight into a grant sized from earlier messages (twice the longest
     /// JSON text sent so far that fit one frame): true if it was sent so, false if it did not
     /// fit the grant (or, for [`Deadline::Now`], there is no room for the grant now).
@@ -477,6 +419,68 @@ impl SendHalf {
         if self.json_hint == JSON_BUFFERED || len * 2 > self.json_hint {
             self.json_hint = (len * 2).next_power_of_two().min(max);
         }
+    }
+}
+
+impl crate::methods::SendCore for SendHalf {
+    type Grant<'a> = WriteGrant<'a>;
+
+    /// The core of every send of bytes: one frame, or fragments for a message longer than one.
+    #[inline]
+    fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        if bytes.len() <= self.tx.max_len() {
+            // Placed and written straight away: no grant is handed back through a `Result`.
+            // (`place` without its look at the frame's size, checked just above.)
+            self.send_allowed(bytes.len())?;
+            if self.unfinished {
+                self.withdraw_unfinished(deadline)?;
+            }
+            let start = self.room(bytes.len(), deadline)?;
+            self.tx.write_at(start, bytes, kind::DATA);
+            Ok(())
+        } else {
+            self.send_fragmented(bytes, deadline)
+        }
+    }
+
+    /// The core of every JSON send: in place in a grant where the value fits one, else through
+    /// the half's buffer.
+    #[inline]
+    fn send_json_until<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        deadline: Deadline,
+    ) -> Result<(), SendError> {
+        if self.send_json_in_place(value, deadline)? {
+            return Ok(());
+        }
+        let buf = self.serialise_json(value)?;
+        let result = self.send_until(&buf, deadline);
+        self.scratch = buf;
+        result
+    }
+
+    /// The core of every reservation: room for one frame of `len` bytes.
+    #[inline]
+    fn reserve_until(
+        &mut self,
+        len: usize,
+        deadline: Deadline,
+    ) -> Result<WriteGrant<'_>, SendError> {
+        self.reserve_kind(len, kind::DATA, deadline)
+    }
+
+    /// The core of every batch send: the messages of `batch` in order, each as
+    /// [`send_until`](SendHalf::send_until) sends it, those of up to a frame written as many
+    /// at a time as fit and published together. Returns how many went out; an error (the
+    /// deadline among them) fails the call only if it met the first message, else it ends the
+    /// batch and the next call, which starts with that message, meets it again.
+    fn send_batch_until<B: AsRef<[u8]>>(
+        &mut self,
+        batch: &[B],
+        deadline: Deadline,
+    ) -> Result<usize, SendError> {
+        wait::in_steps(batch.len(), |sent| self.send_some(&batch[sent..], deadline))
     }
 }
 

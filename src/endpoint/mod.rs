@@ -16,6 +16,7 @@ use crate::error::{OpenError, RecvError, SendError};
 use crate::ipc::listener as ipc_listener;
 use crate::ipc::{self, rendezvous, IpcDuplex, IpcGrant};
 use crate::mapping::{self, Entry, Mapping};
+use crate::methods::{core::Sealed, Grant, Message, RecvCore, SendCore};
 use crate::ring::{ReadGuard, WriteGrant};
 use crate::service::listener::SlotLease;
 use crate::service::Connection;
@@ -156,25 +157,33 @@ impl<'a> Received<'a> {
     }
 }
 
+impl Sealed for Received<'_> {}
+
+impl Message for Received<'_> {
+    fn json<'de, T: Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
+        Received::json(self)
+    }
+}
+
 /// Room for one message, from [`Endpoint::reserve`], written in place. Derefs to the bytes: a
 /// frame in the shared-memory ring, or a buffer of the fallback's. [`commit`](Reserved::commit)
 /// sends it; dropped, it sends nothing.
 #[must_use = "a grant that is dropped without commit() sends nothing"]
 pub struct Reserved<'a> {
-    grant: Grant<'a>,
+    grant: Room<'a>,
 }
 
-enum Grant<'a> {
+enum Room<'a> {
     Shm(WriteGrant<'a>),
     Ipc(IpcGrant<'a>),
 }
 
-/// `$body` with `$g` bound to the grant of either backend.
+/// `$body` with `$g` bound to the room of either backend.
 macro_rules! on_grant {
     ($grant:expr, $g:ident => $body:expr) => {
         match $grant {
-            Grant::Shm($g) => $body,
-            Grant::Ipc($g) => $body,
+            Room::Shm($g) => $body,
+            Room::Ipc($g) => $body,
         }
     };
 }
@@ -185,12 +194,20 @@ impl Reserved<'_> {
     /// send would.
     pub fn commit(self, used: usize) -> Result<(), SendError> {
         match self.grant {
-            Grant::Shm(grant) => {
+            Room::Shm(grant) => {
                 grant.commit(used);
                 Ok(())
             }
-            Grant::Ipc(grant) => grant.commit(used),
+            Room::Ipc(grant) => grant.commit(used),
         }
+    }
+}
+
+impl Sealed for Reserved<'_> {}
+
+impl Grant for Reserved<'_> {
+    fn commit(self, used: usize) -> Result<(), SendError> {
+        Reserved::commit(self, used)
     }
 }
 
@@ -380,21 +397,25 @@ impl Endpoint {
     }
 
     send_methods!(
-        Reserved<'_>,
-        "# use shmlink::{Config, Endpoint, WaitStrategy};\n\
-         # let name = format!(\"doc-endpoint-send-{}\", std::process::id());\n\
+        grant: Reserved<'_>,
+        setup: "use shmlink::{Config, Endpoint, WaitStrategy};\n\
+         let name = format!(\"doc-endpoint-send-{}\", std::process::id());\n\
          let mut tx = Endpoint::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
          let mut rx = Endpoint::connect(&name, WaitStrategy::Spin)?;",
-        "grant.commit(5)?;"
+        commit: "grant.commit(5)?;",
     );
 
     recv_methods!(
-        Received<'_>,
-        "# use shmlink::{Config, Endpoint, WaitStrategy};\n\
-         # let name = format!(\"doc-endpoint-recv-{}\", std::process::id());\n\
+        guard: Received<'_>,
+        setup: "use shmlink::{Config, Endpoint, WaitStrategy};\n\
+         let name = format!(\"doc-endpoint-recv-{}\", std::process::id());\n\
          let mut tx = Endpoint::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
-         let mut rx = Endpoint::connect(&name, WaitStrategy::Spin)?;"
+         let mut rx = Endpoint::connect(&name, WaitStrategy::Spin)?;",
     );
+}
+
+impl SendCore for Endpoint {
+    type Grant<'a> = Reserved<'a>;
 
     #[inline]
     fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
@@ -413,8 +434,8 @@ impl Endpoint {
     #[inline]
     fn reserve_until(&mut self, len: usize, deadline: Deadline) -> Result<Reserved<'_>, SendError> {
         let grant = match &mut self.inner {
-            Inner::Shm(c) => Grant::Shm(c.reserve_until(len, deadline)?),
-            Inner::Ipc(d) => Grant::Ipc(d.reserve_until(len, deadline)?),
+            Inner::Shm(c) => Room::Shm(c.reserve_until(len, deadline)?),
+            Inner::Ipc(d) => Room::Ipc(d.reserve_until(len, deadline)?),
         };
         Ok(Reserved { grant })
     }
@@ -426,15 +447,10 @@ impl Endpoint {
     ) -> Result<usize, SendError> {
         on_backend!(&mut self.inner, b => b.send_batch_until(batch, deadline))
     }
+}
 
-    fn recv_batch_until(
-        &mut self,
-        max: usize,
-        f: &mut impl FnMut(&[u8]),
-        deadline: Deadline,
-    ) -> Result<usize, RecvError> {
-        on_backend!(&mut self.inner, b => b.recv_batch_until(max, f, deadline))
-    }
+impl RecvCore for Endpoint {
+    type Guard<'a> = Received<'a>;
 
     #[inline]
     fn recv_until(&mut self, deadline: Deadline) -> Result<Received<'_>, RecvError> {
@@ -452,6 +468,15 @@ impl Endpoint {
         deadline: Deadline,
     ) -> Result<usize, RecvError> {
         on_backend!(&mut self.inner, b => b.recv_into_until(buf, deadline))
+    }
+
+    fn recv_batch_until<F: FnMut(&[u8])>(
+        &mut self,
+        max: usize,
+        f: &mut F,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        on_backend!(&mut self.inner, b => b.recv_batch_until(max, f, deadline))
     }
 }
 

@@ -786,6 +786,7 @@ fn attempt(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::methods::{Receiver, Sender};
 
     type Result<T = (), E = crate::Error> = std::result::Result<T, E>;
 

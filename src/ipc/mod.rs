@@ -48,6 +48,7 @@ pub(crate) mod listener;
 pub(crate) mod rendezvous;
 
 use crate::error::{ChannelName, OpenError, RecvError, SendError, WaitError};
+use crate::methods::{core::Sealed, Grant};
 use crate::wait::{self, Deadline};
 use lane::Lane;
 use rendezvous::{Kind, Published};
@@ -510,14 +511,6 @@ impl IpcDuplex {
         }
     }
 
-    /// The core of every send: one message, whole. Waits until `deadline` for the connector
-    /// and for the lane to be free; a send with a deadline then hands the message to the lane,
-    /// one without sends it on this thread.
-    pub(crate) fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
-        self.ready_to_send(bytes.len(), deadline)?;
-        self.send_ready(bytes, deadline)
-    }
-
     /// Fails unless a message of `len` bytes may be sent now: waits until `deadline` for the
     /// connector and for the lane to be free (`Full` for [`Deadline::Now`] if either is not).
     fn ready_to_send(&mut self, len: usize, deadline: Deadline) -> Result<(), SendError> {
@@ -560,99 +553,6 @@ impl IpcDuplex {
         };
         lane.hand_over(bytes);
         Ok(())
-    }
-
-    /// The core of every JSON send: serialised into the duplex's buffer, then sent as
-    /// [`send_until`](IpcDuplex::send_until) sends.
-    pub(crate) fn send_json_until<T: Serialize + ?Sized>(
-        &mut self,
-        value: &T,
-        deadline: Deadline,
-    ) -> Result<(), SendError> {
-        let mut out = std::mem::take(&mut self.out);
-        out.clear();
-        let result = match serde_json::to_writer(&mut out, value) {
-            Ok(()) => self.send_until(&out, deadline),
-            Err(e) => Err(SendError::Json(e)),
-        };
-        self.out = out;
-        result
-    }
-
-    /// The core of every reservation: a buffer of `len` bytes of the duplex's, lent out once
-    /// a message of that length may be sent (see [`send_until`](IpcDuplex::send_until));
-    /// [`IpcGrant::commit`] sends it.
-    pub(crate) fn reserve_until(
-        &mut self,
-        len: usize,
-        deadline: Deadline,
-    ) -> Result<IpcGrant<'_>, SendError> {
-        self.ready_to_send(len, deadline)?;
-        self.out.clear();
-        self.out.resize(len, 0);
-        Ok(IpcGrant {
-            duplex: self,
-            deadline,
-        })
-    }
-
-    /// The core of every batch send: one message after another (this backend has no frames to
-    /// publish together). Returns how many went out; an error fails the call only if it met
-    /// the first message, else it ends the batch.
-    pub(crate) fn send_batch_until<B: AsRef<[u8]>>(
-        &mut self,
-        batch: &[B],
-        deadline: Deadline,
-    ) -> Result<usize, SendError> {
-        wait::in_steps(batch.len(), |sent| {
-            self.send_until(batch[sent].as_ref(), deadline).map(|()| 1)
-        })
-    }
-
-    /// The core of every batch receive: the next message (waiting for it until `deadline`)
-    /// and those there now after it, up to `max`, each handed to `f`. Returns how many; an
-    /// error fails the call only if it met the first message, else it ends the batch.
-    ///
-    /// A peer can keep messages coming for as long as it likes, so one call hands at most
-    /// [`BATCH_MESSAGES`] messages, none after the first once they came to [`BATCH_BYTES`],
-    /// and, with an instant for a deadline, none after the first once it has passed.
-    pub(crate) fn recv_batch_until(
-        &mut self,
-        max: usize,
-        f: &mut impl FnMut(&[u8]),
-        deadline: Deadline,
-    ) -> Result<usize, RecvError> {
-        let mut bytes = 0;
-        wait::in_steps(max.min(BATCH_MESSAGES), |read| {
-            if read > 0
-                && (bytes >= BATCH_BYTES
-                    || matches!(deadline, Deadline::At(_)) && deadline.passed())
-            {
-                return Ok(0);
-            }
-            let msg = self.recv_until(if read == 0 { deadline } else { Deadline::Now })?;
-            bytes += msg.len();
-            f(msg);
-            Ok(1)
-        })
-    }
-
-    /// The core of every receive: the next message, lent out until the next call.
-    pub(crate) fn recv_until(&mut self, deadline: Deadline) -> Result<&[u8], RecvError> {
-        self.receive(deadline)?;
-        Ok(&self.inbox)
-    }
-
-    /// The core of every receive into a buffer: the next message, which trades places with
-    /// `buf` (it arrived in a buffer of its own).
-    pub(crate) fn recv_into_until(
-        &mut self,
-        buf: &mut Vec<u8>,
-        deadline: Deadline,
-    ) -> Result<usize, RecvError> {
-        self.receive(deadline)?;
-        std::mem::swap(buf, &mut self.inbox);
-        Ok(buf.len())
     }
 
     /// Receives the next message into `inbox`, waiting for it until `deadline`.
@@ -705,6 +605,111 @@ impl IpcDuplex {
     }
 }
 
+impl crate::methods::RecvCore for IpcDuplex {
+    type Guard<'a> = &'a [u8];
+
+    /// The core of every receive: the next message, lent out until the next call.
+    fn recv_until(&mut self, deadline: Deadline) -> Result<&[u8], RecvError> {
+        self.receive(deadline)?;
+        Ok(&self.inbox)
+    }
+
+    /// The core of every receive into a buffer: the next message, which trades places with
+    /// `buf` (it arrived in a buffer of its own).
+    fn recv_into_until(
+        &mut self,
+        buf: &mut Vec<u8>,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        self.receive(deadline)?;
+        std::mem::swap(buf, &mut self.inbox);
+        Ok(buf.len())
+    }
+
+    /// The core of every batch receive: the next message (waiting for it until `deadline`)
+    /// and those there now after it, up to `max`, each handed to `f`. Returns how many; an
+    /// error fails the call only if it met the first message, else it ends the batch.
+    ///
+    /// A peer can keep messages coming for as long as it likes, so one call hands at most
+    /// [`BATCH_MESSAGES`] messages, none after the first once they came to [`BATCH_BYTES`],
+    /// and, with an instant for a deadline, none after the first once it has passed.
+    fn recv_batch_until<F: FnMut(&[u8])>(
+        &mut self,
+        max: usize,
+        f: &mut F,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        let mut bytes = 0;
+        wait::in_steps(max.min(BATCH_MESSAGES), |read| {
+            if read > 0
+                && (bytes >= BATCH_BYTES
+                    || matches!(deadline, Deadline::At(_)) && deadline.passed())
+            {
+                return Ok(0);
+            }
+            let msg = self.recv_until(if read == 0 { deadline } else { Deadline::Now })?;
+            bytes += msg.len();
+            f(msg);
+            Ok(1)
+        })
+    }
+}
+
+impl crate::methods::SendCore for IpcDuplex {
+    type Grant<'a> = IpcGrant<'a>;
+
+    /// The core of every send: one message, whole. Waits until `deadline` for the connector
+    /// and for the lane to be free; a send with a deadline then hands the message to the lane,
+    /// one without sends it on this thread.
+    fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        self.ready_to_send(bytes.len(), deadline)?;
+        self.send_ready(bytes, deadline)
+    }
+
+    /// The core of every JSON send: serialised into the duplex's buffer, then sent as
+    /// [`send_until`](IpcDuplex::send_until) sends.
+    fn send_json_until<T: Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        deadline: Deadline,
+    ) -> Result<(), SendError> {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let result = match serde_json::to_writer(&mut out, value) {
+            Ok(()) => self.send_until(&out, deadline),
+            Err(e) => Err(SendError::Json(e)),
+        };
+        self.out = out;
+        result
+    }
+
+    /// The core of every reservation: a buffer of `len` bytes of the duplex's, lent out once
+    /// a message of that length may be sent (see [`send_until`](IpcDuplex::send_until));
+    /// [`IpcGrant::commit`] sends it.
+    fn reserve_until(&mut self, len: usize, deadline: Deadline) -> Result<IpcGrant<'_>, SendError> {
+        self.ready_to_send(len, deadline)?;
+        self.out.clear();
+        self.out.resize(len, 0);
+        Ok(IpcGrant {
+            duplex: self,
+            deadline,
+        })
+    }
+
+    /// The core of every batch send: one message after another (this backend has no frames to
+    /// publish together). Returns how many went out; an error fails the call only if it met
+    /// the first message, else it ends the batch.
+    fn send_batch_until<B: AsRef<[u8]>>(
+        &mut self,
+        batch: &[B],
+        deadline: Deadline,
+    ) -> Result<usize, SendError> {
+        wait::in_steps(batch.len(), |sent| {
+            self.send_until(batch[sent].as_ref(), deadline).map(|()| 1)
+        })
+    }
+}
+
 /// A buffer of an [`IpcDuplex`]'s, lent out by [`IpcDuplex::reserve_until`] to be written in
 /// place and sent by [`commit`](IpcGrant::commit); dropped, it sends nothing.
 pub(crate) struct IpcGrant<'a> {
@@ -722,6 +727,14 @@ impl IpcGrant<'_> {
         let result = self.duplex.send_ready(&out[..used], self.deadline);
         self.duplex.out = out;
         result
+    }
+}
+
+impl Sealed for IpcGrant<'_> {}
+
+impl Grant for IpcGrant<'_> {
+    fn commit(self, used: usize) -> Result<(), SendError> {
+        IpcGrant::commit(self, used)
     }
 }
 
@@ -757,21 +770,10 @@ impl Drop for IpcDuplex {
     }
 }
 
-/// The blocking forms the tests of this backend use.
-#[cfg(test)]
-impl IpcDuplex {
-    pub(crate) fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
-        self.send_until(bytes, Deadline::Never)
-    }
-
-    pub(crate) fn recv_timeout(&mut self, timeout: Duration) -> Result<&[u8], RecvError> {
-        self.recv_until(Deadline::after(timeout))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::methods::{RecvCore, SendCore};
     use crate::Error;
 
     fn within(secs: u64) -> Deadline {

@@ -892,6 +892,14 @@ impl Connection {
     }
 }
 
+cores_through!(
+    Connection,
+    c => send: c.channel(),
+    recv: c.channel(),
+    grant: crate::ring::WriteGrant<'a>,
+    guard: crate::ring::ReadGuard<'a>,
+);
+
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")

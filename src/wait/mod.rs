@@ -140,7 +140,7 @@ impl FromStr for WaitStrategy {
 /// How long an operation may wait: the one parameter every surface's core takes, from which
 /// the blocking, `try_` and `_timeout` forms of each operation are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Deadline {
+pub enum Deadline {
     /// Not at all: the `try_` forms.
     Now,
     /// Until this instant: the `_timeout` forms.

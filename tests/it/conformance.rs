@@ -16,16 +16,16 @@
 
 use crate::support;
 
-use std::ops::DerefMut;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use shmlink::zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 use shmlink::{
-    Backend, Channel, Config, Connection, Endpoint, EndpointListener, Listener, OpenError,
-    RecvError, Reserved, SendError, WaitStrategy, WriteGrant, MAX_NAME_LEN,
+    Backend, Channel, Config, Connection, Endpoint, EndpointListener, Grant, Listener, OpenError,
+    Receiver, RecvError, SendError, Sender, Value, WaitStrategy, MAX_NAME_LEN,
 };
 use support::{
     assert_nothing_left, reap_killed, unique, wait_for_line, ChildGuard, FallbackFiles, NameGuard,
@@ -97,10 +97,16 @@ trait Surface: 'static {
     fn accept(listener: &mut Self::Listener) -> Result<Self::Accepted, OpenError>;
 }
 
-/// The one method set, as each surface offers it (the async surface's waiting forms are run to
-/// completion on the end's own runtime). Received messages are copied out, since each surface
-/// lends them in a guard of its own; a grant is filled with `fill` and commits `fill.len()`
-/// bytes.
+/// A type the value forms carry in these cases.
+trait PlainValue: FromBytes + KnownLayout + Immutable + Copy {}
+
+impl<V: FromBytes + KnownLayout + Immutable + Copy> PlainValue for V {}
+
+/// The one method set, run to completion: every blocking surface has it through the library's
+/// traits ([`shmlink::Sender`], [`shmlink::Receiver`]) in one impl, and the async surface has
+/// it by running each waiting form on the end's own runtime. Received messages are copied out,
+/// since each surface lends them in a guard of its own; a grant is filled with `fill` and
+/// commits `fill.len()` bytes.
 trait End: Send + 'static {
     fn send(&mut self, bytes: &[u8]) -> Result<(), SendError>;
     fn try_send(&mut self, bytes: &[u8]) -> Result<(), SendError>;
@@ -110,6 +116,13 @@ trait End: Send + 'static {
     fn send_json_timeout<T: Serialize>(
         &mut self,
         value: &T,
+        timeout: Duration,
+    ) -> Result<(), SendError>;
+    fn send_value<V: IntoBytes + Immutable>(&mut self, value: &V) -> Result<(), SendError>;
+    fn try_send_value<V: IntoBytes + Immutable>(&mut self, value: &V) -> Result<(), SendError>;
+    fn send_value_timeout<V: IntoBytes + Immutable>(
+        &mut self,
+        value: &V,
         timeout: Duration,
     ) -> Result<(), SendError>;
     fn reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError>;
@@ -136,6 +149,10 @@ trait End: Send + 'static {
     fn try_recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError>;
     fn recv_json_timeout<T: DeserializeOwned>(&mut self, timeout: Duration)
         -> Result<T, RecvError>;
+    /// The value a `recv_value` lent, copied out (its reference checked to be aligned).
+    fn recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError>;
+    fn try_recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError>;
+    fn recv_value_timeout<V: PlainValue>(&mut self, timeout: Duration) -> Result<V, RecvError>;
     fn send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError>;
     fn try_send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError>;
     fn send_batch_timeout(
@@ -175,177 +192,182 @@ fn collect_batch(
     Ok(got)
 }
 
-/// A grant of either kind: written in place, then committed.
-trait Grant: DerefMut<Target = [u8]> {
-    fn commit_used(self, used: usize) -> Result<(), SendError>;
-}
-
-impl Grant for WriteGrant<'_> {
-    fn commit_used(self, used: usize) -> Result<(), SendError> {
-        self.commit(used);
-        Ok(())
-    }
-}
-
-impl Grant for Reserved<'_> {
-    fn commit_used(self, used: usize) -> Result<(), SendError> {
-        self.commit(used)
-    }
-}
-
 fn fill_and_commit(mut grant: impl Grant, len: usize, fill: &[u8]) -> Result<(), SendError> {
     assert_eq!(grant.len(), len, "a grant lends what was reserved");
     grant[..fill.len()].copy_from_slice(fill);
-    grant.commit_used(fill.len())
+    grant.commit(fill.len())
 }
 
-/// `End` for a blocking surface, whose inherent methods `$get` (an expression of `$s`, the
-/// end) reaches.
-macro_rules! blocking_end {
-    ($ty:ty, $s:ident => $get:expr) => {
-        impl End for $ty {
-            fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
-                let $s = self;
-                $get.send(bytes)
-            }
-            fn try_send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
-                let $s = self;
-                $get.try_send(bytes)
-            }
-            fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
-                let $s = self;
-                $get.send_timeout(bytes, timeout)
-            }
-            fn send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
-                let $s = self;
-                $get.send_json(value)
-            }
-            fn try_send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
-                let $s = self;
-                $get.try_send_json(value)
-            }
-            fn send_json_timeout<T: Serialize>(
-                &mut self,
-                value: &T,
-                timeout: Duration,
-            ) -> Result<(), SendError> {
-                let $s = self;
-                $get.send_json_timeout(value, timeout)
-            }
-            fn reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
-                let $s = self;
-                fill_and_commit($get.reserve(len)?, len, fill)
-            }
-            fn try_reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
-                let $s = self;
-                fill_and_commit($get.try_reserve(len)?, len, fill)
-            }
-            fn reserve_timeout(
-                &mut self,
-                len: usize,
-                fill: &[u8],
-                timeout: Duration,
-            ) -> Result<(), SendError> {
-                let $s = self;
-                fill_and_commit($get.reserve_timeout(len, timeout)?, len, fill)
-            }
-            fn reserve_and_drop(&mut self, len: usize) -> Result<(), SendError> {
-                let $s = self;
-                drop($get.try_reserve(len)?);
-                Ok(())
-            }
-            fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
-                let $s = self;
-                $get.recv().map(|m| m.to_vec())
-            }
-            fn try_recv(&mut self) -> Result<Vec<u8>, RecvError> {
-                let $s = self;
-                $get.try_recv().map(|m| m.to_vec())
-            }
-            fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
-                let $s = self;
-                $get.recv_timeout(timeout).map(|m| m.to_vec())
-            }
-            fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
-                let $s = self;
-                $get.recv_into(buf)
-            }
-            fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
-                let $s = self;
-                $get.try_recv_into(buf)
-            }
-            fn recv_into_timeout(
-                &mut self,
-                buf: &mut Vec<u8>,
-                timeout: Duration,
-            ) -> Result<usize, RecvError> {
-                let $s = self;
-                $get.recv_into_timeout(buf, timeout)
-            }
-            fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
-                let $s = self;
-                $get.recv_json()
-            }
-            fn try_recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
-                let $s = self;
-                $get.try_recv_json()
-            }
-            fn recv_json_timeout<T: DeserializeOwned>(
-                &mut self,
-                timeout: Duration,
-            ) -> Result<T, RecvError> {
-                let $s = self;
-                $get.recv_json_timeout(timeout)
-            }
-            fn send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
-                let $s = self;
-                $get.send_batch(batch)
-            }
-            fn try_send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
-                let $s = self;
-                $get.try_send_batch(batch)
-            }
-            fn send_batch_timeout(
-                &mut self,
-                batch: &[Vec<u8>],
-                timeout: Duration,
-            ) -> Result<usize, SendError> {
-                let $s = self;
-                $get.send_batch_timeout(batch, timeout)
-            }
-            fn recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError> {
-                let $s = self;
-                collect_batch(|f| $get.recv_batch(max, f))
-            }
-            fn try_recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError> {
-                let $s = self;
-                collect_batch(|f| $get.try_recv_batch(max, f))
-            }
-            fn recv_batch_timeout(
-                &mut self,
-                max: usize,
-                timeout: Duration,
-            ) -> Result<Vec<Vec<u8>>, RecvError> {
-                let $s = self;
-                collect_batch(|f| $get.recv_batch_timeout(max, timeout, f))
-            }
-            fn max_frame(&mut self) -> usize {
-                let $s = self;
-                // Through a shared borrow: the inherent method takes `&self`.
-                let end: &_ = $get;
-                end.max_frame()
-            }
-            fn try_recv_number(&mut self) -> Result<u64, RecvError> {
-                let $s = self;
-                $get.try_recv().map(|m| number_of(&m))
-            }
-        }
-    };
+/// A received value copied out, after checking that the reference it was read through was
+/// aligned for its type.
+fn value_out<V: Copy, G>(value: Value<G, V>) -> V
+where
+    Value<G, V>: std::ops::Deref<Target = V>,
+{
+    let at = std::ptr::from_ref::<V>(&value) as usize;
+    assert_eq!(
+        at % std::mem::align_of::<V>(),
+        0,
+        "a value is read through an aligned reference"
+    );
+    *value
 }
 
-blocking_end!(Channel, s => s);
-blocking_end!(Connection, s => s.channel());
-blocking_end!(Endpoint, s => s);
+/// The largest grant of an end.
+trait MaxFrame {
+    fn max_frame(&mut self) -> usize;
+}
+
+impl MaxFrame for Channel {
+    fn max_frame(&mut self) -> usize {
+        Channel::max_frame(self)
+    }
+}
+
+impl MaxFrame for Connection {
+    fn max_frame(&mut self) -> usize {
+        Channel::max_frame(self.channel())
+    }
+}
+
+impl MaxFrame for Endpoint {
+    fn max_frame(&mut self) -> usize {
+        Endpoint::max_frame(self)
+    }
+}
+
+/// `End` for every blocking surface, through the library's own method set
+/// ([`shmlink::Sender`] and [`shmlink::Receiver`]).
+impl<E: Sender + Receiver + MaxFrame + Send + 'static> End for E {
+    fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+        Sender::send(self, bytes)
+    }
+    fn try_send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+        Sender::try_send(self, bytes)
+    }
+    fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
+        Sender::send_timeout(self, bytes, timeout)
+    }
+    fn send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
+        Sender::send_json(self, value)
+    }
+    fn try_send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
+        Sender::try_send_json(self, value)
+    }
+    fn send_json_timeout<T: Serialize>(
+        &mut self,
+        value: &T,
+        timeout: Duration,
+    ) -> Result<(), SendError> {
+        Sender::send_json_timeout(self, value, timeout)
+    }
+    fn send_value<V: IntoBytes + Immutable>(&mut self, value: &V) -> Result<(), SendError> {
+        Sender::send_value(self, value)
+    }
+    fn try_send_value<V: IntoBytes + Immutable>(&mut self, value: &V) -> Result<(), SendError> {
+        Sender::try_send_value(self, value)
+    }
+    fn send_value_timeout<V: IntoBytes + Immutable>(
+        &mut self,
+        value: &V,
+        timeout: Duration,
+    ) -> Result<(), SendError> {
+        Sender::send_value_timeout(self, value, timeout)
+    }
+    fn reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
+        fill_and_commit(Sender::reserve(self, len)?, len, fill)
+    }
+    fn try_reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
+        fill_and_commit(Sender::try_reserve(self, len)?, len, fill)
+    }
+    fn reserve_timeout(
+        &mut self,
+        len: usize,
+        fill: &[u8],
+        timeout: Duration,
+    ) -> Result<(), SendError> {
+        fill_and_commit(Sender::reserve_timeout(self, len, timeout)?, len, fill)
+    }
+    fn reserve_and_drop(&mut self, len: usize) -> Result<(), SendError> {
+        drop(Sender::try_reserve(self, len)?);
+        Ok(())
+    }
+    fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
+        Receiver::recv(self).map(|m| m.to_vec())
+    }
+    fn try_recv(&mut self) -> Result<Vec<u8>, RecvError> {
+        Receiver::try_recv(self).map(|m| m.to_vec())
+    }
+    fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
+        Receiver::recv_timeout(self, timeout).map(|m| m.to_vec())
+    }
+    fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
+        Receiver::recv_into(self, buf)
+    }
+    fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
+        Receiver::try_recv_into(self, buf)
+    }
+    fn recv_into_timeout(
+        &mut self,
+        buf: &mut Vec<u8>,
+        timeout: Duration,
+    ) -> Result<usize, RecvError> {
+        Receiver::recv_into_timeout(self, buf, timeout)
+    }
+    fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
+        Receiver::recv_json(self)
+    }
+    fn try_recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
+        Receiver::try_recv_json(self)
+    }
+    fn recv_json_timeout<T: DeserializeOwned>(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<T, RecvError> {
+        Receiver::recv_json_timeout(self, timeout)
+    }
+    fn recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError> {
+        Receiver::recv_value::<V>(self).map(value_out)
+    }
+    fn try_recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError> {
+        Receiver::try_recv_value::<V>(self).map(value_out)
+    }
+    fn recv_value_timeout<V: PlainValue>(&mut self, timeout: Duration) -> Result<V, RecvError> {
+        Receiver::recv_value_timeout::<V>(self, timeout).map(value_out)
+    }
+    fn send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
+        Sender::send_batch(self, batch)
+    }
+    fn try_send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
+        Sender::try_send_batch(self, batch)
+    }
+    fn send_batch_timeout(
+        &mut self,
+        batch: &[Vec<u8>],
+        timeout: Duration,
+    ) -> Result<usize, SendError> {
+        Sender::send_batch_timeout(self, batch, timeout)
+    }
+    fn recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError> {
+        collect_batch(|f| Receiver::recv_batch(self, max, f))
+    }
+    fn try_recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError> {
+        collect_batch(|f| Receiver::try_recv_batch(self, max, f))
+    }
+    fn recv_batch_timeout(
+        &mut self,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Vec<u8>>, RecvError> {
+        collect_batch(|f| Receiver::recv_batch_timeout(self, max, timeout, f))
+    }
+    fn max_frame(&mut self) -> usize {
+        MaxFrame::max_frame(self)
+    }
+    fn try_recv_number(&mut self) -> Result<u64, RecvError> {
+        Receiver::try_recv(self).map(|m| number_of(&m))
+    }
+}
 
 /// `Channel` on shared memory; its listener is `Listener`.
 struct ChannelShm;
@@ -588,6 +610,32 @@ mod async_surface {
         ) -> Result<(), SendError> {
             self.rt.block_on(self.ch.send_json_timeout(value, timeout))
         }
+        fn send_value<V: IntoBytes + Immutable>(&mut self, value: &V) -> Result<(), SendError> {
+            self.rt.block_on(self.ch.send_value(value))
+        }
+        fn try_send_value<V: IntoBytes + Immutable>(&mut self, value: &V) -> Result<(), SendError> {
+            self.ch.try_send_value(value)
+        }
+        fn send_value_timeout<V: IntoBytes + Immutable>(
+            &mut self,
+            value: &V,
+            timeout: Duration,
+        ) -> Result<(), SendError> {
+            self.rt.block_on(self.ch.send_value_timeout(value, timeout))
+        }
+        fn recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError> {
+            let ch = &mut self.ch;
+            self.rt
+                .block_on(async { ch.recv_value::<V>().await.map(value_out) })
+        }
+        fn try_recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError> {
+            self.ch.try_recv_value::<V>().map(value_out)
+        }
+        fn recv_value_timeout<V: PlainValue>(&mut self, timeout: Duration) -> Result<V, RecvError> {
+            let ch = &mut self.ch;
+            self.rt
+                .block_on(async { ch.recv_value_timeout::<V>(timeout).await.map(value_out) })
+        }
         fn reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
             let ch = &mut self.ch;
             self.rt
@@ -678,7 +726,7 @@ mod async_surface {
             collect_batch(|f| rt.block_on(ch.recv_batch_timeout(max, timeout, f)))
         }
         fn max_frame(&mut self) -> usize {
-            self.ch.get_mut().max_frame()
+            Channel::max_frame(self.ch.get_mut())
         }
         fn try_recv_number(&mut self) -> Result<u64, RecvError> {
             self.ch.try_recv().map(|m| number_of(&m))
@@ -980,6 +1028,104 @@ fn try_forms_are_empty_and_full_where_the_others_would_wait<S: Surface>() {
         b"after",
         "after the drain",
     );
+    drop((a, b));
+    assert_nothing_left(&names.name);
+}
+
+/// A plain value of the kind the value forms carry: a `#[repr(C)]` struct with no padding.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+struct Tick {
+    price: u64,
+    qty: u32,
+    side: u32,
+}
+
+/// A value aligned past a frame's 8 bytes, so that it is read in place only when it happens to
+/// land on a 64-byte boundary, and copied out otherwise.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Clone, Copy, Debug, PartialEq)]
+#[repr(C, align(64))]
+struct Wide {
+    words: [u64; 8],
+}
+
+/// Plain values go through every value form and come back equal, read through an aligned
+/// reference: small ones read in place, an over-aligned one, and one longer than a frame (in
+/// fragments, so reassembled and copied out); a message of the wrong size is `WrongSize` for
+/// that message only, and the `try_` and deadline forms are `Empty`, `Full` and `Timeout` where
+/// the others would wait.
+fn plain_values_go_through_every_value_form<S: Surface>() {
+    let _dog = Watchdog::arm(CASE_LIMIT, "values");
+    let names = names::<S>("values");
+    let (mut a, mut b) = pair::<S>(&names.name);
+    let tick = |n: u64| Tick {
+        price: 100 + n,
+        qty: n as u32,
+        side: (n % 2) as u32,
+    };
+    a.send_value(&tick(1)).expect("send_value");
+    assert_eq!(b.recv_value::<Tick>().expect("recv_value"), tick(1));
+    a.try_send_value(&tick(2)).expect("try_send_value");
+    assert_eq!(b.recv_value_timeout::<Tick>(WATCHDOG).unwrap(), tick(2));
+    a.send_value_timeout(&tick(3), WATCHDOG)
+        .expect("send_value_timeout");
+    assert_eq!(
+        first_not_empty(|| b.try_recv_value::<Tick>()).unwrap(),
+        tick(3)
+    );
+    // Sent as plain bytes, received as a value: nothing but the bytes travels.
+    a.send(tick(4).as_bytes()).unwrap();
+    assert_eq!(b.recv_value::<Tick>().unwrap(), tick(4));
+    for n in 0..4u64 {
+        let wide = Wide { words: [n; 8] };
+        a.send_value(&wide).unwrap();
+        assert_eq!(b.recv_value::<Wide>().unwrap(), wide);
+    }
+    // Longer than a frame (of half the ring, less its header) where the backend has frames.
+    type Big = [u64; RING / 16];
+    assert!(std::mem::size_of::<Big>() > RING / 2 - 72);
+    let big: Box<Big> = Box::new(std::array::from_fn(|i| i as u64 * 7));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            a.send_value(&*big)
+                .expect("send_value of a value past a frame")
+        });
+        assert!(
+            b.recv_value::<Big>().unwrap() == *big,
+            "the big value changed"
+        );
+    });
+    // The wrong size, either way: an error for that message only.
+    a.send(b"three").unwrap();
+    assert!(matches!(
+        b.recv_value::<u64>(),
+        Err(RecvError::WrongSize {
+            len: 5,
+            expected: 8,
+            ..
+        })
+    ));
+    a.send_value(&tick(5)).unwrap();
+    assert!(matches!(
+        b.recv_value::<u64>(),
+        Err(RecvError::WrongSize {
+            len: 16,
+            expected: 8,
+            ..
+        })
+    ));
+    a.send_value(&tick(6)).unwrap();
+    assert_eq!(b.recv_value::<Tick>().unwrap(), tick(6));
+    assert!(matches!(b.try_recv_value::<Tick>(), Err(RecvError::Empty)));
+    assert_gave_up_at_deadline("recv_value_timeout", recv_timed_out, || {
+        b.recv_value_timeout::<Tick>(SHORT)
+    });
+    let sent = fill(&mut a, 16);
+    assert!(matches!(a.try_send_value(&tick(7)), Err(SendError::Full)));
+    assert_gave_up_at_deadline("send_value_timeout", send_timed_out, || {
+        a.send_value_timeout(&tick(7), SHORT)
+    });
+    drain(&mut b, &sent);
     drop((a, b));
     assert_nothing_left(&names.name);
 }
@@ -2033,6 +2179,7 @@ macro_rules! every_surface {
 every_surface!([
     messages_of_every_size_class_arrive_whole_and_in_order,
     json_goes_through_every_send_and_receive_form,
+    plain_values_go_through_every_value_form,
     recv_into_replaces_the_callers_buffer_whatever_its_size,
     try_forms_are_empty_and_full_where_the_others_would_wait,
     every_deadline_form_gives_up_at_its_deadline,
