@@ -48,7 +48,7 @@ fn main() {
             }
         }
     }
-    for path in ["build.rs", "src", "../src"] {
+    for path in ["build.rs", "ipc-parent.rs", "ipc-child.rs", "src", "../src"] {
         println!("cargo:rerun-if-changed={path}");
     }
 }

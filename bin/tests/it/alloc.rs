@@ -4,7 +4,7 @@
 //! test process creates a `shm` transport, spawns the real `ipc-child` as the peer, warms up,
 //! then runs JSON ping-pongs through exactly the harness's code path (`send_json` into the
 //! ring, `guard.json()` with the ids borrowed from the frame, see `json_round_trip` in
-//! `harness/src/workload.rs`) and asserts that this thread allocated nothing meanwhile. A few of the
+//! `bin/src/workload.rs`) and asserts that this thread allocated nothing meanwhile. A few of the
 //! round trips stall the child for longer than the library's peer-check interval, so the slow
 //! wait path (which looks at the peer's process) is measured too. No timing is asserted.
 
