@@ -23,8 +23,7 @@ use std::time::{Duration, Instant};
 use common::{check_stamp, stamp, Ping, PingMsg};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use shmlink_harness::transport::{
-    shm::{IpcChannel, Shm},
-    ChildStdio, Listener, Options, Peer, Transport,
+    ipc_channel::IpcChannel, shm::Shm, ChildStdio, Listener, Options, Peer, Transport,
 };
 
 const CHILD: &str = env!("CARGO_BIN_EXE_ipc-child");

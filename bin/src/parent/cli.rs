@@ -59,6 +59,13 @@ pub enum Cmd {
         /// Document of a release build.
         release: PathBuf,
     },
+    /// The transports, one name a line, in the order runs interleave them (the justfile and CI
+    /// read this list).
+    Transports {
+        /// A Markdown table instead: name, class, the modes each serves, what moves the bytes.
+        #[arg(long)]
+        describe: bool,
+    },
 }
 
 /// What every measuring mode takes.
@@ -100,8 +107,8 @@ pub struct Common {
 
 #[derive(Debug, Clone, Args)]
 pub struct PingPongArgs {
-    /// Rows: a comma list of shm, ipc-channel, raw-sync, pipe, fifo, socketpair, posixmq, uds,
-    /// tcp, and the limit rows floor and serde (JSON messages only), or `all`.
+    /// Rows: a comma list of transports (`ipc-parent transports` lists them, `floor` among them
+    /// as a limit row) and the limit row serde (JSON messages only), or `all`.
     #[arg(long, short, default_value = "all")]
     pub transport: String,
     /// Length of one measured round (e.g. 200ms, 5s).
@@ -135,8 +142,8 @@ pub struct PingPongArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct SweepArgs {
-    /// Rows: a comma list of the transports (shm, ipc-channel, raw-sync, pipe, fifo,
-    /// socketpair, posixmq, uds, tcp) or `all`; the memcpy limit row is always added.
+    /// Rows: a comma list of transports (`ipc-parent transports --describe` says which serve
+    /// the sweep) or `all`; the memcpy limit row is always added.
     #[arg(long, short, default_value = "all")]
     pub transport: String,
     /// Message sizes, a comma list.
@@ -158,13 +165,11 @@ pub struct SweepArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct StreamArgs {
-    /// Rows: a comma list of the transports (as for sweep), the bare rows of the kernel
-    /// transports (pipe-bare, fifo-bare, socketpair-bare, posixmq-bare, uds-bare, tcp-bare:
-    /// fixed-size messages, no framing, one system call per message on each side) and the batch
-    /// rows (shm-batch, pipe-batch, fifo-batch, socketpair-batch, uds-batch, tcp-batch: the same
-    /// messages 64 per call), or `all` (every transport, each kernel one followed by its bare
-    /// row, and each with a batch form by its batch row); the ring and memcpy limit rows are
-    /// always added.
+    /// Rows: a comma list of transports, their bare rows (`<transport>-bare`: fixed-size
+    /// messages, no framing, one system call per message on each side) and their batch rows
+    /// (`<transport>-batch`: the same messages 64 per call), or `all` (every transport that
+    /// serves the stream, each followed by its bare and batch rows where it has them; `ipc-parent
+    /// transports --describe` says which); the ring and memcpy limit rows are always added.
     #[arg(long, short, default_value = "all")]
     pub transport: String,
     /// Message sizes, a comma list (at least 8 bytes: a message holds its sequence number).

@@ -58,6 +58,39 @@ use clap::Parser;
 
 use cli::{Cli, Cmd};
 
+/// What `ipc-parent transports` prints: the names of the transport table, one a line, or with
+/// `describe` the table itself in Markdown.
+pub fn transports(describe: bool) -> String {
+    use crate::transport::{Class, Kind};
+    let mut out = String::new();
+    if describe {
+        out.push_str(
+            "| name | class | modes | what moves the bytes |\n| --- | --- | --- | --- |\n",
+        );
+    }
+    for kind in Kind::ALL {
+        let spec = kind.spec();
+        if !describe {
+            out.push_str(spec.name);
+            out.push('\n');
+            continue;
+        }
+        let class = match spec.class {
+            Class::Memory => "memory",
+            Class::Kernel => "kernel",
+            Class::Limit => "limit",
+        };
+        let modes: Vec<&str> = spec.modes.iter().map(|m| m.as_str()).collect();
+        out.push_str(&format!(
+            "| `{}` | {class} | {} | {} |\n",
+            spec.name,
+            modes.join(", "),
+            spec.about
+        ));
+    }
+    out
+}
+
 /// The `ipc-parent` binary: parses the command line, runs it, reports an error on standard
 /// error and in the exit code.
 pub fn main() -> std::process::ExitCode {
@@ -71,6 +104,10 @@ pub fn main() -> std::process::ExitCode {
         Some(Cmd::Report(args)) => report::report(&args),
         Some(Cmd::Chart { input, output }) => chart::chart(&input, &output),
         Some(Cmd::Compare { debug, release }) => compare::compare(&debug, &release),
+        Some(Cmd::Transports { describe }) => {
+            print!("{}", transports(describe));
+            Ok(())
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -4,7 +4,7 @@ use anyhow::bail;
 
 use shmlink::WaitStrategy;
 
-use crate::transport::Kind;
+use crate::transport::{Kind, Mode};
 use crate::workload::MessageKind;
 
 /// One row of the table: a transport between two processes, or a limit measured in this one.
@@ -35,8 +35,8 @@ impl Row {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Row::Ipc(kind) => kind.as_str(),
-            Row::Bare(kind) => bare_name(kind),
-            Row::Batch(kind) => batch_name(kind),
+            Row::Bare(kind) => kind.spec().bare,
+            Row::Batch(kind) => kind.spec().batch,
             Row::Shm(_) => Kind::Shm.as_str(),
             Row::Serde => "serde",
             Row::Memcpy => "memcpy",
@@ -46,77 +46,43 @@ impl Row {
 
     /// A limit the transports are measured against, not a transport.
     pub(crate) fn is_limit(self) -> bool {
-        matches!(
-            self,
-            Row::Ipc(Kind::Floor) | Row::Serde | Row::Memcpy | Row::Ring
-        )
+        match self {
+            Row::Ipc(kind) => kind.is_limit(),
+            Row::Serde | Row::Memcpy | Row::Ring => true,
+            Row::Bare(_) | Row::Batch(_) | Row::Shm(_) => false,
+        }
     }
-}
 
-/// The name of a kernel transport's bare row.
-fn bare_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Pipe => "pipe-bare",
-        Kind::Fifo => "fifo-bare",
-        Kind::Socketpair => "socketpair-bare",
-        Kind::PosixMq => "posixmq-bare",
-        Kind::Uds => "uds-bare",
-        Kind::Tcp => "tcp-bare",
-        // Only the kernel transports have a bare row (see `parse_bare`).
-        Kind::Shm | Kind::IpcChannel | Kind::RawSync | Kind::Floor => kind.as_str(),
-    }
-}
-
-/// The name of a batch row.
-fn batch_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Shm => "shm-batch",
-        Kind::Pipe => "pipe-batch",
-        Kind::Fifo => "fifo-batch",
-        Kind::Socketpair => "socketpair-batch",
-        Kind::Uds => "uds-batch",
-        Kind::Tcp => "tcp-batch",
-        // Only these have a batch row (see `parse_batch`).
-        Kind::PosixMq | Kind::IpcChannel | Kind::RawSync | Kind::Floor => kind.as_str(),
+    /// A transport row that does not serve `mode`.
+    fn outside(self, mode: Mode) -> bool {
+        matches!(self, Row::Ipc(kind) if !kind.serves(mode))
     }
 }
 
 /// The transport of a `<transport>-<row>` name (`row`: `bare` or `batch`); `None` when `item`
-/// names no such row. `has` tells the transports that have that row, `which` names them.
-fn parse_suffixed(
-    item: &str,
-    row: &str,
-    has: fn(Kind) -> bool,
-    which: &str,
-) -> anyhow::Result<Option<Kind>> {
+/// names no such row. `mode` is the form of the stream that row measures.
+fn parse_suffixed(item: &str, row: &str, mode: Mode) -> anyhow::Result<Option<Kind>> {
     let Some(transport) = item.strip_suffix(row).and_then(|t| t.strip_suffix('-')) else {
         return Ok(None);
     };
     let kind: Kind = transport.parse()?;
-    if !has(kind) {
-        bail!("{item}: only {which} have a {row} row");
+    if !kind.serves(mode) {
+        bail!(
+            "{item}: only {} have a {row} row",
+            Kind::names(|k| k.serves(mode))
+        );
     }
     Ok(Some(kind))
 }
 
 /// The transport of a `<transport>-batch` name; `None` when `item` names no batch row.
 fn parse_batch(item: &str) -> anyhow::Result<Option<Kind>> {
-    parse_suffixed(
-        item,
-        "batch",
-        Kind::has_batch,
-        "shm and the kernel byte streams (pipe, fifo, socketpair, uds, tcp)",
-    )
+    parse_suffixed(item, "batch", Mode::Batch)
 }
 
 /// The kernel transport of a `<transport>-bare` name; `None` when `item` names no bare row.
 fn parse_bare(item: &str) -> anyhow::Result<Option<Kind>> {
-    parse_suffixed(
-        item,
-        "bare",
-        Kind::is_kernel,
-        "the kernel transports (pipe, fifo, socketpair, posixmq, uds, tcp)",
-    )
+    parse_suffixed(item, "bare", Mode::Bare)
 }
 
 /// Why a bare or batch row is refused outside a stream.
@@ -151,7 +117,7 @@ fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Re
     if list.trim() == "all" {
         rows.extend(Kind::ALL.iter().map(|&k| Row::Ipc(k)));
         if sweep {
-            rows.retain(|&r| r != Row::Ipc(Kind::Floor));
+            rows.retain(|&r| !r.outside(Mode::Sweep));
         } else if message == MessageKind::Json {
             rows.push(Row::Serde);
         }
@@ -175,10 +141,14 @@ fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Re
         bail!("the ring row belongs to the stream (ipc-parent stream)");
     }
     if sweep {
-        if rows.contains(&Row::Ipc(Kind::Floor)) || rows.contains(&Row::Serde) {
+        if let Some(row) = rows
+            .iter()
+            .find(|r| r.outside(Mode::Sweep) || **r == Row::Serde)
+        {
             bail!(
-                "floor and serde are limits of the ping-pong run; the sweep's limit is the memcpy \
-                 row, which it always measures"
+                "{} is a limit of the ping-pong run; the sweep's limit is the memcpy row, which \
+                 it always measures",
+                row.name()
             );
         }
         rows.retain(|&r| r != Row::Memcpy);
@@ -203,9 +173,9 @@ fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Re
 pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     if list.trim() == "all" {
-        for &kind in Kind::ALL.iter().filter(|&&k| k != Kind::Floor) {
+        for &kind in Kind::ALL.iter().filter(|&&k| k.serves(Mode::Stream)) {
             rows.push(Row::Ipc(kind));
-            if kind.is_kernel() {
+            if kind.has_bare() {
                 rows.push(Row::Bare(kind));
             }
             if kind.has_batch() {
@@ -216,7 +186,7 @@ pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let row = match item {
                 "ring" | "memcpy" => continue,
-                "serde" | "floor" => bail!(
+                "serde" => bail!(
                     "{item} is a limit of the ping-pong run; a stream's limits are the ring and \
                      memcpy rows, which it always measures"
                 ),
@@ -226,6 +196,12 @@ pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
                     _ => Row::Ipc(other.parse()?),
                 },
             };
+            if row.outside(Mode::Stream) {
+                bail!(
+                    "{item} is a limit of the ping-pong run; a stream's limits are the ring and \
+                     memcpy rows, which it always measures"
+                );
+            }
             if !rows.contains(&row) {
                 rows.push(row);
             }

@@ -16,18 +16,10 @@
 //! shared-memory spin checks the peer's "closed" flag and whether its process is still alive
 //! ([`Peer`]) every few thousand iterations, so a killed peer is an error, never a hang.
 //!
-//! | kind | file | what moves the bytes |
-//! | --- | --- | --- |
-//! | `shm` | `shm.rs` | the shmlink duplex channel ([`shmlink::Endpoint`], so it falls back like the library) |
-//! | `ipc-channel` | `shm.rs` | the same, with the library's ipc-channel fallback chosen explicitly (`shmlink::Backend::IpcChannel`) |
-//! | `raw-sync` | `raw_sync.rs` | a single-slot mailbox per direction signalled with `raw_sync` busy events |
-//! | `pipe` | `pipe.rs` | the child's stdin / stdout, length-prefixed |
-//! | `fifo` | `fifo.rs` | two named pipes, length-prefixed |
-//! | `socketpair` | `socketpair.rs` | an `AF_UNIX` `SOCK_STREAM` pair made before the spawn, length-prefixed |
-//! | `posixmq` | `posixmq.rs` | two POSIX message queues, large messages in fragments |
-//! | `uds` | `uds.rs` | a Unix stream socket with large send / receive buffers on both ends |
-//! | `tcp` | `tcp.rs` | TCP, loopback by default, `TCP_NODELAY` except in a one-way stream |
-//! | `floor` | `floor.rs` | one cache line per direction bounced between the processes: the hardware limit |
+//! The transports are the table below (the `transports!` invocation): one entry per transport,
+//! with its name, what it is, its class and the modes it serves, and the module whose type
+//! builds its two ends (`listen` and `connect`). `ipc-parent transports --describe` prints it.
+//! Adding a comparison transport is one file in this folder and one entry in the table.
 
 use std::fmt;
 use std::io;
@@ -86,102 +78,118 @@ macro_rules! framed_methods {
     };
 }
 
-pub mod fifo;
-pub mod floor;
-pub mod pipe;
-pub mod posixmq;
-pub mod raw_sync;
-pub mod shm;
-pub mod socketpair;
-pub mod tcp;
-pub mod uds;
-
+#[macro_use]
+pub mod spec;
 mod stream;
+
+pub use spec::{Class, Mode, Spec};
+
+transports! {
+    Shm: shm::Shm {
+        name: "shm", aliases: ["shmem"],
+        about: "the shmlink duplex channel (`shmlink::Endpoint`, so it falls back to ipc-channel as the library does)",
+        class: Memory, modes: [PingPong, Sweep, Stream, Batch], spins: false, stdio: false,
+    },
+    IpcChannel: ipc_channel::IpcChannel {
+        name: "ipc-channel", aliases: ["ipcc", "ipc_channel"],
+        about: "the library's ipc-channel fallback, chosen explicitly (`shmlink::Backend::IpcChannel`)",
+        class: Memory, modes: [PingPong, Sweep, Stream], spins: false, stdio: false,
+    },
+    RawSync: raw_sync::RawSync {
+        name: "raw-sync", aliases: ["raw_sync"],
+        about: "a single-slot mailbox per direction signalled with `raw_sync` busy events, the common hand-rolled way",
+        class: Memory, modes: [PingPong, Sweep, Stream], spins: true, stdio: false,
+    },
+    Pipe: pipe::Pipe {
+        name: "pipe", aliases: ["stdio"],
+        about: "the child's stdin and stdout, length-prefixed",
+        class: Kernel, modes: [PingPong, Sweep, Stream, Bare, Batch], spins: false, stdio: true,
+    },
+    Fifo: fifo::Fifo {
+        name: "fifo", aliases: [],
+        about: "two named pipes, length-prefixed",
+        class: Kernel, modes: [PingPong, Sweep, Stream, Bare, Batch], spins: false, stdio: false,
+    },
+    Socketpair: socketpair::Socketpair {
+        name: "socketpair", aliases: [],
+        about: "an `AF_UNIX` `SOCK_STREAM` pair made before the spawn and inherited by the child, length-prefixed",
+        class: Kernel, modes: [PingPong, Sweep, Stream, Bare, Batch], spins: false, stdio: false,
+    },
+    PosixMq: posixmq::PosixMq {
+        name: "posixmq", aliases: ["posixq", "mq"],
+        about: "two POSIX message queues, larger messages in fragments",
+        class: Kernel, modes: [PingPong, Sweep, Stream, Bare], spins: false, stdio: false,
+    },
+    Uds: uds::Uds {
+        name: "uds", aliases: ["unix"],
+        about: "a Unix stream socket, `SO_SNDBUF` / `SO_RCVBUF` set on both ends, length-prefixed",
+        class: Kernel, modes: [PingPong, Sweep, Stream, Bare, Batch], spins: false, stdio: false,
+    },
+    Tcp: tcp::Tcp {
+        name: "tcp", aliases: [],
+        about: "TCP, loopback by default, length-prefixed; `TCP_NODELAY` except in a one-way stream",
+        class: Kernel, modes: [PingPong, Sweep, Stream, Bare, Batch], spins: false, stdio: false,
+    },
+    Floor: floor::Floor {
+        name: "floor", aliases: [],
+        about: "one cache line per direction bounced between the processes, no framing: the hardware's limit",
+        class: Limit, modes: [PingPong], spins: true, stdio: false,
+    },
+}
 
 /// Result type of this module: the library's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Which backend a transport is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    /// The shmlink ring in a named shared-memory mapping.
-    Shm,
-    /// The ipc-channel fallback.
-    IpcChannel,
-    /// The reference method: a single-slot mailbox signalled with `raw_sync` busy events.
-    RawSync,
-    /// The child's standard input and output.
-    Pipe,
-    /// Two named pipes.
-    Fifo,
-    /// An `AF_UNIX` stream socket pair inherited by the child.
-    Socketpair,
-    /// Two POSIX message queues.
-    PosixMq,
-    /// A Unix domain stream socket.
-    Uds,
-    /// A TCP connection (loopback by default).
-    Tcp,
-    /// Two cache lines bounced between the processes: no framing, the hardware's limit.
-    Floor,
-}
-
 impl Kind {
-    /// Every backend, in the order the harness interleaves them.
-    pub const ALL: [Kind; 10] = [
-        Kind::Shm,
-        Kind::IpcChannel,
-        Kind::RawSync,
-        Kind::Pipe,
-        Kind::Fifo,
-        Kind::Socketpair,
-        Kind::PosixMq,
-        Kind::Uds,
-        Kind::Tcp,
-        Kind::Floor,
-    ];
-
     /// The name used on the command line and in reports.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Shm => "shm",
-            Kind::IpcChannel => "ipc-channel",
-            Kind::RawSync => "raw-sync",
-            Kind::Pipe => "pipe",
-            Kind::Fifo => "fifo",
-            Kind::Socketpair => "socketpair",
-            Kind::PosixMq => "posixmq",
-            Kind::Uds => "uds",
-            Kind::Tcp => "tcp",
-            Kind::Floor => "floor",
-        }
+        self.spec().name
+    }
+
+    /// Whether it takes part in `mode` (or has that form of the stream).
+    pub fn serves(self, mode: Mode) -> bool {
+        self.spec().modes.contains(&mode)
     }
 
     /// Whether the child must be spawned with piped standard input and output.
     pub fn needs_stdio(self) -> bool {
-        self == Kind::Pipe
+        self.spec().stdio
     }
 
     /// Whether the kernel carries the messages (pipes, sockets, queues): the rows "the best
     /// kernel transport" is chosen from.
     pub fn is_kernel(self) -> bool {
-        match self {
-            Kind::Pipe | Kind::Fifo | Kind::Socketpair | Kind::PosixMq | Kind::Uds | Kind::Tcp => {
-                true
-            }
-            Kind::Shm | Kind::IpcChannel | Kind::RawSync | Kind::Floor => false,
-        }
+        self.spec().class == Class::Kernel
     }
 
-    /// Whether it has a batch form ([`Transport::send_batch`]): shared memory and the kernel
-    /// byte streams (a queue message holds one message).
+    /// Whether it is a limit rather than a transport (`floor`).
+    pub fn is_limit(self) -> bool {
+        self.spec().class == Class::Limit
+    }
+
+    /// Whether it has a bare form ([`Transport::send_bare`]).
+    pub fn has_bare(self) -> bool {
+        self.serves(Mode::Bare)
+    }
+
+    /// Whether it has a batch form ([`Transport::send_batch`]).
     pub fn has_batch(self) -> bool {
-        self == Kind::Shm || (self.is_kernel() && self != Kind::PosixMq)
+        self.serves(Mode::Batch)
     }
 
     /// Whether both processes busy-spin while they wait (whatever the wait strategy).
     pub fn always_spins(self) -> bool {
-        matches!(self, Kind::RawSync | Kind::Floor)
+        self.spec().spins
+    }
+
+    /// The names of the transports `keep` picks, comma-separated, for messages.
+    pub fn names(keep: impl Fn(Kind) -> bool) -> String {
+        let names: Vec<&str> = Kind::ALL
+            .into_iter()
+            .filter(|&k| keep(k))
+            .map(Kind::as_str)
+            .collect();
+        names.join(", ")
     }
 }
 
@@ -195,21 +203,15 @@ impl FromStr for Kind {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Kind> {
-        match s {
-            "shm" | "shmem" => Ok(Kind::Shm),
-            "ipc-channel" | "ipcc" | "ipc_channel" => Ok(Kind::IpcChannel),
-            "raw-sync" | "raw_sync" => Ok(Kind::RawSync),
-            "pipe" | "stdio" => Ok(Kind::Pipe),
-            "fifo" => Ok(Kind::Fifo),
-            "socketpair" => Ok(Kind::Socketpair),
-            "posixmq" | "posixq" | "mq" => Ok(Kind::PosixMq),
-            "uds" | "unix" => Ok(Kind::Uds),
-            "tcp" => Ok(Kind::Tcp),
-            "floor" => Ok(Kind::Floor),
-            other => Err(Error::InvalidConfig(format!(
-                "unknown transport {other:?} (expected one of shm, ipc-channel, raw-sync, pipe, fifo, socketpair, posixmq, uds, tcp, floor)"
-            ))),
-        }
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s || k.spec().aliases.contains(&s))
+            .ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "unknown transport {s:?} (expected one of {})",
+                    Kind::names(|_| true)
+                ))
+            })
     }
 }
 
@@ -562,23 +564,6 @@ pub(crate) fn await_connected(
     })
 }
 
-/// Runs `visitor` with the concrete transport type of `kind`: the way to pick a backend at run
-/// time while the message loop stays monomorphic.
-pub fn dispatch<V: Visitor>(kind: Kind, visitor: V) -> V::Output {
-    match kind {
-        Kind::Shm => visitor.visit::<shm::Shm>(),
-        Kind::IpcChannel => visitor.visit::<shm::IpcChannel>(),
-        Kind::RawSync => visitor.visit::<raw_sync::RawSync>(),
-        Kind::Pipe => visitor.visit::<pipe::Pipe>(),
-        Kind::Fifo => visitor.visit::<fifo::Fifo>(),
-        Kind::Socketpair => visitor.visit::<socketpair::Socketpair>(),
-        Kind::PosixMq => visitor.visit::<posixmq::PosixMq>(),
-        Kind::Uds => visitor.visit::<uds::Uds>(),
-        Kind::Tcp => visitor.visit::<tcp::Tcp>(),
-        Kind::Floor => visitor.visit::<floor::Floor>(),
-    }
-}
-
 /// Code generic over the transport type, run by [`dispatch`].
 pub trait Visitor {
     /// What the visit returns.
@@ -590,14 +575,15 @@ pub trait Visitor {
 /// The error of a bare send or receive on a transport that has no bare form.
 fn no_bare_form(kind: Kind) -> Error {
     Error::InvalidConfig(format!(
-        "{kind} has no bare form: only the kernel transports send unframed messages"
+        "{kind} has no bare form: only {} send unframed messages",
+        Kind::names(Kind::has_bare)
     ))
 }
 
 fn no_batch_form(kind: Kind) -> Error {
     Error::InvalidConfig(format!(
-        "{kind} has no batch form: only shm and the kernel byte streams (pipe, fifo, \
-         socketpair, uds, tcp) move many messages per call"
+        "{kind} has no batch form: only {} move many messages per call",
+        Kind::names(Kind::has_batch)
     ))
 }
 
@@ -670,6 +656,30 @@ mod tests {
             assert_eq!(kind.as_str().parse::<Kind>().ok(), Some(kind));
         }
         assert!("carrier-pigeon".parse::<Kind>().is_err());
+    }
+
+    #[test]
+    fn no_two_entries_of_the_table_share_a_name() {
+        let mut names: Vec<&str> = Kind::ALL
+            .iter()
+            .flat_map(|k| std::iter::once(k.as_str()).chain(k.spec().aliases.iter().copied()))
+            .collect();
+        let all = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all, "a name or alias is used twice");
+    }
+
+    #[test]
+    fn every_entry_serves_ping_pong_and_only_a_limit_stays_out_of_the_stream() {
+        for kind in Kind::ALL {
+            assert!(kind.serves(Mode::PingPong), "{kind}");
+            assert_eq!(kind.serves(Mode::Stream), !kind.is_limit(), "{kind}");
+            assert!(
+                !kind.has_bare() || kind.is_kernel(),
+                "{kind}: bare rows are the kernel's"
+            );
+        }
     }
 
     #[test]

@@ -1,8 +1,7 @@
-//! `shm` and `ipc-channel`: the library's duplex channel ([`Endpoint`]), one transport over both
-//! backends. [`Shm`] lets the library choose (the ring, falling back to ipc-channel exactly as
-//! the library does; the report says which backend ran); [`IpcChannel`] asks for the fallback
-//! ([`Backend::IpcChannel`]), whose bytes go through ipc-channel's bytes channels as they are,
-//! one heap buffer per received message.
+//! `shm`: the library's duplex channel ([`Endpoint`]), one transport over both backends.
+//! [`Shm`] lets the library choose (the ring, falling back to ipc-channel exactly as the library
+//! does; the report says which backend ran); `ipc_channel.rs` asks for the fallback with the same
+//! [`EndpointTransport`].
 //!
 //! JSON messages are serialised straight into the ring ([`Endpoint::send_json`]) and decoded
 //! from the frame while it is still in the ring ([`shmlink::Received::json`]), so `&str` fields
@@ -40,14 +39,6 @@ impl BackendChoice for Chosen {
     const BACKEND: Option<Backend> = None;
 }
 
-/// The ipc-channel backend, always.
-pub struct Fallback;
-
-impl BackendChoice for Fallback {
-    const KIND: Kind = Kind::IpcChannel;
-    const BACKEND: Option<Backend> = Some(Backend::IpcChannel);
-}
-
 /// One end of an endpoint transport.
 pub struct EndpointTransport<B> {
     endpoint: Endpoint,
@@ -57,8 +48,6 @@ pub struct EndpointTransport<B> {
 
 /// The `shm` transport.
 pub type Shm = EndpointTransport<Chosen>;
-/// The `ipc-channel` transport.
-pub type IpcChannel = EndpointTransport<Fallback>;
 
 /// The created endpoint, waiting for the child.
 pub struct EndpointListener<B> {

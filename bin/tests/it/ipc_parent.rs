@@ -389,7 +389,7 @@ fn stream_checks_every_transport_bare_and_batch_row_at_every_size_beside_ring_an
             .into_iter()
             .flat_map(|(t, wait)| {
                 let kind: Kind = t.parse().expect("a transport");
-                let bare = kind.is_kernel() && (kind != Kind::PosixMq || size <= msgsize);
+                let bare = kind.has_bare() && (kind != Kind::PosixMq || size <= msgsize);
                 let mut rows = vec![(t.clone(), wait)];
                 if bare {
                     rows.push((format!("{t}-bare"), None));

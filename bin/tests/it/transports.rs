@@ -15,16 +15,9 @@ use std::time::Duration;
 use common::{leftovers, serial, unique, ChildGuard, Watchdog};
 use shmlink_harness::streaming::{self, Stream, Verdict};
 use shmlink_harness::transport::{
-    fifo::Fifo,
-    floor::Floor,
-    pipe::Pipe,
-    posixmq::PosixMq,
-    raw_sync::RawSync,
-    shm::{IpcChannel, Shm},
-    socketpair::Socketpair,
-    tcp::Tcp,
-    uds::Uds,
-    ChildStdio, Kind, Listener, Options, Peer, Transport, HARNESS_PREFIX,
+    fifo::Fifo, floor::Floor, ipc_channel::IpcChannel, pipe::Pipe, posixmq::PosixMq,
+    raw_sync::RawSync, shm::Shm, socketpair::Socketpair, tcp::Tcp, uds::Uds, ChildStdio, Kind,
+    Listener, Options, Peer, Transport, HARNESS_PREFIX,
 };
 use shmlink_harness::Error;
 
