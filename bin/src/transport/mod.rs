@@ -100,6 +100,11 @@ transports! {
         about: "a single-slot mailbox per direction signalled with `raw_sync` busy events, the common hand-rolled way",
         class: Memory, modes: [PingPong, Sweep, Stream], spins: true, stdio: false,
     },
+    Memfd: memfd::Memfd {
+        name: "memfd", aliases: [],
+        about: "a ring per direction in a `memfd_create` buffer the child inherits, handed over with eventfd reads and writes",
+        class: Memory, modes: [PingPong, Sweep, Stream], spins: false, stdio: false,
+    },
     Pipe: pipe::Pipe {
         name: "pipe", aliases: ["stdio"],
         about: "the child's stdin and stdout, length-prefixed",

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{leftovers, serial, unique, ChildGuard, Watchdog};
 use shmlink_harness::streaming::{self, Stream, Verdict};
 use shmlink_harness::transport::{
-    fifo::Fifo, floor::Floor, ipc_channel::IpcChannel, pipe::Pipe, posixmq::PosixMq,
+    fifo::Fifo, floor::Floor, ipc_channel::IpcChannel, memfd::Memfd, pipe::Pipe, posixmq::PosixMq,
     raw_sync::RawSync, shm::Shm, socketpair::Socketpair, tcp::Tcp, uds::Uds, ChildStdio, Kind,
     Listener, Options, Peer, Transport, HARNESS_PREFIX,
 };
@@ -351,6 +351,7 @@ conformance! {
     shm => Shm,
     ipc_channel => IpcChannel,
     raw_sync => RawSync,
+    memfd => Memfd,
     pipe => Pipe,
     fifo => Fifo,
     socketpair => Socketpair,
