@@ -569,3 +569,86 @@ impl Listener for MemfdListener {
         Ok(self.end)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Both ends in this process: the connecting end gets duplicates of the listener's
+    /// descriptors, as a child would inherit them.
+    fn pair(opts: &Options) -> (Memfd, Memfd) {
+        let listener = Memfd::listen(&format!("test-{}", std::process::id()), opts).unwrap();
+        let dups: Vec<String> = listener
+            .end
+            .fds
+            .iter()
+            .map(|fd| {
+                // SAFETY: F_DUPFD_CLOEXEC on a descriptor the listener owns.
+                let dup = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+                assert!(dup > 2, "dup: {}", io::Error::last_os_error());
+                dup.to_string()
+            })
+            .collect();
+        let address = format!("fd:{}", dups.join(","));
+        let child = Memfd::connect(&address, opts, Peer::unknown()).unwrap();
+        let parent = listener
+            .accept(ChildStdio::default(), Peer::unknown())
+            .unwrap();
+        (parent, child)
+    }
+
+    #[test]
+    fn messages_of_every_size_wrap_the_ring_many_times_in_order() {
+        let opts = Options {
+            ring_size: 4096,
+            max_message: 1000,
+            ..Options::default()
+        };
+        let (mut parent, mut child) = pair(&opts);
+        assert_eq!(child.max_message(), 2048 - 8);
+        let count = 20_000u32;
+        let (done, finished) = mpsc::channel();
+        let sender = std::thread::spawn(move || {
+            for i in 0..count {
+                let len = 4 + (i as usize * 37) % 997;
+                let mut msg = vec![i as u8; len];
+                msg[..4].copy_from_slice(&i.to_le_bytes());
+                parent.send(&msg).unwrap();
+            }
+            parent
+        });
+        let receiver = std::thread::spawn(move || {
+            for i in 0..count {
+                child
+                    .recv_with(|bytes| {
+                        assert_eq!(bytes.len(), 4 + (i as usize * 37) % 997, "message {i}");
+                        assert_eq!(bytes[..4], i.to_le_bytes(), "message {i}");
+                        assert!(bytes[4..].iter().all(|&b| b == i as u8), "message {i}");
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            let _ = done.send(());
+            child
+        });
+        // A ring that loses room stalls the sender for good: a bounded wait, not a hang.
+        finished
+            .recv_timeout(Duration::from_secs(20))
+            .expect("every message within 20 s");
+        let mut parent = sender.join().unwrap();
+        let mut child = receiver.join().unwrap();
+        drop(parent.send(b"last"));
+        child.recv_with(|bytes| {
+            assert_eq!(bytes, b"last");
+            Ok(())
+        })
+        .unwrap();
+        drop(parent);
+        assert!(matches!(
+            child.recv_with(|_| Ok(())),
+            Err(Error::Disconnected)
+        ));
+    }
+}
