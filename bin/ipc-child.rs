@@ -2,5 +2,5 @@
 //! library's `child` module.
 
 fn main() -> std::process::ExitCode {
-    shmlink_harness::child::main()
+    shmlink_harness::ipc_child::main()
 }

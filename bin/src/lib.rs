@@ -5,10 +5,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub mod child;
-pub mod clients;
+pub mod client;
+pub mod ipc_child;
 pub mod parent;
-pub mod streaming;
+pub mod stream_format;
 pub mod transport;
 pub mod workload;
 

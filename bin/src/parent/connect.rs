@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use super::child::ChildGuard;
 use super::measure::Timing;
 use super::session::Session;
+use super::spawn::ChildGuard;
 use crate::transport::{ChildStdio, Listener, Options, Peer, Transport};
 use crate::workload::{self as common, MessageKind};
 

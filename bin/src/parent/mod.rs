@@ -36,23 +36,20 @@
 //! | `chart` | `chart`: SVG bar charts |
 //! | `compare` | `compare`: debug against release |
 
-mod chart;
-mod child;
 pub mod cli;
 mod clients;
-mod compare;
 mod connect;
 pub mod document;
 mod limits;
 pub mod machine;
 mod measure;
-mod pinger;
-mod pingpong;
-mod render;
+mod ping_pong;
 pub mod report;
 mod rows;
 mod session;
+mod spawn;
 mod stream;
+mod tables;
 
 use clap::Parser;
 
@@ -96,14 +93,14 @@ pub fn transports(describe: bool) -> String {
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => pingpong::ping_pong(cli.ping_pong),
-        Some(Cmd::PingPong(args)) => pingpong::ping_pong(args),
-        Some(Cmd::Sweep(args)) => pingpong::sweep(args),
+        None => ping_pong::ping_pong(cli.ping_pong),
+        Some(Cmd::PingPong(args)) => ping_pong::ping_pong(args),
+        Some(Cmd::Sweep(args)) => ping_pong::sweep::sweep(args),
         Some(Cmd::Stream(args)) => stream::run(args),
         Some(Cmd::Clients(args)) => clients::run(args),
         Some(Cmd::Report(args)) => report::report(&args),
-        Some(Cmd::Chart { input, output }) => chart::chart(&input, &output),
-        Some(Cmd::Compare { debug, release }) => compare::compare(&debug, &release),
+        Some(Cmd::Chart { input, output }) => report::chart::chart(&input, &output),
+        Some(Cmd::Compare { debug, release }) => report::compare::compare(&debug, &release),
         Some(Cmd::Transports { describe }) => {
             print!("{}", transports(describe));
             Ok(())

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
 
-use super::child::{install_signal_handlers, interrupted, Load};
 use super::cli::Common;
 use super::document::{Document, Results, Run};
 use super::machine::{busy_warning, load_average, Machine, Placement};
-use super::render;
+use super::spawn::{install_signal_handlers, interrupted, Load};
+use super::tables;
 
 /// The commit this binary was built from (see `build.rs`).
 pub(crate) const COMMIT: &str = env!("HARNESS_COMMIT");
@@ -35,7 +35,7 @@ impl Session {
     /// (which `ipc-parent` needs when it is its own child; `ipc-child` ignores it).
     pub(crate) fn child_command(&self) -> std::process::Command {
         let mut command = std::process::Command::new(&self.child_path);
-        command.env(crate::child::AS_CHILD_ENV, "1");
+        command.env(crate::ipc_child::AS_CHILD_ENV, "1");
         command
     }
 
@@ -81,7 +81,7 @@ impl Session {
             run,
             _load: load,
         };
-        session.say(&render::run_line(&session.run));
+        session.say(&tables::run_line(&session.run));
         if let Some(warning) = busy_warning(load_average, session.run.machine.cores) {
             eprintln!("{warning}");
         }
@@ -134,7 +134,7 @@ impl Session {
         if self.common.json {
             out.write_all(doc.to_text()?.as_bytes())?;
         } else {
-            out.write_all(render::terminal(&doc).as_bytes())?;
+            out.write_all(tables::terminal(&doc).as_bytes())?;
         }
         Ok(())
     }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::pipe::grow_pipe;
-use super::stream::{self, Framed};
+use super::framed::{self, Framed};
 use super::{poll_until, ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
 use crate::Error;
 
@@ -156,7 +156,7 @@ impl Transport for Fifo {
         grow_pipe(reader.as_raw_fd(), opts.ring_size);
         grow_pipe(writer.as_raw_fd(), opts.ring_size);
         Ok(Fifo {
-            framed: Framed::new(reader, writer, stream::max_message(opts)),
+            framed: Framed::new(reader, writer, framed::max_message(opts)),
         })
     }
 
@@ -190,7 +190,7 @@ impl Listener for FifoListener {
         grow_pipe(reader.as_raw_fd(), opts.ring_size);
         grow_pipe(writer.as_raw_fd(), opts.ring_size);
         Ok(Fifo {
-            framed: Framed::new(reader, writer, stream::max_message(&opts)),
+            framed: Framed::new(reader, writer, framed::max_message(&opts)),
         })
     }
 }

@@ -80,7 +80,7 @@ macro_rules! framed_methods {
 
 #[macro_use]
 pub mod spec;
-mod stream;
+mod framed;
 
 pub use spec::{Class, Mode, Spec};
 

@@ -11,7 +11,7 @@ use std::process::{ChildStdin, ChildStdout};
 
 use serde::Serialize;
 
-use super::stream::Framed;
+use super::framed::Framed;
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
 use crate::Error;
 
@@ -135,7 +135,7 @@ impl Listener for PipeListener {
 }
 
 fn max_message(opts: &Options) -> usize {
-    super::stream::max_message(opts)
+    super::framed::max_message(opts)
 }
 
 fn dup(fd: RawFd) -> Result<File> {

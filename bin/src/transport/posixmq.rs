@@ -210,7 +210,7 @@ impl PosixMq {
             assembled: Vec::new(),
             out: Vec::with_capacity(tx_size),
             json: Vec::new(),
-            max: super::stream::max_message(opts),
+            max: super::framed::max_message(opts),
             peer,
             closed: false,
         })

@@ -18,7 +18,7 @@ use std::os::unix::net::UnixStream;
 
 use serde::Serialize;
 
-use super::stream::{self, set_socket_buffers, Framed};
+use super::framed::{self, set_socket_buffers, Framed};
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
 use crate::Error;
 
@@ -40,7 +40,7 @@ impl Socketpair {
         let stream = UnixStream::from(fd);
         let reader = stream.try_clone()?;
         Ok(Socketpair {
-            framed: Framed::new(reader, stream, stream::max_message(opts)),
+            framed: Framed::new(reader, stream, framed::max_message(opts)),
         })
     }
 }

@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd;
 
 use serde::Serialize;
 
-use super::stream::{self, set_socket_buffers, Framed};
+use super::framed::{self, set_socket_buffers, Framed};
 use super::{poll_until, ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
 use crate::Error;
 
@@ -33,7 +33,7 @@ impl Tcp {
         set_socket_buffers(stream.as_raw_fd(), opts.ring_size)?;
         let reader = stream.try_clone()?;
         Ok(Tcp {
-            framed: Framed::new(reader, stream, stream::max_message(opts)),
+            framed: Framed::new(reader, stream, framed::max_message(opts)),
         })
     }
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::stream::{self, set_socket_buffers, Framed};
+use super::framed::{self, set_socket_buffers, Framed};
 use super::{poll_until, ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
 use crate::Error;
 
@@ -42,7 +42,7 @@ impl Uds {
         set_socket_buffers(stream.as_raw_fd(), opts.ring_size)?;
         let reader = stream.try_clone()?;
         Ok(Uds {
-            framed: Framed::new(reader, stream, stream::max_message(opts)),
+            framed: Framed::new(reader, stream, framed::max_message(opts)),
             _path: path,
         })
     }

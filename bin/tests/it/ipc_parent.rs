@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{
     assert_nothing_left, leftovers, process_exists, serial, unique, ChildGuard, Watchdog,
 };
-use shmlink_harness::clients::ClientRow;
+use shmlink_harness::client::ClientRow;
 use shmlink_harness::parent::document::{
     Document, Latency, PingPong, PingPongResult, Results, RoundTripFigures, RoundTrips, RowId, Run,
     Sweep, SweepResult,

@@ -13,7 +13,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use common::{leftovers, serial, unique, ChildGuard, Watchdog};
-use shmlink_harness::streaming::{self, Stream, Verdict};
+use shmlink_harness::stream_format::{self, Stream, Verdict};
 use shmlink_harness::transport::{
     fifo::Fifo, floor::Floor, ipc_channel::IpcChannel, memfd::Memfd, pipe::Pipe, posixmq::PosixMq,
     raw_sync::RawSync, shm::Shm, socketpair::Socketpair, tcp::Tcp, uds::Uds, ChildStdio, Kind,
@@ -255,7 +255,7 @@ fn bare_messages<T: Transport>() {
     if T::KIND != Kind::PosixMq {
         sizes.push(100_000);
     }
-    phases(&mut s.t, "bare", &sizes, streaming::send_bare_phase);
+    phases(&mut s.t, "bare", &sizes, stream_format::send_bare_phase);
     s.finish();
 }
 
@@ -304,7 +304,7 @@ fn batches<T: Transport>() {
         &mut s.t,
         "batch",
         &[8, 129, 4096, 4100, 100_000],
-        streaming::send_batch_phase,
+        stream_format::send_batch_phase,
     );
     s.finish();
 }

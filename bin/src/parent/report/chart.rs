@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail};
 
-use super::document::{Document, Results};
+use crate::parent::document::{Document, Results};
 use crate::workload::size_label;
 
 pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {

@@ -1,25 +1,29 @@
 //! `ping-pong` and `sweep`: round trips with a child over every transport, round by round. A
 //! sweep is a ping-pong of raw messages at several sizes, with MB/s and a memcpy limit row.
 
+mod pinger;
+pub(crate) mod sweep;
+pub(crate) mod tables;
+
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use hdrhistogram::Histogram;
 
-use super::cli::{sized_ring, PingPongArgs, SweepArgs, DEFAULT_RING};
-use super::connect::{connect, Plan};
-use super::document::{
+use crate::parent::cli::{sized_ring, PingPongArgs, SweepArgs, DEFAULT_RING};
+use crate::parent::connect::{connect, Plan};
+use crate::parent::document::{
     best_and_median, mb_per_s, ratio, Latency, Payload, PingPong, PingPongResult, Results,
     RoundTripFigures, RoundTrips, RowId, Sweep, SweepResult,
 };
-use super::limits::{Copier, SerdeWork};
-use super::measure::{measure, new_histogram, Timing};
-use super::pinger::Pinger;
-use super::rows::{parse_rows, Row};
-use super::session::Session;
+use crate::parent::limits::{Copier, SerdeWork};
+use crate::parent::measure::{measure, new_histogram, Timing};
+use crate::parent::rows::{parse_rows, Row};
+use crate::parent::session::Session;
 use crate::transport::posixmq::MqLimits;
 use crate::transport::{self, Kind, Options, Transport, Visitor};
 use crate::workload::{self as common, size_label, MessageKind};
+use pinger::Pinger;
 
 /// What one round of one row produced.
 struct RoundOutcome {
@@ -318,66 +322,6 @@ pub(crate) fn ping_pong(args: PingPongArgs) -> anyhow::Result<()> {
         size,
         duration_s: args.duration.as_secs_f64(),
         pace_s: args.pace.as_secs_f64(),
-        ring_size,
-        posixmq: rows.contains(&Row::Ipc(Kind::PosixMq)).then(MqLimits::read),
-        results,
-    });
-    session.finish(results)
-}
-
-/// `ipc-parent sweep`.
-pub(crate) fn sweep(args: SweepArgs) -> anyhow::Result<()> {
-    let rows = parse_rows(&args.transport, true, MessageKind::Raw, &args.wait.0)?;
-    let sizes = common::parse_sizes(&args.sizes).context("--sizes")?;
-    let largest = sizes.iter().copied().max().unwrap_or(0);
-    let session = Session::start(args.common.clone(), needs_child(&rows))?;
-    let ring_size = args.common.ring_size.unwrap_or(sized_ring(largest));
-    let plan = Plan::new(
-        &session,
-        options(args.wait.first(), ring_size, largest, &args.tcp_addr),
-        Timing {
-            warmup: args.common.warmup,
-            duration: args.duration,
-            pace: Duration::ZERO,
-        },
-    );
-    session.say(&format!(
-        "payload sweep, raw messages of {} echoed back; ring {} per direction",
-        sizes
-            .iter()
-            .map(|&s| size_label(s))
-            .collect::<Vec<_>>()
-            .join(", "),
-        size_label(ring_size)
-    ));
-    let sized: Vec<Option<usize>> = sizes.iter().map(|&s| Some(s)).collect();
-    let cells = run_cells(&plan, &rows, &sized, MessageKind::Raw, true)?;
-
-    let memcpy = |size| {
-        cells
-            .iter()
-            .find(|c| c.row == Row::Memcpy && c.size == Some(size))
-            .map(|c| mb_per_s(c.figures().best_rt_per_s, size))
-    };
-    let results = cells
-        .iter()
-        .map(|c| {
-            let figures = c.figures();
-            let size = c.size.unwrap_or(0);
-            let mb = mb_per_s(figures.best_rt_per_s, size);
-            SweepResult {
-                row: c.id(),
-                size,
-                mb_per_s: mb,
-                median_mb_per_s: mb_per_s(figures.median_rt_per_s, size),
-                memcpy_ratio: memcpy(size).and_then(|m| ratio(mb, m)),
-                figures,
-            }
-        })
-        .collect();
-    let results = Results::Sweep(Sweep {
-        sizes,
-        duration_s: args.duration.as_secs_f64(),
         ring_size,
         posixmq: rows.contains(&Row::Ipc(Kind::PosixMq)).then(MqLimits::read),
         results,

@@ -5,16 +5,20 @@
 //! compare with. The page is a pure function of the files: `--check`
 //! fails when the committed page differs from it.
 
+pub(crate) mod chart;
+pub(crate) mod compare;
+pub(crate) mod python;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use super::cli::ReportArgs;
-use super::document::{ratio, Document, PingPong, Results, Stream};
-use super::machine::busy;
-use super::render::{body, pinning, short_commit, whole, Table};
+use crate::parent::cli::ReportArgs;
+use crate::parent::document::{ratio, Document, PingPong, Results, Stream};
+use crate::parent::machine::busy;
+use crate::parent::tables::{body, pinning, short_commit, whole, Table};
 use crate::workload::size_label;
 
 /// The file of published figures in the results folder.

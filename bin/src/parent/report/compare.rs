@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::document::{Document, Results};
+use crate::parent::document::{Document, Results};
 use crate::workload::size_label;
 
 /// One row of a document at one size (or client count): its headline figure and p50.

@@ -1,8 +1,10 @@
 //! `stream`: one-way streaming throughput. For every size and row, the parent sends a phase of
-//! messages (see [`crate::streaming`]) and the time runs until the receiver's verdict; rounds
+//! messages (see [`crate::stream_format`]) and the time runs until the receiver's verdict; rounds
 //! are interleaved (every size and row once, then again). Two limit rows run in this process:
 //! `ring`, the same shmlink ring between two threads, and `memcpy`, one copy of every message
 //! into a ring-sized buffer.
+
+pub(crate) mod tables;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,14 +16,16 @@ use shmlink::{RecvError, SendError};
 
 use crate::Error;
 
-use super::cli::{sized_ring, StreamArgs};
-use super::connect::{connect, Plan};
-use super::document::{best_and_median, ratio, Results, RowId, Stream, StreamResult, StreamRound};
-use super::machine::Placement;
-use super::measure::Timing;
-use super::rows::{parse_stream_rows, Row};
-use super::session::Session;
-use crate::streaming::{self, Verdict, MIN_SIZE};
+use crate::parent::cli::{sized_ring, StreamArgs};
+use crate::parent::connect::{connect, Plan};
+use crate::parent::document::{
+    best_and_median, ratio, Results, RowId, Stream, StreamResult, StreamRound,
+};
+use crate::parent::machine::Placement;
+use crate::parent::measure::Timing;
+use crate::parent::rows::{parse_stream_rows, Row};
+use crate::parent::session::Session;
+use crate::stream_format::{self, Verdict, MIN_SIZE};
 use crate::transport::posixmq::MqLimits;
 use crate::transport::{self, Kind, Options, Transport, Visitor};
 use crate::workload::{self as common, size_label, MessageKind};
@@ -98,13 +102,13 @@ impl Visitor for StreamPhases<'_, '_> {
             MessageKind::Raw,
             &["--mode", mode],
         )?;
-        let mut stream = streaming::Stream::new(self.size);
+        let mut stream = stream_format::Stream::new(self.size);
         let round = measure_stream(&self.plan.timing, self.count, |n| {
             let start = Instant::now();
             let verdict = match row {
-                Row::Bare(_) => streaming::send_bare_phase(&mut conn.t, &mut stream, n)?,
-                Row::Batch(_) => streaming::send_batch_phase(&mut conn.t, &mut stream, n)?,
-                _ => streaming::send_phase(&mut conn.t, &mut stream, n)?,
+                Row::Bare(_) => stream_format::send_bare_phase(&mut conn.t, &mut stream, n)?,
+                Row::Batch(_) => stream_format::send_batch_phase(&mut conn.t, &mut stream, n)?,
+                _ => stream_format::send_phase(&mut conn.t, &mut stream, n)?,
             };
             let took = start.elapsed();
             verdict.check(&stream, n)?;
@@ -150,7 +154,7 @@ fn ring_phase(
     n: u64,
 ) -> anyhow::Result<Duration> {
     let (mut tx, mut rx) = shmlink::ring::new(capacity)?;
-    let mut stream = streaming::Stream::new(size);
+    let mut stream = stream_format::Stream::new(size);
     let start_line = Arc::new(Barrier::new(2));
     let abort = Arc::new(AtomicBool::new(false));
     let consumer = {
@@ -166,7 +170,7 @@ fn ring_phase(
             let mut spin = Spin(0);
             while verdict.count < n {
                 match rx.try_read() {
-                    Ok(frame) => streaming::take(&mut verdict, &frame, size),
+                    Ok(frame) => stream_format::take(&mut verdict, &frame, size),
                     Err(RecvError::Empty) => {
                         // Relaxed: a plain stop flag; it orders no other data.
                         if abort.load(Ordering::Relaxed) {
@@ -214,7 +218,7 @@ fn ring_phase(
 /// ring-sized buffer, at the offsets the ring's frames would take (whole cache lines, a header
 /// word first).
 fn memcpy_phase(capacity: usize, size: usize, n: u64) -> Duration {
-    let mut stream = streaming::Stream::new(size);
+    let mut stream = stream_format::Stream::new(size);
     let mut region = vec![0u8; capacity];
     let step = (8 + size).div_ceil(64) * 64;
     let mut offset = 0;

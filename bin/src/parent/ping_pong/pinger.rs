@@ -2,7 +2,7 @@
 
 use crate::Error;
 
-use super::connect::Plan;
+use crate::parent::connect::Plan;
 use crate::transport::{Kind, Transport};
 use crate::workload::{self as common, check_stamp, stamp, MessageKind, OwnedPing, Workload};
 

@@ -4,7 +4,7 @@
 //! until the parent closes the transport or goes away.
 //!
 //! With `--client ROW` it is one client of an `ipc-parent clients` run instead (see
-//! `shmlink_harness::clients`): it connects to the parent's server for that row, makes checked
+//! `shmlink_harness::client`): it connects to the parent's server for that row, makes checked
 //! round trips and prints its result line on standard output.
 //!
 //! Otherwise it never writes to standard output (that may be the `pipe` transport); diagnostics
@@ -16,8 +16,8 @@ use crate::workload as common;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::clients::{run_client, ClientRow, ClientSpec};
-use crate::streaming;
+use crate::client::{run_client, ClientRow, ClientSpec};
+use crate::stream_format;
 use crate::transport::{self, Kind, Options, Peer, Transport, Visitor};
 use crate::Error;
 use anyhow::{bail, Context};
@@ -99,7 +99,7 @@ enum Mode {
     /// Echo `--count` messages, close the transport cleanly, stay alive two seconds.
     CloseAfter,
     /// Receive one-way stream phases: check every message's sequence number and digest every
-    /// byte, confirm each phase with a verdict (see `shmlink_harness::streaming`).
+    /// byte, confirm each phase with a verdict (see `shmlink_harness::stream_format`).
     Stream,
     /// The same with bare messages: fixed-size, unframed, one system call per message (kernel
     /// transports only).
@@ -307,19 +307,19 @@ fn burst<T: Transport>(t: &mut T, count: u64) -> Result<(), Error> {
 
 fn stream<T: Transport>(t: &mut T) -> Result<(), Error> {
     loop {
-        streaming::receive_phase(t)?;
+        stream_format::receive_phase(t)?;
     }
 }
 
 fn bare_stream<T: Transport>(t: &mut T) -> Result<(), Error> {
     loop {
-        streaming::receive_bare_phase(t)?;
+        stream_format::receive_bare_phase(t)?;
     }
 }
 
 fn batch_stream<T: Transport>(t: &mut T) -> Result<(), Error> {
     loop {
-        streaming::receive_batch_phase(t)?;
+        stream_format::receive_batch_phase(t)?;
     }
 }
 

@@ -5,6 +5,8 @@
 //! to the last one's end (warmups excluded), and the median and the worst of the clients' p99
 //! latencies.
 
+pub(crate) mod tables;
+
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
@@ -20,14 +22,14 @@ use shmlink::{Channel, Config, Connection, Listener, RecvError, Selector, WaitSt
 
 use crate::Error;
 
-use super::child::{interrupted, ChildGuard, CHILD_PID};
-use super::cli::{ClientsArgs, DEFAULT_RING};
-use super::document::{
+use crate::client::{go_message, ClientResult, ClientRow, CONNECT_LIMIT, MIN_SIZE};
+use crate::parent::cli::{ClientsArgs, DEFAULT_RING};
+use crate::parent::document::{
     best_and_median, Clients as ClientsDoc, ClientsResult, ClientsRound, Latency, MedianBest,
     Results, RoundTrips,
 };
-use super::session::Session;
-use crate::clients::{go_message, ClientResult, ClientRow, CONNECT_LIMIT, MIN_SIZE};
+use crate::parent::session::Session;
+use crate::parent::spawn::{interrupted, ChildGuard, CHILD_PID};
 use crate::transport::HARNESS_PREFIX;
 
 /// What every round of a clients run shares.
@@ -382,8 +384,8 @@ fn serve_uds_threads(streams: Vec<UnixStream>, size: usize) -> anyhow::Result<()
 /// Accepts the ipc-channel clients (one one-shot server each), on a thread of its own so that
 /// a client that never connects fails the round after [`CONNECT_LIMIT`] instead of hanging it.
 fn accept_ipc(
-    servers: Vec<IpcOneShotServer<crate::clients::IpcHalves>>,
-) -> anyhow::Result<Vec<crate::clients::IpcHalves>> {
+    servers: Vec<IpcOneShotServer<crate::client::IpcHalves>>,
+) -> anyhow::Result<Vec<crate::client::IpcHalves>> {
     let n = servers.len();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -399,7 +401,7 @@ fn accept_ipc(
 }
 
 /// Echoes from this thread with one `IpcReceiverSet` select loop until every client left.
-fn serve_ipc(halves: Vec<crate::clients::IpcHalves>, size: usize) -> anyhow::Result<()> {
+fn serve_ipc(halves: Vec<crate::client::IpcHalves>, size: usize) -> anyhow::Result<()> {
     let mut set = IpcReceiverSet::new()?;
     let mut replies = HashMap::new();
     for (requests, reply) in halves {
