@@ -20,21 +20,18 @@
 //! | --- | --- |
 //! | `cli` | the command line: a subcommand per mode, the options they share |
 //! | `session` | what every measuring mode does around its rows: checks, Ctrl-C, `--load`, `--pin`, the interleaved rounds, the document at the end |
-//! | `document` | the JSON document: the run's description and one result type per mode |
-//! | `machine` | the machine as the OS reports it, the load, `--pin` |
-//! | `render` | a document's tables and ratios, for standard output and the results page |
-//! | `report` | `report`: the results page from the saved documents and the published figures |
-//! | `pingpong` | `ping-pong` and `sweep`, round by round |
-//! | `stream` | `stream`: one-way streaming, with the ring and memcpy limit rows |
-//! | `clients` | `clients`: N client processes against one server, per row |
-//! | `rows` | the rows of a table and `--transport` parsing |
+//! | `spawn` | the spawned child process, Ctrl-C, `--load` |
 //! | `connect` | one connection to a spawned child |
 //! | `measure` | the timed loop every round-trip row goes through |
-//! | `pinger` | the parent's side of the ping-pong workload |
+//! | `rows` | the rows of a table and `--transport` parsing (from the transport table) |
 //! | `limits` | the limit rows measured in this process (`serde`, `memcpy`) |
-//! | `child` | the running child, Ctrl-C, `--load` |
-//! | `chart` | `chart`: SVG bar charts |
-//! | `compare` | `compare`: debug against release |
+//! | `machine` | the machine as the OS reports it, the load, `--pin` |
+//! | `document` | the JSON document: the run's description and one result type per mode |
+//! | `tables` | what every mode's tables are made of, and which mode's tables a document gets |
+//! | `ping_pong/` | `ping-pong` (`mod.rs`, the parent's side in `pinger.rs`), `sweep` (`sweep.rs`), and their tables (`tables.rs`, `sweep.rs`) |
+//! | `stream/` | `stream`: one-way streaming with the ring and memcpy limit rows, and its tables |
+//! | `clients/` | `clients`: the servers of N client processes, per row, and its tables (the client side is `crate::client`) |
+//! | `report/` | `report`: the results page from the saved documents and the published figures; `chart.rs` (SVG bar charts), `compare.rs` (debug against release), `python.rs` (the Python benchmark's tables) |
 
 pub mod cli;
 mod clients;

@@ -167,8 +167,8 @@ fn parse_transports(list: &str, sweep: bool, message: MessageKind) -> anyhow::Re
     Ok(rows)
 }
 
-/// The rows of a streaming run: the transports `--transport` names (`all`: every one but
-/// floor, each kernel transport followed by its bare row, and each transport with a batch form
+/// The rows of a streaming run: the transports `--transport` names (`all`: every one that
+/// serves the stream, each kernel transport followed by its bare row, and each transport with a batch form
 /// by its batch row), then the limit rows ring and memcpy, always measured.
 pub(crate) fn parse_stream_rows(list: &str) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();

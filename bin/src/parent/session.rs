@@ -141,7 +141,7 @@ impl Session {
 }
 
 /// `explicit`, or `ipc-child` next to this executable, or else this executable itself (which
-/// runs as the child when spawned with `child::AS_CHILD_ENV`): a plain `cargo run --release`
+/// runs as the child when spawned with `ipc_child::AS_CHILD_ENV`): a plain `cargo run --release`
 /// builds `ipc-parent` alone.
 fn child_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(path) = explicit {

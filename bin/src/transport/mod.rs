@@ -32,7 +32,7 @@ use crate::Error;
 use shmlink::WaitStrategy;
 
 /// The message methods of a [`Transport`] whose messages travel as length-prefixed frames over
-/// a byte stream kept in `self.framed` (see `stream.rs`).
+/// a byte stream kept in `self.framed` (see `framed.rs`).
 macro_rules! framed_methods {
     () => {
         fn max_message(&self) -> usize {

@@ -1,7 +1,7 @@
 //! `report`: the results page, rendered from the saved documents of a folder (every `*.json`
 //! but [`PUBLISHED`]) and the published figures in [`PUBLISHED`]. Each document gets a section:
 //! its command, commit, date, machine and pinning, then its mode's tables and ratios (see
-//! `render`), and beside the stream and the JSON ping-pong tables the published figures they
+//! each mode's `tables.rs`), and beside the stream and the JSON ping-pong tables the published figures they
 //! compare with. The page is a pure function of the files: `--check`
 //! fails when the committed page differs from it.
 
