@@ -3,7 +3,7 @@
 #   BUILD_MODE=release  build and run optimised binaries (default: debug)
 #   DURATION=5s         length of one measured round
 #   ROUNDS=3            rounds per transport (transports interleaved round by round)
-#   TRANSPORTS=shm,uds  transports of run-all / compare / sweep (default: all)
+#   TRANSPORTS=shm,uds  transports of run-all / compare / sweep / stream (default: all; `just transports` lists them)
 #   SIZES=1KiB,1MiB     message sizes of sweep (default: 1KiB,64KiB,1MiB,16MiB)
 #   STREAM_SIZES=8,128  message sizes of stream (default: 8,64,128,256,512,1KiB,2KiB,4KiB,64KiB)
 #   COUNT=100000        messages per row of stream (default: what fills about a second)
@@ -31,40 +31,15 @@ build:
     @echo "[info] building shmlink ({{build_mode}})"
     cargo build {{cargo_flags}} --bins
 
-# Ping-pong over the shmlink shared-memory ring (extra ipc-parent options after the name)
-ipc-shmem *ARGS: build
-    {{bin_dir}}/ipc-parent ping-pong --transport shm --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+# The transports, one a line, from the harness's transport table (DESCRIBE=1: the table itself)
+transports: build
+    {{bin_dir}}/ipc-parent transports {{ if env_var_or_default("DESCRIBE", "") == "" { "" } else { "--describe" } }}
 
-# Ping-pong over the ipc-channel fallback
-ipc-channel *ARGS: build
-    {{bin_dir}}/ipc-parent ping-pong --transport ipc-channel --duration {{duration}} --rounds {{rounds}} {{ARGS}}
-
-# Same as ipc-channel (the reference project's name)
-alias ipc-ipcc := ipc-channel
-
-# Ping-pong the reference way: single-slot mailboxes signalled with raw_sync busy events
-ipc-raw-sync *ARGS: build
-    {{bin_dir}}/ipc-parent ping-pong --transport raw-sync --duration {{duration}} --rounds {{rounds}} {{ARGS}}
-
-# Ping-pong over the child's stdin / stdout
-ipc-pipe *ARGS: build
-    {{bin_dir}}/ipc-parent ping-pong --transport pipe --duration {{duration}} --rounds {{rounds}} {{ARGS}}
-
-# Ping-pong over a Unix domain socket
-ipc-uds *ARGS: build
-    {{bin_dir}}/ipc-parent ping-pong --transport uds --duration {{duration}} --rounds {{rounds}} {{ARGS}}
-
-# Ping-pong over TCP on loopback (--tcp-addr ADDR to bind elsewhere)
-ipc-tcp *ARGS: build
-    {{bin_dir}}/ipc-parent ping-pong --transport tcp --duration {{duration}} --rounds {{rounds}} {{ARGS}}
-
-# Bounce two cache lines between the processes: the hardware's floor
-ipc-floor *ARGS: build
-    {{bin_dir}}/ipc-parent ping-pong --transport floor --duration {{duration}} --rounds {{rounds}} {{ARGS}}
-
-# The serde limit row alone: the JSON work of one round trip in one process, no IPC
-ipc-serde *ARGS: build
-    {{bin_dir}}/ipc-parent ping-pong --transport serde --duration {{duration}} --rounds {{rounds}} {{ARGS}}
+# Ping-pong over one transport (`just transports` lists them) or limit row (floor, serde); extra ipc-parent options after it
+ipc transport *ARGS: build
+    {{bin_dir}}/ipc-parent transports | grep -qx -- "{{transport}}" || [ "{{transport}}" = serde ] \
+        || { echo "unknown transport {{transport}}; one of: $({{bin_dir}}/ipc-parent transports | paste -sd' ') serde"; exit 1; }
+    {{bin_dir}}/ipc-parent ping-pong --transport {{transport}} --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # Every transport (or TRANSPORTS), interleaved round by round, in one table
 run-all *ARGS: build

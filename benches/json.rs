@@ -1,6 +1,6 @@
 //! The JSON work of the harness's ping, in one process: no IPC.
 //!
-//! The message is the one `ipc-parent` sends (see `harness/src/workload.rs`): two 36-character
+//! The message is the one `ipc-parent` sends (see `bin/src/workload.rs`): two 36-character
 //! ids and a millisecond timestamp, about 120 bytes of JSON.
 //!
 //! - `json/encode`: `serde_json::to_writer` into a fixed slice (what `Channel::send_json` does

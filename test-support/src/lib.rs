@@ -1,5 +1,5 @@
 //! Test support shared by the integration tests of the workspace (the library's `tests/it/`,
-//! the harness's `harness/tests/it/`), a dev-dependency of both and never published: names
+//! the harness's `bin/tests/it/`), a dev-dependency of both and never published: names
 //! unique to a test, a lock that serialises tests which busy-spin across processes, child
 //! processes that are always reaped, names and files that are always removed, a watchdog that
 //! turns a hang into a failure, the test binary run again in a child role, and what a wait costs

@@ -1,0 +1,1018 @@
+//! End-to-end tests of the `ipc-parent` binary: the document of every mode (read back as the
+//! harness's own types), `--pin`, the forced fallback, a child killed mid-run, Ctrl-C, the
+//! clients run (its rows, a client killed, Ctrl-C), and the chart / compare subcommands. No
+//! timing is asserted.
+
+use shmlink_test_support as common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{
+    assert_nothing_left, leftovers, process_exists, serial, unique, ChildGuard, Watchdog,
+};
+use shmlink_harness::client::ClientRow;
+use shmlink_harness::parent::document::{
+    Document, Latency, PingPong, PingPongResult, Results, RoundTripFigures, RoundTrips, RowId, Run,
+    Sweep, SweepResult,
+};
+use shmlink_harness::parent::machine::Machine;
+use shmlink_harness::transport::Kind;
+
+const PARENT: &str = env!("CARGO_BIN_EXE_ipc-parent");
+/// Generous: debug builds on a loaded two-core machine, seven transports.
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// Runs `ipc-parent` with `args` to completion; returns (success, stdout, stderr).
+fn run_parent(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    run_program(std::path::Path::new(PARENT), args, env)
+}
+
+/// Runs `program` (an `ipc-parent`) with `args` to completion; returns (success, stdout, stderr).
+fn run_program(
+    program: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (bool, String, String) {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = ChildGuard::spawn(command);
+    let _watchdog = Watchdog::arm(LIMIT, &format!("ipc-parent {args:?}"));
+    let stdout = drain(child.child.stdout.take());
+    let stderr = drain(child.child.stderr.take());
+    let status = child.wait_for(LIMIT);
+    let text = |h: std::thread::JoinHandle<String>| h.join().unwrap_or_default();
+    (status.success(), text(stdout), text(stderr))
+}
+
+/// Reads a pipe to its end on another thread (so neither pipe can fill up and block the child).
+fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_string(&mut text);
+        }
+        text
+    })
+}
+
+/// Runs `ipc-parent` with `args` (words separated by spaces), `--json` and, when given,
+/// `--name NAME`: it must succeed and print one document.
+fn document(args: &str, name: Option<&str>, env: &[(&str, &str)]) -> Document {
+    let mut args: Vec<&str> = args.split_whitespace().collect();
+    args.push("--json");
+    if let Some(name) = name {
+        args.extend(["--name", name]);
+    }
+    let (ok, stdout, stderr) = run_parent(&args, env);
+    assert!(ok, "ipc-parent {args:?} failed:\n{stderr}");
+    match serde_json::from_str(&stdout) {
+        Ok(doc) => doc,
+        Err(e) => panic!("stdout is not one document ({e}):\n{stdout}\nstderr:\n{stderr}"),
+    }
+}
+
+/// Runs `ipc-parent` with each of `cases`: every one must be refused with an explanation.
+fn refused(cases: &[&[&str]]) {
+    for args in cases {
+        let (ok, _, stderr) = run_parent(args, &[]);
+        assert!(!ok, "{args:?} must be refused");
+        assert!(!stderr.is_empty(), "{args:?}: an explanation expected");
+        assert!(
+            !stderr.contains("panicked"),
+            "{args:?} must be refused with an explanation, not a panic:\n{stderr}"
+        );
+    }
+}
+
+/// What every document says about its run.
+fn check_run(doc: &Document, mode: &str, rounds: u32) {
+    let run = &doc.run;
+    assert!(
+        run.command.starts_with(&format!("ipc-parent {mode}"))
+            || (mode == "ping-pong" && run.command.starts_with("ipc-parent --")),
+        "command: {}",
+        run.command
+    );
+    assert!(!run.commit.is_empty(), "commit");
+    assert!(
+        run.date.len() == 20 && run.date.ends_with('Z'),
+        "date: {}",
+        run.date
+    );
+    assert!(matches!(run.profile.as_str(), "debug" | "release"));
+    let m = &run.machine;
+    assert!(
+        m.cores >= 1 && !m.cpu.is_empty() && !m.kernel.is_empty(),
+        "{m:?}"
+    );
+    assert_eq!(
+        m.topology.len(),
+        m.cores,
+        "one topology entry per online CPU: {m:?}"
+    );
+    assert!(
+        !run.pinning.pinned && !run.pinning.parent.is_empty(),
+        "{:?}",
+        run.pinning
+    );
+    assert_eq!(run.rounds, rounds);
+    assert_eq!(doc.results.mode(), mode);
+}
+
+/// The transports of a mode: every kind but those left out, each shm row once per wait.
+fn transports(leave_out: &[Kind], shm_waits: &[&str]) -> Vec<(String, Option<String>)> {
+    Kind::ALL
+        .iter()
+        .filter(|k| !leave_out.contains(k))
+        .flat_map(|&k| {
+            if k == Kind::Shm {
+                shm_waits
+                    .iter()
+                    .map(|w| ("shm".to_owned(), Some(w.to_string())))
+                    .collect()
+            } else {
+                vec![(k.as_str().to_owned(), None)]
+            }
+        })
+        .collect()
+}
+
+fn row_names<'a>(rows: impl Iterator<Item = &'a RowId>) -> Vec<(String, Option<String>)> {
+    rows.map(|r| (r.transport.clone(), r.wait.clone()))
+        .collect()
+}
+
+fn with_limits(
+    mut rows: Vec<(String, Option<String>)>,
+    limits: &[&str],
+) -> Vec<(String, Option<String>)> {
+    rows.extend(limits.iter().map(|l| (l.to_string(), None)));
+    rows
+}
+
+fn ping_pong(doc: &Document) -> &PingPong {
+    match &doc.results {
+        Results::PingPong(p) => p,
+        other => panic!("not a ping-pong document: {}", other.mode()),
+    }
+}
+
+#[test]
+fn default_ping_pong_document_has_every_transport_and_block_beside_spin() {
+    let _serial = serial();
+    let name = unique("all");
+    let doc = document(
+        "--duration 200ms --rounds 1 --warmup 50ms",
+        Some(&name),
+        &[],
+    );
+    check_run(&doc, "ping-pong", 1);
+    let p = ping_pong(&doc);
+    assert_eq!(p.message, "json");
+    assert_eq!(p.size, None);
+    assert_eq!(
+        row_names(p.results.iter().map(|r| &r.row)),
+        with_limits(transports(&[], &["block", "spin"]), &["serde"])
+    );
+    for r in &p.results {
+        let t = r.row.label();
+        assert_eq!(r.figures.rounds.len(), 1, "{t}: rounds");
+        assert!(r.figures.rounds[0].round_trips > 0, "{t}: {r:?}");
+        assert!(r.figures.best_rt_per_s > 0.0, "{t}: best");
+        assert!(
+            r.figures.latency_ns.p50 <= r.figures.latency_ns.max,
+            "{t}: latency"
+        );
+        assert!(
+            r.pct_of_floor.is_some_and(|x| x > 0.0),
+            "{t}: % of floor (floor ran)"
+        );
+        assert!(
+            r.payload.is_none(),
+            "{t}: JSON messages have no payload size"
+        );
+        assert_eq!(
+            r.row.limit,
+            matches!(t.as_str(), "floor [limit]" | "serde [limit]")
+        );
+    }
+    // The serde row runs in this process: no child, no backend.
+    let serde = p.results.last().map(|r| &r.row);
+    assert!(serde.is_some_and(|r| r.transport == "serde" && r.backend.is_none()));
+    assert_nothing_left(&name);
+}
+
+#[test]
+fn raw_messages_report_their_size() {
+    let _serial = serial();
+    let name = unique("raw");
+    let doc = document(
+        "ping-pong --transport shm,uds --wait spin --message raw --size 4KiB --duration 100ms --warmup 20ms",
+        Some(&name),
+        &[],
+    );
+    check_run(&doc, "ping-pong", 1);
+    let p = ping_pong(&doc);
+    assert_eq!((p.message.as_str(), p.size), ("raw", Some(4096)));
+    for r in &p.results {
+        let payload = r.payload.as_ref().expect("a raw row has a payload");
+        assert_eq!(payload.size, 4096, "{r:?}");
+        assert!(
+            payload.mb_per_s > 0.0 && payload.median_mb_per_s > 0.0,
+            "{r:?}"
+        );
+        assert!(r.pct_of_floor.is_none(), "no floor ran: {r:?}");
+    }
+}
+
+#[test]
+fn pinned_runs_record_their_cpus_and_the_topology() {
+    let _serial = serial();
+    let name = unique("pin");
+    let machine = Machine::read();
+    let cpus: Vec<usize> = machine.topology.iter().map(|t| t.cpu).take(2).collect();
+    let list = cpus
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let doc = document(
+        &format!(
+            "ping-pong --transport shm --wait block --pin {list} --duration 100ms --warmup 20ms"
+        ),
+        Some(&name),
+        &[],
+    );
+    let pinning = &doc.run.pinning;
+    assert!(pinning.pinned, "{pinning:?}");
+    assert_eq!(pinning.parent, [cpus[0]], "{pinning:?}");
+    assert_eq!(
+        pinning.children,
+        [*cpus.last().unwrap_or(&0)],
+        "{pinning:?}"
+    );
+    assert_eq!(doc.run.machine.topology.len(), machine.topology.len());
+    assert!(ping_pong(&doc).results[0].figures.rounds[0].round_trips > 0);
+    assert_nothing_left(&name);
+
+    // Alone, --pin chooses: the parent on one CPU, the child on one (another where there is
+    // another).
+    let doc = document(
+        "--transport serde --pin --duration 20ms --warmup 0s",
+        None,
+        &[],
+    );
+    let pinning = &doc.run.pinning;
+    assert!(pinning.pinned && pinning.parent.len() == 1 && pinning.children.len() == 1);
+    assert_eq!(
+        pinning.parent != pinning.children,
+        machine.cores > 1,
+        "{pinning:?}"
+    );
+    refused(&[&["--transport", "serde", "--pin", "99999"], &["--pin", "x"]]);
+}
+
+#[test]
+fn sweep_reports_every_transport_and_memcpy_at_every_size() {
+    let _serial = serial();
+    let name = unique("sweep");
+    let doc = document(
+        "sweep --sizes 1KiB,1MiB --duration 100ms --rounds 1 --warmup 20ms",
+        Some(&name),
+        &[],
+    );
+    check_run(&doc, "sweep", 1);
+    let Results::Sweep(s) = &doc.results else {
+        unreachable!("checked")
+    };
+    assert_eq!(s.sizes, [1024, 1 << 20]);
+    assert!(s.ring_size >= 2 << 20);
+    for size in [1024, 1 << 20] {
+        let at: Vec<_> = s.results.iter().filter(|r| r.size == size).collect();
+        assert_eq!(
+            row_names(at.iter().map(|r| &r.row)),
+            with_limits(transports(&[Kind::Floor], &["spin"]), &["memcpy"]),
+            "size {size}"
+        );
+        for r in at {
+            let t = r.row.label();
+            assert!(
+                r.mb_per_s > 0.0 && r.median_mb_per_s > 0.0,
+                "{t} at {size}: {r:?}"
+            );
+            assert!(r.memcpy_ratio.is_some_and(|x| x > 0.0), "{t} at {size}");
+            assert_eq!(r.row.limit, r.row.transport == "memcpy", "{t}");
+        }
+    }
+    assert_nothing_left(&name);
+}
+
+#[test]
+fn mode_options_are_checked() {
+    refused(&[
+        &["sweep", "--transport", "floor"],
+        &["sweep", "--transport", "shm,serde"],
+        &["sweep", "--sizes", "0"],
+        &["sweep", "--message", "json"],
+        &["--sizes", "1KiB"],
+        &["--transport", "memcpy"],
+        &["--transport", "serde", "--message", "raw"],
+        &["--rounds", "0"],
+        &["stream", "--sizes", "4"],
+        &["stream", "--count", "0"],
+        &["--count", "10"],
+        &["stream", "--transport", "floor"],
+        &["stream", "--message", "json"],
+        &["--transport", "ring"],
+        &["clients", "0"],
+        &["clients", "1", "--size", "4"],
+        &["clients", "1", "--wait", "spin,block"],
+        &["clients", "1", "--transport", "shm"],
+        &["clients", "1", "--count", "0"],
+        &["clients", "--sweep"],
+        // Bare rows belong to the stream, and only the kernel transports have one.
+        &["--transport", "pipe-bare"],
+        &["ping-pong", "--message", "raw", "--transport", "tcp-bare"],
+        &["sweep", "--transport", "uds-bare"],
+        &["clients", "1", "--transport", "pipe-bare"],
+        &["stream", "--transport", "shm-bare"],
+        &["stream", "--transport", "floor-bare"],
+        // Batch rows too, and only shm and the kernel byte streams have one.
+        &["--transport", "shm-batch"],
+        &["clients", "1", "--transport", "uds-batch"],
+        &["stream", "--transport", "posixmq-batch"],
+        &["stream", "--transport", "ipc-channel-batch"],
+    ]);
+}
+
+#[test]
+fn stream_checks_every_transport_bare_and_batch_row_at_every_size_beside_ring_and_memcpy() {
+    let _serial = serial();
+    let name = unique("stream");
+    let dir = std::env::temp_dir().join(unique("stream-chart"));
+    let _cleanup = RemoveDir(dir.clone());
+    std::fs::create_dir_all(&dir).ok();
+    let saved = dir.join("stream.json");
+    let saved_s = saved.to_string_lossy().into_owned();
+    let doc = document(
+        &format!("stream --sizes 8,9KiB --count 1500 --rounds 2 --warmup 10ms --save {saved_s}"),
+        Some(&name),
+        &[],
+    );
+    check_run(&doc, "stream", 2);
+    let Results::Stream(s) = &doc.results else {
+        unreachable!("checked")
+    };
+    assert_eq!(s.sizes, [8, 9216]);
+    assert_eq!((s.count, s.wait.as_str()), (Some(1500), "spin"));
+    // Every queue message is at most msgsize_max bytes: 9 KiB goes in fragments.
+    assert!(
+        s.posixmq.as_ref().is_some_and(|mq| mq.msgsize > 4),
+        "{:?}",
+        s.posixmq
+    );
+    let msgsize = s.posixmq.as_ref().map_or(0, |mq| mq.msgsize);
+    for size in [8, 9216] {
+        let at: Vec<_> = s.results.iter().filter(|r| r.size == size).collect();
+        // Every kernel transport is followed by its bare row (posixmq's only where one queue
+        // message holds the message), and every transport with a batch form by its batch row.
+        let expected: Vec<_> = transports(&[Kind::Floor], &["spin"])
+            .into_iter()
+            .flat_map(|(t, wait)| {
+                let kind: Kind = t.parse().expect("a transport");
+                let bare = kind.has_bare() && (kind != Kind::PosixMq || size <= msgsize);
+                let mut rows = vec![(t.clone(), wait)];
+                if bare {
+                    rows.push((format!("{t}-bare"), None));
+                }
+                if kind.has_batch() {
+                    rows.push((format!("{t}-batch"), None));
+                }
+                rows
+            })
+            .collect();
+        assert_eq!(
+            row_names(at.iter().map(|r| &r.row)),
+            with_limits(expected, &["ring", "memcpy"]),
+            "size {size}"
+        );
+        for r in &at {
+            let t = r.row.label();
+            assert_eq!(r.count, 1500, "{t} at {size}");
+            assert_eq!(r.rounds.len(), 2, "{t} at {size}: rounds");
+            assert!(r.rounds.iter().all(|x| x.messages == 1500), "{t} at {size}");
+            assert!(r.msgs_per_s > 0.0 && r.median_msgs_per_s > 0.0 && r.mb_per_s > 0.0);
+            assert!(r.ring_ratio.is_some_and(|x| x > 0.0), "{t} at {size}");
+            assert_eq!(
+                r.row.limit,
+                matches!(r.row.transport.as_str(), "ring" | "memcpy")
+            );
+            // A framed kernel row carries its ratio to its bare row, where that row ran.
+            let has_bare = at
+                .iter()
+                .any(|b| b.row.transport == format!("{}-bare", r.row.transport));
+            assert_eq!(
+                r.bare_ratio.is_some_and(|x| x > 0.0),
+                has_bare,
+                "{t} at {size}: bare ratio {:?}",
+                r.bare_ratio
+            );
+        }
+    }
+    assert_nothing_left(&name);
+    // The saved document is the printed one.
+    let read: Document = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap_or_default())
+        .expect("the saved document");
+    assert_eq!(read.run.date, doc.run.date);
+
+    // It charts as messages/s grouped by size, and compares with itself.
+    let svg = dir.join("stream.svg");
+    let svg_s = svg.to_string_lossy().into_owned();
+    let (ok, _, stderr) = run_parent(&["chart", &saved_s, "--output", &svg_s], &[]);
+    assert!(ok, "chart of a stream failed:\n{stderr}");
+    let text = std::fs::read_to_string(&svg).unwrap_or_default();
+    assert!(
+        text.contains("<svg") && text.contains("ring") && text.contains("9 KiB"),
+        "not a stream chart:\n{text}"
+    );
+    let (ok, stdout, stderr) = run_parent(&["compare", &saved_s, &saved_s], &[]);
+    assert!(ok, "compare of a stream failed:\n{stderr}");
+    assert!(
+        stdout.contains("best msg/s") && stdout.contains("1.00x"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn serde_row_runs_without_a_child() {
+    let args = [
+        "--transport",
+        "serde",
+        "--duration",
+        "50ms",
+        "--warmup",
+        "10ms",
+        "--child",
+        "/nonexistent/ipc-child",
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "the serde row needs no child:\n{stderr}");
+    assert!(stdout.contains("serde [limit]"), "{stdout}");
+}
+
+/// `cargo run --release` on a fresh checkout builds `ipc-parent` alone: with no `ipc-child`
+/// beside it, it is its own child, in every mode.
+#[test]
+fn ipc_parent_alone_in_its_directory_is_its_own_child() {
+    // Three measuring runs: not beside the other measuring tests.
+    let _serial = serial();
+    let name = unique("alone");
+    let dir = std::env::temp_dir().join(format!("ipc-parent-alone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let alone = dir.join("ipc-parent");
+    std::fs::copy(PARENT, &alone).unwrap();
+    let runs: [&[&str]; 3] = [
+        &[
+            "ping-pong",
+            "--transport",
+            "shm,pipe",
+            "--duration",
+            "50ms",
+            "--warmup",
+            "10ms",
+        ],
+        &[
+            "stream",
+            "--transport",
+            "shm,pipe-bare",
+            "--sizes",
+            "64",
+            "--count",
+            "500",
+            "--warmup",
+            "10ms",
+        ],
+        &[
+            "clients",
+            "1",
+            "--transport",
+            "plain,uds-poll",
+            "--count",
+            "50",
+            "--warmup",
+            "10ms",
+        ],
+    ];
+    // Each run's rows: ours, and the kernel transport's beside it.
+    let rows = [["shm", "pipe"], ["shm", "pipe-bare"], ["plain", "uds"]];
+    let outcomes: Vec<_> = runs
+        .iter()
+        .map(|args| {
+            let mut args = args.to_vec();
+            args.extend(["--name", &name]);
+            let outcome = run_program(&alone, &args, &[]);
+            (args.join(" "), outcome)
+        })
+        .collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    for ((args, (ok, stdout, stderr)), rows) in outcomes.into_iter().zip(rows) {
+        assert!(ok, "ipc-parent {args} alone failed:\n{stderr}");
+        for row in rows {
+            assert!(
+                stdout.contains(row),
+                "ipc-parent {args}: no {row} row in\n{stdout}"
+            );
+        }
+    }
+    // Its children were its own: they left nothing named after the run.
+    assert_nothing_left(&name);
+}
+
+#[test]
+fn forced_fallback_runs_shm_over_ipc_channel() {
+    let _serial = serial();
+    let name = unique("forced");
+    let doc = document(
+        "--transport shm --wait spin --duration 100ms --warmup 20ms",
+        Some(&name),
+        &[("SHMLINK_FORCE_FALLBACK", "1")],
+    );
+    let r = &ping_pong(&doc).results[0];
+    assert_eq!(r.row.transport, "shm");
+    assert_eq!(r.row.backend.as_deref(), Some("ipc-channel"), "{r:?}");
+    assert!(r.figures.rounds[0].round_trips > 0);
+    assert_nothing_left(&name);
+}
+
+#[test]
+fn clients_run_reports_every_row_at_every_count() {
+    let _serial = serial();
+    let name = unique("clients");
+    let doc = document(
+        "clients 1,2 --count 200 --warmup 10ms --rounds 2",
+        Some(&name),
+        &[],
+    );
+    check_run(&doc, "clients", 2);
+    let Results::Clients(c) = &doc.results else {
+        unreachable!("checked")
+    };
+    assert_eq!(c.counts, [1, 2]);
+    assert_eq!((c.wait.as_str(), c.size), ("block", 64));
+    for n in [1, 2] {
+        for row in ClientRow::ALL {
+            let found = c
+                .results
+                .iter()
+                .find(|r| r.row == row.name() && r.clients == n);
+            if !row.runs_with(n) {
+                assert!(found.is_none(), "{} takes one client: {c:?}", row.name());
+                continue;
+            }
+            let Some(r) = found else {
+                panic!("no {} x{n} result:\n{c:?}", row.name())
+            };
+            assert_eq!(r.rounds.len(), 2, "{r:?}");
+            for round in &r.rounds {
+                // Every client made exactly --count timed round trips, all checked.
+                assert_eq!(round.total.round_trips, 200 * n as u64, "{r:?}");
+                assert!(
+                    round.total.rt_per_s > 0.0 && round.p99_worst_client_ns > 0,
+                    "{r:?}"
+                );
+            }
+            assert!(r.median_rt_per_s > 0.0);
+            let p99 = &r.p99_worst_client_ns;
+            assert!(p99.median > 0 && p99.best <= p99.median, "{r:?}");
+            assert!(r.p99_median_client_ns.median <= p99.median, "{r:?}");
+        }
+    }
+    assert_nothing_left(&name);
+}
+
+#[test]
+fn clients_table_lists_the_rows_and_the_ratios() {
+    let _serial = serial();
+    let name = unique("clitable");
+    let args = [
+        "clients",
+        "1",
+        "--transport",
+        "plain,selector,uds-poll",
+        "--count",
+        "100",
+        "--warmup",
+        "0s",
+        "--name",
+        &name,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "ipc-parent clients failed:\n{stderr}");
+    for row in ["shm plain", "shm selector", "uds poll"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(&format!(" {row} ")))
+            .unwrap_or_else(|| panic!("no table line for {row}:\n{stdout}"));
+        // clients, row, round trips: 100 round trips of the one client.
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(cells.get(1..4), Some(&["1", row, "100"][..]), "{line}");
+    }
+    assert!(
+        !stdout.contains("shm threads"),
+        "rows not asked for ran:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("shm selector / shm plain"),
+        "ratio missing:\n{stdout}"
+    );
+    assert_nothing_left(&name);
+}
+
+/// Starts a long `clients 3` selector run, waits for its clients, then kills one of them
+/// (SIGKILL) or interrupts the parent (SIGINT); returns the parent's (success, stderr, client
+/// pids).
+fn interrupt_clients_run(name: &str, kill_parent: bool) -> (bool, String, Vec<u32>) {
+    let mut command = Command::new(PARENT);
+    command
+        .args([
+            "clients",
+            "3",
+            "--transport",
+            "selector",
+            "--duration",
+            "60s",
+            "--warmup",
+            "10ms",
+            "--name",
+            name,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut parent = ChildGuard::spawn(command);
+    let _watchdog = Watchdog::arm(LIMIT, "interrupted clients run");
+    let Some(stderr) = parent.child.stderr.take() else {
+        panic!("no stderr")
+    };
+    let mut lines = BufReader::new(stderr).lines();
+    let mut log = String::new();
+    let mut pids = Vec::new();
+    for line in lines.by_ref() {
+        let Ok(line) = line else { break };
+        log.push_str(&line);
+        log.push('\n');
+        if let Some(rest) = line.split("client pids ").nth(1) {
+            pids = rest
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect();
+            break;
+        }
+    }
+    assert_eq!(pids.len(), 3, "no clients started:\n{log}");
+    // Let the round trips get going.
+    std::thread::sleep(Duration::from_millis(500));
+    let (target, signal) = if kill_parent {
+        (parent.pid(), libc::SIGINT)
+    } else {
+        (pids[0], libc::SIGKILL)
+    };
+    // SAFETY: kill on a process this test started (the parent, or one of its live clients).
+    unsafe {
+        libc::kill(target as i32, signal);
+    }
+    let status = parent.wait_for(Duration::from_secs(30));
+    for line in lines.map_while(Result::ok) {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    (status.success(), log, pids)
+}
+
+/// Runs `--clients` and kills one client (or, with `interrupt`, sends Ctrl-C): the run must fail
+/// with `expected` in its log, and leave no process or name behind.
+fn assert_clients_run_fails_cleanly(tag: &str, interrupt: bool, expected: &str) {
+    let _serial = serial();
+    let name = unique(tag);
+    let (ok, log, pids) = interrupt_clients_run(&name, interrupt);
+    assert!(!ok, "the run must fail:\n{log}");
+    assert!(log.contains(expected), "{expected:?} expected:\n{log}");
+    for pid in pids {
+        assert!(!process_exists(pid), "client {pid} not reaped");
+    }
+    assert_nothing_left(&name);
+}
+
+#[test]
+fn killing_a_client_fails_the_clients_run_cleanly() {
+    assert_clients_run_fails_cleanly("killclient", false, "Error");
+}
+
+#[test]
+fn ctrl_c_reaps_every_client_and_unlinks_everything() {
+    assert_clients_run_fails_cleanly("clisigint", true, "interrupted");
+}
+
+/// Starts a long run over `transport`, waits for the first child, then does `act` to it (or to
+/// the parent); returns the parent's (success, stderr, child pid).
+fn interrupt_run(transport: &str, name: &str, kill_parent: bool) -> (bool, String, u32) {
+    let mut command = Command::new(PARENT);
+    command
+        .args([
+            "--transport",
+            transport,
+            "--duration",
+            "60s",
+            "--warmup",
+            "10ms",
+            "--name",
+            name,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut parent = ChildGuard::spawn(command);
+    let _watchdog = Watchdog::arm(LIMIT, &format!("interrupted {transport} run"));
+    let Some(stderr) = parent.child.stderr.take() else {
+        panic!("no stderr")
+    };
+    let mut lines = BufReader::new(stderr).lines();
+    let mut log = String::new();
+    let mut child_pid = None;
+    for line in lines.by_ref() {
+        let Ok(line) = line else { break };
+        log.push_str(&line);
+        log.push('\n');
+        if let Some(rest) = line.split("child pid ").nth(1) {
+            child_pid = rest
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u32>().ok());
+            break;
+        }
+    }
+    let Some(child_pid) = child_pid else {
+        panic!("no child started:\n{log}")
+    };
+    // Let the ping-pong get going.
+    std::thread::sleep(Duration::from_millis(500));
+    let target = if kill_parent { parent.pid() } else { child_pid };
+    let signal = if kill_parent {
+        libc::SIGINT
+    } else {
+        libc::SIGKILL
+    };
+    // SAFETY: kill on a process this test started (the parent, or the parent's live child).
+    unsafe {
+        libc::kill(target as i32, signal);
+    }
+    let status = parent.wait_for(Duration::from_secs(30));
+    for line in lines.map_while(Result::ok) {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    (status.success(), log, child_pid)
+}
+
+fn killing_the_child_fails_the_parent(transport: &str) {
+    let _serial = serial();
+    let name = unique(&format!("kill{}", transport.replace('-', "")));
+    let (ok, log, child) = interrupt_run(transport, &name, false);
+    assert!(
+        !ok,
+        "{transport}: the parent must fail when its child is killed:\n{log}"
+    );
+    assert!(
+        log.contains("Error"),
+        "{transport}: a clear error expected:\n{log}"
+    );
+    assert!(
+        !process_exists(child),
+        "{transport}: child {child} not reaped"
+    );
+    let left = leftovers(&name);
+    assert!(left.is_empty(), "{transport}: left behind: {left:?}");
+}
+
+#[test]
+fn killing_the_shm_child_fails_the_parent_cleanly() {
+    killing_the_child_fails_the_parent("shm");
+}
+
+#[test]
+fn killing_the_floor_child_fails_the_parent_cleanly() {
+    killing_the_child_fails_the_parent("floor");
+}
+
+#[test]
+fn killing_the_raw_sync_child_fails_the_parent_cleanly() {
+    killing_the_child_fails_the_parent("raw-sync");
+}
+
+#[test]
+fn ctrl_c_reaps_the_child_and_unlinks_everything() {
+    let _serial = serial();
+    let name = unique("sigint");
+    let (ok, log, child) = interrupt_run("shm", &name, true);
+    assert!(!ok, "an interrupted run is not a success:\n{log}");
+    assert!(log.contains("interrupted"), "{log}");
+    assert!(!process_exists(child), "child {child} not reaped");
+    assert_nothing_left(&name);
+}
+
+/// A small document of `mode` made in this process, written where `chart` and `compare` read.
+fn fixture(results: Results) -> Document {
+    Document {
+        run: Run {
+            command: "ipc-parent test".to_owned(),
+            commit: "0123456789abcdef".to_owned(),
+            date: "2025-01-02T03:04:05Z".to_owned(),
+            profile: "release".to_owned(),
+            machine: Machine::read(),
+            pinning: Default::default(),
+            load_average: 0.0,
+            load: 0,
+            rounds: 1,
+            warmup_s: 0.0,
+        },
+        results,
+    }
+}
+
+fn round_trips(transport: &str, limit: bool, rate: f64) -> (RowId, RoundTripFigures) {
+    let row = RowId {
+        transport: transport.to_owned(),
+        wait: None,
+        backend: (!limit).then(|| transport.to_owned()),
+        limit,
+    };
+    let figures = RoundTripFigures {
+        rounds: vec![RoundTrips {
+            round_trips: rate as u64,
+            seconds: 1.0,
+            rt_per_s: rate,
+        }],
+        best_rt_per_s: rate,
+        median_rt_per_s: rate,
+        latency_ns: Latency {
+            p50: 1,
+            p99: 2,
+            p999: 3,
+            max: 4,
+        },
+    };
+    (row, figures)
+}
+
+#[test]
+fn chart_and_compare_read_a_result_file() {
+    let dir = std::env::temp_dir().join(unique("chart"));
+    let _cleanup = RemoveDir(dir.clone());
+    std::fs::create_dir_all(&dir).ok();
+    let write = |file: &str, doc: &Document| {
+        let path = dir.join(file);
+        std::fs::write(&path, serde_json::to_string(doc).unwrap_or_default()).ok();
+        path.to_string_lossy().into_owned()
+    };
+    let ping = fixture(Results::PingPong(PingPong {
+        message: "json".to_owned(),
+        size: None,
+        duration_s: 1.0,
+        pace_s: 0.0,
+        ring_size: 1 << 20,
+        posixmq: None,
+        results: [("shm", false, 100.0), ("floor", true, 200.0)]
+            .into_iter()
+            .map(|(t, limit, rate)| {
+                let (row, figures) = round_trips(t, limit, rate);
+                PingPongResult {
+                    row,
+                    figures,
+                    pct_of_floor: Some(rate / 2.0),
+                    payload: None,
+                }
+            })
+            .collect(),
+    }));
+    let input_s = write("result.json", &ping);
+    let svg_s = dir.join("chart.svg").to_string_lossy().into_owned();
+
+    let (ok, _, stderr) = run_parent(&["chart", &input_s, "--output", &svg_s], &[]);
+    assert!(ok, "chart failed:\n{stderr}");
+    let text = std::fs::read_to_string(&svg_s).unwrap_or_default();
+    assert!(
+        text.contains("<svg") && text.contains("floor"),
+        "not an SVG chart:\n{text}"
+    );
+
+    let (ok, stdout, stderr) = run_parent(&["compare", &input_s, &input_s], &[]);
+    assert!(ok, "compare failed:\n{stderr}");
+    assert!(
+        stdout.contains("shm") && stdout.contains("1.00x"),
+        "{stdout}"
+    );
+
+    // A sweep document: bars grouped by size, one legend entry per transport.
+    let sweep = fixture(Results::Sweep(Sweep {
+        sizes: vec![1024, 1 << 20],
+        duration_s: 1.0,
+        ring_size: 8 << 20,
+        posixmq: None,
+        results: [1024, 1 << 20]
+            .into_iter()
+            .flat_map(|size| [("shm", false, 100.0), ("memcpy", true, 200.0)].map(|x| (size, x)))
+            .map(|(size, (t, limit, rate))| {
+                let (row, figures) = round_trips(t, limit, rate);
+                SweepResult {
+                    row,
+                    size,
+                    figures,
+                    mb_per_s: rate * size as f64 * 2e-6,
+                    median_mb_per_s: rate * size as f64 * 2e-6,
+                    memcpy_ratio: Some(rate / 200.0),
+                }
+            })
+            .collect(),
+    }));
+    let sweep_s = write("sweep.json", &sweep);
+    let (ok, _, stderr) = run_parent(&["chart", &sweep_s, "--output", &svg_s], &[]);
+    assert!(ok, "chart of a sweep failed:\n{stderr}");
+    let text = std::fs::read_to_string(&svg_s).unwrap_or_default();
+    assert!(
+        text.contains("<svg") && text.contains("memcpy") && text.contains("1 MiB"),
+        "not a sweep chart:\n{text}"
+    );
+
+    let (ok, _, _) = run_parent(&["chart", "/nonexistent/result.json"], &[]);
+    assert!(!ok, "a missing input is an error");
+}
+
+struct RemoveDir(std::path::PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `report --check` passes on the committed page and fails, naming the page, when the page or a
+/// document it is rendered from changed, or when the page is missing.
+#[test]
+fn report_check_fails_when_the_page_and_the_documents_disagree() {
+    let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results");
+    let dir = std::env::temp_dir().join(unique("report-check"));
+    std::fs::create_dir(&dir).unwrap();
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _remove = Remove(dir.clone());
+    for entry in std::fs::read_dir(&results).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let dir_arg = dir.to_str().unwrap();
+    let check = || run_parent(&["report", "--check", "--dir", dir_arg], &[]);
+    let (ok, _, stderr) = check();
+    assert!(ok, "the committed page must pass:\n{stderr}");
+
+    let page = dir.join("README.md");
+    let committed = std::fs::read_to_string(&page).unwrap();
+    let must_fail = |what: &str| {
+        let (ok, _, stderr) = check();
+        assert!(!ok, "report --check passed with {what}");
+        assert!(
+            stderr.contains("README.md") && !stderr.contains("panicked"),
+            "with {what}, the failure must name the page:\n{stderr}"
+        );
+    };
+    std::fs::write(&page, format!("{committed}\none more line\n")).unwrap();
+    must_fail("a line added to the page");
+    std::fs::remove_file(&page).unwrap();
+    must_fail("the page missing");
+
+    std::fs::write(&page, &committed).unwrap();
+    let doc = dir.join("ping-pong.json");
+    let text = std::fs::read_to_string(&doc).unwrap();
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["run"]["commit"] = serde_json::Value::String("0000000".into());
+    std::fs::write(&doc, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    must_fail("a document's commit changed");
+
+    // Writing the page again makes it pass once more.
+    let (ok, _, stderr) = run_parent(&["report", "--dir", dir_arg], &[]);
+    assert!(ok, "report failed:\n{stderr}");
+    let (ok, _, stderr) = check();
+    assert!(ok, "a freshly written page must pass:\n{stderr}");
+}

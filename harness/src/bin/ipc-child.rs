@@ -1,6 +1,0 @@
-//! `ipc-child`: the far end of every `ipc-parent` run. The program lives in the harness
-//! library's `child` module.
-
-fn main() -> std::process::ExitCode {
-    shmlink_harness::child::main()
-}
