@@ -190,15 +190,15 @@
 //! # let name = format!("doc-errors-{}", std::process::id());
 //! let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
 //! let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
-//! assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+//! assert!(matches!(b.try_recv(), Err(RecvError::Empty { .. })));
 //! let err = b.recv_timeout(Duration::from_millis(1)).unwrap_err();
 //! assert!(err.is_transient());
 //! drop(a);
 //! match b.recv() {
-//!     Err(RecvError::Disconnected(channel)) => assert_eq!(channel, name),
+//!     Err(RecvError::Disconnected { channel }) => assert_eq!(channel, name),
 //!     other => panic!("{:?}", other.map(|m| m.len())),
 //! }
-//! assert!(matches!(b.send(b"x"), Err(SendError::Disconnected(_))));
+//! assert!(matches!(b.send(b"x"), Err(SendError::Disconnected { .. })));
 //! # Ok::<(), shmlink::Error>(())
 //! ```
 //!

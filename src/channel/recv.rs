@@ -157,7 +157,7 @@ impl RecvHalf {
                             frames += 1;
                         }
                         Ok(_) => break,
-                        Err(RecvError::Empty) => return Ok(frames),
+                        Err(RecvError::Empty { .. }) => return Ok(frames),
                         Err(e) if frames == 0 => return Err(e),
                         Err(_) => return Ok(frames),
                     }
@@ -179,7 +179,7 @@ impl RecvHalf {
     pub(crate) fn take(&mut self, ready: Ready) -> ReadGuard<'_> {
         match ready {
             Ready::Frame(frame) => self.rx.guard(frame),
-            Ready::Assembled => ReadGuard::assembled(&self.assembly),
+            Ready::Assembled => ReadGuard::assembled(&self.assembly, &self.shared.name),
         }
     }
 
@@ -218,17 +218,25 @@ impl RecvHalf {
                         Deadline::Now => {
                             budget = budget.saturating_sub(size);
                             if budget == 0 {
-                                return Err(RecvError::Empty);
+                                return Err(RecvError::Empty {
+                                    channel: self.shared.name.clone(),
+                                });
                             }
                         }
-                        Deadline::At(at) if Instant::now() >= at => return Err(RecvError::Timeout),
+                        Deadline::At(at) if Instant::now() >= at => {
+                            return Err(RecvError::Timeout {
+                                channel: self.shared.name.clone(),
+                            })
+                        }
                         _ => {}
                     }
                 }
-                Err(RecvError::Empty) => match wait {
+                Err(RecvError::Empty { .. }) => match wait {
                     Deadline::Now => {
                         self.peer.check_throttled()?;
-                        return Err(RecvError::Empty);
+                        return Err(RecvError::Empty {
+                            channel: self.shared.name.clone(),
+                        });
                     }
                     Deadline::At(at) => self.wait_data(Some(at))?,
                     Deadline::Never => self.wait_data(None)?,
@@ -264,6 +272,7 @@ impl RecvHalf {
                         // Our limit dropped while the message was on its way.
                         Ok(t) if well_formed(t) && t > self.max_message => {
                             Err(RecvError::TooLarge {
+                                channel: self.shared.name.clone(),
                                 len: t,
                                 max: self.max_message,
                             })
@@ -359,7 +368,7 @@ impl RecvHalf {
             self.wait
                 .wait_until(rx.data_cell(), deadline, || rx.has_data(), &mut self.peer);
         match result {
-            Err(e @ (WaitError::Disconnected(_) | WaitError::PeerGone { .. })) => {
+            Err(e @ (WaitError::Disconnected { .. } | WaitError::PeerGone { .. })) => {
                 // Frames published before the close are visible now (Acquire in `state`).
                 if rx.has_data() {
                     Ok(())

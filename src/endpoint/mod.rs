@@ -12,7 +12,7 @@ pub use listener::EndpointListener;
 
 use crate::channel::{Channel, Config};
 use crate::connect::connect_mapping;
-use crate::error::{OpenError, RecvError, SendError};
+use crate::error::{ChannelName, OpenError, RecvError, SendError};
 use crate::ipc::listener as ipc_listener;
 use crate::ipc::{self, IpcDuplex, IpcGrant};
 use crate::mapping::{self, Mapping};
@@ -123,7 +123,8 @@ pub struct Received<'a> {
 
 enum Msg<'a> {
     Shm(ReadGuard<'a>),
-    Bytes(&'a [u8]),
+    /// A fallback's message, and its channel's name for errors.
+    Bytes(&'a [u8], ChannelName),
 }
 
 impl fmt::Debug for Received<'_> {
@@ -140,7 +141,7 @@ impl Deref for Received<'_> {
     fn deref(&self) -> &[u8] {
         match &self.msg {
             Msg::Shm(guard) => guard,
-            Msg::Bytes(bytes) => bytes,
+            Msg::Bytes(bytes, _) => bytes,
         }
     }
 }
@@ -151,7 +152,12 @@ impl<'a> Received<'a> {
     pub fn json<T: Deserialize<'a>>(&'a self) -> Result<T, RecvError> {
         match &self.msg {
             Msg::Shm(guard) => guard.json(),
-            Msg::Bytes(bytes) => Ok(serde_json::from_slice(bytes)?),
+            Msg::Bytes(bytes, channel) => {
+                serde_json::from_slice(bytes).map_err(|source| RecvError::Json {
+                    channel: channel.clone(),
+                    source,
+                })
+            }
         }
     }
 }
@@ -291,13 +297,13 @@ impl Endpoint {
             Ok(map) => connect_mapping(map, name, wait, deadline).map(Endpoint::from),
             // No mapping under the name (or none can be seen here): the fallback's file, if
             // there is one.
-            Err(e @ (OpenError::NotFound(_) | OpenError::Io(_))) => {
+            Err(e @ (OpenError::NotFound { .. } | OpenError::Io(_))) => {
                 match IpcDuplex::connect_until(name, deadline) {
                     Ok(duplex) => Ok(Endpoint {
                         inner: Inner::Ipc(duplex),
                         _lease: None,
                     }),
-                    Err(OpenError::NotFound(_)) => Err(e),
+                    Err(OpenError::NotFound { .. }) => Err(e),
                     Err(other) => Err(other),
                 }
             }
@@ -412,7 +418,10 @@ impl Endpoint {
     fn recv_until(&mut self, deadline: Deadline) -> Result<Received<'_>, RecvError> {
         let msg = match &mut self.inner {
             Inner::Shm(c) => Msg::Shm(c.recv_until(deadline)?),
-            Inner::Ipc(d) => Msg::Bytes(d.recv_until(deadline)?),
+            Inner::Ipc(d) => {
+                let channel = d.channel_name().clone();
+                Msg::Bytes(d.recv_until(deadline)?, channel)
+            }
         };
         Ok(Received { msg })
     }

@@ -221,7 +221,9 @@ impl Consumer {
             let word = self.state.ptrs.word(pos).load(OBSERVE);
             if word == 0 {
                 self.caught_up();
-                return Err(RecvError::Empty);
+                return Err(RecvError::Empty {
+                    channel: self.state.channel.clone(),
+                });
             }
             let (tag, kind, len) = decode(word);
             if tag != tag_of(self.state.head) {
@@ -482,14 +484,15 @@ enum Source<'a> {
         kind: u8,
         size: u64,
     },
-    Assembled(&'a [u8]),
+    /// Bytes reassembled outside the ring, and the channel's name for errors.
+    Assembled(&'a [u8], &'a ChannelName),
 }
 
 impl<'a> ReadGuard<'a> {
     /// A guard over bytes reassembled outside the ring.
-    pub(crate) fn assembled(bytes: &'a [u8]) -> Self {
+    pub(crate) fn assembled(bytes: &'a [u8], channel: &'a ChannelName) -> Self {
         ReadGuard {
-            src: Source::Assembled(bytes),
+            src: Source::Assembled(bytes, channel),
             copy: OnceCell::new(),
         }
     }
@@ -499,7 +502,7 @@ impl<'a> ReadGuard<'a> {
     pub(crate) fn kind(&self) -> u8 {
         match self.src {
             Source::Frame { kind, .. } => kind,
-            Source::Assembled(_) => kind::DATA,
+            Source::Assembled(..) => kind::DATA,
         }
     }
 
@@ -514,9 +517,21 @@ impl<'a> ReadGuard<'a> {
     /// and is decoded where it is.
     #[inline]
     pub fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
+        let json = |source| RecvError::Json {
+            channel: self.channel().clone(),
+            source,
+        };
         let text = std::str::from_utf8(self.private_bytes())
-            .map_err(<serde_json::Error as serde::de::Error>::custom)?;
-        Ok(serde_json::from_str(text)?)
+            .map_err(|e| json(<serde_json::Error as serde::de::Error>::custom(e)))?;
+        serde_json::from_str(text).map_err(json)
+    }
+
+    /// The name of the channel the message came through, for errors.
+    fn channel(&self) -> &ChannelName {
+        match &self.src {
+            Source::Frame { consumer, .. } => &consumer.state.channel,
+            Source::Assembled(_, channel) => channel,
+        }
     }
 
     /// The payload in memory only this process writes: a copy of a frame read in place (made
@@ -530,7 +545,7 @@ impl<'a> ReadGuard<'a> {
                 buf.extend_from_slice(self);
                 buf
             }),
-            Source::Assembled(bytes) => bytes,
+            Source::Assembled(bytes, _) => bytes,
         }
     }
 }
@@ -555,7 +570,7 @@ impl std::ops::Deref for ReadGuard<'_> {
                 // plain bytes, any value is valid.)
                 unsafe { std::slice::from_raw_parts(consumer.state.ptrs.bytes(*offset), *len) }
             }
-            Source::Assembled(bytes) => bytes,
+            Source::Assembled(bytes, _) => bytes,
         }
     }
 }

@@ -314,13 +314,16 @@ impl Producer {
     ) -> Result<WriteGrant<'_>, SendError> {
         if len > self.state.max_len {
             return Err(SendError::TooLarge {
+                channel: self.state.channel.clone(),
                 len,
                 max: self.state.max_len,
             });
         }
         match self.room_for(len)? {
             Some(start) => Ok(self.grant_at(start, len, kind)),
-            None => Err(SendError::Full),
+            None => Err(SendError::Full {
+                channel: self.state.channel.clone(),
+            }),
         }
     }
 
@@ -353,11 +356,14 @@ impl Producer {
         match batch.first().map(|m| m.as_ref().len()) {
             None => Ok(0),
             Some(len) if len > self.state.max_len => Err(SendError::TooLarge {
+                channel: self.state.channel.clone(),
                 len,
                 max: self.state.max_len,
             }),
             Some(_) => match self.write_batch(batch, self.state.max_len)? {
-                0 => Err(SendError::Full),
+                0 => Err(SendError::Full {
+                    channel: self.state.channel.clone(),
+                }),
                 sent => Ok(sent),
             },
         }

@@ -153,7 +153,7 @@ fn serve(listener: EndpointListener, stop: Arc<AtomicBool>) -> Vec<Error> {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept_timeout(Duration::from_millis(50)) {
             Ok(ep) => handlers.push(std::thread::spawn(move || echo(ep))),
-            Err(OpenError::Timeout) => {}
+            Err(OpenError::Timeout { .. }) => {}
             Err(e) => panic!("accept: {e}"),
         }
     }
@@ -229,7 +229,7 @@ fn a_killed_server_is_peer_gone_for_every_client(backend: Backend) {
     assert_eq!(&*ep.recv_timeout(WATCHDOG).unwrap(), b"again");
     // A live listener's name is not bound twice.
     match EndpointListener::bind_with(&name, &Config::default(), backend, 4) {
-        Err(OpenError::AlreadyExists(n)) => assert_eq!(n, name),
+        Err(OpenError::AlreadyExists { channel: n }) => assert_eq!(n, name),
         other => panic!("second bind of a live name: {other:?}"),
     }
     drop((ep, client, listener));
