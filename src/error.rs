@@ -116,7 +116,7 @@ pub enum OpenError {
         reason: &'static str,
     },
     /// A configuration value is out of range.
-    #[error("channel {channel:?}: invalid configuration: {what}")]
+    #[error("{channel:?}: invalid configuration: {what}")]
     InvalidConfig {
         /// The channel or listener the configuration was for.
         channel: ChannelName,
