@@ -230,7 +230,7 @@ fn dir_path() -> PathBuf {
 }
 
 /// The checked directory of the fallback's files. With `create`, a missing private directory
-/// is made (mode 0700); without, it gives `Err(NotFound(name))`.
+/// is made (mode 0700); without, it gives `Err(NotFound { channel })`.
 fn checked_dir(name: &str, create: bool) -> Result<PathBuf> {
     if let Some(dir) = runtime_dir() {
         return Ok(dir);
@@ -468,7 +468,7 @@ struct ServerDir {
 
 /// Checks the one-shot server `server` (a socket path) that the rendezvous file of `name`
 /// names: a socket of the effective user in a directory of the effective user that nobody else
-/// can write. `Err(NotFound(name))` when either is gone (a stale file).
+/// can write. `Err(NotFound { channel })` when either is gone (a stale file).
 fn server_dir(name: &str, server: &str) -> Result<ServerDir> {
     let socket = Path::new(server);
     let Some(dir) = socket.parent().filter(|_| socket.is_absolute()) else {
@@ -546,7 +546,7 @@ where
     T: Serialize + for<'de> Deserialize<'de> + Send + 'static,
 {
     /// Checks the server `server` of channel `name` and starts connecting to it.
-    /// `Err(NotFound(name))` when the server is gone (a stale rendezvous file).
+    /// `Err(NotFound { channel })` when the server is gone (a stale rendezvous file).
     pub(crate) fn start(name: &str, server: &str) -> Result<Connecting<T>> {
         let before = server_dir(name, server)?;
         let (done, connected) = mpsc::sync_channel(1);
@@ -565,8 +565,8 @@ where
     }
 
     /// Waits at most `wait` for the connection: `Ok(None)` while it is still being made,
-    /// `Err(NotFound(name))` when the server went away (or its directory is not the one checked
-    /// before: nothing has been sent yet).
+    /// `Err(NotFound { channel })` when the server went away (or its directory is not the one
+    /// checked before: nothing has been sent yet).
     pub(crate) fn wait(&self, wait: Duration) -> Result<Option<IpcSender<T>>> {
         let gone = || Error::NotFound {
             channel: self.name.as_str().into(),
