@@ -322,8 +322,8 @@ pub enum SendError {
     /// The wait for room ran past its deadline (`_timeout` forms). Nothing of the message is
     /// delivered: one that was sent in fragments and timed out part-way is withdrawn.
     #[error(
-        "channel {channel:?}: timed out waiting for room: the receiver did not read within the \
-         timeout; nothing was sent"
+        "channel {channel:?}: timed out waiting for room: the receiver did not take messages \
+         within the timeout; nothing was sent"
     )]
     Timeout {
         /// The channel's name.
@@ -402,8 +402,8 @@ pub enum RecvError {
     /// The wait ran past its deadline (`_timeout` forms). The part of a fragmented message
     /// received so far is kept for the next call.
     #[error(
-        "channel {channel:?}: timed out: no message arrived within the timeout (the peer is \
-         still there)"
+        "channel {channel:?}: timed out: no message arrived within the timeout; the channel \
+         keeps working"
     )]
     Timeout {
         /// The channel's name.

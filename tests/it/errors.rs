@@ -122,7 +122,7 @@ fn a_channels_errors_name_it_and_say_what_to_do() {
     let e = named(
         "send_timeout",
         &name,
-        &["timed out", "did not read"],
+        &["timed out", "did not take messages"],
         a.send_timeout(&[1; 64], SHORT).unwrap_err(),
     );
     assert!(matches!(e, Error::Send(SendError::Timeout { .. })), "{e:?}");
