@@ -124,10 +124,7 @@ pub enum OpenError {
         what: String,
     },
     /// Nothing exists under that name (yet): no channel, no listener, on either backend.
-    #[error(
-        "no channel or listener named {channel:?}: create it (or bind a listener) first, or \
-         wait for its server with connect_timeout"
-    )]
+    #[error("no channel or listener named {channel:?} (its server must create or bind it first)")]
     NotFound {
         /// The name looked up.
         channel: ChannelName,

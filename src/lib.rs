@@ -123,7 +123,7 @@
 //! };
 //! grant.commit(used);
 //! assert_eq!(&*b.recv()?, b"reading temperature at 21");
-//! # Ok::<(), shmlink::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! ## JSON

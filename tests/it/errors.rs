@@ -142,7 +142,7 @@ fn opening_errors_name_the_channel() {
     let e = named(
         "connect to nothing",
         &name,
-        &["create it"],
+        &["must create or bind it"],
         Channel::connect(&name, WaitStrategy::Block).unwrap_err(),
     );
     assert!(
