@@ -151,13 +151,13 @@ impl RecvHalf {
                     {
                         return Ok(frames);
                     }
-                    match self.rx.next_frame() {
-                        Ok(frame) if frame.kind() == kind::DATA => {
+                    match self.rx.poll_frame() {
+                        Ok(Some(frame)) if frame.kind() == kind::DATA => {
                             self.rx.hand_over(frame, f);
                             frames += 1;
                         }
-                        Ok(_) => break,
-                        Err(RecvError::Empty { .. }) => return Ok(frames),
+                        Ok(Some(_)) => break,
+                        Ok(None) => return Ok(frames),
                         Err(e) if frames == 0 => return Err(e),
                         Err(_) => return Ok(frames),
                     }
@@ -194,11 +194,13 @@ impl RecvHalf {
     pub(crate) fn next_ready(&mut self, wait: Deadline) -> Result<Ready, RecvError> {
         let mut budget = self.rx.capacity() as u64;
         loop {
-            match self.rx.next_frame() {
-                Ok(frame) if frame.kind() == kind::DATA && self.assembling == Assembling::Idle => {
+            match self.rx.poll_frame() {
+                Ok(Some(frame))
+                    if frame.kind() == kind::DATA && self.assembling == Assembling::Idle =>
+                {
                     return Ok(Ready::Frame(frame))
                 }
-                Ok(frame) => {
+                Ok(Some(frame)) => {
                     if self.assembling == Assembling::Discarding
                         && matches!(frame.kind(), kind::DATA | kind::FRAG_FIRST)
                     {
@@ -231,7 +233,7 @@ impl RecvHalf {
                         _ => {}
                     }
                 }
-                Err(RecvError::Empty { .. }) => match wait {
+                Ok(None) => match wait {
                     Deadline::Now => {
                         self.peer.check_throttled()?;
                         return Err(RecvError::Empty {
