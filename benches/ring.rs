@@ -89,7 +89,7 @@ fn shm_ring(size: usize) -> (Producer, Consumer) {
 fn shm_push(tx: &mut Producer, data: &[u8]) -> bool {
     match tx.try_send(data) {
         Ok(()) => true,
-        Err(SendError::Full) => false,
+        Err(SendError::Full { .. }) => false,
         Err(e) => panic!("{e}"),
     }
 }
@@ -101,7 +101,7 @@ fn shm_pop(rx: &mut Consumer, size: usize, first: u8, last: u8) -> bool {
             assert!(frame.len() == size && frame[0] == first && frame[size - 1] == last);
             true
         }
-        Err(RecvError::Empty) => false,
+        Err(RecvError::Empty { .. }) => false,
         Err(e) => panic!("{e}"),
     }
 }
@@ -163,7 +163,7 @@ fn shmlink_batch_row(g: &mut Group<'_>, size: usize) {
                         let n = (iters - sent).min(BATCH as u64) as usize;
                         match tx.try_send_batch(&batch[..n]) {
                             Ok(k) => sent += k as u64,
-                            Err(SendError::Full) => backoff(&mut spins),
+                            Err(SendError::Full { .. }) => backoff(&mut spins),
                             Err(e) => panic!("{e}"),
                         }
                     }
@@ -175,7 +175,7 @@ fn shmlink_batch_row(g: &mut Group<'_>, size: usize) {
                     };
                     match rx.try_read_batch((iters - got) as usize, check) {
                         Ok(k) => got += k as u64,
-                        Err(RecvError::Empty) => backoff(&mut spins),
+                        Err(RecvError::Empty { .. }) => backoff(&mut spins),
                         Err(e) => panic!("{e}"),
                     }
                 }

@@ -65,7 +65,7 @@ fn server() -> Result<()> {
     loop {
         let message = match rx.recv_timeout(Duration::from_secs(10)) {
             Ok(message) => message,
-            Err(RecvError::Disconnected(_)) => break, // the client closed after its last request
+            Err(RecvError::Disconnected { .. }) => break, // the client closed after its last request
             Err(e) => {
                 let _ = client.kill();
                 let _ = client.wait();

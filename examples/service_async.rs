@@ -8,11 +8,10 @@
 use shmlink::tokio::{connect, AsyncListener};
 use shmlink::{Config, Error};
 
-fn main() -> Result<(), Error> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
-        .build()
-        .map_err(Error::Io)?;
+        .build()?;
     runtime.block_on(async {
         let name = format!("async-demo-{}", std::process::id());
         let mut listener = AsyncListener::bind(&name, &Config::default())?;
@@ -46,6 +45,7 @@ fn main() -> Result<(), Error> {
         for c in clients {
             c.await.expect("client task panicked")?;
         }
-        Ok(())
-    })
+        Ok::<(), Error>(())
+    })?;
+    Ok(())
 }

@@ -38,7 +38,7 @@ fn main() -> Result<(), Error> {
             // others.
             let reply = match conn.try_recv() {
                 Ok(request) => format!("got {:?}", String::from_utf8_lossy(&request)),
-                Err(RecvError::Empty) => continue,
+                Err(RecvError::Empty { .. }) => continue,
                 Err(e) if e.is_disconnect() => {
                     gone.push(i);
                     continue;

@@ -70,8 +70,11 @@ impl Channel {
     /// use shmlink::{Channel, OpenError, WaitStrategy};
     /// let err = Channel::connect_timeout("nobody-made-this", WaitStrategy::Spin, Duration::from_millis(10))
     ///     .unwrap_err();
-    /// assert!(matches!(&err, OpenError::NotFound(name) if name == "nobody-made-this"));
-    /// assert_eq!(err.to_string(), r#"no channel or listener named "nobody-made-this""#);
+    /// assert!(matches!(&err, OpenError::NotFound { channel: name } if name == "nobody-made-this"));
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     r#"no channel or listener named "nobody-made-this" (its server must create or bind it first)"#
+    /// );
     /// ```
     pub fn connect_timeout(
         name: &str,

@@ -4,12 +4,15 @@
 //!   (create, connect, bind, accept).
 //! * [`SendError`]: what a send, a JSON send or a reservation can return.
 //! * [`RecvError`]: what a receive can return.
-//! * [`Error`]: every variant of the three, for callers who want one type; each of them
-//!   converts into it, so `?` works in a function that returns [`Result`].
+//! * [`Error`]: one of the three, nested (`Error::Send(SendError::Full { .. })`), for callers
+//!   who want one type; each of them converts into it, so `?` works in a function that returns
+//!   [`Result`], and it displays as the error it holds.
 //!
-//! The errors of the hot path (`Full`, `Empty`, `Timeout`, `Disconnected`, `PeerGone`)
-//! allocate nothing: the channel's name is a [`ChannelName`], held once per endpoint and
-//! shared by the errors that name it.
+//! Every error about a channel or listener names it, in a field called `channel`, and its
+//! message says what to do where there is something to do. The errors of the hot path (`Full`,
+//! `Empty`, `Timeout`, `Disconnected`, `PeerGone`) allocate nothing: the channel's name is a
+//! [`ChannelName`], held once per endpoint and shared (an `Arc` clone) by the errors that name
+//! it.
 
 use std::fmt;
 use std::io;
@@ -91,203 +94,261 @@ impl PartialEq<String> for ChannelName {
     }
 }
 
-/// Writes an error enum whose first variants are those of opening (shared by [`OpenError`] and
-/// the catch-all [`Error`], so that each is written once), followed by `$rest`.
-macro_rules! with_open_variants {
-    ($(#[$attr:meta])* $vis:vis enum $name:ident { $($rest:tt)* }) => {
-        $(#[$attr])*
-        $vis enum $name {
-            /// The name is not acceptable. Every name, of a channel or of a listener, on either
-            /// backend, follows one rule: 1 to [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) (200) bytes of
-            /// ASCII letters, digits, `.`, `_` and `-`, not starting with `.` or `-`. (The channels
-            /// a [`Listener`](crate::Listener) makes for its clients are named `<name>.<pid>.<n>`,
-            /// up to 32 bytes longer; the library makes those names itself.)
-            #[error("invalid name {name:?}: {reason}")]
-            InvalidName {
-                /// The rejected name, as given.
-                name: String,
-                /// Why it was rejected.
-                reason: &'static str,
-            },
-            /// A configuration value is out of range.
-            #[error("invalid configuration: {0}")]
-            InvalidConfig(String),
-            /// Nothing exists under that name (yet): no channel, no listener, on either backend.
-            #[error("no channel or listener named {0:?}")]
-            NotFound(ChannelName),
-            /// The mapping exists but its creator has not finished initialising it.
-            #[error("channel {0:?} exists but is not initialised yet")]
-            NotReady(ChannelName),
-            /// A channel or listener with that name exists and its creator is alive.
-            #[error(
-                "{0:?} is taken: a channel or listener of that name exists and its creator is \
-                 alive"
-            )]
-            AlreadyExists(ChannelName),
-            /// Another endpoint already holds the connecting end of the named channel (or held it
-            /// and closed or died: a channel serves one connection; a [`Listener`](crate::Listener)
-            /// gives each client its own channel).
-            #[error(
-                "channel {0:?} already has its connector: a channel serves one connection, even \
-                 once that peer has gone; a Listener serves one client after another"
-            )]
-            AlreadyConnected(ChannelName),
-            /// The object behind a channel name (or path) belongs to another user or is open to
-            /// other users: it is not one this user's creator made, so `connect` refuses to share
-            /// anything through it.
-            #[error(
-                "channel {name:?} is not private to this user: owned by uid {owner} with mode \
-                 {mode:04o} (expected uid {expected} and mode 0600)"
-            )]
-            NotPrivate {
-                /// The channel name or file path.
-                name: ChannelName,
-                /// User id that owns the object.
-                owner: u32,
-                /// Its permission bits.
-                mode: u32,
-                /// The effective user id of this process, which must own it.
-                expected: u32,
-            },
-            /// The entry under a channel's name (or path) is not a channel: a directory, a symbolic
-            /// link (never followed), a FIFO or another file that is not a regular one, an object
-            /// without the shmlink magic... `create` and `bind` leave it alone, `connect` refuses
-            /// it.
-            #[error("{name:?} is not a shmlink channel: {reason}")]
-            NotAChannel {
-                /// The channel name.
-                name: ChannelName,
-                /// What it is instead.
-                reason: String,
-            },
-            /// The mapping does not start with the shmlink magic number.
-            #[error("{channel:?} is not a shmlink mapping (bad magic number {magic:#018x})")]
-            BadMagic {
-                /// The channel's name (or path).
-                channel: ChannelName,
-                /// The first word of the mapping.
-                magic: u64,
-            },
-            /// The mapping was made by an incompatible version of this crate.
-            #[error(
-                "{channel:?} has layout version {found}, this build understands version {expected}"
-            )]
-            VersionMismatch {
-                /// The channel's (or listener's) name.
-                channel: ChannelName,
-                /// Version written in the mapping.
-                found: u32,
-                /// Version this build writes and reads.
-                expected: u32,
-            },
-            /// The mapping was made by a build whose layout parameters differ from this one's
-            /// (frame or cell alignment, pointer width): the two processes would not agree on where
-            /// things are.
-            #[error(
-                "channel {channel:?} was made with {field} {found}, this build uses {expected}"
-            )]
-            LayoutMismatch {
-                /// The channel's name.
-                channel: ChannelName,
-                /// Which parameter differs.
-                field: &'static str,
-                /// The value recorded in the mapping.
-                found: u64,
-                /// The value this build uses.
-                expected: u64,
-            },
-            /// The sizes recorded in the header disagree with each other or with the mapping.
-            #[error("{channel:?} has inconsistent sizes: {what}")]
-            SizeMismatch {
-                /// The channel's (or listener's) name, or the file's path.
-                channel: ChannelName,
-                /// Which sizes disagree.
-                what: String,
-            },
-            /// A listener already holds connections with as many clients as it admits.
-            #[error("listener {name:?} is at its limit of {limit} concurrent clients")]
-            TooManyClients {
-                /// The listener's name.
-                name: ChannelName,
-                /// Most clients it admits at once.
-                limit: usize,
-            },
-            $($rest)*
-        }
-    };
+/// What making, finding or joining a channel or a listener can return: `create`, `connect`,
+/// `bind`, `accept` (and their `_timeout` and `try_` forms) on every surface and backend.
+///
+/// Every variant about a channel or listener names it in a field called `channel` (a listener's
+/// name too); only [`InvalidName`](OpenError::InvalidName) names the string it rejected, which is
+/// not a channel yet.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The name is not acceptable. Every name, of a channel or of a listener, on either
+    /// backend, follows one rule: 1 to [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) (200) bytes of
+    /// ASCII letters, digits, `.`, `_` and `-`, not starting with `.` or `-`. (The channels
+    /// a [`Listener`](crate::Listener) makes for its clients are named `<name>.<pid>.<n>`,
+    /// up to 32 bytes longer; the library makes those names itself.)
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName {
+        /// The rejected name, as given (not a channel: nothing was made or found under it).
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// A configuration value is out of range.
+    #[error("{channel:?}: invalid configuration: {what}")]
+    InvalidConfig {
+        /// The channel or listener the configuration was for.
+        channel: ChannelName,
+        /// Which value, and what it must be instead.
+        what: String,
+    },
+    /// Nothing exists under that name (yet): no channel, no listener, on either backend.
+    #[error("no channel or listener named {channel:?} (its server must create or bind it first)")]
+    NotFound {
+        /// The name looked up.
+        channel: ChannelName,
+    },
+    /// The mapping exists but its creator has not finished initialising it.
+    #[error(
+        "channel {channel:?} exists but is not initialised yet: retry, or use connect_timeout"
+    )]
+    NotReady {
+        /// The channel's name.
+        channel: ChannelName,
+    },
+    /// A channel or listener with that name exists and its creator is alive.
+    #[error(
+        "{channel:?} is taken: a channel or listener of that name exists and its creator is \
+         alive; pick another name"
+    )]
+    AlreadyExists {
+        /// The name asked for.
+        channel: ChannelName,
+    },
+    /// Another endpoint already holds the connecting end of the named channel (or held it
+    /// and closed or died: a channel serves one connection; a [`Listener`](crate::Listener)
+    /// gives each client its own channel).
+    #[error(
+        "channel {channel:?} already has its connector: a channel serves one connection, even \
+         once that peer has gone; a Listener serves one client after another"
+    )]
+    AlreadyConnected {
+        /// The channel's name.
+        channel: ChannelName,
+    },
+    /// The object behind a channel name (or path) belongs to another user or is open to
+    /// other users: it is not one this user's creator made, so `connect` refuses to share
+    /// anything through it.
+    #[error(
+        "channel {channel:?} is not private to this user: owned by uid {owner} with mode \
+         {mode:04o} (expected uid {expected} and mode 0600)"
+    )]
+    NotPrivate {
+        /// The channel name or file path.
+        channel: ChannelName,
+        /// User id that owns the object.
+        owner: u32,
+        /// Its permission bits.
+        mode: u32,
+        /// The effective user id of this process, which must own it.
+        expected: u32,
+    },
+    /// The entry under a channel's name (or path) is not a channel: a directory, a symbolic
+    /// link (never followed), a FIFO or another file that is not a regular one, an object
+    /// without the shmlink magic... `create` and `bind` leave it alone, `connect` refuses
+    /// it.
+    #[error("{channel:?} is not a shmlink channel: {reason}")]
+    NotAChannel {
+        /// The channel name.
+        channel: ChannelName,
+        /// What it is instead.
+        reason: String,
+    },
+    /// The mapping does not start with the shmlink magic number.
+    #[error("{channel:?} is not a shmlink mapping (bad magic number {magic:#018x})")]
+    BadMagic {
+        /// The channel's name (or path).
+        channel: ChannelName,
+        /// The first word of the mapping.
+        magic: u64,
+    },
+    /// The mapping was made by an incompatible version of this crate.
+    #[error("{channel:?} has layout version {found}, this build understands version {expected}")]
+    VersionMismatch {
+        /// The channel's (or listener's) name.
+        channel: ChannelName,
+        /// Version written in the mapping.
+        found: u32,
+        /// Version this build writes and reads.
+        expected: u32,
+    },
+    /// The mapping was made by a build whose layout parameters differ from this one's
+    /// (frame or cell alignment, pointer width): the two processes would not agree on where
+    /// things are.
+    #[error("channel {channel:?} was made with {field} {found}, this build uses {expected}")]
+    LayoutMismatch {
+        /// The channel's name.
+        channel: ChannelName,
+        /// Which parameter differs.
+        field: &'static str,
+        /// The value recorded in the mapping.
+        found: u64,
+        /// The value this build uses.
+        expected: u64,
+    },
+    /// The sizes recorded in the header disagree with each other or with the mapping.
+    #[error("{channel:?} has inconsistent sizes: {what}")]
+    SizeMismatch {
+        /// The channel's (or listener's) name, or the file's path.
+        channel: ChannelName,
+        /// Which sizes disagree.
+        what: String,
+    },
+    /// A listener already holds connections with as many clients as it admits.
+    #[error(
+        "listener {channel:?} is at its limit of {limit} concurrent clients: retry once one \
+         leaves, or bind it with a higher limit"
+    )]
+    TooManyClients {
+        /// The listener's name.
+        channel: ChannelName,
+        /// Most clients it admits at once.
+        limit: usize,
+    },
+    /// No client is waiting to be accepted right now (`try_accept`): not an error of the
+    /// listener, which keeps working; try again when its selector reports it ready.
+    #[error("listener {channel:?} has no client waiting to be accepted now")]
+    NoClient {
+        /// The listener's name.
+        channel: ChannelName,
+    },
+    /// The wait ran past its deadline: `connect_timeout` (something by that name is there but
+    /// did not become ready, or its listener is alive but did not accept us, in time) or
+    /// `accept_timeout` (no client came). `waited_for` says which, and what to do.
+    #[error("{channel:?}: timed out: {waited_for}")]
+    Timeout {
+        /// The channel's or listener's name.
+        channel: ChannelName,
+        /// What did not happen in time, and what to do about it.
+        waited_for: &'static str,
+    },
+    /// The listener closed (before or while a client waited to be accepted), the server
+    /// closed the new connection at once, or it refused the client's channel (rings larger
+    /// than the listener's capacity).
+    #[error("the peer closed channel {channel:?}")]
+    Disconnected {
+        /// The listener's or channel's name.
+        channel: ChannelName,
+    },
+    /// The listener's server process died (before or while a client waited to be accepted).
+    #[error("the peer of channel {channel:?} (process {pid}) is gone")]
+    PeerGone {
+        /// The listener's or channel's name.
+        channel: ChannelName,
+        /// Process id the peer recorded (information only).
+        pid: u32,
+    },
+    /// The shared memory holds a value this side will not interpret (a ring index out of
+    /// range, an unknown state word...).
+    #[error("channel {channel:?} holds corrupt data: {what}")]
+    Corrupt {
+        /// The channel's (or listener's) name.
+        channel: ChannelName,
+        /// What was wrong.
+        what: String,
+    },
+    /// An operating-system call failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
 }
 
-with_open_variants! {
-    /// What making, finding or joining a channel or a listener can return: `create`, `connect`,
-    /// `bind`, `accept` (and their `_timeout` and `try_` forms) on every surface and backend.
-    ///
-    /// Every variant about a channel or listener names it.
-    #[derive(Debug, thiserror::Error)]
-    #[non_exhaustive]
-    pub enum OpenError {
-        /// No client is waiting to be accepted right now (`try_accept`).
-        #[error("no client is waiting to be accepted")]
-        Empty,
-        /// The wait ran past its deadline (`connect_timeout`: something by that name is there but
-        /// did not become ready, or its listener did not accept us, in time; `accept_timeout`: no
-        /// client came).
-        #[error("timed out")]
-        Timeout,
-        /// The listener closed (before or while a client waited to be accepted), the server
-        /// closed the new connection at once, or it refused the client's channel (rings larger
-        /// than the listener's capacity).
-        #[error("the peer closed channel {0:?}")]
-        Disconnected(ChannelName),
-        /// The listener's server process died (before or while a client waited to be accepted).
-        #[error("the peer of channel {channel:?} (process {pid}) is gone")]
-        PeerGone {
-            /// The listener's or channel's name.
-            channel: ChannelName,
-            /// Process id the peer recorded (information only).
-            pid: u32,
-        },
-        /// The shared memory holds a value this side will not interpret (a ring index out of
-        /// range, an unknown state word...).
-        #[error("channel {channel:?} holds corrupt data: {what}")]
-        Corrupt {
-            /// The channel's (or listener's) name.
-            channel: ChannelName,
-            /// What was wrong.
-            what: String,
-        },
-        /// An operating-system call failed.
-        #[error(transparent)]
-        Io(#[from] io::Error),
-    }
-}
+/// What [`OpenError::Timeout`] says a `connect_timeout` to a live listener that did not accept
+/// waited for.
+pub(crate) const NOT_ACCEPTED: &str = "the listener is alive but did not accept this client \
+    within the timeout: its server must call accept (or poll its Selector and accept when the \
+    listener is ready)";
+/// What [`OpenError::Timeout`] says a `connect_timeout` to a mapping that never became ready
+/// waited for.
+pub(crate) const NEVER_READY: &str = "the channel exists but its creator did not finish making \
+    it within the timeout (if the creator died, remove it with shmlink-clean)";
+/// What [`OpenError::Timeout`] says a `connect_timeout` to a fallback channel whose creator
+/// did not answer waited for.
+pub(crate) const NOT_ANSWERED: &str = "the channel's creator is alive but did not answer within \
+    the timeout";
+/// What [`OpenError::Timeout`] says an `accept_timeout` waited for.
+pub(crate) const NO_CLIENT_CAME: &str = "no client connected to the listener within the timeout";
 
 /// What sending can return: `send`, `send_json`, `reserve` (and their `try_` and `_timeout`
 /// forms) on every surface and backend.
+///
+/// Every variant but [`Io`](SendError::Io) names the channel in a field called `channel`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SendError {
     /// No room for the message right now (`try_` forms); retry after the peer reads. Nothing
     /// was sent.
-    #[error("no room in the channel now")]
-    Full,
+    #[error(
+        "channel {channel:?} is full now: nothing was sent; retry once the receiver has read, \
+         or use send or send_timeout to wait for room"
+    )]
+    Full {
+        /// The channel's name (`"ring"` for a [`ring`](crate::ring) between threads).
+        channel: ChannelName,
+    },
     /// The wait for room ran past its deadline (`_timeout` forms). Nothing of the message is
     /// delivered: one that was sent in fragments and timed out part-way is withdrawn.
-    #[error("timed out")]
-    Timeout,
+    #[error(
+        "channel {channel:?}: timed out waiting for room: the receiver did not take messages \
+         within the timeout; nothing was sent"
+    )]
+    Timeout {
+        /// The channel's name.
+        channel: ChannelName,
+    },
     /// The message can never be sent this way: longer than the largest message the receiver
     /// accepts (its published [`max_message`](crate::Channel::max_message)) or this side's own
     /// limit; or, for a grant, longer than one frame; or, for `try_send`, more than the whole
     /// ring could hold at once. Nothing was sent; the channel keeps working.
-    #[error("message of {len} bytes exceeds the maximum of {max} bytes")]
+    #[error(
+        "channel {channel:?}: message of {len} bytes exceeds the maximum of {max} bytes this way; \
+         nothing was sent: send it in smaller messages (or with send, which streams it), or raise \
+         the receiver's set_max_message"
+    )]
     TooLarge {
+        /// The channel's name.
+        channel: ChannelName,
         /// Requested length.
         len: usize,
         /// Largest length accepted this way.
         max: usize,
     },
     /// The peer closed its end: nothing more can be sent.
-    #[error("the peer closed channel {0:?}")]
-    Disconnected(ChannelName),
+    #[error("the peer closed channel {channel:?}")]
+    Disconnected {
+        /// The channel's name.
+        channel: ChannelName,
+    },
     /// The peer process exited or was killed without closing its end.
     #[error("the peer of channel {channel:?} (process {pid}) is gone")]
     PeerGone {
@@ -307,8 +368,13 @@ pub enum SendError {
         what: String,
     },
     /// The value could not be serialised as JSON. Nothing was sent.
-    #[error("JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    #[error("channel {channel:?}: value could not be serialised as JSON: {source}")]
+    Json {
+        /// The channel's name.
+        channel: ChannelName,
+        /// What serde_json reported.
+        source: serde_json::Error,
+    },
     /// An operating-system call failed.
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -316,19 +382,36 @@ pub enum SendError {
 
 /// What receiving can return: `recv`, `recv_into`, `recv_json` (and their `try_` and
 /// `_timeout` forms) on every surface and backend.
+///
+/// Every variant but [`Io`](RecvError::Io) names the channel in a field called `channel`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RecvError {
     /// No message is waiting right now (`try_` forms).
-    #[error("no message waiting now")]
-    Empty,
+    #[error(
+        "channel {channel:?} has no message waiting now: retry later, or use recv or \
+         recv_timeout to wait for one"
+    )]
+    Empty {
+        /// The channel's name (`"ring"` for a [`ring`](crate::ring) between threads).
+        channel: ChannelName,
+    },
     /// The wait ran past its deadline (`_timeout` forms). The part of a fragmented message
     /// received so far is kept for the next call.
-    #[error("timed out")]
-    Timeout,
+    #[error(
+        "channel {channel:?}: timed out: no message arrived within the timeout; the channel \
+         keeps working"
+    )]
+    Timeout {
+        /// The channel's name.
+        channel: ChannelName,
+    },
     /// The peer closed its end, and everything it sent has been received.
-    #[error("the peer closed channel {0:?}")]
-    Disconnected(ChannelName),
+    #[error("the peer closed channel {channel:?}")]
+    Disconnected {
+        /// The channel's name.
+        channel: ChannelName,
+    },
     /// The peer process exited or was killed without closing its end (everything it sent
     /// before has been received).
     #[error("the peer of channel {channel:?} (process {pid}) is gone")]
@@ -351,8 +434,13 @@ pub enum RecvError {
     /// A message longer than this side accepts
     /// ([`max_message`](crate::Channel::max_message)) was on its way: its limit dropped while
     /// the message was in flight. The message is dropped; the channel keeps working.
-    #[error("message of {len} bytes exceeds the maximum of {max} bytes")]
+    #[error(
+        "channel {channel:?}: a message of {len} bytes exceeds this side's maximum of {max} \
+         bytes and was dropped: raise set_max_message before the peer sends such messages"
+    )]
     TooLarge {
+        /// The channel's name.
+        channel: ChannelName,
         /// Length the sender announced.
         len: usize,
         /// Largest length this side accepts.
@@ -361,10 +449,13 @@ pub enum RecvError {
     /// The message is not exactly one value of the type a `recv_value` asked for. The
     /// message is consumed; the channel keeps working.
     #[error(
-        "a message of {len} bytes is not a value of the {expected}-byte type asked for (both \
-         ends must send and receive the same type)"
+        "channel {channel:?}: a message of {len} bytes is not a value of the {expected}-byte \
+         type asked for; the message was consumed and the channel keeps working (both ends must \
+         send and receive the same type)"
     )]
     WrongSize {
+        /// The channel's name.
+        channel: ChannelName,
         /// Length of the message.
         len: usize,
         /// Size of the type asked for.
@@ -372,197 +463,161 @@ pub enum RecvError {
     },
     /// The message is not valid JSON for the type asked for. The message is consumed; the
     /// channel keeps working.
-    #[error("JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    #[error("channel {channel:?}: message is not valid JSON for the requested type: {source}")]
+    Json {
+        /// The channel's name.
+        channel: ChannelName,
+        /// What serde_json reported.
+        source: serde_json::Error,
+    },
     /// An operating-system call failed (or, on the ipc-channel backend, a buffer for a message
     /// could not be had).
     #[error(transparent)]
     Io(#[from] io::Error),
 }
 
-with_open_variants! {
-    /// Everything that can go wrong, for callers who want one error type: every variant of
-    /// [`OpenError`], [`SendError`] and [`RecvError`], with the same meaning. Each of them converts
-    /// into it (so `?` works in a function returning [`Result`]).
-    ///
-    /// [`Error::Full`], [`Error::Empty`] and [`Error::Timeout`] say "not right now"
-    /// ([`is_transient`](Error::is_transient)), [`Error::TooLarge`] says "never",
-    /// [`Error::Disconnected`] says the peer closed cleanly and [`Error::PeerGone`] that its
-    /// process died ([`is_disconnect`](Error::is_disconnect)), and [`Error::Corrupt`] that the
-    /// shared memory holds something this side refuses to interpret.
-    #[derive(Debug, thiserror::Error)]
-    #[non_exhaustive]
-    pub enum Error {
-        /// See [`RecvError::WrongSize`].
-        #[error("a message of {len} bytes is not a value of the {expected}-byte type asked for")]
-        WrongSize {
-            /// Length of the message.
-            len: usize,
-            /// Size of the type asked for.
-            expected: usize,
-        },
-        /// See [`SendError::Full`].
-        #[error("no room in the channel now")]
-        Full,
-        /// See [`RecvError::Empty`] and [`OpenError::Empty`].
-        #[error("nothing waiting now")]
-        Empty,
-        /// See [`SendError::TooLarge`] and [`RecvError::TooLarge`].
-        #[error("message of {len} bytes exceeds the maximum of {max} bytes")]
-        TooLarge {
-            /// Requested (or announced) length.
-            len: usize,
-            /// Largest length accepted.
-            max: usize,
-        },
-        /// A wait ran past its deadline.
-        #[error("timed out")]
-        Timeout,
-        /// The peer closed its end (see [`RecvError::Disconnected`], [`SendError::Disconnected`]).
-        #[error("the peer closed channel {0:?}")]
-        Disconnected(ChannelName),
-        /// The peer process exited or was killed without closing its end.
-        #[error("the peer of channel {channel:?} (process {pid}) is gone")]
-        PeerGone {
-            /// The channel's name.
-            channel: ChannelName,
-            /// Process id the peer recorded (information only).
-            pid: u32,
-        },
-        /// The shared memory holds a value this side will not interpret.
-        #[error("channel {channel:?} holds corrupt data: {what}")]
-        Corrupt {
-            /// The channel's name (`"ring"` for a [`ring`](crate::ring) between threads).
-            channel: ChannelName,
-            /// What was wrong.
-            what: String,
-        },
-        /// A value could not be encoded or decoded as JSON.
-        #[error("JSON: {0}")]
-        Json(#[from] serde_json::Error),
-        /// An operating-system call failed.
-        #[error(transparent)]
-        Io(#[from] io::Error),
+/// Everything that can go wrong, for callers who want one error type: the error of the
+/// operation that failed, nested. Each operation's error converts into it (so `?` works in a
+/// function returning [`Result`]), and it displays as that error does.
+///
+/// Match through it: `Error::Send(SendError::Full { .. })`, `Error::Recv(RecvError::Timeout {
+/// channel })`, `Error::Open(OpenError::NotFound { .. })`. [`is_transient`](Error::is_transient)
+/// says "not right now" (`Full`, `Empty`, `NoClient`, `Timeout`),
+/// [`is_disconnect`](Error::is_disconnect) that the peer closed cleanly (`Disconnected`) or its
+/// process died (`PeerGone`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Making, finding or joining a channel or listener failed.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// A send failed.
+    #[error(transparent)]
+    Send(#[from] SendError),
+    /// A receive failed.
+    #[error(transparent)]
+    Recv(#[from] RecvError),
+    /// A [`WaitStrategy`](crate::WaitStrategy) was parsed from a string that names none.
+    #[error("unknown wait strategy {given:?} (expected spin, yield or block)")]
+    UnknownWaitStrategy {
+        /// The string given.
+        given: String,
+    },
+}
+
+impl OpenError {
+    /// True for the "not right now" errors, after which the same call may succeed later.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, OpenError::NoClient { .. } | OpenError::Timeout { .. })
+    }
+
+    /// True when the peer is no longer there: it closed cleanly
+    /// ([`Disconnected`](Self::Disconnected)) or its process died
+    /// ([`PeerGone`](Self::PeerGone)).
+    pub fn is_disconnect(&self) -> bool {
+        matches!(
+            self,
+            OpenError::Disconnected { .. } | OpenError::PeerGone { .. }
+        )
     }
 }
 
-/// `is_transient` and `is_disconnect` for an error type, from the variants that mean each.
-macro_rules! kinds {
-    ($ty:ident, transient: $($t:ident)|+) => {
-        impl $ty {
-            /// True for the "not right now" errors, after which the same call may succeed later.
-            pub fn is_transient(&self) -> bool {
-                matches!(self, $($ty::$t)|+)
-            }
+impl SendError {
+    /// True for the "not right now" errors, after which the same call may succeed later.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, SendError::Full { .. } | SendError::Timeout { .. })
+    }
 
-            /// True when the peer is no longer there: it closed cleanly
-            /// ([`Disconnected`](Self::Disconnected)) or its process died
-            /// ([`PeerGone`](Self::PeerGone)).
-            pub fn is_disconnect(&self) -> bool {
-                matches!(self, $ty::Disconnected(_) | $ty::PeerGone { .. })
+    /// True when the peer is no longer there: it closed cleanly
+    /// ([`Disconnected`](Self::Disconnected)) or its process died
+    /// ([`PeerGone`](Self::PeerGone)).
+    pub fn is_disconnect(&self) -> bool {
+        matches!(
+            self,
+            SendError::Disconnected { .. } | SendError::PeerGone { .. }
+        )
+    }
+}
+
+impl RecvError {
+    /// True for the "not right now" errors, after which the same call may succeed later.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, RecvError::Empty { .. } | RecvError::Timeout { .. })
+    }
+
+    /// True when the peer is no longer there: it closed cleanly
+    /// ([`Disconnected`](Self::Disconnected)) or its process died
+    /// ([`PeerGone`](Self::PeerGone)).
+    pub fn is_disconnect(&self) -> bool {
+        matches!(
+            self,
+            RecvError::Disconnected { .. } | RecvError::PeerGone { .. }
+        )
+    }
+}
+
+impl Error {
+    /// True for the "not right now" errors, after which the same call may succeed later.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Open(e) => e.is_transient(),
+            Error::Send(e) => e.is_transient(),
+            Error::Recv(e) => e.is_transient(),
+            Error::UnknownWaitStrategy { .. } => false,
+        }
+    }
+
+    /// True when the peer is no longer there: it closed cleanly or its process died.
+    pub fn is_disconnect(&self) -> bool {
+        match self {
+            Error::Open(e) => e.is_disconnect(),
+            Error::Send(e) => e.is_disconnect(),
+            Error::Recv(e) => e.is_disconnect(),
+            Error::UnknownWaitStrategy { .. } => false,
+        }
+    }
+
+    /// The channel (or listener) the error is about, if it names one.
+    pub fn channel(&self) -> Option<&ChannelName> {
+        match self {
+            Error::Open(e) => e.channel(),
+            Error::Send(e) => e.channel(),
+            Error::Recv(e) => e.channel(),
+            Error::UnknownWaitStrategy { .. } => None,
+        }
+    }
+}
+
+/// `channel()` for an error type whose variants name their channel in a field of that name.
+macro_rules! channel_of {
+    ($ty:ident: $($v:ident)|+) => {
+        impl $ty {
+            /// The channel (or listener) the error is about, if it names one.
+            pub fn channel(&self) -> Option<&ChannelName> {
+                match self {
+                    $($ty::$v { channel, .. })|+ => Some(channel),
+                    _ => None,
+                }
             }
         }
     };
 }
 
-kinds!(OpenError, transient: Empty | Timeout);
-kinds!(SendError, transient: Full | Timeout);
-kinds!(RecvError, transient: Empty | Timeout);
-kinds!(Error, transient: Full | Empty | Timeout);
-
-impl From<OpenError> for Error {
-    fn from(e: OpenError) -> Error {
-        match e {
-            OpenError::InvalidName { name, reason } => Error::InvalidName { name, reason },
-            OpenError::InvalidConfig(what) => Error::InvalidConfig(what),
-            OpenError::NotFound(name) => Error::NotFound(name),
-            OpenError::NotReady(name) => Error::NotReady(name),
-            OpenError::AlreadyExists(name) => Error::AlreadyExists(name),
-            OpenError::AlreadyConnected(name) => Error::AlreadyConnected(name),
-            OpenError::NotPrivate {
-                name,
-                owner,
-                mode,
-                expected,
-            } => Error::NotPrivate {
-                name,
-                owner,
-                mode,
-                expected,
-            },
-            OpenError::NotAChannel { name, reason } => Error::NotAChannel { name, reason },
-            OpenError::BadMagic { channel, magic } => Error::BadMagic { channel, magic },
-            OpenError::VersionMismatch {
-                channel,
-                found,
-                expected,
-            } => Error::VersionMismatch {
-                channel,
-                found,
-                expected,
-            },
-            OpenError::LayoutMismatch {
-                channel,
-                field,
-                found,
-                expected,
-            } => Error::LayoutMismatch {
-                channel,
-                field,
-                found,
-                expected,
-            },
-            OpenError::SizeMismatch { channel, what } => Error::SizeMismatch { channel, what },
-            OpenError::TooManyClients { name, limit } => Error::TooManyClients { name, limit },
-            OpenError::Empty => Error::Empty,
-            OpenError::Timeout => Error::Timeout,
-            OpenError::Disconnected(name) => Error::Disconnected(name),
-            OpenError::PeerGone { channel, pid } => Error::PeerGone { channel, pid },
-            OpenError::Corrupt { channel, what } => Error::Corrupt { channel, what },
-            OpenError::Io(e) => Error::Io(e),
-        }
-    }
-}
-
-impl From<SendError> for Error {
-    fn from(e: SendError) -> Error {
-        match e {
-            SendError::Full => Error::Full,
-            SendError::Timeout => Error::Timeout,
-            SendError::TooLarge { len, max } => Error::TooLarge { len, max },
-            SendError::Disconnected(name) => Error::Disconnected(name),
-            SendError::PeerGone { channel, pid } => Error::PeerGone { channel, pid },
-            SendError::Corrupt { channel, what } => Error::Corrupt { channel, what },
-            SendError::Json(e) => Error::Json(e),
-            SendError::Io(e) => Error::Io(e),
-        }
-    }
-}
-
-impl From<RecvError> for Error {
-    fn from(e: RecvError) -> Error {
-        match e {
-            RecvError::Empty => Error::Empty,
-            RecvError::Timeout => Error::Timeout,
-            RecvError::TooLarge { len, max } => Error::TooLarge { len, max },
-            RecvError::WrongSize { len, expected } => Error::WrongSize { len, expected },
-            RecvError::Disconnected(name) => Error::Disconnected(name),
-            RecvError::PeerGone { channel, pid } => Error::PeerGone { channel, pid },
-            RecvError::Corrupt { channel, what } => Error::Corrupt { channel, what },
-            RecvError::Json(e) => Error::Json(e),
-            RecvError::Io(e) => Error::Io(e),
-        }
-    }
-}
+channel_of!(OpenError: InvalidConfig | NotFound | NotReady | AlreadyExists | AlreadyConnected
+    | NotPrivate | NotAChannel | BadMagic | VersionMismatch | LayoutMismatch | SizeMismatch
+    | TooManyClients | NoClient | Timeout | Disconnected | PeerGone | Corrupt);
+channel_of!(SendError: Full | Timeout | TooLarge | Disconnected | PeerGone | Corrupt | Json);
+channel_of!(RecvError: Empty | Timeout | TooLarge | WrongSize | Disconnected | PeerGone | Corrupt
+    | Json);
 
 /// Why a wait for the peer, or a look at it, ended without what it was for: what the waits
 /// of sends, receives and connects share. Each operation's error type takes it in.
 #[derive(Debug)]
 pub(crate) enum WaitError {
     /// The deadline passed.
-    Timeout,
+    Timeout { channel: ChannelName },
     /// The peer closed its end.
-    Disconnected(ChannelName),
+    Disconnected { channel: ChannelName },
     /// The peer's process is gone.
     PeerGone { channel: ChannelName, pid: u32 },
     /// The peer's state word holds no known state.
@@ -577,24 +632,45 @@ impl From<io::Error> for WaitError {
     }
 }
 
-/// `From<WaitError>` for an operation's error type, whose variants have the same names.
-macro_rules! from_wait_error {
-    ($($ty:ident),+) => {$(
-        impl From<WaitError> for $ty {
-            fn from(e: WaitError) -> $ty {
-                match e {
-                    WaitError::Timeout => $ty::Timeout,
-                    WaitError::Disconnected(name) => $ty::Disconnected(name),
-                    WaitError::PeerGone { channel, pid } => $ty::PeerGone { channel, pid },
-                    WaitError::Corrupt { channel, what } => $ty::Corrupt { channel, what },
-                    WaitError::Io(e) => $ty::Io(e),
-                }
-            }
+impl From<WaitError> for SendError {
+    fn from(e: WaitError) -> SendError {
+        match e {
+            WaitError::Timeout { channel } => SendError::Timeout { channel },
+            WaitError::Disconnected { channel } => SendError::Disconnected { channel },
+            WaitError::PeerGone { channel, pid } => SendError::PeerGone { channel, pid },
+            WaitError::Corrupt { channel, what } => SendError::Corrupt { channel, what },
+            WaitError::Io(e) => SendError::Io(e),
         }
-    )+};
+    }
 }
 
-from_wait_error!(OpenError, SendError, RecvError, Error);
+impl From<WaitError> for RecvError {
+    fn from(e: WaitError) -> RecvError {
+        match e {
+            WaitError::Timeout { channel } => RecvError::Timeout { channel },
+            WaitError::Disconnected { channel } => RecvError::Disconnected { channel },
+            WaitError::PeerGone { channel, pid } => RecvError::PeerGone { channel, pid },
+            WaitError::Corrupt { channel, what } => RecvError::Corrupt { channel, what },
+            WaitError::Io(e) => RecvError::Io(e),
+        }
+    }
+}
+
+/// A connect's wait: its timeout is a live listener's that did not accept in time.
+impl From<WaitError> for OpenError {
+    fn from(e: WaitError) -> OpenError {
+        match e {
+            WaitError::Timeout { channel } => OpenError::Timeout {
+                channel,
+                waited_for: NOT_ACCEPTED,
+            },
+            WaitError::Disconnected { channel } => OpenError::Disconnected { channel },
+            WaitError::PeerGone { channel, pid } => OpenError::PeerGone { channel, pid },
+            WaitError::Corrupt { channel, what } => OpenError::Corrupt { channel, what },
+            WaitError::Io(e) => OpenError::Io(e),
+        }
+    }
+}
 
 impl OpenError {
     /// [`OpenError::SizeMismatch`] in the channel `channel`.

@@ -121,7 +121,7 @@
 //! use std::io::Write;
 //! use shmlink::{Channel, Config, WaitStrategy};
 //!
-//! fn main() -> Result<(), shmlink::Error> {
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let name = format!("doc-grant-{}", std::process::id());
 //!     let mut a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
 //!     let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
@@ -179,7 +179,8 @@
 //!
 //! Each kind of call has its own error type, which says what it can return:
 //!
-//! * [`OpenError`] from making, finding and joining: `create`, `connect`, `bind`, `accept`;
+//! * [`OpenError`] from making, finding and joining: `create`, `connect`, `bind`, `accept`
+//!   (`NoClient` from a `try_accept` with no client waiting: not now);
 //! * [`SendError`] from `send`, `send_json`, `reserve`: `Full` (not now), `Timeout`,
 //!   `TooLarge` (never: over the receiver's limit), `Disconnected`, `PeerGone`, `Corrupt`,
 //!   `Json`, `Io`;
@@ -188,10 +189,14 @@
 //!   (its process died), `Corrupt`, `TooLarge` (a message over this side's limit was on its
 //!   way), `Json`, `Io`.
 //!
-//! Each has `is_transient()` (not now: try again) and `is_disconnect()` (the peer is gone).
-//! Each converts into [`Error`], the catch-all with every variant, so `?` works in a function
-//! that returns [`Result`]. Errors about a channel name it, from the name the endpoint holds:
-//! on shared memory, from a [`Channel`], its halves or an [`Endpoint`], `Full`, `Empty`,
+//! Each has `is_transient()` (not now: try again), `is_disconnect()` (the peer is gone) and
+//! `channel()`. Each converts into [`Error`], which holds it nested (`Error::Open(..)`,
+//! `Error::Send(..)`, `Error::Recv(..)`) and displays as it does, so `?` works in a function
+//! that returns [`Result`]. Every variant about a channel or listener names it in a field
+//! called `channel`, and its message says what to do where there is something to do (`channel
+//! "jobs" is full now: nothing was sent; retry once the receiver has read, or use send or
+//! send_timeout to wait for room`). The name is the one the endpoint holds, shared: on shared
+//! memory, from a [`Channel`], its halves or an [`Endpoint`], `Full`, `Empty`,
 //! `Timeout`, `Disconnected` and `PeerGone` allocate nothing (once the endpoint has waited
 //! once and, for a sender, sent once since the peer connected: those register the peer with
 //! the death watcher). The ipc-channel backend (whose sockets allocate for every message) and
@@ -205,15 +210,15 @@
 //!     let name = format!("doc-errors-{}", std::process::id());
 //!     let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;
 //!     let mut b = Channel::connect(&name, WaitStrategy::Spin)?;
-//!     assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+//!     assert!(matches!(b.try_recv(), Err(RecvError::Empty { .. })));
 //!     let err = b.recv_timeout(Duration::from_millis(1)).unwrap_err();
 //!     assert!(err.is_transient());
 //!     drop(a);
 //!     match b.recv() {
-//!         Err(RecvError::Disconnected(channel)) => assert_eq!(channel, name),
+//!         Err(RecvError::Disconnected { channel }) => assert_eq!(channel, name),
 //!         other => panic!("{:?}", other.map(|m| m.len())),
 //!     }
-//!     assert!(matches!(b.send(b"x"), Err(SendError::Disconnected(_))));
+//!     assert!(matches!(b.send(b"x"), Err(SendError::Disconnected { .. })));
 //!     Ok(())
 //! }
 //! ```
@@ -226,7 +231,8 @@
 //! backend: it finds the one its creator used) and `shmlink::tokio::connect` all work so.
 //! Every `connect_timeout` ends the same way: [`OpenError::NotFound`], naming it, if nothing by
 //! that name appeared, and [`OpenError::Timeout`] if something did that was not ready in time,
-//! or a listener that did not accept in time.
+//! or a listener that is alive but did not accept in time (its message says so: the server must
+//! call `accept`, or poll its [`Selector`] and accept when the listener is ready).
 //!
 //! Every name, of a channel or a listener, on either backend, follows one rule: 1 to
 //! [`MAX_NAME_LEN`] (200) bytes of ASCII letters, digits, `.`, `_` and `-`, not starting with

@@ -39,10 +39,16 @@ impl wait::Peer for Stand {
     fn check(&mut self, _process: bool) -> Result<(), WaitError> {
         // Acquire: pairs with the Release store of the closing side.
         if self.closed.load(Ordering::Acquire) != 0 {
-            Err(WaitError::Disconnected("loom".into()))
+            Err(WaitError::Disconnected {
+                channel: "loom".into(),
+            })
         } else {
             Ok(())
         }
+    }
+
+    fn channel(&self) -> crate::error::ChannelName {
+        "loom".into()
     }
 
     fn process(&mut self) -> Option<(u32, u64)> {
@@ -68,7 +74,7 @@ fn send(tx: &mut Producer, data: &[u8]) {
     loop {
         match tx.try_send(data) {
             Ok(()) => return,
-            Err(SendError::Full) => thread::yield_now(),
+            Err(SendError::Full { .. }) => thread::yield_now(),
             Err(e) => panic!("send: {e}"),
         }
     }
@@ -81,7 +87,7 @@ fn expect(rx: &mut Consumer, data: &[u8]) {
                 assert_eq!(&*frame, data, "wrong frame");
                 return;
             }
-            Err(RecvError::Empty) => thread::yield_now(),
+            Err(RecvError::Empty { .. }) => thread::yield_now(),
             Err(e) => panic!("read: {e}"),
         }
     }
@@ -133,7 +139,7 @@ fn loom_batches_cross_and_space_comes_back() {
                 while sent < batch.len() {
                     match tx.try_send_batch(&batch[sent..]) {
                         Ok(n) => sent += n,
-                        Err(SendError::Full) => thread::yield_now(),
+                        Err(SendError::Full { .. }) => thread::yield_now(),
                         Err(e) => panic!("send: {e}"),
                     }
                 }
@@ -147,7 +153,7 @@ fn loom_batches_cross_and_space_comes_back() {
             };
             match rx.try_read_batch(2, check) {
                 Ok(_) => {}
-                Err(RecvError::Empty) => thread::yield_now(),
+                Err(RecvError::Empty { .. }) => thread::yield_now(),
                 Err(e) => panic!("read: {e}"),
             }
         }
@@ -194,7 +200,10 @@ fn loom_block_producer_is_woken_by_a_release() {
         for i in 0..3 {
             tx.try_send(&message(i, 56)).unwrap();
         }
-        assert!(matches!(tx.try_send(&message(3, 56)), Err(SendError::Full)));
+        assert!(matches!(
+            tx.try_send(&message(3, 56)),
+            Err(SendError::Full { .. })
+        ));
         let consumer = thread::spawn(move || expect(&mut rx, &message(0, 56)));
         block_send(&mut tx, &message(3, 56));
         consumer.join().unwrap();
@@ -244,7 +253,7 @@ fn loom_block_sleeper_is_woken_by_a_close() {
         let cell = unsafe { &*cell };
         let mut stand = stand;
         let r = waiter.wait_until(cell, None, || rx.has_data(), &mut stand);
-        assert!(matches!(r, Err(WaitError::Disconnected(_))), "{r:?}");
+        assert!(matches!(r, Err(WaitError::Disconnected { .. })), "{r:?}");
         closer.join().unwrap();
     });
 }

@@ -123,7 +123,7 @@ pub(crate) fn entry(name: &str) -> Entry {
         Some(dir) => std::fs::symlink_metadata(dir.join(format!("{OS_PREFIX}{name}"))),
         None => match open_shm_file(name) {
             Ok(file) => file.metadata(),
-            Err(OpenError::NotFound(_)) => return Entry::Absent,
+            Err(OpenError::NotFound { .. }) => return Entry::Absent,
             Err(_) => return Entry::Other,
         },
     };
@@ -140,7 +140,9 @@ pub(crate) fn unlink(name: &str) -> Result<()> {
     validate_object_name(name)?;
     sys::shm_unlink(&c_name(name)?).map_err(|err| {
         if err.kind() == io::ErrorKind::NotFound {
-            OpenError::NotFound(name.into())
+            OpenError::NotFound {
+                channel: name.into(),
+            }
         } else {
             OpenError::Io(err)
         }
@@ -160,14 +162,19 @@ pub(crate) fn retry_until_there<T>(
     let mut pause = Duration::from_micros(50);
     loop {
         match connect() {
-            Err(OpenError::NotFound(_) | OpenError::NotReady(_))
+            Err(OpenError::NotFound { .. } | OpenError::NotReady { .. })
                 if deadline.is_none_or(|d| Instant::now() < d) =>
             {
                 let left = deadline.map_or(pause, |d| d.saturating_duration_since(Instant::now()));
                 std::thread::sleep(pause.min(left));
                 pause = (pause * 2).min(Duration::from_millis(10));
             }
-            Err(OpenError::NotReady(_)) => return Err(OpenError::Timeout),
+            Err(OpenError::NotReady { channel }) => {
+                return Err(OpenError::Timeout {
+                    channel,
+                    waited_for: crate::error::NEVER_READY,
+                })
+            }
             other => return other,
         }
     }
@@ -259,7 +266,7 @@ fn not_regular(kind: std::fs::FileType) -> Option<&'static str> {
 
 fn not_a_channel(name: &str, what: &str) -> OpenError {
     OpenError::NotAChannel {
-        name: name.into(),
+        channel: name.into(),
         reason: what.to_owned(),
     }
 }
@@ -269,7 +276,9 @@ fn not_a_channel(name: &str, what: &str) -> OpenError {
 /// cannot be opened read-write), else the system's error.
 fn open_error(err: io::Error, entry: Option<&Path>, name: &str) -> OpenError {
     if err.kind() == io::ErrorKind::NotFound {
-        return OpenError::NotFound(name.into());
+        return OpenError::NotFound {
+            channel: name.into(),
+        };
     }
     // Looked at without following a link.
     match entry
@@ -314,7 +323,7 @@ fn check_private(file: &File, name: &str) -> Result<()> {
     let mode = meta.mode() & 0o7777;
     if meta.uid() != me || mode != 0o600 {
         return Err(OpenError::NotPrivate {
-            name: name.into(),
+            channel: name.into(),
             owner: meta.uid(),
             mode,
             expected: me,
@@ -354,7 +363,9 @@ impl Mapping {
         let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC;
         let file = sys::shm_open(&os, flags, 0o600).map_err(|err| {
             if err.kind() == io::ErrorKind::AlreadyExists {
-                OpenError::AlreadyExists(name.into())
+                OpenError::AlreadyExists {
+                    channel: name.into(),
+                }
             } else {
                 OpenError::Io(err)
             }
@@ -377,7 +388,9 @@ impl Mapping {
         check_private(&file, name)?;
         if file.metadata()?.len() == 0 {
             // The creator has not sized it yet.
-            return Err(OpenError::NotReady(name.into()));
+            return Err(OpenError::NotReady {
+                channel: name.into(),
+            });
         }
         let map = map_file(&file)?;
         Ok(Self::from_parts(file, map, Name::Shm(name.into()), false))
@@ -392,7 +405,9 @@ impl Mapping {
         let len = file.metadata()?.len();
         if len == 0 {
             // The creator has not sized it yet.
-            return Err(OpenError::NotReady(name.into()));
+            return Err(OpenError::NotReady {
+                channel: name.into(),
+            });
         }
         if len > max_len as u64 {
             return Err(OpenError::size_mismatch(
@@ -422,9 +437,9 @@ impl Mapping {
             .mode(0o600)
             .open(path)
             .map_err(|e| match e.kind() {
-                io::ErrorKind::AlreadyExists => {
-                    OpenError::AlreadyExists(path.display().to_string().into())
-                }
+                io::ErrorKind::AlreadyExists => OpenError::AlreadyExists {
+                    channel: path.display().to_string().into(),
+                },
                 _ => OpenError::Io(e),
             })?;
         let made = prepare_new(&file, len);
@@ -456,7 +471,9 @@ impl Mapping {
         check_regular(&file, &shown)?;
         check_private(&file, &shown)?;
         if file.metadata()?.len() == 0 {
-            return Err(OpenError::NotReady(shown.into()));
+            return Err(OpenError::NotReady {
+                channel: shown.into(),
+            });
         }
         let map = map_file(&file)?;
         Ok(Self::from_parts(

@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 use crate::error::OpenError;
 use crate::layout::listener::{is_listener_size, LISTENER_MAGIC};
 use crate::layout::{
-    check_capacity, SegmentHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE, MAGIC, PEER_ABSENT,
+    valid_capacity, SegmentHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE, MAGIC, PEER_ABSENT,
     PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT, READY,
 };
 use crate::mapping::{self, Mapping, OS_PREFIX};
@@ -122,7 +122,7 @@ fn is_segment_size(size: u64) -> bool {
     size.checked_sub(HEADER_SIZE as u64)
         .filter(|rings| rings % 2 == 0)
         .and_then(|rings| usize::try_from(rings / 2).ok())
-        .is_some_and(|capacity| check_capacity(capacity).is_ok())
+        .is_some_and(valid_capacity)
 }
 
 fn look(name: &str) -> Result<Looked> {
@@ -226,7 +226,7 @@ pub fn inspect(name: &str) -> Result<SegmentInfo> {
     match look(name)? {
         Looked::Channel(seen) => Ok(seen.info),
         Looked::Other(reason) => Err(OpenError::NotAChannel {
-            name: name.into(),
+            channel: name.into(),
             reason,
         }),
     }
@@ -265,7 +265,7 @@ pub fn scan() -> Result<Listing> {
             Ok(Looked::Channel(seen)) => out.channels.push(seen.info),
             Ok(Looked::Other(reason)) => out.skipped.push(skip(reason)),
             // Gone between listing and opening.
-            Err(OpenError::NotFound(_)) => {}
+            Err(OpenError::NotFound { .. }) => {}
             Err(e) => out.skipped.push(skip(e.to_string())),
         }
     }
@@ -316,7 +316,7 @@ fn reclaim_looked(name: &str, looked: Result<Looked>) -> Result<Reclaim> {
     let seen = match looked {
         Ok(Looked::Channel(seen)) => seen,
         Ok(Looked::Other(_)) => return Ok(Reclaim::NotAChannel),
-        Err(OpenError::NotFound(_)) => return Ok(Reclaim::Vanished),
+        Err(OpenError::NotFound { .. }) => return Ok(Reclaim::Vanished),
         Err(e) => return Err(e),
     };
     if !seen.info.stale {
@@ -330,7 +330,7 @@ fn reclaim_looked(name: &str, looked: Result<Looked>) -> Result<Reclaim> {
     }
     match mapping::unlink(name) {
         Ok(()) => Ok(Reclaim::Removed),
-        Err(OpenError::NotFound(_)) => Ok(Reclaim::Vanished),
+        Err(OpenError::NotFound { .. }) => Ok(Reclaim::Vanished),
         Err(e) => Err(e),
     }
 }
@@ -342,7 +342,7 @@ pub(crate) fn reclaim_if_dead(name: &str) -> Result<bool> {
     let reclaimed = match look(name) {
         Ok(Looked::Other(reason)) => {
             return Err(OpenError::NotAChannel {
-                name: name.into(),
+                channel: name.into(),
                 reason,
             })
         }

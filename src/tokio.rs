@@ -398,7 +398,9 @@ impl Side {
                     self.done(wait);
                     return Poll::Ready(Ok(done));
                 }
-                Ok(None) if deadline.passed() => E::from(WaitError::Timeout),
+                Ok(None) if deadline.passed() => E::from(WaitError::Timeout {
+                    channel: ch.channel_name().clone(),
+                }),
                 Ok(None) => match self.wait(cx, wait, ch, want, deadline) {
                     Step::Again => continue,
                     Step::Pending => return Poll::Pending,
@@ -506,11 +508,11 @@ fn not_now<T, E>(result: Result<T, E>, is_not_now: impl Fn(&E) -> bool) -> Resul
 }
 
 fn full(e: &SendError) -> bool {
-    matches!(e, SendError::Full)
+    matches!(e, SendError::Full { .. })
 }
 
 fn empty(e: &RecvError) -> bool {
-    matches!(e, RecvError::Empty)
+    matches!(e, RecvError::Empty { .. })
 }
 
 /// A [`Channel`] (or a [`Connection`]) with the channel's method set in async form: the
@@ -543,11 +545,13 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
     pub fn new(channel: C) -> Result<Self, OpenError> {
         let ch: &Channel = channel.borrow();
         if ch.wait_strategy() != WaitStrategy::Block {
-            return Err(OpenError::InvalidConfig(format!(
-                "channel {:?} waits with {}; async use needs block",
-                ch.name(),
-                ch.wait_strategy()
-            )));
+            return Err(OpenError::InvalidConfig {
+                channel: ch.name().into(),
+                what: format!(
+                    "it waits with {}; async use needs block",
+                    ch.wait_strategy()
+                ),
+            });
         }
         Ok(AsyncChannel {
             recv_side: Side::new(),
@@ -794,7 +798,7 @@ impl AsyncListener {
             let seen = bell.load(Ordering::Acquire);
             match self.listener.try_accept() {
                 Ok(conn) => return Poll::Ready(Ok(conn)),
-                Err(OpenError::Empty) => {}
+                Err(OpenError::NoClient { .. }) => {}
                 Err(e) => return Poll::Ready(Err(e)),
             }
             // A client that published after `seen` changed the word: the reactor wakes us.
@@ -814,9 +818,10 @@ fn check_listener_wait(name: &str, wait: WaitStrategy) -> Result<(), OpenError> 
     if wait == WaitStrategy::Block {
         return Ok(());
     }
-    Err(OpenError::InvalidConfig(format!(
-        "listener {name:?} would make connections that wait with {wait}; async use needs block"
-    )))
+    Err(OpenError::InvalidConfig {
+        channel: name.into(),
+        what: format!("the listener's connections would wait with {wait}; async use needs block"),
+    })
 }
 
 /// Connects to what is under `name`, as [`Channel::connect`] does (a channel, or a listener

@@ -65,14 +65,29 @@ impl Error {
 
 impl From<shmlink::Error> for Error {
     fn from(e: shmlink::Error) -> Error {
+        use shmlink::{OpenError, RecvError, SendError};
         match e {
-            shmlink::Error::Timeout => Error::Timeout,
-            shmlink::Error::TooLarge { len, max } => Error::TooLarge { len, max },
-            shmlink::Error::Disconnected(_) => Error::Disconnected,
-            shmlink::Error::PeerGone { pid, .. } => Error::PeerGone { pid },
-            shmlink::Error::NotFound(name) => Error::NotFound(name.to_string()),
-            shmlink::Error::Io(e) => Error::Io(e),
-            shmlink::Error::Json(e) => Error::Json(e),
+            shmlink::Error::Open(OpenError::Timeout { .. })
+            | shmlink::Error::Send(SendError::Timeout { .. })
+            | shmlink::Error::Recv(RecvError::Timeout { .. }) => Error::Timeout,
+            shmlink::Error::Send(SendError::TooLarge { len, max, .. })
+            | shmlink::Error::Recv(RecvError::TooLarge { len, max, .. }) => {
+                Error::TooLarge { len, max }
+            }
+            shmlink::Error::Open(OpenError::Disconnected { .. })
+            | shmlink::Error::Send(SendError::Disconnected { .. })
+            | shmlink::Error::Recv(RecvError::Disconnected { .. }) => Error::Disconnected,
+            shmlink::Error::Open(OpenError::PeerGone { pid, .. })
+            | shmlink::Error::Send(SendError::PeerGone { pid, .. })
+            | shmlink::Error::Recv(RecvError::PeerGone { pid, .. }) => Error::PeerGone { pid },
+            shmlink::Error::Open(OpenError::NotFound { channel }) => {
+                Error::NotFound(channel.to_string())
+            }
+            shmlink::Error::Open(OpenError::Io(e))
+            | shmlink::Error::Send(SendError::Io(e))
+            | shmlink::Error::Recv(RecvError::Io(e)) => Error::Io(e),
+            shmlink::Error::Send(SendError::Json { source, .. })
+            | shmlink::Error::Recv(RecvError::Json { source, .. }) => Error::Json(source),
             e => Error::Shm(e),
         }
     }

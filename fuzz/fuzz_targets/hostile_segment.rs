@@ -122,11 +122,11 @@ fn check(got: Result<shmlink::ReadGuard<'_>, RecvError>, decode: bool, bounds: &
             }
         }
         Err(
-            RecvError::Empty
-            | RecvError::Timeout
+            RecvError::Empty { .. }
+            | RecvError::Timeout { .. }
             | RecvError::Corrupt { .. }
             | RecvError::TooLarge { .. }
-            | RecvError::Disconnected(_)
+            | RecvError::Disconnected { .. }
             | RecvError::PeerGone { .. },
         ) => {}
         Err(e) => panic!("unexpected error {e}"),
@@ -147,10 +147,10 @@ fn check_batch(creator: &mut Channel, max: usize, bounds: &Bounds) {
             "{n} counted, {handed} handed"
         ),
         Err(
-            RecvError::Empty
+            RecvError::Empty { .. }
             | RecvError::Corrupt { .. }
             | RecvError::TooLarge { .. }
-            | RecvError::Disconnected(_)
+            | RecvError::Disconnected { .. }
             | RecvError::PeerGone { .. },
         ) => assert_eq!(handed, 0, "an error after handing messages"),
         Err(e) => panic!("unexpected error {e}"),

@@ -124,7 +124,7 @@ fn accept_outcome(
         Ok(conn) => accepted(conn, name, conns, keep),
         // Nothing else reaches the server's accept but what its own look at a slot's lock
         // can return.
-        Err(OpenError::Empty | OpenError::Timeout | OpenError::Io(_)) => {}
+        Err(OpenError::NoClient { .. } | OpenError::Timeout { .. } | OpenError::Io(_)) => {}
         Err(e) => panic!("accept: {e}"),
     }
 }
@@ -295,13 +295,13 @@ fuzz_target!(|data: &[u8]| {
                     }
                 }
                 Err(
-                    OpenError::Timeout
+                    OpenError::Timeout { .. }
                     | OpenError::TooManyClients { .. }
-                    | OpenError::Disconnected(_)
+                    | OpenError::Disconnected { .. }
                     | OpenError::SizeMismatch { .. }
-                    | OpenError::NotReady(_)
-                    | OpenError::InvalidConfig(_)
-                    | OpenError::AlreadyExists(_)
+                    | OpenError::NotReady { .. }
+                    | OpenError::InvalidConfig { .. }
+                    | OpenError::AlreadyExists { .. }
                     | OpenError::Io(_),
                 ) => {}
                 Err(e) => panic!("connect: {e}"),

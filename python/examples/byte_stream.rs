@@ -25,12 +25,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while Instant::now() < end {
         match ch.try_send_batch(&batch) {
             Ok(n) => sent += n as u64,
-            Err(SendError::Full) if !filled => {
+            Err(SendError::Full { .. }) if !filled => {
                 filled = true;
                 println!("full");
             }
-            Err(SendError::Full) => std::hint::spin_loop(),
-            Err(SendError::Disconnected(_) | SendError::PeerGone { .. }) => break,
+            Err(SendError::Full { .. }) => std::hint::spin_loop(),
+            Err(SendError::Disconnected { .. } | SendError::PeerGone { .. }) => break,
             Err(e) => return Err(e.into()),
         }
     }

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use shmlink::{Config, Connection, Error, Listener, RecvError, Selector};
+use shmlink::{Config, Connection, Listener, RecvError, Selector};
 
 fn answer(request: &Value) -> (Value, bool) {
     match request.get("op").and_then(Value::as_str) {
@@ -28,7 +28,7 @@ fn answer(request: &Value) -> (Value, bool) {
     }
 }
 
-fn main() -> Result<(), Error> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let name = std::env::args().nth(1).unwrap_or_else(|| "calc".to_owned());
     let listener = Listener::bind(&name, &Config::default())?;
     println!("ready");
@@ -47,7 +47,7 @@ fn main() -> Result<(), Error> {
                         conns[i].send_json(&reply)?;
                         stop |= last;
                     }
-                    Err(RecvError::Empty) => break,
+                    Err(RecvError::Empty { .. }) => break,
                     // The client closed or died: drop its channel.
                     Err(e) if e.is_disconnect() => {
                         gone.push(i);

@@ -156,45 +156,61 @@ create_exception!(
     "An operating-system call failed."
 );
 
-/// The Python exception for a library error, with its details as attributes.
+/// The Python exception for a library error, with its details as attributes (`channel` on
+/// every error that names one).
 fn to_py(e: impl Into<Error>) -> PyErr {
+    use shmlink::{OpenError as O, RecvError as R, SendError as S};
     let e: Error = e.into();
     let msg = e.to_string();
-    let (err, attrs): (PyErr, Vec<(&str, String)>) = match e {
-        Error::Timeout => (Timeout::new_err(msg), vec![]),
-        Error::Full => (Full::new_err(msg), vec![]),
-        Error::Empty => (Empty::new_err(msg), vec![]),
-        Error::Disconnected(name) => (
-            Disconnected::new_err(msg),
-            vec![("channel", name.to_string())],
-        ),
-        Error::PeerGone { channel, pid } => (
-            PeerGone::new_err(msg),
-            vec![("channel", channel.to_string()), ("pid", pid.to_string())],
-        ),
-        Error::TooLarge { len, max } => (
-            TooLarge::new_err(msg),
-            vec![("len", len.to_string()), ("max", max.to_string())],
-        ),
-        Error::Corrupt { .. } => (Corrupt::new_err(msg), vec![]),
-        Error::NotFound(_) => (NotFound::new_err(msg), vec![]),
-        Error::NotReady(_) => (NotReady::new_err(msg), vec![]),
-        Error::AlreadyExists(_) => (AlreadyExists::new_err(msg), vec![]),
-        Error::AlreadyConnected(_) => (AlreadyConnected::new_err(msg), vec![]),
-        Error::InvalidName { .. } => (InvalidName::new_err(msg), vec![]),
-        Error::InvalidConfig(_) => (InvalidConfig::new_err(msg), vec![]),
-        Error::NotPrivate { .. } => (NotPrivate::new_err(msg), vec![]),
-        Error::NotAChannel { .. } => (NotAChannel::new_err(msg), vec![]),
-        Error::BadMagic { .. }
-        | Error::VersionMismatch { .. }
-        | Error::LayoutMismatch { .. }
-        | Error::SizeMismatch { .. } => (Incompatible::new_err(msg), vec![]),
-        Error::TooManyClients { .. } => (TooManyClients::new_err(msg), vec![]),
-        Error::Io(io) => (
-            IoError::new_err(msg),
-            vec![("errno", io.raw_os_error().unwrap_or(0).to_string())],
-        ),
-        _ => (ShmlinkError::new_err(msg), vec![]),
+    let mut attrs: Vec<(&str, String)> = e
+        .channel()
+        .map(|c| vec![("channel", c.to_string())])
+        .unwrap_or_default();
+    let err = match e {
+        Error::Open(O::Timeout { .. })
+        | Error::Send(S::Timeout { .. })
+        | Error::Recv(R::Timeout { .. }) => Timeout::new_err(msg),
+        Error::Send(S::Full { .. }) => Full::new_err(msg),
+        Error::Recv(R::Empty { .. }) | Error::Open(O::NoClient { .. }) => Empty::new_err(msg),
+        Error::Open(O::Disconnected { .. })
+        | Error::Send(S::Disconnected { .. })
+        | Error::Recv(R::Disconnected { .. }) => Disconnected::new_err(msg),
+        Error::Open(O::PeerGone { pid, .. })
+        | Error::Send(S::PeerGone { pid, .. })
+        | Error::Recv(R::PeerGone { pid, .. }) => {
+            attrs.push(("pid", pid.to_string()));
+            PeerGone::new_err(msg)
+        }
+        Error::Send(S::TooLarge { len, max, .. }) | Error::Recv(R::TooLarge { len, max, .. }) => {
+            attrs.push(("len", len.to_string()));
+            attrs.push(("max", max.to_string()));
+            TooLarge::new_err(msg)
+        }
+        Error::Open(O::Corrupt { .. })
+        | Error::Send(S::Corrupt { .. })
+        | Error::Recv(R::Corrupt { .. }) => Corrupt::new_err(msg),
+        Error::Open(O::NotFound { .. }) => NotFound::new_err(msg),
+        Error::Open(O::NotReady { .. }) => NotReady::new_err(msg),
+        Error::Open(O::AlreadyExists { .. }) => AlreadyExists::new_err(msg),
+        Error::Open(O::AlreadyConnected { .. }) => AlreadyConnected::new_err(msg),
+        Error::Open(O::InvalidName { .. }) => InvalidName::new_err(msg),
+        Error::Open(O::InvalidConfig { .. }) | Error::UnknownWaitStrategy { .. } => {
+            InvalidConfig::new_err(msg)
+        }
+        Error::Open(O::NotPrivate { .. }) => NotPrivate::new_err(msg),
+        Error::Open(O::NotAChannel { .. }) => NotAChannel::new_err(msg),
+        Error::Open(
+            O::BadMagic { .. }
+            | O::VersionMismatch { .. }
+            | O::LayoutMismatch { .. }
+            | O::SizeMismatch { .. },
+        ) => Incompatible::new_err(msg),
+        Error::Open(O::TooManyClients { .. }) => TooManyClients::new_err(msg),
+        Error::Open(O::Io(io)) | Error::Send(S::Io(io)) | Error::Recv(R::Io(io)) => {
+            attrs.push(("errno", io.raw_os_error().unwrap_or(0).to_string()));
+            IoError::new_err(msg)
+        }
+        _ => ShmlinkError::new_err(msg),
     };
     if !attrs.is_empty() {
         Python::with_gil(|py| {
@@ -553,7 +569,7 @@ impl Channel {
             if try_only || bytes.len() <= each!(inner, x => x.max_frame()) {
                 match each!(inner, x => x.try_send(bytes)) {
                     Ok(()) => return Ok(()),
-                    Err(shmlink::SendError::Full) if !try_only => {}
+                    Err(shmlink::SendError::Full { .. }) if !try_only => {}
                     Err(e) => return Err(to_py(e)),
                 }
             }
@@ -566,7 +582,9 @@ impl Channel {
             return r.map_err(|e| e.map_or_else(closed, to_py));
         }
         if try_only {
-            return Err(to_py(Error::Full));
+            return Err(to_py(shmlink::SendError::Full {
+                channel: self.name.as_str().into(),
+            }));
         }
         let mut whole = false;
         loop {
@@ -591,7 +609,9 @@ impl Channel {
             });
             match r {
                 Ok(()) => return Ok(()),
-                Err(Some(Error::Timeout)) if !last && !whole => py.check_signals()?,
+                Err(Some(Error::Send(shmlink::SendError::Timeout { .. }))) if !last && !whole => {
+                    py.check_signals()?
+                }
                 Err(e) => return Err(e.map_or_else(closed, to_py)),
             }
         }
@@ -611,7 +631,7 @@ impl Channel {
             let inner = g.as_mut().ok_or_else(closed)?;
             match each!(inner, x => x.try_recv().map(|m| take(py, &m))) {
                 Ok(r) => return r,
-                Err(shmlink::RecvError::Empty) if !try_only => {}
+                Err(shmlink::RecvError::Empty { .. }) if !try_only => {}
                 Err(e) => return Err(to_py(e)),
             }
         } else if try_only {
@@ -625,7 +645,9 @@ impl Channel {
             return r.map_err(|e| e.map_or_else(closed, to_py))?;
         }
         if try_only {
-            return Err(to_py(Error::Empty));
+            return Err(to_py(shmlink::RecvError::Empty {
+                channel: self.name.as_str().into(),
+            }));
         }
         loop {
             let (slice, last) = next_slice(deadline);
@@ -639,7 +661,9 @@ impl Channel {
             });
             match r {
                 Ok(r) => return r,
-                Err(Some(Error::Timeout)) if !last => py.check_signals()?,
+                Err(Some(Error::Recv(shmlink::RecvError::Timeout { .. }))) if !last => {
+                    py.check_signals()?
+                }
                 Err(e) => return Err(e.map_or_else(closed, to_py)),
             }
         }
@@ -678,7 +702,9 @@ impl Channel {
                         each!(inner, x => x.try_send_batch(&views[sent..]))
                     } else {
                         // Longer than a frame: `send` delivers it as the peer reads.
-                        Err(shmlink::SendError::Full)
+                        Err(shmlink::SendError::Full {
+                            channel: self.name.as_str().into(),
+                        })
                     }
                 }
                 Err(_) if try_only => {
@@ -697,14 +723,21 @@ impl Channel {
                     }
                 }
                 // Held by another thread: `send` below waits for it (and for room).
-                Err(_) => Err(shmlink::SendError::Full),
+                Err(_) => Err(shmlink::SendError::Full {
+                    channel: self.name.as_str().into(),
+                }),
             };
             match now {
                 Ok(n) => sent += n,
-                Err(shmlink::SendError::Full) if try_only => {
-                    return ended(sent, to_py(Error::Full));
+                Err(shmlink::SendError::Full { .. }) if try_only => {
+                    return ended(
+                        sent,
+                        to_py(shmlink::SendError::Full {
+                            channel: self.name.as_str().into(),
+                        }),
+                    );
                 }
-                Err(shmlink::SendError::Full) => {
+                Err(shmlink::SendError::Full { .. }) => {
                     match self.send_bytes(py, views[sent], deadline, false) {
                         Ok(()) => sent += 1,
                         Err(e) => return ended(sent, e),
@@ -815,7 +848,8 @@ impl Channel {
         let buf_ref = &buf;
         self.recv_with(py, deadline, try_only, &|_py, m| {
             if m.len() > cap {
-                let err = to_py(Error::TooLarge {
+                let err = to_py(shmlink::RecvError::TooLarge {
+                    channel: self.name.as_str().into(),
                     len: m.len(),
                     max: cap,
                 });
@@ -1083,7 +1117,9 @@ fn connect_sliced<T: Send>(
         let (slice, last) = next_slice(Some(end));
         let r = py.allow_threads(|| f(slice));
         match r {
-            Err(shmlink::OpenError::Timeout | shmlink::OpenError::NotFound(_)) if !last => {
+            Err(shmlink::OpenError::Timeout { .. } | shmlink::OpenError::NotFound { .. })
+                if !last =>
+            {
                 py.check_signals()?
             }
             r => return Ok(r),
@@ -1209,7 +1245,7 @@ impl Listener {
                     let name = conn_name(&conn);
                     return Ok(Channel::wrap(Inner::Conn(conn), name));
                 }
-                Err(Some(shmlink::OpenError::Timeout)) if !last => py.check_signals()?,
+                Err(Some(shmlink::OpenError::Timeout { .. })) if !last => py.check_signals()?,
                 Err(e) => {
                     return Err(e.map_or_else(|| Closed::new_err("the listener is closed"), to_py))
                 }

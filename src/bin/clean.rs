@@ -47,7 +47,7 @@ fn run(dry_run: bool, names: &[String]) -> shmlink::Result<usize> {
         for name in names {
             match segments::inspect(name) {
                 Ok(info) => found.push(info),
-                Err(shmlink::OpenError::NotFound(_)) => {
+                Err(shmlink::OpenError::NotFound { .. }) => {
                     eprintln!("shmlink-clean: no segment {name:?}")
                 }
                 Err(shmlink::OpenError::NotAChannel { reason, .. }) => skipped.push(Skipped {

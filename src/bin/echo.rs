@@ -19,6 +19,10 @@ use std::time::Duration;
 
 use shmlink::{Channel, Config, Error, RecvError, SendError, WaitStrategy};
 
+/// What ends the program early: an error of the library or of standard output, or a usage
+/// error.
+type Failure = Box<dyn std::error::Error>;
+
 struct Options {
     name: String,
     wait: WaitStrategy,
@@ -66,31 +70,31 @@ fn parse() -> Result<Options, String> {
     Ok(opts)
 }
 
-fn announce() -> Result<(), Error> {
+fn announce() -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "ready")?;
     out.flush()?;
     Ok(())
 }
 
-fn echo(ch: &mut Channel) -> Result<u64, Error> {
+fn echo(ch: &mut Channel) -> Result<u64, Failure> {
     let mut echoed = 0u64;
     let mut buf = Vec::new();
     loop {
         match ch.recv_into(&mut buf) {
             Ok(_) => {}
-            Err(RecvError::Disconnected(_)) => return Ok(echoed),
+            Err(RecvError::Disconnected { .. }) => return Ok(echoed),
             Err(e) => return Err(e.into()),
         }
         match ch.send(&buf) {
             Ok(()) => echoed += 1,
-            Err(SendError::Disconnected(_)) => return Ok(echoed),
+            Err(SendError::Disconnected { .. }) => return Ok(echoed),
             Err(e) => return Err(e.into()),
         }
     }
 }
 
-fn stream(ch: &mut Channel) -> Result<u64, Error> {
+fn stream(ch: &mut Channel) -> Result<u64, Failure> {
     let mut frame = Vec::with_capacity(8 + 256);
     for seq in 0u64.. {
         frame.clear();
@@ -108,14 +112,13 @@ fn stream(ch: &mut Channel) -> Result<u64, Error> {
 /// Makes the segment the way `Channel::create` does up to the point where it would mark it
 /// ready, then stops there.
 #[cfg(feature = "test-hooks")]
-fn half_create(name: &str, capacity: usize) -> Result<u64, Error> {
+fn half_create(name: &str, capacity: usize) -> Result<u64, Failure> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
     shmlink::testing::validate_name(name)?;
-    let dir = shmlink::testing::shm_dir()
-        .ok_or_else(|| Error::InvalidConfig("no shared-memory directory".into()))?;
+    let dir = shmlink::testing::shm_dir().ok_or("no shared-memory directory")?;
     let path = dir.join(format!("{}{name}", shmlink::testing::OS_PREFIX));
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -149,14 +152,12 @@ fn half_create(name: &str, capacity: usize) -> Result<u64, Error> {
     Ok(0)
 }
 
-fn run(opts: &Options) -> Result<u64, Error> {
+fn run(opts: &Options) -> Result<u64, Failure> {
     if opts.half_create {
         #[cfg(feature = "test-hooks")]
         return half_create(&opts.name, opts.capacity);
         #[cfg(not(feature = "test-hooks"))]
-        return Err(Error::InvalidConfig(
-            "--half-create is a test hook: build with the test-hooks feature".into(),
-        ));
+        return Err("--half-create is a test hook: build with the test-hooks feature".into());
     }
     let mut ch = if opts.create {
         let ch = Channel::create(

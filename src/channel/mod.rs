@@ -180,6 +180,12 @@ impl Channel {
         &self.receiver.shared.name
     }
 
+    /// The name as errors carry it.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn channel_name(&self) -> &ChannelName {
+        &self.receiver.shared.name
+    }
+
     /// Which end this is.
     pub fn role(&self) -> Role {
         self.role

@@ -37,7 +37,7 @@ impl Channel {
     /// let channel = Channel::create(&name, &Config::default())?;
     /// assert_eq!(channel.name(), name);
     /// let again = Channel::create(&name, &Config::default());
-    /// assert!(matches!(again, Err(OpenError::AlreadyExists(n)) if n == name));
+    /// assert!(matches!(again, Err(OpenError::AlreadyExists { channel: n }) if n == name));
     /// # Ok::<(), shmlink::Error>(())
     /// ```
     pub fn create(name: &str, config: &Config) -> Result<Channel> {
@@ -48,10 +48,10 @@ impl Channel {
     /// [`create`](Channel::create) without the length limit on user-chosen names: for a
     /// listener's connection (`<listener>.<pid>.<seq>`).
     pub(crate) fn create_for_listener(name: &str, config: &Config) -> Result<Channel> {
-        check_capacity(config.capacity)?;
+        check_capacity(name, config.capacity)?;
         let size = segment_size(config.capacity);
         let map = match Mapping::create_named(name, size) {
-            Err(OpenError::AlreadyExists(_)) if crate::segments::reclaim_if_dead(name)? => {
+            Err(OpenError::AlreadyExists { .. }) if crate::segments::reclaim_if_dead(name)? => {
                 Mapping::create_named(name, size)?
             }
             other => other?,
@@ -62,7 +62,7 @@ impl Channel {
     /// Like [`create`](Channel::create), backed by a new file at `path` (for example on a tmpfs
     /// or hugetlbfs mount). The file is created exclusively with mode 0600 and removed on drop.
     pub fn create_at(path: &Path, config: &Config) -> Result<Channel> {
-        check_capacity(config.capacity)?;
+        check_capacity(&path.display().to_string(), config.capacity)?;
         let map = Mapping::create_file(path, segment_size(config.capacity))?;
         Self::init_creator(map, path.display().to_string().into(), config)
     }
@@ -143,7 +143,7 @@ impl Channel {
                     magic,
                 });
             }
-            return Err(OpenError::NotReady(name));
+            return Err(OpenError::NotReady { channel: name });
         }
         let capacity = hdr.validate(magic, map.len(), &name)?;
         let info = &hdr.connector;
@@ -155,7 +155,9 @@ impl Channel {
             PEER_ABSENT | PEER_CLAIMING => {}
             // Held, or held by a connector that closed or died since: a channel serves one
             // connection (its rings may still hold that connection's frames).
-            PEER_PRESENT | PEER_CLOSED => return Err(OpenError::AlreadyConnected(name)),
+            PEER_PRESENT | PEER_CLOSED => {
+                return Err(OpenError::AlreadyConnected { channel: name })
+            }
             other => {
                 return Err(OpenError::corrupt(
                     &name,
@@ -168,7 +170,7 @@ impl Channel {
         // descriptor closes, which the kernel does if we die, so a claimer that dies before it
         // is present leaves a slot the next connector can take.
         if !lock::take(map.file(), CONNECTOR_LOCK, false)? {
-            return Err(OpenError::AlreadyConnected(name));
+            return Err(OpenError::AlreadyConnected { channel: name });
         }
         // Holding the lock, we are the only connector that writes the slot. ABSENT, or CLAIMING
         // left by a claimer that died; anything else means the slot changed under us.
@@ -179,7 +181,7 @@ impl Channel {
             .compare_exchange(seen, PEER_CLAIMING, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            return Err(OpenError::AlreadyConnected(name));
+            return Err(OpenError::AlreadyConnected { channel: name });
         }
         #[cfg(feature = "test-hooks")]
         crate::hooks::stop_point(crate::hooks::StopPoint::ConnectClaimed);

@@ -95,7 +95,9 @@ impl PeerWatch {
     }
 
     fn disconnected(&self) -> WaitError {
-        WaitError::Disconnected(self.name.clone())
+        WaitError::Disconnected {
+            channel: self.name.clone(),
+        }
     }
 
     /// Err(Disconnected) once the peer closed, Err(PeerGone) once it no longer holds its end's
@@ -172,6 +174,10 @@ impl crate::wait::Peer for PeerWatch {
         } else {
             Ok(())
         }
+    }
+
+    fn channel(&self) -> ChannelName {
+        self.name.clone()
     }
 
     fn alarm(&self) -> Option<Arc<Alarm>> {

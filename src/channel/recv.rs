@@ -94,7 +94,7 @@ impl RecvHalf {
     pub(crate) fn take(&mut self, ready: Ready) -> ReadGuard<'_> {
         match ready {
             Ready::Frame(frame) => self.rx.guard(frame),
-            Ready::Assembled => ReadGuard::assembled(&self.assembly),
+            Ready::Assembled => ReadGuard::assembled(&self.assembly, &self.shared.name),
         }
     }
 
@@ -109,11 +109,13 @@ impl RecvHalf {
     pub(crate) fn next_ready(&mut self, wait: Deadline) -> Result<Ready, RecvError> {
         let mut budget = self.rx.capacity() as u64;
         loop {
-            match self.rx.next_frame() {
-                Ok(frame) if frame.kind() == kind::DATA && self.assembling == Assembling::Idle => {
+            match self.rx.poll_frame() {
+                Ok(Some(frame))
+                    if frame.kind() == kind::DATA && self.assembling == Assembling::Idle =>
+                {
                     return Ok(Ready::Frame(frame))
                 }
-                Ok(frame) => {
+                Ok(Some(frame)) => {
                     if self.assembling == Assembling::Discarding
                         && matches!(frame.kind(), kind::DATA | kind::FRAG_FIRST)
                     {
@@ -133,17 +135,25 @@ impl RecvHalf {
                         Deadline::Now => {
                             budget = budget.saturating_sub(size);
                             if budget == 0 {
-                                return Err(RecvError::Empty);
+                                return Err(RecvError::Empty {
+                                    channel: self.shared.name.clone(),
+                                });
                             }
                         }
-                        Deadline::At(at) if Instant::now() >= at => return Err(RecvError::Timeout),
+                        Deadline::At(at) if Instant::now() >= at => {
+                            return Err(RecvError::Timeout {
+                                channel: self.shared.name.clone(),
+                            })
+                        }
                         _ => {}
                     }
                 }
-                Err(RecvError::Empty) => match wait {
+                Ok(None) => match wait {
                     Deadline::Now => {
                         self.peer.check_throttled()?;
-                        return Err(RecvError::Empty);
+                        return Err(RecvError::Empty {
+                            channel: self.shared.name.clone(),
+                        });
                     }
                     Deadline::At(at) => self.wait_data(Some(at))?,
                     Deadline::Never => self.wait_data(None)?,
@@ -179,6 +189,7 @@ impl RecvHalf {
                         // Our limit dropped while the message was on its way.
                         Ok(t) if well_formed(t) && t > self.max_message => {
                             Err(RecvError::TooLarge {
+                                channel: self.shared.name.clone(),
                                 len: t,
                                 max: self.max_message,
                             })
@@ -274,7 +285,7 @@ impl RecvHalf {
             self.wait
                 .wait_until(rx.data_cell(), deadline, || rx.has_data(), &mut self.peer);
         match result {
-            Err(e @ (WaitError::Disconnected(_) | WaitError::PeerGone { .. })) => {
+            Err(e @ (WaitError::Disconnected { .. } | WaitError::PeerGone { .. })) => {
                 // Frames published before the close are visible now (Acquire in `state`).
                 if rx.has_data() {
                     Ok(())
@@ -352,13 +363,13 @@ impl crate::methods::RecvCore for RecvHalf {
                     {
                         return Ok(frames);
                     }
-                    match self.rx.next_frame() {
-                        Ok(frame) if frame.kind() == kind::DATA => {
+                    match self.rx.poll_frame() {
+                        Ok(Some(frame)) if frame.kind() == kind::DATA => {
                             self.rx.hand_over(frame, f);
                             frames += 1;
                         }
-                        Ok(_) => break,
-                        Err(RecvError::Empty) => return Ok(frames),
+                        Ok(Some(_)) => break,
+                        Ok(None) => return Ok(frames),
                         Err(e) if frames == 0 => return Err(e),
                         Err(_) => return Ok(frames),
                     }

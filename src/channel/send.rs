@@ -53,7 +53,11 @@ impl SendHalf {
     fn send_allowed(&mut self, len: usize) -> Result<(), SendError> {
         let max = self.send_limit()?;
         if len > max {
-            return Err(SendError::TooLarge { len, max });
+            return Err(SendError::TooLarge {
+                channel: self.shared.name.clone(),
+                len,
+                max,
+            });
         }
         Ok(())
     }
@@ -76,7 +80,9 @@ impl SendHalf {
     #[inline(never)]
     fn send_limit_slow(&mut self, state: u32) -> Result<usize, SendError> {
         match state {
-            PEER_CLOSED => Err(SendError::Disconnected(self.shared.name.clone())),
+            PEER_CLOSED => Err(SendError::Disconnected {
+                channel: self.shared.name.clone(),
+            }),
             PEER_PRESENT => {
                 self.look_at_peer()?;
                 Ok(self.max_message.min(self.peer_limit()))
@@ -161,6 +167,7 @@ impl SendHalf {
         let max = self.send_limit()?.min(self.tx.max_len());
         if first.len() > max {
             return Err(SendError::TooLarge {
+                channel: self.shared.name.clone(),
                 len: first.len(),
                 max,
             });
@@ -213,6 +220,7 @@ impl SendHalf {
         }
         if len > self.tx.max_len() {
             return Err(SendError::TooLarge {
+                channel: self.shared.name.clone(),
                 len,
                 max: self.tx.max_len(),
             });
@@ -251,7 +259,11 @@ impl SendHalf {
     #[inline]
     fn wait_room(&mut self, len: usize, deadline: Deadline) -> Result<(), SendError> {
         let until = match deadline {
-            Deadline::Now => return Err(SendError::Full),
+            Deadline::Now => {
+                return Err(SendError::Full {
+                    channel: self.shared.name.clone(),
+                })
+            }
             Deadline::At(at) => Some(at),
             Deadline::Never => None,
         };
@@ -332,12 +344,15 @@ impl SendHalf {
         let max = whole_max(self.tx.capacity(), chunk);
         if bytes.len() > max {
             return Err(SendError::TooLarge {
+                channel: self.shared.name.clone(),
                 len: bytes.len(),
                 max,
             });
         }
         if !self.tx.room_for_all(fragment_lens(bytes.len(), chunk))? {
-            return Err(SendError::Full);
+            return Err(SendError::Full {
+                channel: self.shared.name.clone(),
+            });
         }
         // Each fragment goes where `room_for_all` placed it, in the room it found.
         let mut sent = 0;
@@ -372,7 +387,7 @@ impl SendHalf {
         let start = match self.place_allowed(len, kind::DATA, deadline) {
             Ok(start) => start,
             // The value may still fit at its exact size.
-            Err(SendError::Full) => return Ok(false),
+            Err(SendError::Full { .. }) => return Ok(false),
             Err(e) => return Err(e),
         };
         let mut grant = self.tx.grant_at(start, len, kind::DATA);
@@ -386,7 +401,10 @@ impl SendHalf {
             }
             // Too long for the grant, which is dropped: it published nothing.
             Err(e) if e.is_io() => Ok(false),
-            Err(e) => Err(SendError::Json(e)),
+            Err(e) => Err(SendError::Json {
+                channel: self.shared.name.clone(),
+                source: e,
+            }),
         }
     }
 
@@ -401,7 +419,10 @@ impl SendHalf {
         buf.clear();
         if let Err(e) = serde_json::to_writer(&mut buf, value) {
             self.scratch = buf;
-            return Err(SendError::Json(e));
+            return Err(SendError::Json {
+                channel: self.shared.name.clone(),
+                source: e,
+            });
         }
         let max = self.tx.max_len().min(self.max_message());
         if buf.len() <= max {

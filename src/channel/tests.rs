@@ -1,7 +1,7 @@
 //! Unit tests of the channel within one process.
 
 use super::*;
-use crate::error::{Error, OpenError, RecvError, SendError};
+use crate::error::{OpenError, RecvError, SendError};
 use crate::layout::listener::LISTENER_MAGIC;
 use crate::layout::*;
 use crate::ring::{frame_size, kind, Producer};
@@ -55,7 +55,7 @@ fn both_directions_and_cleanup() {
     }
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Spin),
-        Err(OpenError::NotFound(_))
+        Err(OpenError::NotFound { .. })
     ));
     assert!(!shm_path(&name).exists());
 }
@@ -95,7 +95,10 @@ fn json_in_place_with_borrowed_fields() {
     let mut a = sender.join().unwrap();
     // Invalid JSON is a typed error, not a panic.
     a.send(b"{not json").unwrap();
-    assert!(matches!(b.recv_json::<Vec<u32>>(), Err(RecvError::Json(_))));
+    assert!(matches!(
+        b.recv_json::<Vec<u32>>(),
+        Err(RecvError::Json { .. })
+    ));
 }
 
 #[test]
@@ -103,30 +106,30 @@ fn connect_errors_are_typed() {
     let name = unique("errs");
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Spin),
-        Err(OpenError::NotFound(_))
+        Err(OpenError::NotFound { .. })
     ));
     // Past the timeout, the error says which channel was not found.
     let err =
         Channel::connect_timeout(&name, WaitStrategy::Spin, Duration::from_millis(20)).unwrap_err();
     assert!(
-        matches!(&err, OpenError::NotFound(n) if *n == name),
+        matches!(&err, OpenError::NotFound { channel: n } if *n == name),
         "{err:?}"
     );
     assert!(err.to_string().contains(&name), "{err}");
     let _a = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
     assert!(matches!(
         Channel::create(&name, &small(WaitStrategy::Spin)),
-        Err(OpenError::AlreadyExists(_))
+        Err(OpenError::AlreadyExists { .. })
     ));
     let b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Spin),
-        Err(OpenError::AlreadyConnected(n)) if n == name
+        Err(OpenError::AlreadyConnected { channel: n }) if n == name
     ));
     // Also once the connector has gone; the error says what serves clients in turn.
     drop(b);
     let err = Channel::connect(&name, WaitStrategy::Spin).unwrap_err();
-    assert!(matches!(&err, OpenError::AlreadyConnected(n) if *n == name));
+    assert!(matches!(&err, OpenError::AlreadyConnected { channel: n } if *n == name));
     assert!(err.to_string().contains("Listener"), "{err}");
     for bad in ["", "../x", "a\0b"] {
         assert!(matches!(
@@ -142,7 +145,7 @@ fn connect_errors_are_typed() {
                 ..Config::default()
             }
         ),
-        Err(OpenError::InvalidConfig(_))
+        Err(OpenError::InvalidConfig { .. })
     ));
 }
 
@@ -171,12 +174,12 @@ fn empty_and_timeout() {
     let name = unique("empty");
     let mut a = Channel::create(&name, &small(WaitStrategy::Block)).unwrap();
     let _b = Channel::connect(&name, WaitStrategy::Block).unwrap();
-    assert!(matches!(a.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(a.try_recv(), Err(RecvError::Empty { .. })));
     for wait in WaitStrategy::ALL {
         a.receiver.wait = crate::wait::Waiter::new(wait);
         assert!(matches!(
             a.recv_timeout(Duration::from_millis(30)),
-            Err(RecvError::Timeout)
+            Err(RecvError::Timeout { .. })
         ));
     }
 }
@@ -209,11 +212,12 @@ fn fragmented_messages_of_every_interesting_size() {
         a.send(&vec![0; 10_001]),
         Err(SendError::TooLarge {
             len: 10_001,
-            max: 10_000
+            max: 10_000,
+            ..
         })
     ));
     // Nothing of the refused message was written.
-    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty { .. })));
 }
 
 #[test]
@@ -274,7 +278,7 @@ fn block_ping_pong_between_threads() {
 
 /// Writes a header by hand and returns the error `connect` refuses it with, which must name the
 /// channel.
-fn connect_to_forged(edit: impl FnOnce(&SegmentHeader)) -> Error {
+fn connect_to_forged(edit: impl FnOnce(&SegmentHeader)) -> OpenError {
     let name = unique("forged");
     let mut map = Mapping::create_named(&name, segment_size(4096)).unwrap();
     {
@@ -297,14 +301,14 @@ fn connect_to_forged(edit: impl FnOnce(&SegmentHeader)) -> Error {
         err.to_string().contains(&name),
         "{err} does not name {name}"
     );
-    err.into()
+    err
 }
 
 #[test]
 fn hostile_headers_are_refused() {
     assert!(matches!(
         connect_to_forged(|h| h.magic.store(0xdead_beef, Ordering::Relaxed)),
-        Error::BadMagic {
+        OpenError::BadMagic {
             magic: 0xdead_beef,
             ..
         }
@@ -315,44 +319,44 @@ fn hostile_headers_are_refused() {
     assert!(
         matches!(
             err,
-            Error::VersionMismatch { .. } | Error::SizeMismatch { .. }
+            OpenError::VersionMismatch { .. } | OpenError::SizeMismatch { .. }
         ),
         "{err:?}"
     );
     assert!(matches!(
         connect_to_forged(|h| h.version.store(99, Ordering::Relaxed)),
-        Error::VersionMismatch { found: 99, .. }
+        OpenError::VersionMismatch { found: 99, .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.capacity.store(1 << 20, Ordering::Relaxed)),
-        Error::SizeMismatch { .. }
+        OpenError::SizeMismatch { .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.capacity.store(3000, Ordering::Relaxed)),
-        Error::SizeMismatch { .. }
+        OpenError::SizeMismatch { .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.total_size.store(u64::MAX, Ordering::Relaxed)),
-        Error::SizeMismatch { .. }
+        OpenError::SizeMismatch { .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.header_size.store(8, Ordering::Relaxed)),
-        Error::SizeMismatch { .. }
+        OpenError::SizeMismatch { .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.ready.store(0, Ordering::Relaxed)),
-        Error::NotReady(_)
+        OpenError::NotReady { .. }
     ));
     assert!(matches!(
         connect_to_forged(|h| h.connector.state.store(PEER_PRESENT, Ordering::Relaxed)),
-        Error::AlreadyConnected(_)
+        OpenError::AlreadyConnected { .. }
     ));
     // A build with other layout parameters: refused by name, field and value.
     let err = connect_to_forged(|h| h.cell_align.store(64, Ordering::Relaxed));
     assert!(
         matches!(
             &err,
-            Error::LayoutMismatch {
+            OpenError::LayoutMismatch {
                 field: "cell alignment",
                 found: 64,
                 expected: 128,
@@ -363,7 +367,7 @@ fn hostile_headers_are_refused() {
     );
     assert!(matches!(
         connect_to_forged(|h| h.pointer_width.store(32, Ordering::Relaxed)),
-        Error::LayoutMismatch {
+        OpenError::LayoutMismatch {
             field: "pointer width",
             found: 32,
             ..
@@ -371,7 +375,7 @@ fn hostile_headers_are_refused() {
     ));
     assert!(matches!(
         connect_to_forged(|h| h.frame_align.store(128, Ordering::Relaxed)),
-        Error::LayoutMismatch {
+        OpenError::LayoutMismatch {
             field: "frame alignment",
             ..
         }
@@ -384,7 +388,7 @@ fn hostile_headers_are_refused() {
             // SAFETY: the ring headers lie inside the mapping at RINGS_OFFSET.
             unsafe { &*ring0 }.head.store(64, Ordering::Relaxed);
         }),
-        Error::Corrupt { .. }
+        OpenError::Corrupt { .. }
     ));
 }
 
@@ -415,7 +419,7 @@ fn a_dead_creator_is_reclaimed_and_a_live_one_is_not() {
     let fresh = Channel::create(&name, &small(WaitStrategy::Spin)).unwrap();
     assert!(matches!(
         Channel::create(&name, &small(WaitStrategy::Spin)),
-        Err(OpenError::AlreadyExists(_))
+        Err(OpenError::AlreadyExists { .. })
     ));
     drop(fresh);
     assert!(!shm_path(&name).exists());
@@ -506,7 +510,7 @@ fn owned_halves_work_from_threads_and_close_when_both_are_gone() {
     // One half alone keeps the endpoint open.
     drop(tx);
     assert!(b.is_peer_connected());
-    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty { .. })));
     assert!(shm_path(&name).exists());
     // The last half closes it, and the creator's name goes with it.
     drop(rx);
@@ -546,7 +550,7 @@ fn a_message_over_the_receivers_limit_is_too_large_at_the_sender() {
         b.split().1.set_max_message(limit);
         assert_eq!(a.split().0.max_message(), limit);
         assert!(
-            matches!(a.send(&vec![7; len]), Err(SendError::TooLarge { len: l, max }) if l == len && max == limit)
+            matches!(a.send(&vec![7; len]), Err(SendError::TooLarge { len: l, max, .. }) if l == len && max == limit)
         );
         assert!(matches!(
             a.try_send(&vec![7; len]),
@@ -557,7 +561,7 @@ fn a_message_over_the_receivers_limit_is_too_large_at_the_sender() {
             Err(SendError::TooLarge { .. })
         ));
         // Nothing was written and the channel keeps working both ways.
-        assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+        assert!(matches!(b.try_recv(), Err(RecvError::Empty { .. })));
         a.send(&vec![1; 400]).unwrap();
         assert_eq!(b.recv().unwrap().len(), 400);
         a.send_json(&[1, 2, 3]).unwrap();
@@ -583,7 +587,7 @@ fn recv_json_timeout_times_out_and_decodes() {
     let mut b = Channel::connect(&name, WaitStrategy::Block).unwrap();
     assert!(matches!(
         b.recv_json_timeout::<u32>(Duration::from_millis(20)),
-        Err(RecvError::Timeout)
+        Err(RecvError::Timeout { .. })
     ));
     a.send_json(&41u32).unwrap();
     assert_eq!(
@@ -603,7 +607,7 @@ fn any_published_limit_is_taken_as_it_is() {
     published.store(0, Ordering::Relaxed);
     assert!(matches!(
         a.send(b"x"),
-        Err(SendError::TooLarge { len: 1, max: 0 })
+        Err(SendError::TooLarge { len: 1, max: 0, .. })
     ));
     a.send(b"").unwrap();
     assert_eq!(b.recv().unwrap().len(), 0);
@@ -623,10 +627,10 @@ fn a_fragmented_send_that_times_out_is_withdrawn_and_the_channel_goes_on() {
     let long: Vec<u8> = (0..20_000).map(|i| i as u8).collect();
     assert!(matches!(
         a.send_timeout(&long, Duration::from_millis(50)),
-        Err(SendError::Timeout)
+        Err(SendError::Timeout { .. })
     ));
     // Until the receiver makes room, no message of any size fits behind the withdrawal.
-    assert!(matches!(a.try_send(&[7; 200]), Err(SendError::Full)));
+    assert!(matches!(a.try_send(&[7; 200]), Err(SendError::Full { .. })));
     let sender = std::thread::spawn(move || {
         a.send(b"after").unwrap();
         a.send(&long).unwrap();
@@ -638,7 +642,7 @@ fn a_fragmented_send_that_times_out_is_withdrawn_and_the_channel_goes_on() {
     assert_eq!(b.recv_into(&mut buf).unwrap(), 20_000);
     assert!(buf.iter().enumerate().all(|(i, &x)| x == i as u8));
     let _a = sender.join().unwrap();
-    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty { .. })));
 }
 
 #[test]
@@ -657,7 +661,7 @@ fn after_a_message_that_fails_to_reassemble_the_next_ones_come_through() {
     // Refused as over this side's limit, at the first fragment.
     assert!(matches!(
         b.recv(),
-        Err(RecvError::TooLarge { len: l, max }) if l == len && max == len - 1
+        Err(RecvError::TooLarge { len: l, max, .. }) if l == len && max == len - 1
     ));
     // The rest of the refused message is skipped, not reported again.
     a.send(b"next").unwrap();
@@ -690,7 +694,7 @@ fn push(tx: &mut Producer, kind: u8, payload: &[u8]) -> bool {
             grant.commit(payload.len());
             true
         }
-        Err(SendError::Full) => false,
+        Err(SendError::Full { .. }) => false,
         Err(e) => panic!("push: {e}"),
     }
 }
@@ -744,7 +748,7 @@ fn try_recv_takes_one_ring_of_fragments_per_call_however_fast_they_come() {
     })));
     let got = a.try_recv().map(|m| m.len());
     drop(AFTER_FRAGMENT.take());
-    assert!(matches!(got, Err(RecvError::Empty)), "{got:?}");
+    assert!(matches!(got, Err(RecvError::Empty { .. })), "{got:?}");
     // The first fragment, then middle ones: a ring's worth of frames, and not one more.
     let taken = taken.get();
     let bytes = frame_size(8 + 1000) + (taken - 1) * frame_size(MORE);
@@ -753,7 +757,7 @@ fn try_recv_takes_one_ring_of_fragments_per_call_however_fast_they_come() {
         "one try_recv took {taken} fragments, {bytes} bytes of a {capacity}-byte ring"
     );
     // The message is still under way: the next call goes on with it.
-    assert!(matches!(a.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(a.try_recv(), Err(RecvError::Empty { .. })));
     assert_eq!(a.receiver.assembling, recv::Assembling::Collecting(1 << 30));
 }
 
@@ -769,17 +773,17 @@ fn a_failed_or_withdrawn_message_gives_its_reassembly_memory_back() {
             kind::FRAG_FIRST,
             &first_fragment(total as u64, chunk - 8)
         ));
-        assert!(matches!(a.try_recv(), Err(RecvError::Empty)));
+        assert!(matches!(a.try_recv(), Err(RecvError::Empty { .. })));
         for _ in 0..6 {
             assert!(push(&mut b.tx, kind::FRAG_MORE, &vec![3; chunk]));
-            assert!(matches!(a.try_recv(), Err(RecvError::Empty)));
+            assert!(matches!(a.try_recv(), Err(RecvError::Empty { .. })));
         }
         assert!(a.receiver.assembly.capacity() >= 7 * chunk - 8);
     };
     // Withdrawn by its sender.
     grow(&mut a, &mut b);
     assert!(push(&mut b.tx, kind::FRAG_ABORT, &[]));
-    assert!(matches!(a.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(a.try_recv(), Err(RecvError::Empty { .. })));
     assert_eq!(a.receiver.assembly.capacity(), 0, "after a withdrawal");
     // Refused: a fragment out of sequence.
     grow(&mut a, &mut b);
@@ -793,7 +797,7 @@ fn a_failed_or_withdrawn_message_gives_its_reassembly_memory_back() {
     // Refused: longer than announced.
     grow(&mut a, &mut b);
     assert!(push(&mut b.tx, kind::FRAG_MORE, &vec![3; chunk]));
-    assert!(matches!(a.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(a.try_recv(), Err(RecvError::Empty { .. })));
     assert!(push(&mut b.tx, kind::FRAG_LAST, &vec![3; chunk]));
     assert!(matches!(a.try_recv(), Err(RecvError::Corrupt { .. })));
     assert_eq!(
@@ -804,7 +808,7 @@ fn a_failed_or_withdrawn_message_gives_its_reassembly_memory_back() {
     // A message that completes keeps its buffer for the next one.
     grow(&mut a, &mut b);
     assert!(push(&mut b.tx, kind::FRAG_MORE, &vec![3; chunk]));
-    assert!(matches!(a.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(a.try_recv(), Err(RecvError::Empty { .. })));
     assert!(push(&mut b.tx, kind::FRAG_LAST, &[3; 8]));
     assert_eq!(a.try_recv().map(|m| m.len()).unwrap(), total);
     assert!(a.receiver.assembly.capacity() >= total);
@@ -854,13 +858,13 @@ fn send_json_sends_every_size_and_its_deadline_form_withdraws_like_send_timeout(
     // Nobody reads: a value of several rings times out part-way and is withdrawn.
     assert!(matches!(
         a.send_json_timeout(&text(5 * 4096), Duration::from_millis(50)),
-        Err(SendError::Timeout)
+        Err(SendError::Timeout { .. })
     ));
     let mut got = Vec::new();
     loop {
         match b.try_recv() {
             Ok(msg) => got.push(msg.len()),
-            Err(RecvError::Empty) => break,
+            Err(RecvError::Empty { .. }) => break,
             Err(e) => panic!("{e}"),
         }
     }
@@ -890,15 +894,15 @@ fn try_send_of_a_long_message_sends_it_whole_or_not_at_all() {
     while a.try_send(&[9; 300]).is_ok() {
         fillers += 1;
     }
-    assert!(matches!(a.try_send(&long), Err(SendError::Full)));
+    assert!(matches!(a.try_send(&long), Err(SendError::Full { .. })));
     for _ in 0..fillers {
         assert_eq!(&*b.try_recv().unwrap(), &[9; 300]);
     }
-    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty { .. })));
     // More than the whole ring could ever hold at once: never this way.
     let huge = vec![1; 3 * max];
     match a.try_send(&huge) {
-        Err(SendError::TooLarge { len, max: most }) => {
+        Err(SendError::TooLarge { len, max: most, .. }) => {
             assert_eq!(len, huge.len());
             assert!(most >= long.len() && most < huge.len(), "{most}");
         }

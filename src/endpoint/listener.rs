@@ -169,7 +169,7 @@ impl EndpointListener {
         }
     }
 
-    /// A client that is waiting now, else [`OpenError::Empty`].
+    /// A client that is waiting now, else [`OpenError::NoClient`].
     pub fn try_accept(&self) -> Result<Endpoint> {
         match &self.inner {
             ListenerInner::Shm(l) => l.try_accept().map(Endpoint::from),

@@ -12,9 +12,9 @@ pub use listener::EndpointListener;
 
 use crate::channel::{Channel, Config};
 use crate::connect::connect_mapping;
-use crate::error::{OpenError, RecvError, SendError};
+use crate::error::{ChannelName, OpenError, RecvError, SendError};
 use crate::ipc::listener as ipc_listener;
-use crate::ipc::{self, rendezvous, IpcDuplex, IpcGrant};
+use crate::ipc::{self, rendezvous, IpcDuplex, IpcGrant, IpcMessage};
 use crate::mapping::{self, Entry, Mapping};
 use crate::methods::{core::Sealed, Grant, Message, RecvCore, SendCore};
 use crate::ring::{ReadGuard, WriteGrant};
@@ -124,7 +124,8 @@ pub struct Received<'a> {
 
 enum Msg<'a> {
     Shm(ReadGuard<'a>),
-    Bytes(&'a [u8]),
+    /// A fallback's message, and its channel's name for errors.
+    Ipc(IpcMessage<'a>),
 }
 
 impl fmt::Debug for Received<'_> {
@@ -141,7 +142,7 @@ impl Deref for Received<'_> {
     fn deref(&self) -> &[u8] {
         match &self.msg {
             Msg::Shm(guard) => guard,
-            Msg::Bytes(bytes) => bytes,
+            Msg::Ipc(msg) => msg,
         }
     }
 }
@@ -152,7 +153,7 @@ impl<'a> Received<'a> {
     pub fn json<T: Deserialize<'a>>(&'a self) -> Result<T, RecvError> {
         match &self.msg {
             Msg::Shm(guard) => guard.json(),
-            Msg::Bytes(bytes) => Ok(serde_json::from_slice(bytes)?),
+            Msg::Ipc(msg) => msg.json(),
         }
     }
 }
@@ -162,6 +163,13 @@ impl Sealed for Received<'_> {}
 impl Message for Received<'_> {
     fn json<'de, T: Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
         Received::json(self)
+    }
+
+    fn channel(&self) -> &ChannelName {
+        match &self.msg {
+            Msg::Shm(guard) => guard.channel(),
+            Msg::Ipc(msg) => msg.channel(),
+        }
     }
 }
 
@@ -346,7 +354,9 @@ impl Endpoint {
                 _lease: None,
             }),
             Entry::Other => on_shm(),
-            Entry::Absent => Err(OpenError::NotFound(name.into())),
+            Entry::Absent => Err(OpenError::NotFound {
+                channel: name.into(),
+            }),
         }
     }
 
@@ -456,7 +466,7 @@ impl RecvCore for Endpoint {
     fn recv_until(&mut self, deadline: Deadline) -> Result<Received<'_>, RecvError> {
         let msg = match &mut self.inner {
             Inner::Shm(c) => Msg::Shm(c.recv_until(deadline)?),
-            Inner::Ipc(d) => Msg::Bytes(d.recv_until(deadline)?),
+            Inner::Ipc(d) => Msg::Ipc(d.recv_until(deadline)?),
         };
         Ok(Received { msg })
     }

@@ -57,7 +57,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rendezvous::{self, Connecting, Kind, Published};
 use super::{connector_side, validate_name, Halves, IpcDuplex};
-use crate::error::OpenError as Error;
+use crate::error::{ChannelName, OpenError as Error};
 use crate::layout::listener::MAX_CLIENTS;
 use crate::layout::CREATOR_LOCK;
 use crate::sys::lock;
@@ -121,7 +121,7 @@ fn open_lock(name: &str, write: bool) -> Result<File> {
 pub(crate) fn alive(name: &str) -> Result<bool> {
     match open_lock(name, false) {
         Ok(file) => Ok(lock::alive(file.as_raw_fd(), CREATOR_LOCK)?),
-        Err(Error::NotFound(_)) => Ok(false),
+        Err(Error::NotFound { .. }) => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -190,9 +190,13 @@ impl Queue {
         std::mem::take(&mut state.items)
     }
 
-    /// The next item; `Ok(None)` when the thread ended and nothing is left, `Err(Timeout)` past
-    /// `deadline`, `Err(Empty)` if `deadline` is now and nothing waits.
-    fn pop(&self, deadline: Option<Instant>) -> Result<Option<Result<Accepted>>> {
+    /// The next item; `Ok(None)` when the thread ended and nothing is left, `Err(Timeout)`
+    /// naming the listener `name` past `deadline`.
+    fn pop(
+        &self,
+        deadline: Option<Instant>,
+        name: &ChannelName,
+    ) -> Result<Option<Result<Accepted>>> {
         let mut state = self.lock();
         loop {
             if let Some(item) = state.items.pop_front() {
@@ -209,7 +213,10 @@ impl Queue {
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
-                        return Err(Error::Timeout);
+                        return Err(Error::Timeout {
+                            channel: name.clone(),
+                            waited_for: crate::error::NO_CLIENT_CAME,
+                        });
                     }
                     self.ready
                         .wait_timeout(state, d - now)
@@ -246,7 +253,7 @@ enum Event {
 
 /// A listener on the fallback backend.
 pub(crate) struct IpcListener {
-    name: String,
+    name: ChannelName,
     max_clients: usize,
     queue: Arc<Queue>,
     control: Arc<Mutex<Control>>,
@@ -330,12 +337,14 @@ impl IpcListener {
     pub(crate) fn bind(name: &str, max_clients: usize) -> Result<IpcListener> {
         validate_name(name)?;
         if !(1..=MAX_CLIENTS).contains(&max_clients) {
-            return Err(Error::InvalidConfig(format!(
-                "listener {name:?}: max_clients {max_clients} must be between 1 and {MAX_CLIENTS}"
-            )));
+            return Err(Error::InvalidConfig {
+                channel: name.into(),
+                what: format!("max_clients {max_clients} must be between 1 and {MAX_CLIENTS}"),
+            });
         }
-        let (lock_path, lock_file) =
-            take_lock(name)?.ok_or_else(|| Error::AlreadyExists(name.into()))?;
+        let (lock_path, lock_file) = take_lock(name)?.ok_or_else(|| Error::AlreadyExists {
+            channel: name.into(),
+        })?;
         remove_dead_server(name);
         rendezvous::remove_dead_homes();
         rendezvous::remove_unpublished(name);
@@ -366,9 +375,9 @@ impl IpcListener {
             let _ = std::fs::remove_file(&rendezvous);
             let _ = std::fs::remove_file(&lock_path);
             // Not stopping: only the listener's drop sets that.
-            return Err(first
-                .err()
-                .unwrap_or_else(|| Error::Disconnected(name.into())));
+            return Err(first.err().unwrap_or_else(|| Error::Disconnected {
+                channel: name.into(),
+            }));
         }
         let thread = std::thread::Builder::new()
             .name(format!("shmlink-listen-{name}"))
@@ -382,7 +391,7 @@ impl IpcListener {
             }
         };
         Ok(IpcListener {
-            name: name.to_owned(),
+            name: name.into(),
             max_clients,
             queue,
             control,
@@ -404,21 +413,23 @@ impl IpcListener {
 
     /// The accept thread ended (after an error it reported once).
     fn ended(&self) -> Error {
-        Error::Disconnected(self.name.as_str().into())
+        Error::Disconnected {
+            channel: self.name.clone(),
+        }
     }
 
     /// Waits for the next connection; at most until `deadline`.
     pub(crate) fn accept(&self, deadline: Option<Instant>) -> Result<Accepted> {
-        match self.queue.pop(deadline)? {
+        match self.queue.pop(deadline, &self.name)? {
             Some(next) => next,
             None => Err(self.ended()),
         }
     }
 
-    /// A connection that is waiting now, else [`Error::Empty`].
+    /// A connection that is waiting now, else [`Error::NoClient`].
     pub(crate) fn try_accept(&self) -> Result<Accepted> {
         match self.accept(Some(Instant::now())) {
-            Err(Error::Timeout) => Err(Error::Empty),
+            Err(Error::Timeout { channel, .. }) => Err(Error::NoClient { channel }),
             other => other,
         }
     }
@@ -661,14 +672,19 @@ pub(crate) fn connect(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex
         };
         // A file whose listener died: nothing behind it until a new listener binds.
         if !alive(name)? {
-            return Err(Error::NotFound(name.into()));
+            return Err(Error::NotFound {
+                channel: name.into(),
+            });
         }
         if let Some(duplex) = attempt(name, pid, &server, deadline)? {
             return Ok(duplex);
         }
         // Not taken: another client got that server, which is being replaced. Read again.
         if past(deadline) {
-            return Err(Error::Timeout);
+            return Err(Error::Timeout {
+                channel: name.into(),
+                waited_for: crate::error::NOT_ACCEPTED,
+            });
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -699,12 +715,15 @@ impl Waiting<'_> {
     /// not answer), else says that this client's answer is late and `Ok(true)`.
     fn still_waiting(&mut self) -> Result<bool> {
         if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(Error::Timeout);
+            return Err(Error::Timeout {
+                channel: self.name.into(),
+                waited_for: crate::error::NOT_ACCEPTED,
+            });
         }
         if self.lock.is_none() {
             match open_lock(self.name, true) {
                 Ok(file) => self.lock = Some(file),
-                Err(Error::NotFound(_)) => return Ok(false),
+                Err(Error::NotFound { .. }) => return Ok(false),
                 Err(e) => return Err(e),
             }
         }
@@ -740,14 +759,14 @@ fn attempt(
     };
     let connecting = match Connecting::<Hello>::start(name, server) {
         Ok(connecting) => connecting,
-        Err(Error::NotFound(_)) => return Ok(None),
+        Err(Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
     let bootstrap = loop {
         match connecting.wait(waiting.slice()) {
             Ok(Some(bootstrap)) => break bootstrap,
             Ok(None) => {}
-            Err(Error::NotFound(_)) => return Ok(None),
+            Err(Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e),
         }
         if !waiting.still_waiting()? {
@@ -768,7 +787,7 @@ fn attempt(
             Ok(Reply::Accepted) => return Ok(Some(duplex)),
             Ok(Reply::Refused { limit }) => {
                 return Err(Error::TooManyClients {
-                    name: name.into(),
+                    channel: name.into(),
                     limit: usize::try_from(limit).unwrap_or(usize::MAX),
                 })
             }
@@ -788,7 +807,7 @@ mod tests {
     use super::*;
     use crate::methods::{Receiver, Sender};
 
-    type Result<T = (), E = crate::Error> = std::result::Result<T, E>;
+    type Result<T = (), E = Box<dyn std::error::Error + Send + Sync>> = std::result::Result<T, E>;
 
     const LIMIT: Duration = Duration::from_secs(10);
 
@@ -844,7 +863,7 @@ mod tests {
             connect(&name, deadline()),
             Err(Error::TooManyClients { limit: 8, .. })
         ));
-        assert!(matches!(listener.try_accept(), Err(Error::Empty)));
+        assert!(matches!(listener.try_accept(), Err(Error::NoClient { .. })));
         Ok(())
     }
 
@@ -859,13 +878,13 @@ mod tests {
         // Whichever of the two waits first, the short one ends at its deadline.
         assert!(matches!(
             listener.accept(Some(Instant::now() + Duration::from_millis(50))),
-            Err(Error::Timeout)
+            Err(Error::Timeout { .. })
         ));
         assert!(!long.is_finished(), "the long accept is still waiting");
         let mut client = connect(&name, deadline())?;
         let mut server = long.join().expect("accept thread")?;
         client.send(b"late")?;
-        assert_eq!(server.recv_timeout(LIMIT)?, b"late");
+        assert_eq!(&*server.recv_timeout(LIMIT)?, b"late");
         Ok(())
     }
 
@@ -873,8 +892,12 @@ mod tests {
     fn a_live_name_is_not_bound_twice_and_a_closed_one_leaves_nothing() -> Result {
         let name = format!("ipc-listener-twice-{}", std::process::id());
         let listener = IpcListener::bind(&name, 1)?;
-        assert!(matches!(IpcListener::bind(&name, 1), Err(Error::AlreadyExists(n)) if n == name));
-        assert!(matches!(IpcDuplex::create(&name), Err(Error::AlreadyExists(n)) if n == name));
+        assert!(
+            matches!(IpcListener::bind(&name, 1), Err(Error::AlreadyExists { channel: n }) if n == name)
+        );
+        assert!(
+            matches!(IpcDuplex::create(&name), Err(Error::AlreadyExists { channel: n }) if n == name)
+        );
         assert!(alive(&name)?);
         drop(listener);
         assert!(!rendezvous::rendezvous_path(&name).exists());
@@ -882,7 +905,7 @@ mod tests {
         assert!(!alive(&name)?);
         assert!(matches!(
             connect(&name, deadline()),
-            Err(Error::NotFound(_))
+            Err(Error::NotFound { .. })
         ));
         drop(IpcListener::bind(&name, 1)?);
         Ok(())
@@ -911,7 +934,7 @@ mod tests {
         let mut client = connect(&name, deadline())?;
         let (mut server, _lease) = listener.accept(deadline())?;
         client.send(b"still here")?;
-        assert_eq!(server.recv_timeout(LIMIT)?, b"still here");
+        assert_eq!(&*server.recv_timeout(LIMIT)?, b"still here");
         Ok(())
     }
 
@@ -941,7 +964,7 @@ mod tests {
         let mut client = connect(name, deadline())?;
         let (mut server, _lease) = listener.accept(deadline())?;
         client.send(b"in")?;
-        assert_eq!(server.recv_timeout(LIMIT)?, b"in");
+        assert_eq!(&*server.recv_timeout(LIMIT)?, b"in");
         Ok(())
     }
 
@@ -988,7 +1011,7 @@ mod tests {
             })
         };
         let (mut server, _lease) = listener.accept(deadline())?;
-        assert_eq!(server.recv_timeout(LIMIT)?, b"in");
+        assert_eq!(&*server.recv_timeout(LIMIT)?, b"in");
         server.send(b"bye")?;
         client.join().expect("client thread")?;
         drop(silent);
@@ -1008,7 +1031,7 @@ mod tests {
         }
         silent.push(silent_connection(&name));
         let short = Some(Instant::now() + 4 * HELLO_WAIT);
-        assert!(matches!(connect(&name, short), Err(Error::Timeout)));
+        assert!(matches!(connect(&name, short), Err(Error::Timeout { .. })));
         // Once they go, their servers' threads end and clients get in again.
         drop(silent);
         gets_in(&listener, &name)
@@ -1026,7 +1049,7 @@ mod tests {
         assert!(!Path::new(&server).exists(), "{server} left");
         assert!(matches!(
             connect(&name, deadline()),
-            Err(Error::NotFound(_))
+            Err(Error::NotFound { .. })
         ));
         // Once the connection goes, the server's thread ends and removes its directory.
         drop(silent);

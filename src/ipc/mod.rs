@@ -48,7 +48,7 @@ pub(crate) mod listener;
 pub(crate) mod rendezvous;
 
 use crate::error::{ChannelName, OpenError, RecvError, SendError, WaitError};
-use crate::methods::{core::Sealed, Grant};
+use crate::methods::{core::Sealed, Grant, Message};
 use crate::wait::{self, Deadline};
 use lane::Lane;
 use rendezvous::{Kind, Published};
@@ -252,7 +252,9 @@ impl IpcDuplex {
         // lives, so a second creator (or listener) of a live name is refused, as in shared
         // memory.
         let (lock_path, lock_file) =
-            listener::take_lock(name)?.ok_or_else(|| OpenError::AlreadyExists(name.into()))?;
+            listener::take_lock(name)?.ok_or_else(|| OpenError::AlreadyExists {
+                channel: name.into(),
+            })?;
         let name_lock = NameLock {
             path: lock_path,
             _file: lock_file,
@@ -275,9 +277,9 @@ impl IpcDuplex {
                 })) {
                     Ok(Ok((_bootstrap, halves))) => Ok(halves),
                     // Our own drop woke us up, or the connector died half-way.
-                    Ok(Err(IpcError::Disconnected)) => Err(WaitError::Disconnected(channel)),
+                    Ok(Err(IpcError::Disconnected)) => Err(WaitError::Disconnected { channel }),
                     Ok(Err(e)) => Err(match Failure::from(e) {
-                        Failure::Closed => WaitError::Disconnected(channel),
+                        Failure::Closed => WaitError::Disconnected { channel },
                         Failure::Io(e) => WaitError::Io(e),
                         Failure::Garbled(what) => WaitError::Corrupt { channel, what },
                     }),
@@ -320,13 +322,17 @@ impl IpcDuplex {
         // A stale file (its creator died: its lock is free) names no server that will take
         // us: that is `NotFound`, as is a file whose creator already took its connector.
         if !listener::alive(name)? {
-            return Err(OpenError::NotFound(name.into()));
+            return Err(OpenError::NotFound {
+                channel: name.into(),
+            });
         }
         let bootstrap = rendezvous::connect_server::<Halves>(name, &server_name, deadline)?;
         let (halves, link) = connector_side()?;
         bootstrap.send(halves).map_err(|e| match Failure::from(e) {
             Failure::Io(e) => OpenError::Io(e),
-            Failure::Closed => OpenError::NotFound(name.into()),
+            Failure::Closed => OpenError::NotFound {
+                channel: name.into(),
+            },
             Failure::Garbled(what) => OpenError::corrupt(name, what),
         })?;
         Ok(IpcDuplex::new(name, link.0, Some(creator_pid)))
@@ -427,7 +433,9 @@ impl IpcDuplex {
     fn peer_ended(&self) -> WaitError {
         if self.ended.get().is_none() {
             let Link::Connected { bye_rx, .. } = &self.link else {
-                return WaitError::Disconnected(self.name.clone());
+                return WaitError::Disconnected {
+                    channel: self.name.clone(),
+                };
             };
             // The goodbye was sent before the peer's data channels closed, so it is there
             // already if it was sent at all; the short wait only covers the two sockets being
@@ -444,7 +452,9 @@ impl IpcDuplex {
                 channel: self.name.clone(),
                 pid,
             },
-            _ => WaitError::Disconnected(self.name.clone()),
+            _ => WaitError::Disconnected {
+                channel: self.name.clone(),
+            },
         }
     }
 
@@ -466,26 +476,38 @@ impl IpcDuplex {
     fn connect_peer(&mut self, deadline: Deadline) -> Result<bool, WaitError> {
         let result = match &self.link {
             Link::Connected { .. } => return Ok(true),
-            Link::Broken => return Err(WaitError::Disconnected(self.name.clone())),
+            Link::Broken => {
+                return Err(WaitError::Disconnected {
+                    channel: self.name.clone(),
+                })
+            }
             Link::Pending { accepted, .. } => match self.arrived.get_mut().take() {
                 Some(arrived) => arrived,
                 None => match deadline {
-                    Deadline::Never => accepted
-                        .recv()
-                        .unwrap_or_else(|_| Err(WaitError::Disconnected(self.name.clone()))),
+                    Deadline::Never => accepted.recv().unwrap_or_else(|_| {
+                        Err(WaitError::Disconnected {
+                            channel: self.name.clone(),
+                        })
+                    }),
                     Deadline::Now => match accepted.try_recv() {
                         Ok(r) => r,
                         Err(mpsc::TryRecvError::Empty) => return Ok(false),
-                        Err(mpsc::TryRecvError::Disconnected) => {
-                            Err(WaitError::Disconnected(self.name.clone()))
-                        }
+                        Err(mpsc::TryRecvError::Disconnected) => Err(WaitError::Disconnected {
+                            channel: self.name.clone(),
+                        }),
                     },
                     Deadline::At(at) => {
                         match accepted.recv_timeout(at.saturating_duration_since(Instant::now())) {
                             Ok(r) => r,
-                            Err(mpsc::RecvTimeoutError::Timeout) => return Err(WaitError::Timeout),
+                            Err(mpsc::RecvTimeoutError::Timeout) => {
+                                return Err(WaitError::Timeout {
+                                    channel: self.name.clone(),
+                                })
+                            }
                             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                                Err(WaitError::Disconnected(self.name.clone()))
+                                Err(WaitError::Disconnected {
+                                    channel: self.name.clone(),
+                                })
                             }
                         }
                     }
@@ -520,19 +542,30 @@ impl IpcDuplex {
         }
         if len > MAX_MESSAGE {
             return Err(SendError::TooLarge {
+                channel: self.name.clone(),
                 len,
                 max: MAX_MESSAGE,
             });
         }
         if !self.connect_peer(deadline)? {
-            return Err(SendError::Full);
+            return Err(SendError::Full {
+                channel: self.name.clone(),
+            });
         }
         if let Some(lane) = &self.lane {
             match lane.wait_free(deadline) {
                 Ok(true) => {}
-                Ok(false) => return Err(SendError::Full),
+                Ok(false) => {
+                    return Err(SendError::Full {
+                        channel: self.name.clone(),
+                    })
+                }
                 Err(Some(failure)) => return Err(self.failed(failure).into()),
-                Err(None) => return Err(SendError::Timeout),
+                Err(None) => {
+                    return Err(SendError::Timeout {
+                        channel: self.name.clone(),
+                    })
+                }
             }
         }
         Ok(())
@@ -541,7 +574,10 @@ impl IpcDuplex {
     /// Sends `bytes` once [`ready_to_send`](IpcDuplex::ready_to_send) said it may.
     fn send_ready(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
         let Link::Connected { tx, .. } = &self.link else {
-            return Err(WaitError::Disconnected(self.name.clone()).into());
+            return Err(WaitError::Disconnected {
+                channel: self.name.clone(),
+            }
+            .into());
         };
         if deadline == Deadline::Never {
             let result = tx.send(bytes);
@@ -561,11 +597,18 @@ impl IpcDuplex {
         loop {
             match self.connect_peer(deadline) {
                 Ok(true) => {}
-                Ok(false) => return Err(RecvError::Empty),
+                Ok(false) => {
+                    return Err(RecvError::Empty {
+                        channel: self.name.clone(),
+                    })
+                }
                 Err(e) => return Err(e.into()),
             }
             let Link::Connected { rx, .. } = &self.link else {
-                return Err(WaitError::Disconnected(self.name.clone()).into());
+                return Err(WaitError::Disconnected {
+                    channel: self.name.clone(),
+                }
+                .into());
             };
             let failure = if deadline == Deadline::Never {
                 match rx.recv() {
@@ -583,10 +626,14 @@ impl IpcDuplex {
                     }
                     Err(TryRecvError::Empty) => {
                         if deadline == Deadline::Now {
-                            return Err(RecvError::Empty);
+                            return Err(RecvError::Empty {
+                                channel: self.name.clone(),
+                            });
                         }
                         if deadline.passed() {
-                            return Err(RecvError::Timeout);
+                            return Err(RecvError::Timeout {
+                                channel: self.name.clone(),
+                            });
                         }
                         // No timed receive on a byte channel: poll until the deadline.
                         turns += 1;
@@ -606,12 +653,15 @@ impl IpcDuplex {
 }
 
 impl crate::methods::RecvCore for IpcDuplex {
-    type Guard<'a> = &'a [u8];
+    type Guard<'a> = IpcMessage<'a>;
 
     /// The core of every receive: the next message, lent out until the next call.
-    fn recv_until(&mut self, deadline: Deadline) -> Result<&[u8], RecvError> {
+    fn recv_until(&mut self, deadline: Deadline) -> Result<IpcMessage<'_>, RecvError> {
         self.receive(deadline)?;
-        Ok(&self.inbox)
+        Ok(IpcMessage {
+            bytes: &self.inbox,
+            channel: &self.name,
+        })
     }
 
     /// The core of every receive into a buffer: the next message, which trades places with
@@ -649,7 +699,7 @@ impl crate::methods::RecvCore for IpcDuplex {
             }
             let msg = self.recv_until(if read == 0 { deadline } else { Deadline::Now })?;
             bytes += msg.len();
-            f(msg);
+            f(&msg);
             Ok(1)
         })
     }
@@ -677,7 +727,10 @@ impl crate::methods::SendCore for IpcDuplex {
         out.clear();
         let result = match serde_json::to_writer(&mut out, value) {
             Ok(()) => self.send_until(&out, deadline),
-            Err(e) => Err(SendError::Json(e)),
+            Err(source) => Err(SendError::Json {
+                channel: self.name.clone(),
+                source,
+            }),
         };
         self.out = out;
         result
@@ -730,6 +783,36 @@ impl IpcGrant<'_> {
     }
 }
 
+/// A received message, lent out until the next call: the duplex's buffer, and its name for
+/// errors.
+pub(crate) struct IpcMessage<'a> {
+    bytes: &'a [u8],
+    channel: &'a ChannelName,
+}
+
+impl std::ops::Deref for IpcMessage<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl Sealed for IpcMessage<'_> {}
+
+impl Message for IpcMessage<'_> {
+    fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
+        serde_json::from_slice(self.bytes).map_err(|source| RecvError::Json {
+            channel: self.channel.clone(),
+            source,
+        })
+    }
+
+    fn channel(&self) -> &ChannelName {
+        self.channel
+    }
+}
+
 impl Sealed for IpcGrant<'_> {}
 
 impl Grant for IpcGrant<'_> {
@@ -774,7 +857,8 @@ impl Drop for IpcDuplex {
 mod tests {
     use super::*;
     use crate::methods::{RecvCore, SendCore};
-    use crate::Error;
+    /// Any error: the library's, or one of the test's own reading.
+    type Error = Box<dyn std::error::Error>;
 
     fn within(secs: u64) -> Deadline {
         Deadline::after(Duration::from_secs(secs))
@@ -797,11 +881,14 @@ mod tests {
         let mut a = IpcDuplex::create(&name)?;
         let mut b = IpcDuplex::connect_until(&name, within(5).instant())?;
         a.send_until(b"ping", Deadline::Never)?;
-        assert_eq!(b.recv_until(Deadline::Never)?, b"ping");
+        assert_eq!(&*b.recv_until(Deadline::Never)?, b"ping");
         b.send_json_until(&("pong", 7u64), Deadline::Never)?;
-        let (word, n): (String, u64) = serde_json::from_slice(a.recv_until(Deadline::Never)?)?;
+        let (word, n): (String, u64) = serde_json::from_slice(&a.recv_until(Deadline::Never)?)?;
         assert_eq!((word.as_str(), n), ("pong", 7));
-        assert!(matches!(a.recv_until(Deadline::Now), Err(RecvError::Empty)));
+        assert!(matches!(
+            a.recv_until(Deadline::Now),
+            Err(RecvError::Empty { .. })
+        ));
         assert!(
             !rendezvous::rendezvous_path(&name).exists(),
             "rendezvous file removed after accept"
@@ -809,7 +896,7 @@ mod tests {
         drop(b);
         assert!(matches!(
             a.recv_until(within(5)),
-            Err(RecvError::Disconnected(_))
+            Err(RecvError::Disconnected { .. })
         ));
         Ok(())
     }
@@ -827,7 +914,7 @@ mod tests {
             let started = Instant::now();
             match a.send_until(&chunk, Deadline::after(Duration::from_millis(100))) {
                 Ok(()) => sent += 1,
-                Err(SendError::Timeout) => break started.elapsed(),
+                Err(SendError::Timeout { .. }) => break started.elapsed(),
                 Err(e) => return Err(e.into()),
             }
             assert!(sent < 64, "a peer that never reads took {sent} MiB");
@@ -838,14 +925,14 @@ mod tests {
         );
         assert!(matches!(
             a.send_until(b"x", Deadline::Now),
-            Err(SendError::Full)
+            Err(SendError::Full { .. })
         ));
         // Once the peer reads, everything handed over arrives, in order, and sends go on.
         for _ in 0..sent {
             assert_eq!(b.recv_until(within(10))?.len(), chunk.len());
         }
         a.send_until(b"after", within(10))?;
-        assert_eq!(b.recv_until(within(10))?, b"after");
+        assert_eq!(&*b.recv_until(within(10))?, b"after");
         Ok(())
     }
 
@@ -854,19 +941,22 @@ mod tests {
         let name = format!("fallback-taken-{}", std::process::id());
         let a = IpcDuplex::create(&name)?;
         assert!(
-            matches!(IpcDuplex::create(&name), Err(OpenError::AlreadyExists(ref n)) if *n == name),
+            matches!(IpcDuplex::create(&name), Err(OpenError::AlreadyExists { channel: ref n }) if *n == name),
             "a second creator of a pending name"
         );
         let b = IpcDuplex::connect_until(&name, within(5).instant())?;
         let mut a = a;
         a.send_until(b"taken", within(5))?;
         assert!(
-            matches!(IpcDuplex::create(&name), Err(OpenError::AlreadyExists(_))),
+            matches!(
+                IpcDuplex::create(&name),
+                Err(OpenError::AlreadyExists { .. })
+            ),
             "a second creator of a connected name"
         );
         assert!(matches!(
             listener::IpcListener::bind(&name, 1),
-            Err(OpenError::AlreadyExists(_))
+            Err(OpenError::AlreadyExists { .. })
         ));
         drop(b);
         drop(a);
@@ -884,7 +974,7 @@ mod tests {
         assert!(!rendezvous::rendezvous_path(&name).exists());
         assert!(matches!(
             IpcDuplex::connect_until(&name, None),
-            Err(OpenError::NotFound(_))
+            Err(OpenError::NotFound { .. })
         ));
         Ok(())
     }

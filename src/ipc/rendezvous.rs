@@ -230,12 +230,14 @@ fn dir_path() -> PathBuf {
 }
 
 /// The checked directory of the fallback's files. With `create`, a missing private directory
-/// is made (mode 0700); without, it gives `Err(NotFound(name))`.
+/// is made (mode 0700); without, it gives `Err(NotFound { channel })`.
 fn checked_dir(name: &str, create: bool) -> Result<PathBuf> {
     if let Some(dir) = runtime_dir() {
         return Ok(dir);
     }
-    tmp_dir(&std::env::temp_dir(), create)?.ok_or_else(|| Error::NotFound(name.into()))
+    tmp_dir(&std::env::temp_dir(), create)?.ok_or_else(|| Error::NotFound {
+        channel: name.into(),
+    })
 }
 
 /// Where the `kind` file of channel `name` lives, without checking or making its directory
@@ -265,7 +267,7 @@ pub(crate) fn present(name: &str) -> bool {
             Ok(_) => true,
             Err(e) => e.kind() != io::ErrorKind::NotFound,
         },
-        Err(Error::NotFound(_)) => false,
+        Err(Error::NotFound { .. }) => false,
         Err(_) => true,
     }
 }
@@ -294,12 +296,16 @@ fn kind_of(file_type: std::fs::FileType) -> &'static str {
 pub(crate) fn open(path: &Path, name: &str, kind: Kind, options: &mut OpenOptions) -> Result<File> {
     let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     let not_a_channel = |is: &str| Error::NotAChannel {
-        name: name.into(),
+        channel: name.into(),
         reason: format!("its {} {} is {is}", kind.what(), path.display()),
     };
     let file = match options.custom_flags(flags).open(path) {
         Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Error::NotFound(name.into())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(Error::NotFound {
+                channel: name.into(),
+            })
+        }
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
             return Err(not_a_channel("a symbolic link"))
         }
@@ -312,7 +318,7 @@ pub(crate) fn open(path: &Path, name: &str, kind: Kind, options: &mut OpenOption
     let mode = meta.mode() & 0o7777;
     if meta.uid() != euid() || mode & 0o077 != 0 {
         return Err(Error::NotPrivate {
-            name: path.display().to_string().into(),
+            channel: path.display().to_string().into(),
             owner: meta.uid(),
             mode,
             expected: euid(),
@@ -343,14 +349,16 @@ pub(crate) fn read(name: &str) -> Result<Published> {
         .read_to_end(&mut contents)?;
     if contents.len() > MAX_RENDEZVOUS {
         return Err(Error::NotAChannel {
-            name: name.into(),
+            channel: name.into(),
             reason: format!(
                 "its rendezvous file {} is longer than {MAX_RENDEZVOUS} bytes",
                 path.display()
             ),
         });
     }
-    parse(&contents).ok_or_else(|| Error::NotReady(name.into()))
+    parse(&contents).ok_or_else(|| Error::NotReady {
+        channel: name.into(),
+    })
 }
 
 fn parse(contents: &[u8]) -> Option<Published> {
@@ -474,18 +482,18 @@ struct ServerDir {
 
 /// Checks the one-shot server `server` (a socket path) that the rendezvous file of `name`
 /// names: a socket of the effective user in a directory of the effective user that nobody else
-/// can write. `Err(NotFound(name))` when either is gone (a stale file).
+/// can write. `Err(NotFound { channel })` when either is gone (a stale file).
 fn server_dir(name: &str, server: &str) -> Result<ServerDir> {
     let socket = Path::new(server);
     let Some(dir) = socket.parent().filter(|_| socket.is_absolute()) else {
         return Err(Error::NotAChannel {
-            name: name.into(),
+            channel: name.into(),
             reason: format!("its rendezvous file names {server:?}, not a socket path"),
         });
     };
     if server.len() > MAX_SOCKET_PATH {
         return Err(Error::NotAChannel {
-            name: name.into(),
+            channel: name.into(),
             reason: format!(
                 "its rendezvous file names a socket path longer than {MAX_SOCKET_PATH} bytes, \
                  more than a socket address holds"
@@ -494,12 +502,14 @@ fn server_dir(name: &str, server: &str) -> Result<ServerDir> {
     }
     let lstat = |path: &Path| match std::fs::symlink_metadata(path) {
         Ok(meta) => Ok(meta),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::NotFound(name.into())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::NotFound {
+            channel: name.into(),
+        }),
         Err(e) => Err(Error::Io(e)),
     };
     let me = euid();
     let refuse = |path: &Path, meta: &std::fs::Metadata| Error::NotPrivate {
-        name: path.display().to_string().into(),
+        channel: path.display().to_string().into(),
         owner: meta.uid(),
         mode: meta.mode() & 0o7777,
         expected: me,
@@ -507,7 +517,7 @@ fn server_dir(name: &str, server: &str) -> Result<ServerDir> {
     let d = lstat(dir)?;
     if !d.is_dir() {
         return Err(Error::NotAChannel {
-            name: name.into(),
+            channel: name.into(),
             reason: format!(
                 "its server's directory {} is not a directory",
                 dir.display()
@@ -520,7 +530,7 @@ fn server_dir(name: &str, server: &str) -> Result<ServerDir> {
     let s = lstat(socket)?;
     if !s.file_type().is_socket() {
         return Err(Error::NotAChannel {
-            name: name.into(),
+            channel: name.into(),
             reason: format!("its server {server} is {}", kind_of(s.file_type())),
         });
     }
@@ -550,7 +560,7 @@ where
     T: Serialize + for<'de> Deserialize<'de> + Send + 'static,
 {
     /// Checks the server `server` of channel `name` and starts connecting to it.
-    /// `Err(NotFound(name))` when the server is gone (a stale rendezvous file).
+    /// `Err(NotFound { channel })` when the server is gone (a stale rendezvous file).
     pub(crate) fn start(name: &str, server: &str) -> Result<Connecting<T>> {
         let before = server_dir(name, server)?;
         let (done, connected) = mpsc::sync_channel(1);
@@ -569,10 +579,12 @@ where
     }
 
     /// Waits at most `wait` for the connection: `Ok(None)` while it is still being made,
-    /// `Err(NotFound(name))` when the server went away (or its directory is not the one checked
-    /// before: nothing has been sent yet).
+    /// `Err(NotFound { channel })` when the server went away (or its directory is not the one
+    /// checked before: nothing has been sent yet).
     pub(crate) fn wait(&self, wait: Duration) -> Result<Option<IpcSender<T>>> {
-        let gone = || Error::NotFound(self.name.as_str().into());
+        let gone = || Error::NotFound {
+            channel: self.name.as_str().into(),
+        };
         let sender = match self.done.recv_timeout(wait) {
             Ok(Ok(sender)) => sender,
             Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => return Err(gone()),
@@ -605,7 +617,10 @@ where
             return Ok(sender);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(Error::Timeout);
+            return Err(Error::Timeout {
+                channel: name.into(),
+                waited_for: crate::error::NOT_ANSWERED,
+            });
         }
     }
 }
@@ -1025,7 +1040,9 @@ mod tests {
         assert!(
             matches!(open_at(&fifo), Err(Error::NotAChannel { reason, .. }) if reason.contains("a FIFO"))
         );
-        assert!(matches!(open_at(&scratch.0.join("none")), Err(Error::NotFound(n)) if n == "x"));
+        assert!(
+            matches!(open_at(&scratch.0.join("none")), Err(Error::NotFound { channel: n }) if n == "x")
+        );
     }
 
     #[test]
@@ -1127,7 +1144,7 @@ mod tests {
             Err(Error::NotAChannel { reason, .. }) if reason.contains("a regular file")));
         assert!(matches!(
             check(&scratch.0.join("good/none")),
-            Err(Error::NotFound(_))
+            Err(Error::NotFound { .. })
         ));
         assert!(matches!(
             server_dir("n", "relative/socket"),
@@ -1183,7 +1200,7 @@ mod tests {
         drop(server);
         let _ = std::fs::remove_dir_all(&dir);
         assert!(
-            matches!(&waited, Err(Error::NotFound(n)) if *n == "n"),
+            matches!(&waited, Err(Error::NotFound { channel: n }) if *n == "n"),
             "{waited:?}"
         );
     }

@@ -181,12 +181,21 @@ pub(crate) fn segment_size(capacity: usize) -> usize {
     HEADER_SIZE + 2 * capacity
 }
 
-/// Checks a capacity chosen by a caller.
-pub(crate) fn check_capacity(capacity: usize) -> Result<(), OpenError> {
-    if !capacity.is_power_of_two() || !(MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
-        return Err(OpenError::InvalidConfig(format!(
-            "ring capacity {capacity} must be a power of two between {MIN_CAPACITY} and {MAX_CAPACITY}"
-        )));
+/// Whether a ring of `capacity` bytes may be made.
+pub(crate) fn valid_capacity(capacity: usize) -> bool {
+    capacity.is_power_of_two() && (MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity)
+}
+
+/// Checks a capacity chosen by a caller for the channel or listener `channel`.
+pub(crate) fn check_capacity(channel: &str, capacity: usize) -> Result<(), OpenError> {
+    if !valid_capacity(capacity) {
+        return Err(OpenError::InvalidConfig {
+            channel: channel.into(),
+            what: format!(
+                "ring capacity {capacity} must be a power of two between {MIN_CAPACITY} and \
+                 {MAX_CAPACITY} (Config::capacity)"
+            ),
+        });
     }
     Ok(())
 }
@@ -274,7 +283,7 @@ impl SegmentHeader {
         let capacity = self.capacity.load(Relaxed);
         let capacity = usize::try_from(capacity)
             .ok()
-            .filter(|c| check_capacity(*c).is_ok())
+            .filter(|c| valid_capacity(*c))
             .ok_or_else(|| {
                 OpenError::size_mismatch(name, format!("ring capacity {capacity} is invalid"))
             })?;

@@ -206,9 +206,9 @@ macro_rules! recv_methods {
         /// let msg = rx.recv()?;
         /// assert_eq!(&*msg, b"ping");
         /// drop(msg); // gives the frame back to the ring
-        /// assert!(matches!(rx.try_recv(), Err(shmlink::RecvError::Empty)));
+        /// assert!(matches!(rx.try_recv(), Err(shmlink::RecvError::Empty { .. })));
         /// let waited = rx.recv_timeout(std::time::Duration::from_millis(1));
-        /// assert!(matches!(waited, Err(shmlink::RecvError::Timeout)));
+        /// assert!(matches!(waited, Err(shmlink::RecvError::Timeout { .. })));
         /// Ok::<(), shmlink::Error>(())
         /// ```
         #[inline]

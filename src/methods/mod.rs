@@ -42,7 +42,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use crate::error::{RecvError, SendError};
+use crate::error::{ChannelName, RecvError, SendError};
 use crate::wait::Deadline;
 
 pub use value::Value;
@@ -136,6 +136,9 @@ pub trait Grant: DerefMut<Target = [u8]> + core::Sealed {
 pub trait Message: Deref<Target = [u8]> + core::Sealed {
     /// Decodes the message as JSON; the value may borrow from the message.
     fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError>;
+
+    /// The name of the channel the message came through.
+    fn channel(&self) -> &ChannelName;
 }
 
 /// Every send form, for every type with the sending cores: [`Channel`](crate::Channel),
@@ -415,13 +418,9 @@ impl Message for crate::ring::ReadGuard<'_> {
     fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
         crate::ring::ReadGuard::json(self)
     }
-}
 
-/// The ipc-channel duplex lends a received message as a slice of its buffer.
-impl core::Sealed for &[u8] {}
-
-impl Message for &[u8] {
-    fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
-        Ok(serde_json::from_slice(self)?)
+    #[inline]
+    fn channel(&self) -> &ChannelName {
+        crate::ring::ReadGuard::channel(self)
     }
 }

@@ -31,6 +31,7 @@ impl<G: Message, T: FromBytes + KnownLayout + Immutable> Value<G, T> {
         let bytes: &[u8] = &guard;
         if bytes.len() != std::mem::size_of::<T>() {
             return Err(RecvError::WrongSize {
+                channel: guard.channel().clone(),
                 len: bytes.len(),
                 expected: std::mem::size_of::<T>(),
             });
@@ -43,6 +44,7 @@ impl<G: Message, T: FromBytes + KnownLayout + Immutable> Value<G, T> {
                 // Not reached: the length was checked above.
                 Err(_) => {
                     return Err(RecvError::WrongSize {
+                        channel: guard.channel().clone(),
                         len: bytes.len(),
                         expected: std::mem::size_of::<T>(),
                     })
@@ -86,6 +88,32 @@ impl<G: Message, T: FromBytes + KnownLayout + Immutable + std::fmt::Debug> std::
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ChannelName;
+
+    /// Bytes lent as a message of the channel "t".
+    struct Lent<'a>(&'a [u8], ChannelName);
+
+    impl Deref for Lent<'_> {
+        type Target = [u8];
+        fn deref(&self) -> &[u8] {
+            self.0
+        }
+    }
+
+    impl crate::methods::core::Sealed for Lent<'_> {}
+
+    impl Message for Lent<'_> {
+        fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
+            unreachable!("not decoded here")
+        }
+        fn channel(&self) -> &ChannelName {
+            &self.1
+        }
+    }
+
+    fn lent(bytes: &[u8]) -> Lent<'_> {
+        Lent(bytes, ChannelName::from("t"))
+    }
 
     /// Eight bytes at an address aligned for `u64` and at one that is not: the first is read
     /// in place, the second copied out, and both give the same value; any other length is
@@ -95,18 +123,18 @@ mod tests {
         let words = [0u64, 0x0102_0304_0506_0708, 0];
         let bytes: &[u8] = zerocopy::IntoBytes::as_bytes(&words[..]);
         let aligned = &bytes[8..16];
-        let value = Value::<&[u8], u64>::new(aligned).unwrap();
+        let value = Value::<Lent, u64>::new(lent(aligned)).unwrap();
         assert!(matches!(value.held, Held::InPlace(_)));
         assert!(std::ptr::eq(&*value, &words[1]), "read where the bytes lie");
         let mut backing = [0u64; 3];
         let shifted = zerocopy::IntoBytes::as_mut_bytes(&mut backing[..]);
         shifted[1..9].copy_from_slice(aligned);
-        let value = Value::<&[u8], u64>::new(&shifted[1..9]).unwrap();
+        let value = Value::<Lent, u64>::new(lent(&shifted[1..9])).unwrap();
         assert!(matches!(value.held, Held::Copied(_)));
         assert_eq!(*value, 0x0102_0304_0506_0708);
         for len in [0, 7, 9, 16] {
             assert!(matches!(
-                Value::<&[u8], u64>::new(&bytes[..len]),
+                Value::<Lent, u64>::new(lent(&bytes[..len])),
                 Err(RecvError::WrongSize { expected: 8, .. })
             ));
         }

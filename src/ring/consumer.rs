@@ -168,7 +168,7 @@ impl Consumer {
         })
     }
 
-    /// Hands the frame `frame`, which `next_frame` found at our position, to `f` and moves
+    /// Hands the frame `frame`, which `poll_frame` found at our position, to `f` and moves
     /// past it; publishes our index once a batch's worth is read since the last time (the
     /// rest goes back when the ring is next found empty, or at the latest when we drop).
     #[inline]
@@ -182,7 +182,7 @@ impl Consumer {
             .ptrs
             .loom_region()
             .track_read(frame.offset, frame.len);
-        // SAFETY: `next_frame` checked that [offset, offset + len) lies inside the region; the
+        // SAFETY: `poll_frame` checked that [offset, offset + len) lies inside the region; the
         // producer does not write there until we publish an index past it, which happens only
         // after `f` returns. (A hostile producer process can still change these bytes under
         // us; they are plain bytes, any value is valid.)
@@ -192,7 +192,7 @@ impl Consumer {
         }
     }
 
-    /// Wraps a frame found by `next_frame` in a guard that releases it on drop.
+    /// Wraps a frame found by `poll_frame` in a guard that releases it on drop.
     #[inline]
     pub(crate) fn guard(&mut self, frame: Frame) -> ReadGuard<'_> {
         ReadGuard {
@@ -213,6 +213,19 @@ impl Consumer {
     /// stays short.
     #[inline]
     pub(crate) fn next_frame(&mut self) -> Result<Frame, RecvError> {
+        match self.poll_frame()? {
+            Some(frame) => Ok(frame),
+            None => Err(RecvError::Empty {
+                channel: self.state.channel.clone(),
+            }),
+        }
+    }
+
+    /// [`next_frame`](Consumer::next_frame) with `Ok(None)` for "no frame now": for the loops
+    /// that wait or stop when the ring is empty, which then touch no error (nor the count of
+    /// the channel name's `Arc`).
+    #[inline]
+    pub(crate) fn poll_frame(&mut self) -> Result<Option<Frame>, RecvError> {
         let cap = self.state.mask + 1;
         let mut skipped = false;
         loop {
@@ -221,7 +234,7 @@ impl Consumer {
             let word = self.state.ptrs.word(pos).load(OBSERVE);
             if word == 0 {
                 self.caught_up();
-                return Err(RecvError::Empty);
+                return Ok(None);
             }
             let (tag, kind, len) = decode(word);
             if tag != tag_of(self.state.head) {
@@ -252,19 +265,19 @@ impl Consumer {
                         return Err(self.bad_frame(Bad::Length(len), pos));
                     }
                     self.prefetch_ahead(pos, size as usize);
-                    return Ok(Frame {
+                    return Ok(Some(Frame {
                         offset: pos + FRAME_HEADER,
                         len,
                         kind,
                         size,
-                    });
+                    }));
                 }
                 _ => return Err(self.bad_frame(Bad::Kind(kind), pos)),
             }
         }
     }
 
-    /// [`RecvError::Corrupt`] for the frame header at offset `pos` that `next_frame` refused.
+    /// [`RecvError::Corrupt`] for the frame header at offset `pos` that `poll_frame` refused.
     #[cold]
     #[inline(never)]
     fn bad_frame(&self, bad: Bad, pos: usize) -> RecvError {
@@ -294,7 +307,7 @@ impl Consumer {
     /// is read (an eighth of the ring, at most 2 KiB); when the frame just read had to be waited
     /// for and ends a cache line; when it was the last one published (so a drained ring is
     /// wholly the producer's again); when a PAD skips the rest of a lap; when the ring is found
-    /// empty (`caught_up`, from `next_frame` or `has_data`: so before any wait, which always
+    /// empty (`caught_up`, from `poll_frame` or `has_data`: so before any wait, which always
     /// looks at one of them before it sleeps); and when the consumer drops. A producer waiting
     /// for room is woken then. Space is held back only while more frames wait to be read. The
     /// producer rereads our index only when its cached copy says the ring is full, and a stream
@@ -306,7 +319,7 @@ impl Consumer {
         // messages): publish at once, without looking at the next word, which is in a line
         // the producer is about to write (that look would put a transfer on the way to the
         // reply). Otherwise hold back until a batch is read or we reach the last frame
-        // published. Relaxed: a hint (the next `next_frame` loads the word again with OBSERVE);
+        // published. Relaxed: a hint (the next `poll_frame` loads the word again with OBSERVE);
         // non-zero is a frame the producer published, so the space held back now is given
         // back, at the latest, when that frame is read.
         let waited = self.state.found_empty.replace(false);
@@ -423,7 +436,7 @@ fn release_batch(capacity: usize) -> u64 {
     (capacity as u64 / 8).min(2048)
 }
 
-/// What is wrong with a frame header that `Consumer::next_frame` refused.
+/// What is wrong with a frame header that `Consumer::poll_frame` refused.
 #[derive(Clone, Copy, Debug)]
 enum Bad {
     /// The header word (its tag is for another position).
@@ -482,14 +495,15 @@ enum Source<'a> {
         kind: u8,
         size: u64,
     },
-    Assembled(&'a [u8]),
+    /// Bytes reassembled outside the ring, and the channel's name for errors.
+    Assembled(&'a [u8], &'a ChannelName),
 }
 
 impl<'a> ReadGuard<'a> {
     /// A guard over bytes reassembled outside the ring.
-    pub(crate) fn assembled(bytes: &'a [u8]) -> Self {
+    pub(crate) fn assembled(bytes: &'a [u8], channel: &'a ChannelName) -> Self {
         ReadGuard {
-            src: Source::Assembled(bytes),
+            src: Source::Assembled(bytes, channel),
             copy: OnceCell::new(),
         }
     }
@@ -499,7 +513,7 @@ impl<'a> ReadGuard<'a> {
     pub(crate) fn kind(&self) -> u8 {
         match self.src {
             Source::Frame { kind, .. } => kind,
-            Source::Assembled(_) => kind::DATA,
+            Source::Assembled(..) => kind::DATA,
         }
     }
 
@@ -514,9 +528,21 @@ impl<'a> ReadGuard<'a> {
     /// and is decoded where it is.
     #[inline]
     pub fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
+        let json = |source| RecvError::Json {
+            channel: self.channel().clone(),
+            source,
+        };
         let text = std::str::from_utf8(self.private_bytes())
-            .map_err(<serde_json::Error as serde::de::Error>::custom)?;
-        Ok(serde_json::from_str(text)?)
+            .map_err(|e| json(<serde_json::Error as serde::de::Error>::custom(e)))?;
+        serde_json::from_str(text).map_err(json)
+    }
+
+    /// The name of the channel the message came through, for errors.
+    pub(crate) fn channel(&self) -> &ChannelName {
+        match &self.src {
+            Source::Frame { consumer, .. } => &consumer.state.channel,
+            Source::Assembled(_, channel) => channel,
+        }
     }
 
     /// The payload in memory only this process writes: a copy of a frame read in place (made
@@ -530,7 +556,7 @@ impl<'a> ReadGuard<'a> {
                 buf.extend_from_slice(self);
                 buf
             }),
-            Source::Assembled(bytes) => bytes,
+            Source::Assembled(bytes, _) => bytes,
         }
     }
 }
@@ -549,13 +575,13 @@ impl std::ops::Deref for ReadGuard<'_> {
                 // Under loom: the producer's writes must be visible (PUBLISH / OBSERVE).
                 #[cfg(loom)]
                 consumer.state.ptrs.loom_region().track_read(*offset, *len);
-                // SAFETY: `next_frame` checked that [offset, offset + len) lies inside the
+                // SAFETY: `poll_frame` checked that [offset, offset + len) lies inside the
                 // region; the producer does not write there until we release it in `drop`. (A
                 // hostile producer process can still change these bytes under us; they are
                 // plain bytes, any value is valid.)
                 unsafe { std::slice::from_raw_parts(consumer.state.ptrs.bytes(*offset), *len) }
             }
-            Source::Assembled(bytes) => bytes,
+            Source::Assembled(bytes, _) => bytes,
         }
     }
 }

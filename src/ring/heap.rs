@@ -53,8 +53,12 @@ const HEAP_REGION_OFFSET: usize = std::mem::size_of::<RingHeader>() + 128;
 impl Owned {
     /// A zeroed ring of `capacity` bytes whose ends both announce `MODE_SPIN`.
     pub(crate) fn new(capacity: usize) -> Result<Owned, OpenError> {
-        let layout = Layout::from_size_align(HEAP_REGION_OFFSET + capacity, 128)
-            .map_err(|e| OpenError::InvalidConfig(e.to_string()))?;
+        let layout = Layout::from_size_align(HEAP_REGION_OFFSET + capacity, 128).map_err(|e| {
+            OpenError::InvalidConfig {
+                channel: RING_NAME.into(),
+                what: e.to_string(),
+            }
+        })?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or_else(|| {
@@ -113,7 +117,7 @@ impl Owned {
 /// # Ok::<(), shmlink::Error>(())
 /// ```
 pub fn new(capacity: usize) -> Result<(Producer, Consumer), OpenError> {
-    check_capacity(capacity)?;
+    check_capacity(RING_NAME, capacity)?;
     let owned = std::sync::Arc::new(Owned::new(capacity)?);
     let (producer_ptrs, consumer_ptrs) = owned.parts().ends(capacity);
     let name = ChannelName::from(RING_NAME);

@@ -90,7 +90,7 @@ pub(crate) use ptrs::{RingParts, RingPtrs};
 use crate::sync::Ordering;
 
 /// Ordering of the store that publishes a frame header word.
-/// Release: pairs with [`OBSERVE`] in `Consumer::next_frame`, so the payload written before it is
+/// Release: pairs with [`OBSERVE`] in `Consumer::poll_frame`, so the payload written before it is
 /// visible to the consumer that sees the header.
 pub(crate) const PUBLISH: Ordering = Ordering::Release;
 /// Ordering of the load that observes a frame header word. Acquire: pairs with [`PUBLISH`].

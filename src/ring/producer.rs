@@ -268,7 +268,7 @@ impl Producer {
     #[inline(never)]
     pub(super) fn skip_to(&mut self, start: u64) {
         self.word_at(start).store(0, Ordering::Relaxed);
-        // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; orders the zero above
+        // PUBLISH (Release): pairs with OBSERVE in Consumer::poll_frame; orders the zero above
         // before the marker, so a consumer that follows it finds 0 or a newer frame.
         self.word_at(self.state.tail)
             .store(self.marker_to(start), PUBLISH);
@@ -314,13 +314,16 @@ impl Producer {
     ) -> Result<WriteGrant<'_>, SendError> {
         if len > self.state.max_len {
             return Err(SendError::TooLarge {
+                channel: self.state.channel.clone(),
                 len,
                 max: self.state.max_len,
             });
         }
         match self.room_for(len)? {
             Some(start) => Ok(self.grant_at(start, len, kind)),
-            None => Err(SendError::Full),
+            None => Err(SendError::Full {
+                channel: self.state.channel.clone(),
+            }),
         }
     }
 
@@ -353,11 +356,14 @@ impl Producer {
         match batch.first().map(|m| m.as_ref().len()) {
             None => Ok(0),
             Some(len) if len > self.state.max_len => Err(SendError::TooLarge {
+                channel: self.state.channel.clone(),
                 len,
                 max: self.state.max_len,
             }),
             Some(_) => match self.write_batch(batch, self.state.max_len)? {
-                0 => Err(SendError::Full),
+                0 => Err(SendError::Full {
+                    channel: self.state.channel.clone(),
+                }),
                 sent => Ok(sent),
             },
         }
@@ -445,7 +451,7 @@ impl Producer {
         if at == first {
             *first_word = word;
         } else {
-            // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; not reachable
+            // PUBLISH (Release): pairs with OBSERVE in Consumer::poll_frame; not reachable
             // before the batch's first word, which is stored after it.
             self.word_at(at).store(word, PUBLISH);
         }
@@ -477,7 +483,7 @@ impl Producer {
             // line back when the consumer's prefetcher took it, on the way to `word`.)
             self.word_at(next).store(0, Ordering::Relaxed);
         }
-        // PUBLISH (Release): pairs with OBSERVE in Consumer::next_frame; what was written before
+        // PUBLISH (Release): pairs with OBSERVE in Consumer::poll_frame; what was written before
         // it (payloads, the zero above, a batch's other words) becomes visible with this word.
         self.word_at(at).store(word, PUBLISH);
         self.state.tail = next;

@@ -29,7 +29,7 @@ fn fill_and_drain_in_order() {
         loop {
             match tx.try_send(&pattern(round * 1000 + sent, 120)) {
                 Ok(()) => sent += 1,
-                Err(SendError::Full) => break,
+                Err(SendError::Full { .. }) => break,
                 Err(e) => panic!("{e}"),
             }
         }
@@ -39,7 +39,7 @@ fn fill_and_drain_in_order() {
             let frame = rx.try_read().unwrap();
             assert_eq!(&*frame, &pattern(round * 1000 + i, 120)[..]);
         }
-        assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
+        assert!(matches!(rx.try_read(), Err(RecvError::Empty { .. })));
     }
 }
 
@@ -60,7 +60,7 @@ fn every_length_at_every_wrap_offset() {
                     "offset {offset} len {len}"
                 );
                 assert_eq!(&*rx.try_read().unwrap(), b"next");
-                assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
+                assert!(matches!(rx.try_read(), Err(RecvError::Empty { .. })));
             }
         }
     }
@@ -73,12 +73,12 @@ fn full_is_not_never_fits() {
     assert_eq!(max, 1024 / 2 - 72);
     assert!(matches!(
         tx.try_reserve(max + 1),
-        Err(SendError::TooLarge { len, max: m }) if len == max + 1 && m == max
+        Err(SendError::TooLarge { len, max: m, .. }) if len == max + 1 && m == max
     ));
     tx.try_send(&vec![1; max]).unwrap();
     tx.try_send(&vec![2; max]).unwrap();
-    assert!(matches!(tx.try_reserve(max), Err(SendError::Full)));
-    assert!(matches!(tx.try_reserve(200), Err(SendError::Full)));
+    assert!(matches!(tx.try_reserve(max), Err(SendError::Full { .. })));
+    assert!(matches!(tx.try_reserve(200), Err(SendError::Full { .. })));
     // Never-fits stays never-fits when full, too.
     assert!(matches!(
         tx.try_reserve(max + 1),
@@ -95,7 +95,7 @@ fn fill(tx: &mut Producer, len: usize) {
     loop {
         match tx.try_send(&vec![0; len]) {
             Ok(()) => {}
-            Err(SendError::Full) => return,
+            Err(SendError::Full { .. }) => return,
             Err(e) => panic!("{e}"),
         }
     }
@@ -108,7 +108,7 @@ fn dropping_a_grant_aborts_it() {
         let mut grant = tx.try_reserve(40).unwrap();
         grant.fill(0xAB);
     }
-    assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
+    assert!(matches!(rx.try_read(), Err(RecvError::Empty { .. })));
     let mut grant = tx.try_reserve(40).unwrap();
     grant[..3].copy_from_slice(b"abc");
     grant.commit(3);
@@ -134,7 +134,7 @@ fn a_lightly_used_large_ring_rewinds_and_a_busy_one_does_not() {
         furthest = furthest.max(tx.state.tail & tx.state.mask);
         assert_eq!(&*rx.try_read().unwrap(), &data[..]);
         // A receiver goes back for the next message and finds none.
-        assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
+        assert!(matches!(rx.try_read(), Err(RecvError::Empty { .. })));
     }
     assert!(
         tx.state.tail > 16 * capacity as u64,
@@ -249,7 +249,7 @@ fn a_dropped_grant_never_leaves_a_sleeping_consumer_behind_a_pad() {
 
     rx.data_cell().sleepers.store(0, Ordering::Relaxed);
     assert_eq!(&*rx.try_read().unwrap(), &vec![7; max][..]);
-    assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
+    assert!(matches!(rx.try_read(), Err(RecvError::Empty { .. })));
     // The same after a grant that did not fit before the end of the region, dropped: the next
     // frame still goes where the consumer finds it.
     let (mut tx, mut rx) = ring_at(1024, 1024 - 128);
@@ -285,7 +285,7 @@ fn a_grant_over_the_word_zeroed_ahead_leaves_no_false_frame() {
         };
         assert_eq!(&*rx.try_read().unwrap(), &expected, "commit {commit}");
         assert!(
-            matches!(rx.try_read(), Err(RecvError::Empty)),
+            matches!(rx.try_read(), Err(RecvError::Empty { .. })),
             "commit {commit}: a frame past the last one sent"
         );
     }
@@ -336,7 +336,7 @@ proptest! {
                     let data = pattern(seed, len);
                     match tx.try_send(&data) {
                         Ok(()) => model.push_back(data),
-                        Err(SendError::Full) => prop_assert!(!model.is_empty(), "full while empty"),
+                        Err(SendError::Full { .. }) => prop_assert!(!model.is_empty(), "full while empty"),
                         Err(e) => prop_assert!(false, "unexpected {e}"),
                     }
                 }
@@ -350,7 +350,7 @@ proptest! {
                             grant.commit(used);
                             model.push_back(data[..used].to_vec());
                         }
-                        Err(SendError::Full) => prop_assert!(!model.is_empty(), "full while empty"),
+                        Err(SendError::Full { .. }) => prop_assert!(!model.is_empty(), "full while empty"),
                         Err(e) => prop_assert!(false, "unexpected {e}"),
                     }
                 }
@@ -367,7 +367,7 @@ proptest! {
                             prop_assert!(n <= batch.len() && (n > 0 || batch.is_empty()));
                             model.extend(batch.into_iter().take(n));
                         }
-                        Err(SendError::Full) => prop_assert!(!model.is_empty(), "full while empty"),
+                        Err(SendError::Full { .. }) => prop_assert!(!model.is_empty(), "full while empty"),
                         Err(e) => prop_assert!(false, "unexpected {e}"),
                     }
                 }
@@ -381,7 +381,7 @@ proptest! {
                                 prop_assert_eq!(Some(msg), model.pop_front());
                             }
                         }
-                        Err(RecvError::Empty) => prop_assert!(model.is_empty() && max > 0),
+                        Err(RecvError::Empty { .. }) => prop_assert!(model.is_empty() && max > 0),
                         Err(e) => prop_assert!(false, "unexpected {e}"),
                     }
                 }
@@ -390,7 +390,7 @@ proptest! {
                         let expected = model.pop_front();
                         prop_assert_eq!(Some(&frame[..]), expected.as_deref());
                     }
-                    Err(RecvError::Empty) => prop_assert!(model.is_empty()),
+                    Err(RecvError::Empty { .. }) => prop_assert!(model.is_empty()),
                     Err(e) => prop_assert!(false, "unexpected {e}"),
                 },
             }
@@ -399,7 +399,10 @@ proptest! {
             let frame = rx.try_read().unwrap();
             prop_assert_eq!(&frame[..], &expected[..]);
         }
-        prop_assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
+        prop_assert!(
+            matches!(rx.try_read(), Err(RecvError::Empty { .. })),
+            "the ring is not empty once the model is"
+        );
     }
 }
 
@@ -502,7 +505,7 @@ fn threads_move_a_million_frames() {
                         g.commit(len + 4);
                         break;
                     }
-                    Err(SendError::Full) => std::thread::yield_now(),
+                    Err(SendError::Full { .. }) => std::thread::yield_now(),
                     Err(e) => panic!("{e}"),
                 }
             }
@@ -517,7 +520,7 @@ fn threads_move_a_million_frames() {
                 assert!(frame[4..].iter().all(|&b| b == i as u8));
                 i += 1;
             }
-            Err(RecvError::Empty) => std::thread::yield_now(),
+            Err(RecvError::Empty { .. }) => std::thread::yield_now(),
             Err(e) => panic!("{e}"),
         }
     }
@@ -539,7 +542,7 @@ fn threads_move_a_million_frames_in_batches() {
             let batch: Vec<Vec<u8>> = (i..n.min(i + 1 + i % 37)).map(message).collect();
             match tx.try_send_batch(&batch) {
                 Ok(sent) => i += sent as u32,
-                Err(SendError::Full) => std::thread::yield_now(),
+                Err(SendError::Full { .. }) => std::thread::yield_now(),
                 Err(e) => panic!("{e}"),
             }
         }
@@ -553,7 +556,7 @@ fn threads_move_a_million_frames_in_batches() {
         };
         match rx.try_read_batch(max, check) {
             Ok(_) => {}
-            Err(RecvError::Empty) => std::thread::yield_now(),
+            Err(RecvError::Empty { .. }) => std::thread::yield_now(),
             Err(e) => panic!("{e}"),
         }
     }
@@ -619,7 +622,7 @@ fn small_frames_share_cache_lines() {
     for i in 0..sent {
         assert_eq!(&*rx.try_read().unwrap(), &[i as u8; 8]);
     }
-    assert!(matches!(rx.try_read(), Err(RecvError::Empty)));
+    assert!(matches!(rx.try_read(), Err(RecvError::Empty { .. })));
 }
 
 #[test]

@@ -47,7 +47,8 @@ use crate::layout::listener::{
     SLOTS_OFFSET, SLOT_ACTIVE, SLOT_CLAIMED, SLOT_FREE, SLOT_NAMED, SLOT_PENDING,
 };
 use crate::layout::{
-    check_capacity, SegmentHeader, CREATOR_LOCK, PEER_CLOSED, PEER_PRESENT, READY, RINGS_OFFSET,
+    check_capacity, valid_capacity, SegmentHeader, CREATOR_LOCK, PEER_CLOSED, PEER_PRESENT, READY,
+    RINGS_OFFSET,
 };
 use crate::mapping::{self, Mapping};
 use crate::sys::{futex_wait, futex_wake, lock, ProcessId};
@@ -143,7 +144,9 @@ impl ListenerMap {
         // Acquire: pairs with the Release store of `ready` in `Listener::bind`; the magic was
         // written before it.
         if hdr.ready.load(Ordering::Acquire) != READY {
-            return Err(OpenError::NotReady(name.into()));
+            return Err(OpenError::NotReady {
+                channel: name.into(),
+            });
         }
         let version = hdr.version.load(Ordering::Relaxed);
         if version != LISTENER_VERSION {
@@ -345,15 +348,16 @@ impl Listener {
     /// clients at once: past it, a client's connect fails with [`OpenError::TooManyClients`].
     pub fn bind_with_limit(name: &str, config: &Config, max_clients: usize) -> Result<Listener> {
         mapping::validate_name(name)?;
-        check_capacity(config.capacity)?;
+        check_capacity(name, config.capacity)?;
         if !(1..=MAX_CLIENTS).contains(&max_clients) {
-            return Err(OpenError::InvalidConfig(format!(
-                "listener {name:?}: max_clients {max_clients} must be between 1 and {MAX_CLIENTS}"
-            )));
+            return Err(OpenError::InvalidConfig {
+                channel: name.into(),
+                what: format!("max_clients {max_clients} must be between 1 and {MAX_CLIENTS}"),
+            });
         }
         let size = listener_size(max_clients);
         let map = match Mapping::create_named(name, size) {
-            Err(OpenError::AlreadyExists(_)) if crate::segments::reclaim_if_dead(name)? => {
+            Err(OpenError::AlreadyExists { .. }) if crate::segments::reclaim_if_dead(name)? => {
                 Mapping::create_named(name, size)?
             }
             other => other?,
@@ -412,9 +416,11 @@ impl Listener {
         self.accept_deadline(crate::wait::Deadline::after(timeout).instant())
     }
 
-    /// Accepts a client that is waiting now: [`OpenError::Empty`] if none is.
+    /// Accepts a client that is waiting now: [`OpenError::NoClient`] if none is.
     pub fn try_accept(&self) -> Result<Connection> {
-        self.scan()?.ok_or(OpenError::Empty)
+        self.scan()?.ok_or_else(|| OpenError::NoClient {
+            channel: self.shared.name.clone(),
+        })
     }
 
     /// Sleeps on the doorbell between scans. The sleep is timed (one sweep period) only while
@@ -434,7 +440,10 @@ impl Listener {
             let mut nap = busy.then_some(SWEEP_PERIOD);
             if let Some(d) = deadline {
                 if now >= d {
-                    return Err(OpenError::Timeout);
+                    return Err(OpenError::Timeout {
+                        channel: self.shared.name.clone(),
+                        waited_for: crate::error::NO_CLIENT_CAME,
+                    });
                 }
                 nap = Some(nap.map_or(d - now, |n| n.min(d - now)));
             }
@@ -669,7 +678,9 @@ fn connect_to(
 ) -> Result<Channel> {
     let (state, server) = shared.server();
     if state != PEER_PRESENT {
-        return Err(OpenError::Disconnected(shared.name.clone()));
+        return Err(OpenError::Disconnected {
+            channel: shared.name.clone(),
+        });
     }
     // A listener whose server died: nobody would ever accept us, so claim nothing.
     if !server_alive(shared)? {
@@ -679,7 +690,7 @@ fn connect_to(
     let capacity = shared.header().capacity.load(Ordering::Relaxed);
     let capacity = usize::try_from(capacity)
         .ok()
-        .filter(|c| check_capacity(*c).is_ok())
+        .filter(|c| valid_capacity(*c))
         .ok_or_else(|| {
             OpenError::size_mismatch(&shared.name, format!("ring capacity {capacity} is invalid"))
         })?;
@@ -691,7 +702,7 @@ fn connect_to(
         // and the next client finds the slot free.
         shared.ring_doorbell();
         return Err(OpenError::TooManyClients {
-            name: shared.name.clone(),
+            channel: shared.name.clone(),
             limit: shared.slots,
         });
     };
@@ -731,7 +742,7 @@ fn create_channel(
         match Channel::create_for_listener(&connection_name(&shared.name, me.pid, seq), config) {
             Ok(channel) => return Ok(channel),
             // A live channel of ours under that name (made by hand?): take the next number.
-            Err(OpenError::AlreadyExists(_)) => continue,
+            Err(OpenError::AlreadyExists { .. }) => continue,
             Err(e) => return Err(e),
         }
     }
@@ -758,11 +769,15 @@ fn await_accept(
         }
         if channel.peer_closed() {
             // The server took us and closed the connection at once.
-            return Err(OpenError::Disconnected(shared.name.clone()));
+            return Err(OpenError::Disconnected {
+                channel: shared.name.clone(),
+            });
         }
         let (state, _) = shared.server();
         if state == PEER_CLOSED {
-            return Err(OpenError::Disconnected(shared.name.clone()));
+            return Err(OpenError::Disconnected {
+                channel: shared.name.clone(),
+            });
         }
         // Our slot holds our word, pending or active (the server took it), for as long as the
         // server may still connect: it frees the slot when it refuses our channel (or failed to
@@ -774,7 +789,9 @@ fn await_accept(
             if channel.is_peer_connected() {
                 continue;
             }
-            return Err(OpenError::Disconnected(shared.name.clone()));
+            return Err(OpenError::Disconnected {
+                channel: shared.name.clone(),
+            });
         }
         if !server_alive(shared)? {
             return Err(server_gone(shared, server));
@@ -783,7 +800,10 @@ fn await_accept(
         if let Some(d) = deadline {
             let now = Instant::now();
             if now >= d {
-                return Err(OpenError::Timeout);
+                return Err(OpenError::Timeout {
+                    channel: shared.name.clone(),
+                    waited_for: crate::error::NOT_ACCEPTED,
+                });
             }
             nap = nap.min(d - now);
         }

@@ -206,7 +206,7 @@ impl Set for Accepting<'_> {
         loop {
             match self.listener.try_accept() {
                 Ok(conn) => self.conns.push(conn),
-                Err(OpenError::Empty) => return Ok(()),
+                Err(OpenError::NoClient { .. }) => return Ok(()),
                 Err(e) => return Err(e),
             }
         }

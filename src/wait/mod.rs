@@ -130,9 +130,9 @@ impl FromStr for WaitStrategy {
             "spin" => Ok(WaitStrategy::Spin),
             "yield" | "spin-yield" | "spinyield" | "spin_yield" => Ok(WaitStrategy::SpinYield),
             "block" => Ok(WaitStrategy::Block),
-            _ => Err(Error::InvalidConfig(format!(
-                "unknown wait strategy {s:?} (expected spin, yield or block)"
-            ))),
+            _ => Err(Error::UnknownWaitStrategy {
+                given: s.to_owned(),
+            }),
         }
     }
 }

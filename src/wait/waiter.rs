@@ -25,6 +25,8 @@ pub(crate) trait Peer {
     /// its process is gone (`PeerGone`). With `process` false this is one load from
     /// the mapping.
     fn check(&mut self, process: bool) -> Result<()>;
+    /// The channel's name, for the `Timeout` a wait past its deadline returns.
+    fn channel(&self) -> crate::error::ChannelName;
     /// The pid and process start time (clock ticks since boot) the peer recorded, once it is
     /// connected. The peer chose them: they say which process to watch, never whether the peer
     /// is alive.
@@ -197,7 +199,12 @@ impl Waiter {
                 *next_check = now + CHECK_INTERVAL;
             }
             if deadline.is_some_and(|d| now >= d) {
-                return finish(ready, Error::Timeout);
+                return finish(
+                    ready,
+                    Error::Timeout {
+                        channel: peer.channel(),
+                    },
+                );
             }
         }
     }
@@ -268,7 +275,15 @@ impl Waiter {
             let seen = cell.futex.load(Ordering::Acquire);
             let (timeout, unwatched) = match self.prepare_sleep(cell, peer, deadline) {
                 Ok(Some(t)) => t,
-                Ok(None) => return finish(ready, Error::Timeout).map(|()| false),
+                Ok(None) => {
+                    return finish(
+                        ready,
+                        Error::Timeout {
+                            channel: peer.channel(),
+                        },
+                    )
+                    .map(|()| false)
+                }
                 Err(e) => return finish(ready, e).map(|()| false),
             };
             if sleep(cell, seen, timeout, ready) || ready() {
@@ -372,6 +387,9 @@ mod tests {
         fn check(&mut self, _process: bool) -> Result<()> {
             Ok(())
         }
+        fn channel(&self) -> crate::error::ChannelName {
+            "anonymous".into()
+        }
         fn process(&mut self) -> Option<(u32, u64)> {
             None
         }
@@ -394,7 +412,7 @@ mod tests {
         let timeout = Duration::from_millis(30);
         let started = Instant::now();
         let r = w.wait_until(&cell, Some(started + timeout), || false, &mut Anonymous);
-        assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
         assert!(started.elapsed() >= timeout, "ended before its deadline");
         assert!(matches!(w.watch, Watch::Pending), "nothing to watch");
         assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
@@ -423,6 +441,9 @@ mod tests {
                 });
             }
             Ok(())
+        }
+        fn channel(&self) -> crate::error::ChannelName {
+            "recorded".into()
         }
         fn process(&mut self) -> Option<(u32, u64)> {
             let start = crate::sys::start_time_at("/proc/self/stat")?;

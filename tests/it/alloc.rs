@@ -109,20 +109,20 @@ end!(Endpoint);
 /// Empty, Full, Timeout, then Disconnected on both sides of a close, between `a` and `b`.
 fn not_now_and_closed(mut a: impl End, mut b: impl End) {
     // Warm up: the first calls look at the peer and register with the death watcher.
-    assert!(matches!(b.try_recv_len(), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv_len(), Err(RecvError::Empty { .. })));
     assert!(matches!(
         b.recv_timeout_len(Duration::from_millis(1)),
-        Err(RecvError::Timeout)
+        Err(RecvError::Timeout { .. })
     ));
     allocates_nothing(
         "try_recv on an empty channel",
         || b.try_recv_len(),
-        |r| matches!(r, Err(RecvError::Empty)),
+        |r| matches!(r, Err(RecvError::Empty { .. })),
     );
     allocates_nothing(
         "recv_timeout on an empty channel",
         || b.recv_timeout_len(Duration::from_millis(2)),
-        |r| matches!(r, Err(RecvError::Timeout)),
+        |r| matches!(r, Err(RecvError::Timeout { .. })),
     );
     let mut sent = 0;
     while a.try_send(&[7; 100]).is_ok() {
@@ -131,17 +131,17 @@ fn not_now_and_closed(mut a: impl End, mut b: impl End) {
     allocates_nothing(
         "try_send on a full channel",
         || a.try_send(&[7; 100]),
-        |r| matches!(r, Err(SendError::Full)),
+        |r| matches!(r, Err(SendError::Full { .. })),
     );
     // Warm up the sender's wait, then count one.
     assert!(matches!(
         a.send_timeout(&[7; 100], Duration::from_millis(1)),
-        Err(SendError::Timeout)
+        Err(SendError::Timeout { .. })
     ));
     allocates_nothing(
         "send_timeout on a full channel",
         || a.send_timeout(&[7; 100], Duration::from_millis(2)),
-        |r| matches!(r, Err(SendError::Timeout)),
+        |r| matches!(r, Err(SendError::Timeout { .. })),
     );
     drop(a);
     for _ in 0..sent {
@@ -150,17 +150,17 @@ fn not_now_and_closed(mut a: impl End, mut b: impl End) {
     allocates_nothing(
         "recv after the peer closed",
         || b.recv_len(),
-        |r| matches!(r, Err(RecvError::Disconnected(_))),
+        |r| matches!(r, Err(RecvError::Disconnected { .. })),
     );
     allocates_nothing(
         "try_recv after the peer closed",
         || b.try_recv_len(),
-        |r| matches!(r, Err(RecvError::Disconnected(_))),
+        |r| matches!(r, Err(RecvError::Disconnected { .. })),
     );
     allocates_nothing(
         "send after the peer closed",
         || b.send(b"x"),
-        |r| matches!(r, Err(SendError::Disconnected(_))),
+        |r| matches!(r, Err(SendError::Disconnected { .. })),
     );
 }
 
@@ -215,7 +215,7 @@ fn sends_after_the_peer_died(mut end: impl End, name: &str) {
                 assert_eq!(p, pid);
                 break;
             }
-            Ok(()) | Err(SendError::Full) => assert!(
+            Ok(()) | Err(SendError::Full { .. }) => assert!(
                 killed.elapsed() < Duration::from_secs(1),
                 "sends still went through {:?} after the kill",
                 killed.elapsed()
@@ -258,7 +258,7 @@ fn a_receive_after_the_peer_died_allocates_nothing() {
     // Warm up the wait (its registration with the death watcher).
     assert!(matches!(
         ch.recv_timeout(Duration::from_millis(5)),
-        Err(RecvError::Timeout)
+        Err(RecvError::Timeout { .. })
     ));
     let pid = peer.pid();
     peer.kill();

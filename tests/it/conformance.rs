@@ -796,7 +796,7 @@ fn expect_message(got: Result<Vec<u8>, RecvError>, want: &[u8], what: &str) {
 fn first_not_empty<T>(mut attempt: impl FnMut() -> Result<T, RecvError>) -> Result<T, RecvError> {
     loop {
         match attempt() {
-            Err(RecvError::Empty) => std::thread::yield_now(),
+            Err(RecvError::Empty { .. }) => std::thread::yield_now(),
             other => return other,
         }
     }
@@ -818,12 +818,12 @@ fn fill(end: &mut impl End, len: usize) -> Vec<usize> {
         loop {
             let message = numbered(sent.len() as u64, len);
             let result = match end.send_timeout(&message, SHORT) {
-                Err(SendError::Timeout) => end.send_timeout(&message, FULL_CONFIRM),
+                Err(SendError::Timeout { .. }) => end.send_timeout(&message, FULL_CONFIRM),
                 first => first,
             };
             match result {
                 Ok(()) => sent.push(len),
-                Err(SendError::Timeout) => break,
+                Err(SendError::Timeout { .. }) => break,
                 Err(e) => panic!("filling: {e:?}"),
             }
             assert!(
@@ -862,11 +862,11 @@ fn assert_gave_up_at_deadline<T: std::fmt::Debug, E: std::fmt::Debug>(
 }
 
 fn send_timed_out(e: &SendError) -> bool {
-    matches!(e, SendError::Timeout)
+    matches!(e, SendError::Timeout { .. })
 }
 
 fn recv_timed_out(e: &RecvError) -> bool {
-    matches!(e, RecvError::Timeout)
+    matches!(e, RecvError::Timeout { .. })
 }
 
 #[derive(Serialize, Deserialize, Debug, PartialEq)]
@@ -949,16 +949,16 @@ fn json_goes_through_every_send_and_receive_form<S: Surface>() {
     });
     // Not JSON for `Note`: an error for that message only.
     a.send(b"{\"id\": \"seven\"}").unwrap();
-    assert!(matches!(b.recv_json::<Note>(), Err(RecvError::Json(_))));
+    assert!(matches!(b.recv_json::<Note>(), Err(RecvError::Json { .. })));
     a.send_json(&note(5, 2)).unwrap();
     assert_eq!(b.recv_json::<Note>().unwrap(), note(5, 2));
     // A value that cannot be serialised sends nothing.
     let unserialisable: std::collections::HashMap<(u8, u8), u8> = [((1, 2), 3)].into();
     assert!(matches!(
         a.send_json(&unserialisable),
-        Err(SendError::Json(_))
+        Err(SendError::Json { .. })
     ));
-    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty { .. })));
     drop((a, b));
     assert_nothing_left(&names.name);
 }
@@ -978,7 +978,10 @@ fn recv_into_replaces_the_callers_buffer_whatever_its_size<S: Surface>() {
     a.send(b"short").unwrap();
     assert_eq!(b.recv_into_timeout(&mut long, WATCHDOG).unwrap(), 5);
     assert_eq!(long, b"short");
-    assert!(matches!(b.try_recv_into(&mut long), Err(RecvError::Empty)));
+    assert!(matches!(
+        b.try_recv_into(&mut long),
+        Err(RecvError::Empty { .. })
+    ));
     assert_gave_up_at_deadline("recv_into_timeout", recv_timed_out, || {
         b.recv_into_timeout(&mut long, SHORT)
     });
@@ -1008,20 +1011,29 @@ fn try_forms_are_empty_and_full_where_the_others_would_wait<S: Surface>() {
     let _dog = Watchdog::arm(CASE_LIMIT, "try forms");
     let names = names::<S>("try");
     let (mut a, mut b) = pair::<S>(&names.name);
-    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
-    assert!(matches!(b.try_recv_json::<Note>(), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty { .. })));
+    assert!(matches!(
+        b.try_recv_json::<Note>(),
+        Err(RecvError::Empty { .. })
+    ));
     let len = (16 << 10).min(a.max_frame());
     let sent = fill(&mut a, len);
     assert!(!sent.is_empty(), "nothing could be sent");
     assert!(matches!(
         a.try_send(&numbered(0, len)),
-        Err(SendError::Full)
+        Err(SendError::Full { .. })
     ));
-    assert!(matches!(a.try_send(b""), Err(SendError::Full)));
-    assert!(matches!(a.try_send_json(&note(0, 8)), Err(SendError::Full)));
-    assert!(matches!(a.try_reserve(len, b"x"), Err(SendError::Full)));
+    assert!(matches!(a.try_send(b""), Err(SendError::Full { .. })));
+    assert!(matches!(
+        a.try_send_json(&note(0, 8)),
+        Err(SendError::Full { .. })
+    ));
+    assert!(matches!(
+        a.try_reserve(len, b"x"),
+        Err(SendError::Full { .. })
+    ));
     drain(&mut b, &sent);
-    assert!(matches!(b.try_recv(), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv(), Err(RecvError::Empty { .. })));
     a.send_timeout(b"after", WATCHDOG).unwrap();
     expect_message(
         first_not_empty(|| b.try_recv()),
@@ -1116,12 +1128,18 @@ fn plain_values_go_through_every_value_form<S: Surface>() {
     ));
     a.send_value(&tick(6)).unwrap();
     assert_eq!(b.recv_value::<Tick>().unwrap(), tick(6));
-    assert!(matches!(b.try_recv_value::<Tick>(), Err(RecvError::Empty)));
+    assert!(matches!(
+        b.try_recv_value::<Tick>(),
+        Err(RecvError::Empty { .. })
+    ));
     assert_gave_up_at_deadline("recv_value_timeout", recv_timed_out, || {
         b.recv_value_timeout::<Tick>(SHORT)
     });
     let sent = fill(&mut a, 16);
-    assert!(matches!(a.try_send_value(&tick(7)), Err(SendError::Full)));
+    assert!(matches!(
+        a.try_send_value(&tick(7)),
+        Err(SendError::Full { .. })
+    ));
     assert_gave_up_at_deadline("send_value_timeout", send_timed_out, || {
         a.send_value_timeout(&tick(7), SHORT)
     });
@@ -1157,7 +1175,10 @@ fn every_deadline_form_gives_up_at_its_deadline<S: Surface>() {
     });
     // Nothing of what gave up arrives.
     drain(&mut b, &sent);
-    assert!(matches!(b.recv_timeout(SHORT), Err(RecvError::Timeout)));
+    assert!(matches!(
+        b.recv_timeout(SHORT),
+        Err(RecvError::Timeout { .. })
+    ));
     drop((a, b));
     assert_nothing_left(&names.name);
 }
@@ -1177,7 +1198,10 @@ fn a_grant_sends_only_what_is_committed<S: Surface>() {
         .expect("reserve_timeout");
     expect_message(b.recv_timeout(WATCHDOG), &[9; 100], "reserve_timeout");
     a.reserve_and_drop(32).expect("try_reserve");
-    assert!(matches!(b.recv_timeout(SHORT), Err(RecvError::Timeout)));
+    assert!(matches!(
+        b.recv_timeout(SHORT),
+        Err(RecvError::Timeout { .. })
+    ));
     let frame = a.max_frame();
     if S::CAPS.frames {
         a.reserve(frame, &numbered(0, frame))
@@ -1210,7 +1234,7 @@ fn sending_before_the_peer_connects_does_what_the_backend_promises<S: Surface>()
             .expect("send_timeout before connect");
         early = vec![&b"early"[..], &b"early too"[..]];
     } else {
-        assert!(matches!(a.try_send(b"early"), Err(SendError::Full)));
+        assert!(matches!(a.try_send(b"early"), Err(SendError::Full { .. })));
         assert_gave_up_at_deadline("send_timeout before connect", send_timed_out, || {
             a.send_timeout(b"early", SHORT)
         });
@@ -1250,15 +1274,15 @@ fn a_peer_that_closes_is_disconnected_after_everything_it_sent<S: Surface>() {
             );
         }
         match staying.recv_timeout(WATCHDOG) {
-            Err(RecvError::Disconnected(channel)) => assert_eq!(channel, *name),
+            Err(RecvError::Disconnected { channel }) => assert_eq!(channel, *name),
             other => panic!("creator closes {creator_closes}: {other:?}"),
         }
         assert!(matches!(
             staying.try_recv(),
-            Err(RecvError::Disconnected(_))
+            Err(RecvError::Disconnected { .. })
         ));
         match staying.send(b"anyone?") {
-            Err(SendError::Disconnected(channel)) => assert_eq!(channel, *name),
+            Err(SendError::Disconnected { channel }) => assert_eq!(channel, *name),
             other => panic!("a send to a closed peer: {other:?}"),
         }
         drop(staying);
@@ -1334,19 +1358,22 @@ fn batch_forms_stop_where_the_ring_is_empty_or_full<S: Surface>() {
     let _dog = Watchdog::arm(CASE_LIMIT, "batch limits");
     let names = names::<S>("batch-full");
     let (mut a, mut b) = pair::<S>(&names.name);
-    assert!(matches!(b.try_recv_batch(8), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv_batch(8), Err(RecvError::Empty { .. })));
     assert_gave_up_at_deadline("recv_batch_timeout", recv_timed_out, || {
         b.recv_batch_timeout(8, SHORT)
     });
     let len = (16 << 10).min(a.max_frame());
     let sent = fill(&mut a, len);
     let more = vec![numbered(0, 1), numbered(1, 1)];
-    assert!(matches!(a.try_send_batch(&more), Err(SendError::Full)));
+    assert!(matches!(
+        a.try_send_batch(&more),
+        Err(SendError::Full { .. })
+    ));
     assert_gave_up_at_deadline("send_batch_timeout", send_timed_out, || {
         a.send_batch_timeout(&more, SHORT)
     });
     drain(&mut b, &sent);
-    assert!(matches!(b.try_recv_batch(8), Err(RecvError::Empty)));
+    assert!(matches!(b.try_recv_batch(8), Err(RecvError::Empty { .. })));
 
     // More than the ring holds: some go, and just those arrive.
     let many: Vec<Vec<u8>> = (0..4096).map(|i| numbered(i, 100)).collect();
@@ -1354,7 +1381,7 @@ fn batch_forms_stop_where_the_ring_is_empty_or_full<S: Surface>() {
         match a.try_send_batch(&many) {
             Ok(n) => break n,
             // The ipc-channel backend's lane may still be busy with the last send.
-            Err(SendError::Full) if !S::CAPS.frames => std::thread::yield_now(),
+            Err(SendError::Full { .. }) if !S::CAPS.frames => std::thread::yield_now(),
             other => panic!("try_send_batch on an empty ring: {other:?}"),
         }
     };
@@ -1370,7 +1397,10 @@ fn batch_forms_stop_where_the_ring_is_empty_or_full<S: Surface>() {
         );
     }
     assert!(got[..] == many[..went], "what went is what arrives");
-    assert!(matches!(b.recv_timeout(SHORT), Err(RecvError::Timeout)));
+    assert!(matches!(
+        b.recv_timeout(SHORT),
+        Err(RecvError::Timeout { .. })
+    ));
     drop((a, b));
     assert_nothing_left(&names.name);
 }
@@ -1389,15 +1419,15 @@ fn batches_end_at_a_peer_that_closed<S: Surface>() {
     drop(a);
     recv_in_batches(&mut b, &batch, 16);
     match b.recv_batch(16) {
-        Err(RecvError::Disconnected(channel)) => assert_eq!(channel, *name),
+        Err(RecvError::Disconnected { channel }) => assert_eq!(channel, *name),
         other => panic!("a batch receive after the close: {other:?}"),
     }
     assert!(matches!(
         b.try_recv_batch(16),
-        Err(RecvError::Disconnected(_))
+        Err(RecvError::Disconnected { .. })
     ));
     match b.send_batch(&batch) {
-        Err(SendError::Disconnected(channel)) => assert_eq!(channel, *name),
+        Err(SendError::Disconnected { channel }) => assert_eq!(channel, *name),
         other => panic!("a batch send to a closed peer: {other:?}"),
     }
     drop(b);
@@ -1435,7 +1465,9 @@ fn a_batch_receive_does_bounded_work_against_a_sender_that_never_stops<S: Surfac
                 };
                 match got {
                     // The stream was between two batches (or the 10 ms passed first).
-                    Err(RecvError::Empty | RecvError::Timeout) => std::thread::yield_now(),
+                    Err(RecvError::Empty { .. } | RecvError::Timeout { .. }) => {
+                        std::thread::yield_now()
+                    }
                     got => break (got.expect(form), started.elapsed()),
                 }
             };
@@ -1518,7 +1550,7 @@ fn a_batch_becomes_readable_all_at_once<S: Surface>() {
         while got < total {
             match b.try_recv_number() {
                 Ok(number) => assert_eq!(number, got, "a message out of order"),
-                Err(RecvError::Empty) if got % WHOLE_BATCH == 0 => {
+                Err(RecvError::Empty { .. }) if got % WHOLE_BATCH == 0 => {
                     // Between batches: watch closely for the next (yielding now and then on
                     // a loaded machine), so as to be there while it is written.
                     idle += 1;
@@ -1528,7 +1560,7 @@ fn a_batch_becomes_readable_all_at_once<S: Surface>() {
                     std::hint::spin_loop();
                     continue;
                 }
-                Err(RecvError::Empty) => {
+                Err(RecvError::Empty { .. }) => {
                     assert!(
                         !S::CAPS.batches_whole,
                         "message {} of a batch was not there with the first",
@@ -1575,7 +1607,10 @@ fn every_send_form_is_peer_gone_once_the_receiver_was_killed<S: Surface>() {
         wait_for_line(&mut child, "connected");
         end.send(b"before").expect("a send before the kill");
         if received_first {
-            assert!(matches!(end.recv_timeout(SHORT), Err(RecvError::Timeout)));
+            assert!(matches!(
+                end.recv_timeout(SHORT),
+                Err(RecvError::Timeout { .. })
+            ));
             end.send(b"after a receive")
                 .expect("a send before the kill");
         }
@@ -1600,7 +1635,7 @@ fn sends_say_peer_gone<E: End>(end: &mut E, name: &str, pid: u32) {
             assert_eq!(channel, *name, "{what}: the channel");
             true
         }
-        Ok(()) | Err(SendError::Full) => false,
+        Ok(()) | Err(SendError::Full { .. }) => false,
         Err(e) => panic!("{what} to a killed receiver: {e:?}"),
     };
     while !gone("try_send", end.try_send(&msg)) {
@@ -1653,7 +1688,10 @@ fn a_sending_half_whose_receiving_half_is_gone_still_learns_of_the_death() {
     wait_for_line(&mut child, "connected");
     let (mut tx, mut rx) = ch.into_split();
     // The receiving half waits first, so the sender's first send finds the peer watched.
-    assert!(matches!(rx.recv_timeout(SHORT), Err(RecvError::Timeout)));
+    assert!(matches!(
+        rx.recv_timeout(SHORT),
+        Err(RecvError::Timeout { .. })
+    ));
     tx.send(b"while the receiving half watches").unwrap();
     drop(rx);
     tx.send(b"after it went").unwrap();
@@ -1667,7 +1705,7 @@ fn a_sending_half_whose_receiving_half_is_gone_still_learns_of_the_death() {
                 assert_eq!(p, pid);
                 break;
             }
-            Ok(()) | Err(SendError::Full) => assert!(
+            Ok(()) | Err(SendError::Full { .. }) => assert!(
                 killed.elapsed() <= SEND_SEES_DEATH,
                 "the sender did not hear of the death within {SEND_SEES_DEATH:?}"
             ),
@@ -1915,17 +1953,17 @@ fn a_name_in_use_is_already_exists_until_its_creator_drops<S: Surface>() {
     let name = &names.name;
     let first = S::create(name, &config()).expect("create");
     match S::create(name, &config()) {
-        Err(OpenError::AlreadyExists(taken)) => assert_eq!(taken, *name),
+        Err(OpenError::AlreadyExists { channel: taken }) => assert_eq!(taken, *name),
         other => panic!("a second create: {:?}", other.err()),
     }
     assert!(matches!(
         S::bind(name, &config(), 1).err(),
-        Some(OpenError::AlreadyExists(_))
+        Some(OpenError::AlreadyExists { .. })
     ));
     let mut peer = S::connect(name, WATCHDOG).expect("connect");
     assert!(matches!(
         S::create(name, &config()).err(),
-        Some(OpenError::AlreadyExists(_))
+        Some(OpenError::AlreadyExists { .. })
     ));
     peer.send(b"still the first").unwrap();
     let mut first = first;
@@ -1945,8 +1983,8 @@ fn a_connect_to_a_missing_name_is_not_found_at_its_deadline<S: Surface>() {
     let names = names::<S>("missing");
     let name = &names.name;
     match S::connect(name, SHORT) {
-        Err(e @ OpenError::NotFound(_)) => {
-            assert!(matches!(&e, OpenError::NotFound(n) if n == name));
+        Err(e @ OpenError::NotFound { .. }) => {
+            assert!(matches!(&e, OpenError::NotFound { channel: n } if n == name));
             assert!(e.to_string().contains(name.as_str()), "{e}");
         }
         other => panic!("connect to a missing name: {:?}", other.err()),
@@ -1971,7 +2009,7 @@ fn serve<S: Surface>(
             let closed = Arc::clone(&closed);
             let name = name.clone();
             echoes.push(std::thread::spawn(move || match echo_until_it_ends(conn) {
-                RecvError::Disconnected(channel) if channel.starts_with(&name) => {
+                RecvError::Disconnected { channel } if channel.starts_with(&name) => {
                     closed.fetch_add(1, Ordering::SeqCst);
                 }
                 other => panic!("a server end: {other:?}"),
@@ -2046,14 +2084,14 @@ fn a_client_past_the_limit_is_too_many_clients_until_a_place_is_freed<S: Surface
         accepted.push(conn);
     }
     match S::connect(name, WATCHDOG) {
-        Err(OpenError::TooManyClients { name: n, limit }) => {
+        Err(OpenError::TooManyClients { channel: n, limit }) => {
             assert_eq!((n.as_str(), limit), (name.as_str(), 2));
         }
         other => panic!("a third client: {:?}", other.err()),
     }
     drop(accepted.remove(0));
     match clients[0].recv_timeout(WATCHDOG) {
-        Err(RecvError::Disconnected(channel)) => assert!(channel.starts_with(name.as_str())),
+        Err(RecvError::Disconnected { channel }) => assert!(channel.starts_with(name.as_str())),
         other => panic!("a client whose connection was dropped: {other:?}"),
     }
     let server = serve::<S>(listener, name, 1, Arc::new(AtomicUsize::new(0)));
@@ -2134,7 +2172,7 @@ fn a_killed_listener_is_peer_gone_for_every_client_and_its_name_is_reclaimed<S: 
     let listener = S::bind(name, &config(), 4).expect("bind over a dead listener");
     assert!(matches!(
         S::bind(name, &config(), 4).err(),
-        Some(OpenError::AlreadyExists(_))
+        Some(OpenError::AlreadyExists { .. })
     ));
     let server = serve::<S>(listener, name, 1, Arc::new(AtomicUsize::new(0)));
     let mut client = S::connect(name, WATCHDOG).expect("connect to the new listener");

@@ -87,7 +87,7 @@ fn kill_and_detect(ch: &mut Channel, child: &mut ChildGuard) -> Duration {
                 );
                 return took;
             }
-            Err(RecvError::Timeout) => panic!("peer death not detected within {WATCHDOG:?}"),
+            Err(RecvError::Timeout { .. }) => panic!("peer death not detected within {WATCHDOG:?}"),
             Err(e) => panic!("expected PeerGone, got {e}"),
         }
     }

@@ -83,7 +83,7 @@ fn echo_frames(wait: WaitStrategy, frames: u64) {
     assert!(
         matches!(
             ch.recv_timeout(Duration::from_millis(50)),
-            Err(RecvError::Timeout)
+            Err(RecvError::Timeout { .. })
         ),
         "an echo arrived after the last frame's"
     );
@@ -102,7 +102,7 @@ fn echo_frames(wait: WaitStrategy, frames: u64) {
     // The creator removed the name.
     assert!(matches!(
         Channel::connect(&name, wait),
-        Err(OpenError::NotFound(_))
+        Err(OpenError::NotFound { .. })
     ));
 }
 

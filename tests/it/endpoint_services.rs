@@ -158,7 +158,7 @@ fn serve(listener: EndpointListener, stop: Arc<AtomicBool>) -> Vec<Error> {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept_timeout(Duration::from_millis(50)) {
             Ok(ep) => handlers.push(std::thread::spawn(move || echo(ep))),
-            Err(OpenError::Timeout) => {}
+            Err(OpenError::Timeout { .. }) => {}
             Err(e) => panic!("accept: {e}"),
         }
     }
@@ -234,7 +234,7 @@ fn a_killed_server_is_peer_gone_for_every_client(backend: Backend) {
     assert_eq!(&*ep.recv_timeout(WATCHDOG).unwrap(), b"again");
     // A live listener's name is not bound twice.
     match EndpointListener::bind_with(&name, &Config::default(), backend, 4) {
-        Err(OpenError::AlreadyExists(n)) => assert_eq!(n, name),
+        Err(OpenError::AlreadyExists { channel: n }) => assert_eq!(n, name),
         other => panic!("second bind of a live name: {other:?}"),
     }
     drop((ep, client, listener));
@@ -307,7 +307,7 @@ fn a_connect_to_nothing_is_not_found_naming_the_channel_on_either_backend() {
         Endpoint::connect_timeout(&name, WaitStrategy::Block, WAIT_FOR_NOTHING),
     ] {
         match result {
-            Err(e @ OpenError::NotFound(_)) => {
+            Err(e @ OpenError::NotFound { .. }) => {
                 assert!(e.to_string().contains(&name), "{e}");
             }
             other => panic!("connect to nothing: {other:?}"),
@@ -387,7 +387,8 @@ fn without_a_rendezvous_file_what_is_planted_under_the_name_is_reported_for_what
         let err = Endpoint::connect(&name, WaitStrategy::Block).expect_err(what);
         match (what, &err) {
             ("another user's object", OpenError::NotPrivate { owner: 65534, .. }) => {}
-            ("a link" | "a directory", OpenError::NotAChannel { name: n, .. }) if *n == name => {}
+            ("a link" | "a directory", OpenError::NotAChannel { channel: n, .. }) if *n == name => {
+            }
             _ => panic!("{what}: {err:?}"),
         }
         drop(planted);

@@ -352,9 +352,9 @@ fn connect_survives_hostile_headers() {
                     OpenError::BadMagic { .. }
                         | OpenError::VersionMismatch { .. }
                         | OpenError::SizeMismatch { .. }
-                        | OpenError::NotReady(_)
+                        | OpenError::NotReady { .. }
                         | OpenError::LayoutMismatch { .. }
-                        | OpenError::AlreadyConnected(_)
+                        | OpenError::AlreadyConnected { .. }
                         | OpenError::Corrupt { .. }
                 ),
                 "unexpected error {e}"

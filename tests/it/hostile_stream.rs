@@ -221,7 +221,7 @@ fn endless_empty_fragments_are_refused_as_corrupt() {
     let got = against_endless_fragments("empty-frags", 0, |ch, _| {
         (0..1000)
             .map(|_| ch.try_recv().map(|m| m.len()))
-            .find(|r| !matches!(r, Err(RecvError::Empty)))
+            .find(|r| !matches!(r, Err(RecvError::Empty { .. })))
     });
     // The error names the channel.
     assert!(
@@ -246,7 +246,7 @@ fn try_recv_does_bounded_work_while_fragments_keep_coming() {
     // before), with the message still under way and kept: the fragments keep being accepted,
     // not refused as out of sequence.
     for (got, consumed) in &calls {
-        assert!(matches!(got, Err(RecvError::Empty)), "{calls:?}");
+        assert!(matches!(got, Err(RecvError::Empty { .. })), "{calls:?}");
         assert!(
             *consumed <= (STREAM_CAP + 2 * frame_size(1000) + 2048) as u64,
             "one try_recv took {consumed} bytes of fragments"
@@ -275,14 +275,16 @@ fn recv_timeout_returns_while_fragments_keep_coming() {
     // the index the receiver publishes may include the space it held back before (a batch of
     // releases: an eighth of the ring, at most 2 KiB).
     for (got, consumed) in &expired {
-        assert!(matches!(got, Err(RecvError::Timeout)), "{expired:?}");
+        assert!(matches!(got, Err(RecvError::Timeout { .. })), "{expired:?}");
         assert!(
             *consumed <= (2 * frame_size(1000) + 2048) as u64,
             "recv_timeout(0) took {consumed} bytes of fragments, more than the one in hand"
         );
     }
     assert!(
-        results.iter().all(|r| matches!(r, Err(RecvError::Timeout))),
+        results
+            .iter()
+            .all(|r| matches!(r, Err(RecvError::Timeout { .. }))),
         "{results:?}"
     );
 }
@@ -314,7 +316,7 @@ fn a_message_larger_than_the_ring_arrives_over_many_try_recvs() {
                     assert!(*got == message[..], "reassembled message differs");
                     break;
                 }
-                Err(RecvError::Empty) => {
+                Err(RecvError::Empty { .. }) => {
                     assert!(std::time::Instant::now() < deadline, "no message");
                     std::thread::yield_now();
                 }
@@ -399,7 +401,7 @@ fn fragments_out_of_sequence_or_longer_than_announced_are_corrupt() {
             raw.try_push(*k, p).expect("room");
             let got = ch.try_recv().map(|m| m.len());
             assert!(
-                matches!(got, Err(RecvError::Empty)),
+                matches!(got, Err(RecvError::Empty { .. })),
                 "{what}: before the fault: {got:?}"
             );
         }
@@ -418,17 +420,19 @@ fn fragments_out_of_sequence_or_longer_than_announced_are_corrupt() {
             matches!(&got, Ok(m) if m == b"next"),
             "{what}: after the fault: {got:?}"
         );
-        assert!(matches!(ch.try_recv(), Err(RecvError::Empty)));
+        assert!(matches!(ch.try_recv(), Err(RecvError::Empty { .. })));
     }
     // A well-formed message of the same kind goes through, so the faults above are the faults.
     let body = vec![7u8; 300];
-    let mut got = Err(RecvError::Empty);
+    let mut got = Err(RecvError::Empty {
+        channel: "unread".into(),
+    });
     for (kind, payload) in [
         (FRAG_FIRST, first_fragment(1000, 400)),
         (FRAG_MORE, body.clone()),
         (FRAG_LAST, body),
     ] {
-        assert!(matches!(got, Err(RecvError::Empty)), "{got:?}");
+        assert!(matches!(got, Err(RecvError::Empty { .. })), "{got:?}");
         raw.try_push(kind, &payload).expect("room");
         got = ch.try_recv().map(|m| m.len());
     }
@@ -517,7 +521,7 @@ fn json_strings_stay_utf8_while_the_peer_rewrites_the_frame() {
                         mixed += 1;
                     }
                 }
-                Err(RecvError::Json(_)) => refused += 1,
+                Err(RecvError::Json { .. }) => refused += 1,
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);
                     panic!("message {i}: {e}");
@@ -583,7 +587,7 @@ pub(crate) fn huge_announcement_receiver(base: &str) {
             .expect("room for the first fragment");
         let first = ch.try_recv().map(|m| m.len());
         assert!(
-            matches!(first, Err(RecvError::Empty)),
+            matches!(first, Err(RecvError::Empty { .. })),
             "{suffix}: {first:?}"
         );
         raw.try_push(FRAG_LAST, &[1; 8]).expect("room for the last");
@@ -613,7 +617,7 @@ pub(crate) fn huge_announcement_receiver(base: &str) {
             fragments += 1;
         }
         match ch.try_recv().map(|m| m.len()) {
-            Err(RecvError::Empty) => assert!(fragments < 4096, "1 GiB fitted after all"),
+            Err(RecvError::Empty { .. }) => assert!(fragments < 4096, "1 GiB fitted after all"),
             Err(RecvError::Io(e)) => break e,
             other => panic!("after {fragments} fragments: {other:?}"),
         }

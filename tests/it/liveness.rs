@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use memmap2::MmapMut;
 use shmlink::segments;
 use shmlink::testing::{PeerInfo, SegmentHeader, StopPoint, STOP_AT_ENV};
-use shmlink::{Channel, Config, Error, OpenError, RecvError, Selector, WaitStrategy};
+use shmlink::{Channel, Config, Error, OpenError, RecvError, Selector, SendError, WaitStrategy};
 use support::{
     echo, echo_creator, exited, serial, shm_path, unique, wait_for_line, ChildGuard, NameGuard,
     WATCHDOG,
@@ -148,7 +148,7 @@ fn a_connector_killed_while_claiming_leaves_the_channel_to_the_next_one() {
     // While the claimer lives, its claim stands.
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Block),
-        Err(OpenError::AlreadyConnected(_))
+        Err(OpenError::AlreadyConnected { .. })
     ));
 
     claimer.kill();
@@ -162,7 +162,7 @@ fn a_connector_killed_while_claiming_leaves_the_channel_to_the_next_one() {
     // no hang past the deadline.
     assert!(matches!(
         ch.recv_timeout(Duration::from_millis(30)),
-        Err(RecvError::Timeout)
+        Err(RecvError::Timeout { .. })
     ));
     assert!(!ch.is_peer_connected());
     round_trip_with_new_connector(&mut ch, &name);
@@ -304,7 +304,7 @@ fn a_live_connector_is_alive_whatever_pid_it_recorded() {
         assert!(
             matches!(
                 ch.recv_timeout(Duration::from_millis(30)),
-                Err(RecvError::Timeout)
+                Err(RecvError::Timeout { .. })
             ),
             "a live connector recorded as pid {bogus} was judged gone"
         );
@@ -350,7 +350,7 @@ fn a_live_creator_is_alive_whatever_pid_it_recorded() {
         assert!(
             matches!(
                 ch.recv_timeout(Duration::from_millis(30)),
-                Err(RecvError::Timeout)
+                Err(RecvError::Timeout { .. })
             ),
             "a live creator recorded as pid {bogus} was judged gone"
         );
@@ -359,7 +359,7 @@ fn a_live_creator_is_alive_whatever_pid_it_recorded() {
         assert!(info.creator.alive && !info.stale, "{info:?}");
         assert!(matches!(
             Channel::create(&name, &small()),
-            Err(OpenError::AlreadyExists(_))
+            Err(OpenError::AlreadyExists { .. })
         ));
         ch.send(b"ping").expect("send");
         assert_eq!(&*ch.recv_timeout(WATCHDOG).expect("echo"), b"ping");
@@ -439,7 +439,7 @@ fn a_peer_in_another_pid_namespace_is_alive_until_it_dies() {
     assert!(
         matches!(
             ch.recv_timeout(Duration::from_millis(30)),
-            Err(RecvError::Timeout)
+            Err(RecvError::Timeout { .. })
         ),
         "a live peer in another PID namespace was judged gone"
     );
@@ -485,7 +485,7 @@ fn connector_dead_as_init(tag: &str) -> (Channel, NameGuard) {
     wait_for_line(&mut child, "forged");
     assert!(matches!(
         ch.recv_timeout(Duration::from_millis(30)),
-        Err(RecvError::Timeout)
+        Err(RecvError::Timeout { .. })
     ));
     assert_eq!(ch.peer_pid(), Some(1), "the forged record is what we read");
     child.kill();
@@ -530,7 +530,11 @@ fn assert_about_a_second(what: &str, took: Duration) {
 /// `PeerGone` naming the forged pid.
 fn assert_gone_as_init<T: std::fmt::Debug>(what: &str, got: Result<T, impl Into<Error>>) {
     match got.map_err(Into::into) {
-        Err(Error::PeerGone { pid, .. }) => assert_eq!(pid, 1, "{what}"),
+        Err(
+            Error::Open(OpenError::PeerGone { pid, .. })
+            | Error::Send(SendError::PeerGone { pid, .. })
+            | Error::Recv(RecvError::PeerGone { pid, .. }),
+        ) => assert_eq!(pid, 1, "{what}"),
         other => panic!("{what}: expected PeerGone, got {other:?}"),
     }
 }

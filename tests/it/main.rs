@@ -13,6 +13,7 @@ mod crash;
 mod delivery;
 mod echo;
 mod endpoint_services;
+mod errors;
 mod examples;
 mod fallback_trust;
 mod hostile;

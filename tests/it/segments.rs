@@ -44,7 +44,7 @@ fn dead_owner_is_reclaimed_live_owner_is_refused() {
     // Alive: never taken, by create or by the cleaner.
     assert!(matches!(
         Channel::create(&name, &small()),
-        Err(OpenError::AlreadyExists(n)) if n == name
+        Err(OpenError::AlreadyExists { channel: n }) if n == name
     ));
     let info = segments::inspect(&name).expect("inspect");
     assert!(info.ready && info.owner_locked && !info.stale, "{info:?}");
@@ -76,11 +76,11 @@ fn creator_that_died_before_ready_is_reclaimed() {
     // Still being made by a live process: not ready for connectors, not free for creators.
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Block),
-        Err(OpenError::NotReady(_))
+        Err(OpenError::NotReady { .. })
     ));
     assert!(matches!(
         Channel::create(&name, &small()),
-        Err(OpenError::AlreadyExists(_))
+        Err(OpenError::AlreadyExists { .. })
     ));
     let info = segments::inspect(&name).expect("inspect");
     assert!(!info.ready && info.owner_locked && !info.stale, "{info:?}");
@@ -102,7 +102,7 @@ fn unsized_segments_get_a_grace_period() {
     assert!(!segments::inspect(&young).expect("inspect").stale);
     assert!(matches!(
         Channel::create(&young, &small()),
-        Err(OpenError::AlreadyExists(_))
+        Err(OpenError::AlreadyExists { .. })
     ));
     // Zero bytes, 4 s old: still within the 5 s the docs give a creator to size it.
     let recent = unique("unsized-4s");
@@ -152,7 +152,7 @@ fn racing_creators_over_a_stale_name_leave_one_winner() {
         for r in &results {
             if let Err(e) = r {
                 assert!(
-                    matches!(e, OpenError::AlreadyExists(_)),
+                    matches!(e, OpenError::AlreadyExists { .. }),
                     "round {round}: {e}"
                 );
             }
@@ -231,7 +231,7 @@ fn a_create_racing_the_cleaner_over_a_stale_name_keeps_its_channel() {
                 assert_eq!(&*ch.try_recv().expect("the creator hears it"), b"hi");
             }
             // A cleaner held the stale segment's lock when the creator looked.
-            Err(OpenError::AlreadyExists(_)) => {}
+            Err(OpenError::AlreadyExists { .. }) => {}
             Err(e) => panic!("round {round}: {e}"),
         }
     }
@@ -283,7 +283,7 @@ fn a_name_removed_by_hand_leaves_both_ends_working_and_the_name_free() {
     assert!(info.ready && !info.stale && info.creator.alive, "{info:?}");
     let again = Channel::connect(&name, WaitStrategy::Block);
     assert!(
-        matches!(again, Err(OpenError::AlreadyConnected(_))),
+        matches!(again, Err(OpenError::AlreadyConnected { .. })),
         "{again:?}"
     );
     fresh.send(b"still").expect("send");
@@ -362,7 +362,7 @@ fn a_forked_child_keeps_its_parents_channel_alive() {
     assert_eq!(segments::reclaim(&name).expect("reclaim"), Reclaim::Alive);
     assert!(matches!(
         Channel::create(&name, &small()),
-        Err(OpenError::AlreadyExists(_))
+        Err(OpenError::AlreadyExists { .. })
     ));
     // Once the fork dies too, the segment is stale and the name is taken over.
     drop(forked);
@@ -508,7 +508,7 @@ fn connect_refuses_objects_not_private_to_this_user() {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
     match Channel::connect(&name, WaitStrategy::Block) {
         Err(OpenError::NotPrivate {
-            name: n,
+            channel: n,
             owner,
             mode,
             expected,
@@ -701,7 +701,7 @@ fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
         assert!(skipped.reason.contains(reason), "{name}: {skipped:?}");
         // One by one, too: never a channel, never reclaimed, never replaced by `create`.
         assert!(
-            matches!(segments::inspect(name), Err(OpenError::NotAChannel { name: ref n, .. }) if n == name),
+            matches!(segments::inspect(name), Err(OpenError::NotAChannel { channel: ref n, .. }) if n == name),
             "{name}"
         );
         assert_eq!(
@@ -714,7 +714,10 @@ fn odd_entries_named_like_channels_are_skipped_and_never_touched() {
             ("bind", Listener::bind(name, &small()).map(drop)),
         ] {
             match got {
-                Err(OpenError::NotAChannel { name: n, reason: r }) => {
+                Err(OpenError::NotAChannel {
+                    channel: n,
+                    reason: r,
+                }) => {
                     assert_eq!(&n, name);
                     assert!(r.contains(reason), "{call} {name}: {r}");
                 }
@@ -830,7 +833,7 @@ fn connect_timeout_to_an_object_that_never_becomes_ready_times_out() {
         // A look says what it is now; a wait that ends at its deadline says Timeout.
         assert!(matches!(
             Channel::connect(&name, WaitStrategy::Block),
-            Err(OpenError::NotReady(n)) if n == name
+            Err(OpenError::NotReady { channel: n }) if n == name
         ));
         for (call, got) in [
             (
@@ -843,7 +846,7 @@ fn connect_timeout_to_an_object_that_never_becomes_ready_times_out() {
             ),
         ] {
             assert!(
-                matches!(got, Err(OpenError::Timeout)),
+                matches!(got, Err(OpenError::Timeout { .. })),
                 "{call} connect_timeout to a {len}-byte object: {got:?}"
             );
         }

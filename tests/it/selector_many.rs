@@ -185,7 +185,7 @@ impl Reports {
                     self.messages += 1;
                     got(i, &msg);
                 }
-                Err(RecvError::Empty) => self.spurious += 1,
+                Err(RecvError::Empty { .. }) => self.spurious += 1,
                 Err(e) => panic!("channel {i}: {e}"),
             }
         }

@@ -175,7 +175,7 @@ fn serve_round(
         let conn = &mut conns[i];
         let msg = match conn.try_recv() {
             Ok(msg) => msg.to_vec(),
-            Err(RecvError::Empty) => continue,
+            Err(RecvError::Empty { .. }) => continue,
             Err(e) => {
                 assert!(e.is_disconnect(), "server: unexpected {e}");
                 gone.push(i);
@@ -337,7 +337,10 @@ fn clients_killed_at_random_free_what_the_server_held() {
             "names left: {:?}",
             connection_names(&name)
         );
-        assert!(matches!(listener.try_accept(), Err(OpenError::Empty)));
+        assert!(matches!(
+            listener.try_accept(),
+            Err(OpenError::NoClient { .. })
+        ));
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -606,9 +609,12 @@ fn a_client_that_gives_up_waiting_frees_its_slot() {
     let listener = Listener::bind_with_limit(&name, &Config::default(), 1).unwrap();
     assert!(matches!(
         Channel::connect_timeout(&name, WaitStrategy::Block, Duration::from_millis(30)),
-        Err(OpenError::Timeout)
+        Err(OpenError::Timeout { .. })
     ));
-    assert!(matches!(listener.try_accept(), Err(OpenError::Empty)));
+    assert!(matches!(
+        listener.try_accept(),
+        Err(OpenError::NoClient { .. })
+    ));
     // The one slot is free again: the next client gets in.
     let n = name.clone();
     let t = std::thread::spawn(move || Channel::connect(&n, WaitStrategy::Block));
@@ -629,7 +635,7 @@ fn an_idle_accept_makes_no_timed_wake_ups() {
             .join()
             .unwrap()
     });
-    assert!(matches!(got, Err(OpenError::Timeout)), "{got:?}");
+    assert!(matches!(got, Err(OpenError::Timeout { .. })), "{got:?}");
     assert!(cost.wall >= idle, "the accept ended before its deadline");
     // A sweep every 100 ms would be about 20 wake-ups.
     cost.assert_idle("services: an idle accept", 3);
@@ -652,7 +658,7 @@ fn clients_killed_after_their_connection_was_dropped_leave_no_names() {
     let gone = |conn_name: &str| {
         matches!(
             shmlink::segments::inspect(conn_name),
-            Err(OpenError::NotFound(_))
+            Err(OpenError::NotFound { .. })
         )
     };
 
@@ -765,7 +771,7 @@ fn forged_slot_states_do_not_keep_clients_out() {
                         conns.push(conn);
                         accepted += 1;
                     }
-                    Err(OpenError::Timeout) => {}
+                    Err(OpenError::Timeout { .. }) => {}
                     Err(e) => panic!("accept: {e}"),
                 }
                 conns.retain_mut(|c| c.is_peer_connected());
@@ -891,20 +897,20 @@ fn listener_connects_end_like_channel_connects() {
     let _guard = NameGuard(name.clone());
     let short = Duration::from_millis(30);
     let missing = |got: Result<Channel, OpenError>| match got {
-        Err(OpenError::NotFound(n)) => assert_eq!(n, name),
+        Err(OpenError::NotFound { channel: n }) => assert_eq!(n, name),
         other => panic!("{other:?} instead of NotFound({name:?})"),
     };
     missing(Channel::connect(&name, WaitStrategy::Block));
     missing(Channel::connect_timeout(&name, WaitStrategy::Block, short));
     match Endpoint::connect_timeout(&name, WaitStrategy::Block, short) {
-        Err(OpenError::NotFound(n)) => assert_eq!(n, name),
+        Err(OpenError::NotFound { channel: n }) => assert_eq!(n, name),
         other => panic!("{:?} instead of NotFound", other.map(|e| e.backend())),
     }
     // A listener that is there but does not accept: the wait for the server ends in Timeout.
     let _listener = Listener::bind(&name, &Config::default()).unwrap();
     assert!(matches!(
         Channel::connect_timeout(&name, WaitStrategy::Block, short),
-        Err(OpenError::Timeout)
+        Err(OpenError::Timeout { .. })
     ));
 }
 
@@ -1015,7 +1021,7 @@ fn a_client_channel_larger_than_the_listener_allows_is_refused() {
     write_slot(&name, 0, LISTENER_SLOT_SEQ, seq);
     write_slot(&name, 0, 0, u64::from(pid) << 32 | LISTENER_SLOT_PENDING);
     match listener.try_accept() {
-        Err(OpenError::Empty) => {}
+        Err(OpenError::NoClient { .. }) => {}
         Ok(conn) => panic!(
             "accepted a client channel of {} bytes per ring, the listener's are {}",
             conn.capacity(),
@@ -1072,7 +1078,7 @@ fn a_client_whose_channel_is_refused_hears_so_before_its_deadline() {
     let got = loop {
         match listener.accept_timeout(Duration::from_millis(20)) {
             Ok(conn) => panic!("accepted a channel of {} bytes per ring", conn.capacity()),
-            Err(OpenError::Timeout) => {}
+            Err(OpenError::Timeout { .. }) => {}
             Err(e) => panic!("accept: {e}"),
         }
         if client.is_finished() {
@@ -1085,7 +1091,7 @@ fn a_client_whose_channel_is_refused_hears_so_before_its_deadline() {
     };
     let took = started.elapsed();
     match got {
-        Err(OpenError::Disconnected(n)) => assert_eq!(n, name),
+        Err(OpenError::Disconnected { channel: n }) => assert_eq!(n, name),
         other => panic!("{other:?} instead of Disconnected"),
     }
     // Refused at the server's first look, told at once: far from the client's deadline.

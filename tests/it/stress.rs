@@ -188,7 +188,7 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
             } else if msg.len() <= max_single {
                 match ch.try_send(&msg) {
                     Ok(()) => progressed = true,
-                    Err(SendError::Full) => {}
+                    Err(SendError::Full { .. }) => {}
                     Err(e) => return Err(format!("try_send {next_send}: {e}")),
                 }
             }
@@ -215,7 +215,7 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
                     absorb(&frame, &mut holding, &mut counts, &mut expect);
                     progressed = true;
                 }
-                Err(RecvError::Empty) => break,
+                Err(RecvError::Empty { .. }) => break,
                 Err(RecvError::Disconnected { .. }) if expect >= n => break,
                 Err(e) => return Err(format!("try_recv after {expect}: {e} ({counts})")),
             }
@@ -236,7 +236,7 @@ fn run_side(ch: &mut Channel, n: u64, seed: u64, dir: u64) -> Result<Counts, Str
                     absorb(&frame, &mut holding, &mut counts, &mut expect);
                     last_progress = Instant::now();
                 }
-                Err(RecvError::Timeout) => {}
+                Err(RecvError::Timeout { .. }) => {}
                 Err(RecvError::Disconnected { .. }) if expect >= n => {}
                 Err(e) => return Err(format!("recv after {expect}: {e} ({counts})")),
             }

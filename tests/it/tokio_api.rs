@@ -74,8 +74,8 @@ fn eight_client_tasks_against_a_server_process() {
                         ch.send(msg.as_bytes()).await?;
                         let reply = ch.recv().await?.to_vec();
                         if reply != msg.as_bytes() {
-                            return Err(Error::Io(std::io::Error::other(format!(
-                                "task {id}: wrong reply {i}"
+                            return Err(Error::Recv(RecvError::Io(std::io::Error::other(
+                                format!("task {id}: wrong reply {i}"),
                             ))));
                         }
                     }
@@ -201,7 +201,7 @@ fn an_async_recv_whose_peer_process_is_killed_says_peer_gone() {
         .expect("the receive did not end within 1 s of the peer's death");
     peer.reap();
     match result {
-        Err(Error::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+        Err(Error::Recv(RecvError::PeerGone { pid: gone, .. })) => assert_eq!(gone, pid),
         other => panic!("expected PeerGone, got {other:?}"),
     }
 }
@@ -330,7 +330,7 @@ fn an_async_batch_receive_against_an_endless_stream_leaves_room_for_the_other_ta
                 .await;
             slowest = slowest.max(call.elapsed());
             match got {
-                Ok(_) | Err(RecvError::Timeout) => {}
+                Ok(_) | Err(RecvError::Timeout { .. }) => {}
                 Err(e) => panic!("recv_batch_timeout: {e:?}"),
             }
         }
@@ -623,7 +623,7 @@ fn a_spinning_channel_is_refused() {
     let b = Channel::connect(&name, WaitStrategy::Spin).unwrap();
     assert!(matches!(
         AsyncChannel::new(b),
-        Err(OpenError::InvalidConfig(_))
+        Err(OpenError::InvalidConfig { .. })
     ));
 }
 
@@ -632,7 +632,7 @@ fn an_async_listener_refuses_a_config_it_cannot_serve() {
     let name = unique("tokiospin");
     let _guard = NameGuard(name.clone());
     let refused = |got: Result<AsyncListener, OpenError>| match got {
-        Err(e @ OpenError::InvalidConfig(_)) => {
+        Err(e @ OpenError::InvalidConfig { .. }) => {
             assert!(e.to_string().contains(&name), "{e}");
             assert!(e.to_string().contains("spin"), "{e}");
         }
@@ -649,7 +649,7 @@ fn an_async_listener_refuses_a_config_it_cannot_serve() {
     );
     assert!(matches!(
         Channel::connect(&name, WaitStrategy::Block),
-        Err(OpenError::NotFound(_))
+        Err(OpenError::NotFound { .. })
     ));
     // And when wrapping a listener bound for spinning.
     let spin = shmlink::Listener::bind(&name, &Config::with_wait(WaitStrategy::Spin)).unwrap();
@@ -681,7 +681,7 @@ fn an_async_send_abandoned_part_way_is_withdrawn() {
     // Nobody reads: the send fills the ring and its deadline passes part-way.
     let timed_out = runtime().block_on(ch.send_timeout(&long, Duration::from_millis(50)));
     assert!(
-        matches!(timed_out, Err(shmlink::SendError::Timeout)),
+        matches!(timed_out, Err(shmlink::SendError::Timeout { .. })),
         "{timed_out:?}"
     );
     // Drained, then a send that is dropped after its first poll sent part of the message.

@@ -92,7 +92,7 @@ fn idle_with_a_deadline() {
     let (mut ch, _name, _child) = connected("idle-deadline", WaitStrategy::Block);
     let watcher = thread_switches("shmlink-watch");
     let (got, cost) = measure(|| ch.recv_timeout(IDLE).map(|m| m.to_vec()));
-    assert!(matches!(got, Err(RecvError::Timeout)), "{got:?}");
+    assert!(matches!(got, Err(RecvError::Timeout { .. })), "{got:?}");
     assert!(
         cost.wall >= IDLE,
         "the wait ended {:?} before its deadline",
@@ -153,7 +153,7 @@ fn killed_while_blocked(wait: WaitStrategy) -> Duration {
     let died = died_rx.recv().unwrap();
     match result {
         Err(RecvError::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
-        Err(RecvError::Timeout) => panic!("wait={wait}: peer death not noticed within 1 s"),
+        Err(RecvError::Timeout { .. }) => panic!("wait={wait}: peer death not noticed within 1 s"),
         Err(e) => panic!("wait={wait}: expected PeerGone, got {e}"),
         Ok(_) => panic!("wait={wait}: a message from a killed echo"),
     }
@@ -208,7 +208,7 @@ fn a_sender_makes_wake_up_calls_only_for_a_receiver_that_announced_its_sleep() {
                     assert_eq!(&*msg, &got.to_le_bytes());
                     got += 1;
                 }
-                Err(RecvError::Empty) => std::hint::spin_loop(),
+                Err(RecvError::Empty { .. }) => std::hint::spin_loop(),
                 Err(e) => panic!("{e}"),
             }
         }
@@ -285,7 +285,7 @@ fn fallbacks() {
     let idle = ch
         .recv_timeout(Duration::from_millis(200))
         .map(|m| m.to_vec());
-    assert!(matches!(idle, Err(RecvError::Timeout)), "{idle:?}");
+    assert!(matches!(idle, Err(RecvError::Timeout { .. })), "{idle:?}");
     let woke = voluntary_switches() - before;
     println!("block: idle for 200 ms, woke {woke} times");
     if no_pidfd {

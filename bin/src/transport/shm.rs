@@ -200,7 +200,9 @@ fn connect_endpoint(address: &str, opts: &Options, peer: &Peer) -> Result<Endpoi
         match Endpoint::connect_timeout(address, opts.wait, SLICE) {
             Ok(e) => return Ok(e),
             // Not there yet, or there and not ready within the slice.
-            Err(OpenError::NotFound(_) | OpenError::Timeout) if Instant::now() < deadline => {
+            Err(OpenError::NotFound { .. } | OpenError::Timeout { .. })
+                if Instant::now() < deadline =>
+            {
                 peer.check()?
             }
             Err(e) => return Err(e.into()),
@@ -216,7 +218,7 @@ fn await_hello(endpoint: &mut Endpoint, opts: &Options, peer: &Peer) -> Result<(
         match endpoint.recv_timeout(SLICE) {
             Ok(msg) if &msg[..] == HELLO => return Ok(()),
             Ok(_) => return Err(crate::garbled("unexpected handshake message".to_owned())),
-            Err(RecvError::Timeout) => {
+            Err(RecvError::Timeout { .. }) => {
                 peer.check()?;
                 if Instant::now() >= deadline {
                     return Err(Error::Timeout);

@@ -207,7 +207,7 @@ fn accept_uds(listener: &UnixListener, n: usize) -> anyhow::Result<Vec<UnixStrea
 /// A client that closed its end: the normal end of its part of a round. A client that died
 /// (`PeerGone`) fails the round.
 fn closed(e: &RecvError) -> bool {
-    matches!(e, RecvError::Disconnected(_))
+    matches!(e, RecvError::Disconnected { .. })
 }
 
 /// Echoes on one channel until its peer leaves (the first message within [`CONNECT_LIMIT`]).
@@ -245,7 +245,7 @@ fn serve_selector(mut conns: Vec<Connection>, size: usize) -> anyhow::Result<()>
                     buf.clear();
                     buf.extend_from_slice(&m);
                 }
-                Err(RecvError::Empty) => continue,
+                Err(RecvError::Empty { .. }) => continue,
                 Err(e) if closed(&e) => {
                     gone.push(i);
                     continue;

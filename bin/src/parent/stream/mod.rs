@@ -171,7 +171,7 @@ fn ring_phase(
             while verdict.count < n {
                 match rx.try_read() {
                     Ok(frame) => stream_format::take(&mut verdict, &frame, size),
-                    Err(RecvError::Empty) => {
+                    Err(RecvError::Empty { .. }) => {
                         // Relaxed: a plain stop flag; it orders no other data.
                         if abort.load(Ordering::Relaxed) {
                             return Err(transport::closed());
@@ -193,7 +193,7 @@ fn ring_phase(
         loop {
             match tx.try_send(msg) {
                 Ok(()) => break,
-                Err(SendError::Full) => spin.turn(),
+                Err(SendError::Full { .. }) => spin.turn(),
                 Err(e) => {
                     sent = Err(e.into());
                     break 'send;
