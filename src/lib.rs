@@ -356,7 +356,7 @@ pub use error::{ChannelName, Error, OpenError, RecvError, Result, SendError};
 pub use layout::listener::MAX_CLIENTS;
 pub use mapping::MAX_NAME_LEN;
 pub use ring::{ReadGuard, WriteGrant};
-pub use service::{Connection, Listener, Selector, DEFAULT_MAX_CLIENTS};
+pub use service::{Connection, Listener, Selector, SelectorWaker, DEFAULT_MAX_CLIENTS};
 pub use wait::WaitStrategy;
 
 #[cfg(feature = "test-hooks")]
