@@ -274,7 +274,7 @@ impl Selector {
     ///     // zeroed and then filled in completely.
     ///     unsafe {
     ///         let mut action: libc::sigaction = std::mem::zeroed();
-    ///         action.sa_sigaction = on_sigterm as usize;
+    ///         action.sa_sigaction = on_sigterm as extern "C" fn(libc::c_int) as usize;
     ///         libc::sigemptyset(&mut action.sa_mask);
     ///         libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
     ///     }

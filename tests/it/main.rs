@@ -20,6 +20,7 @@ mod hostile_stream;
 mod liveness;
 mod segments;
 mod selector_many;
+mod selector_waker;
 mod services;
 mod stress;
 #[cfg(feature = "tokio")]
