@@ -1,4 +1,6 @@
-//! Model checks of the real ring (`ring/`) and the real sleep/wake handshake (`wait/waiter.rs`),
+//! Model checks of the real ring (`ring/`) and the real sleep/wake handshake
+//! (`wait/handshake.rs`, as the blocking waits of `wait/waiter.rs`, a selector over several
+//! words, its pool's threads (`service/pool.rs`), an async task and a selector's waker use it),
 //! run under loom through the `sync` shim:
 //!
 //! ```text
@@ -7,10 +9,11 @@
 //!
 //! Under loom a heap ring keeps its header words in loom atomics and guards every line of
 //! payload with a loom cell; its ends announce `Block` (so every publish and release goes
-//! through the wake-up path) unless a model asks for `Spin`. Weakening an ordering in `ring/` or `wait/` (PUBLISH, OBSERVE,
-//! RELEASE_SPACE, RECLAIM, the fences F1/F2, the Acquire load of the futex word) makes a model
-//! fail: with a causality violation on a payload line, a wrong frame, or a waiter that is never
-//! woken. `LOOM_MAX_PREEMPTIONS` overrides the preemption bound (default 4).
+//! through the wake-up path) unless a model asks for `Spin`. Weakening an ordering in `ring/` or
+//! `wait/` (PUBLISH, OBSERVE, RELEASE_SPACE, RECLAIM, the fences F1/F2, the Acquire load A of the
+//! futex word) makes a model fail: with a causality violation on a payload line, a wrong frame,
+//! or a waiter that is never woken (docs/testing.md lists which model fails for which
+//! ordering). `LOOM_MAX_PREEMPTIONS` overrides the preemption bound (default 4).
 
 use loom::sync::Arc;
 use loom::thread;
@@ -430,7 +433,7 @@ fn loom_a_pool_thread_reports_its_word_to_the_selector() {
     });
 }
 
-/// An async task's side of a wait (`wait::task`): each poll withdraws the announcement of the
+/// An async task's side of a wait (`service/task.rs`, built only with tokio): each poll withdraws the announcement of the
 /// last, reads the word and announces ([`handshake::Announced`]), fences and looks again, and
 /// returns `Pending` with the word handed to a waiter (here: a sleep on it, as the reactor and
 /// the task's futex ring compare the word with the value read). The publish wakes it.

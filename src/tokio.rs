@@ -150,8 +150,8 @@ use crate::channel::{Channel, Config};
 use crate::error::{OpenError, RecvError, SendError};
 use crate::ring::{ReadGuard, WriteGrant};
 use crate::service::reactor::Registration;
+use crate::service::task::{empty, full, not_now, Side, Want};
 use crate::service::{Connection, Listener};
-use crate::wait::task::{empty, full, not_now, Side, Want};
 use crate::wait::{Deadline, WaitStrategy};
 
 /// How the async directions of this process sleep: see [descriptors](crate::tokio#descriptors).

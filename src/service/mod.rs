@@ -11,6 +11,8 @@ pub(crate) mod pool;
 #[cfg(feature = "tokio")]
 pub(crate) mod reactor;
 mod selector;
+#[cfg(feature = "tokio")]
+pub(crate) mod task;
 
 pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS};
 pub use selector::{Selector, SelectorWaker};

@@ -1,9 +1,9 @@
 //! One thread waiting on many channels: [`Selector`].
 //!
 //! The selector sleeps on the data futex words of every channel at once with `futex_waitv`
-//! (Linux 5.16 and later), using the same handshake as a single channel's `Block` wait: for each
-//! channel it reads the futex word and announces a sleeper, then, after a `SeqCst` fence, looks
-//! at every ring once more before it sleeps. A sender that publishes after that look sees the
+//! (Linux 5.16 and later), through the handshake every sleeper uses (`wait::handshake`): for
+//! each channel it reads the futex word and announces a sleeper, then, after a `SeqCst` fence,
+//! looks at every ring once more before it sleeps. A sender that publishes after that look sees the
 //! announcement and wakes the word, so no wake-up is lost and the sender pays nothing new.
 //!
 //! A peer process that dies without closing is noticed the way a channel's own `Block` wait
@@ -33,6 +33,10 @@
 //!   kernel named, or the words of a batch it did not name) and sleeps on with their new values
 //!   (`rearm`), so its cost does not grow with the set; after [`SPURIOUS_MAX`] of them in one
 //!   sleep it sleeps a [`POLL_SLICE`] without waiting on the words, then looks at every channel;
+//! * a [`SelectorWaker`] (`Selector::waker`) raises a flag whose word every sleep of the
+//!   selector waits on (one slot of its own batch): a wake ends the sleep at once, and a wake
+//!   while it does not sleep stays raised and ends its next wait; the slices of the degraded
+//!   paths below (a millisecond at most) end before the selector looks at the flag;
 //! * channels whose receiving end waits with `Spin` or `SpinYield` are never woken by their
 //!   peer, and without `futex_waitv` (kernels before 5.16) nothing is: in both cases
 //!   the selector looks every millisecond instead of sleeping.
@@ -93,6 +97,11 @@ const WAKE: usize = usize::MAX - 2;
 /// }
 /// # Ok::<(), shmlink::Error>(())
 /// ```
+///
+/// To stop such a loop without a polling timeout (on a signal, or from another thread), take a
+/// [`waker`](Selector::waker) before it: its [`wake`](SelectorWaker::wake) ends the wait under
+/// way (or the next one) with no ready channel, and [`woken`](Selector::woken) then says true
+/// (the example on [`waker`](Selector::waker) is a whole server that shuts down so).
 ///
 /// The receiving ends should wait with [`WaitStrategy::Block`] (the default): their peers only
 /// make wake-up calls for ends that announced they may sleep. Then an idle selector sleeps

@@ -60,9 +60,9 @@
 //! `wake_if_sleeping` is F2 and the wake-up, `wake` the unconditional one) and used by every
 //! sleeper: the blocking waits, the async tasks and the selector. `policy.rs` holds the `Block`
 //! policy (what a wait learnt, the plan for the next one) and its tuned constants; `waiter.rs`
-//! the per-half `Waiter` (the blocking waits) and its death-watch registration; `task.rs` the
-//! async task's side of a wait (its poll, its announcement kept across polls, its sleep on a
-//! futex ring of its own or through the reactor).
+//! the per-half `Waiter` (the blocking waits) and its death-watch registration. The async
+//! task's side of a wait (its poll, its announcement kept across polls, its sleep on a futex
+//! ring of its own or through the reactor) is `service/task.rs`, which needs the channel.
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -71,11 +71,11 @@ use crate::error::Error;
 
 pub(crate) mod handshake;
 mod policy;
-#[cfg(feature = "tokio")]
-pub(crate) mod task;
 mod waiter;
 
 pub(crate) use handshake::wake;
+#[cfg(feature = "tokio")]
+pub(crate) use policy::Plan;
 pub(crate) use policy::Policy;
 pub(crate) use waiter::{wake_if_sleeping, Peer, Waiter};
 

@@ -7,19 +7,20 @@
 //! complete the sleep (step 4) and wake the task's `Waker`. The announcement is withdrawn
 //! (step 5) when the task polls again, when its operation ends, and when the channel goes.
 //!
-//! The module docs of `crate::tokio` say how it behaves; this file is how it is made.
+//! The module docs of `crate::tokio` say how it behaves; this file is how it is made. It sits in
+//! `service/`, beside the two sleepers it hands its word to, because it needs the channel
+//! (`wait/` lies below `channel/` in the layers); the handshake it follows is `wait`'s.
 
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use super::handshake::{self, Announced};
-use super::policy::{Plan, Policy};
-use super::{Deadline, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
+use super::direct::{Armed, DirectWait};
+use super::reactor::Registration;
 use crate::channel::Channel;
 use crate::error::{RecvError, SendError, WaitError};
 use crate::layout::WaitCell;
-use crate::service::direct::{Armed, DirectWait};
-use crate::service::reactor::Registration;
+use crate::wait::handshake::{self, Announced};
+use crate::wait::{Deadline, Plan, Policy, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
 
 /// What a task waits for: a frame to receive, or room for a frame of this many bytes.
 #[derive(Clone, Copy)]
