@@ -486,15 +486,21 @@ fn loom_a_wait_in_slices_that_end_sees_the_publish() {
 
 /// A selector's waker (`WakeFlag`) raised while the selector goes to sleep on it and on a
 /// channel's word that nobody wakes: the raise ends the sleep whenever it comes, before the
-/// wait, between the first look and the sleep, or during it.
+/// wait, between the first look and the sleep, or during it; and what the waking thread wrote
+/// before it raised the flag is seen by the woken one.
 #[test]
 fn loom_a_wake_racing_the_sleep_ends_it() {
     model(|| {
         let (_tx, rx) = ring::new(256).unwrap();
         let flag = Arc::new(handshake::WakeFlag::default());
+        let reason = Arc::new(AtomicU32::new(0));
         let waker = {
-            let flag = flag.clone();
-            thread::spawn(move || flag.raise())
+            let (flag, reason) = (flag.clone(), reason.clone());
+            thread::spawn(move || {
+                // Relaxed: published by the raise.
+                reason.store(7, Ordering::Relaxed);
+                flag.raise();
+            })
         };
         let cell = data_cell(&rx);
         loop {
@@ -508,6 +514,12 @@ fn loom_a_wake_racing_the_sleep_ends_it() {
             }
             handshake::withdraw(cell);
         }
+        // Relaxed: ordered by the Acquire of `take`.
+        assert_eq!(
+            reason.load(Ordering::Relaxed),
+            7,
+            "the raise did not publish"
+        );
         assert!(!flag.take(), "one raise ends one wait");
         waker.join().unwrap();
     });

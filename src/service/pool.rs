@@ -166,9 +166,9 @@ impl Drop for Pool {
 
 /// The pool's woken word as the selector sleeps on it: read before the batches are handed over.
 pub(crate) fn woken_entry(woken: &AtomicU32) -> FutexWaitv {
-    // Acquire: pairs with the Release increment in `serve`; a pool thread increments it only
-    // after taking a batch handed over after this load, so the selector's wait sees the
-    // increment or is woken by the call that follows it.
+    // Acquire: pairs with the Release increment in `serve`. That the selector's wait sees an
+    // increment made for a batch handed over after this load (or is woken by the call that
+    // follows it) is coherence, not this ordering: the kernel compares the value.
     futex_waitv(woken, woken.load(Ordering::Acquire))
 }
 
@@ -202,7 +202,8 @@ pub(crate) fn hand(slot: &Slot, words: &[FutexWaitv]) {
     batch.1.clear();
     batch.1.extend_from_slice(words);
     drop(batch);
-    // Release: pairs with the Acquire load in `serve`, which then takes the batch.
+    // Release: pairs with the Acquire load in `serve`, which then takes the batch (published
+    // by the mutex as well).
     slot.control.store(generation, Ordering::Release);
     futex_wake(&slot.control);
 }

@@ -189,7 +189,8 @@ pub struct SelectorWaker {
 
 impl SelectorWaker {
     /// Ends the selector's wait under way at once, or, if none is under way, its next wait
-    /// (several wakes before a wait end that one wait).
+    /// (several wakes before a wait end that one wait). What the waking thread wrote before
+    /// the call is visible to the selector's thread once [`Selector::woken`] says true.
     pub fn wake(&self) {
         self.flag.raise();
     }

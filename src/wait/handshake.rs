@@ -32,7 +32,8 @@ pub(crate) fn observe(cell: &WaitCell) -> u32 {
     // A: Acquire, pairs with the Release increment in `wake` (a closing peer) and in the death
     // watcher, which each record their reason before it: if A reads their increment, the looks
     // after it see the reason; if not, the word no longer holds what A read, and the sleep on
-    // it returns at once or is woken.
+    // it returns at once or is woken. A blocking wait looks at the peer before F1, so A alone
+    // orders those looks; a selector and an async task look after F1, which orders them too.
     cell.futex.load(Ordering::Acquire)
 }
 
