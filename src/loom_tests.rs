@@ -227,8 +227,9 @@ fn loom_held_back_space_reaches_a_sleeping_producer() {
     });
 }
 
-/// A peer that closes (state first, then the unconditional wake-up, as `Channel::drop` does)
-/// ends the wait of a `Block` sleeper: with `Disconnected`, or with the data sent before.
+/// A peer that closes through `handshake::close`, as `Channel`'s drop does (state first, then
+/// the unconditional wake-ups), ends the wait of a `Block` sleeper: with `Disconnected`, or
+/// with the data sent before.
 #[test]
 fn loom_block_sleeper_is_woken_by_a_close() {
     model(|| {
@@ -236,9 +237,8 @@ fn loom_block_sleeper_is_woken_by_a_close() {
         let stand = open();
         let closed = stand.closed.clone();
         let closer = thread::spawn(move || {
-            // Release: pairs with the Acquire load in `Stand::check`.
-            closed.store(1, Ordering::Release);
-            wait::wake(tx.data_cell());
+            // As `Channel`'s drop closes: the state word (here the stand's), then both cells.
+            handshake::close(&closed, 1, [tx.data_cell(), tx.space_cell()]);
             drop(tx);
         });
         let mut waiter = Waiter::new(WaitStrategy::Block);
@@ -248,6 +248,30 @@ fn loom_block_sleeper_is_woken_by_a_close() {
         let mut stand = stand;
         let r = waiter.wait_until(cell, None, || rx.has_data(), &mut stand);
         assert!(matches!(r, Err(WaitError::Disconnected(_))), "{r:?}");
+        closer.join().unwrap();
+    });
+}
+
+/// A frame sent just before a close (`handshake::close`, as `Channel`'s drop makes it) is
+/// delivered to a `Block` sleeper, however the close and the publish meet its sleep: the wait
+/// ends with the frame, never with `Disconnected` alone.
+#[test]
+fn loom_a_frame_sent_before_a_close_is_delivered() {
+    model(|| {
+        let (mut tx, mut rx) = ring::new(256).unwrap();
+        let stand = open();
+        let closed = stand.closed.clone();
+        let closer = thread::spawn(move || {
+            send(&mut tx, b"last");
+            handshake::close(&closed, 1, [tx.data_cell(), tx.space_cell()]);
+            drop(tx);
+        });
+        let mut waiter = Waiter::new(WaitStrategy::Block);
+        let cell = data_cell(&rx);
+        let mut stand = stand;
+        let r = waiter.wait_until(cell, None, || rx.has_data(), &mut stand);
+        assert!(r.is_ok(), "the frame sent before the close was lost: {r:?}");
+        expect(&mut rx, b"last");
         closer.join().unwrap();
     });
 }
@@ -368,8 +392,8 @@ fn loom_a_sleep_on_several_words_is_woken_by_a_publish_on_any() {
     });
 }
 
-/// A close (the state stored first, then the unconditional wake-up, as `Channel`'s drop does)
-/// racing a selector's sleep over two words ends it: the closed channel is found ready.
+/// A close through `handshake::close`, as `Channel`'s drop makes it, racing a selector's sleep
+/// over two words ends it: the closed channel is found ready.
 #[test]
 fn loom_a_close_ends_a_sleep_on_several_words() {
     model(|| {
@@ -378,10 +402,8 @@ fn loom_a_close_ends_a_sleep_on_several_words() {
         let stand = open();
         let closed = stand.closed.clone();
         let closer = thread::spawn(move || {
-            // Release: pairs with the Acquire load below (`Channel`'s state and its peer's
-            // look at it).
-            closed.store(1, Ordering::Release);
-            wait::wake(tx0.data_cell());
+            // As `Channel`'s drop closes: the state word (here the stand's), then both cells.
+            handshake::close(&closed, 1, [tx0.data_cell(), tx0.space_cell()]);
             drop(tx0);
         });
         let cells = [data_cell(&rx0), data_cell(&rx1)];
@@ -417,7 +439,7 @@ fn loom_a_pool_thread_reports_its_word_to_the_selector() {
         let word = handshake::announce_word(cell);
         handshake::fence();
         // The peer's close, after the selector read the word.
-        wait::wake(cell);
+        handshake::wake(cell);
         // As `Selector::sleep` does: the pool's word read before the batch is handed over.
         let entry = pool::woken_entry(&woken);
         pool::hand(&slot, &[word]);

@@ -133,6 +133,19 @@ pub(crate) fn wake(cell: &WaitCell) {
     sync::futex_wake(&cell.futex);
 }
 
+/// A channel end's close: stores `closed` in its `state` word (in the mapping), then wakes
+/// every sleeper on `cells` (its peer's waits for data from it and for room in its inbound
+/// ring). The peer's sleepers read their word (A) before they look at the state, so none of
+/// them sleeps through it.
+pub(crate) fn close(state: &AtomicU32, closed: u32, cells: [&WaitCell; 2]) {
+    // Release: pairs with the Acquire load of the state in the peer's `PeerWatch::state`: every
+    // frame published before is visible to a peer that sees the close.
+    state.store(closed, Ordering::Release);
+    for cell in cells {
+        wake(cell);
+    }
+}
+
 /// Whether a sleeper is announced on a wait cell, across the polls of an async operation:
 /// withdrawn when the task looks again or goes away.
 #[derive(Debug, Default)]

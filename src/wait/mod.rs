@@ -73,7 +73,6 @@ pub(crate) mod handshake;
 mod policy;
 mod waiter;
 
-pub(crate) use handshake::wake;
 #[cfg(feature = "tokio")]
 pub(crate) use policy::Plan;
 pub(crate) use policy::Policy;
