@@ -460,7 +460,7 @@ pub use layout::listener::MAX_CLIENTS;
 pub use mapping::MAX_NAME_LEN;
 pub use methods::{Grant, Message, Receiver, Sender, Value};
 pub use ring::{ReadGuard, WriteGrant};
-pub use service::{Connection, Listener, Selector, DEFAULT_MAX_CLIENTS};
+pub use service::{Connection, Listener, Selector, SelectorWaker, DEFAULT_MAX_CLIENTS};
 pub use wait::WaitStrategy;
 /// The crate [`send_value`](Sender::send_value) and [`recv_value`](Receiver::recv_value) take
 /// their bounds from, re-exported so that a dependent names the same version.

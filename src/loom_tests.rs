@@ -1,4 +1,6 @@
-//! Model checks of the real ring (`ring/`) and the real sleep/wake handshake (`wait/waiter.rs`),
+//! Model checks of the real ring (`ring/`) and the real sleep/wake handshake
+//! (`wait/handshake.rs`, as the blocking waits of `wait/waiter.rs`, a selector over several
+//! words, its pool's threads (`service/pool.rs`), an async task and a selector's waker use it),
 //! run under loom through the `sync` shim:
 //!
 //! ```text
@@ -7,10 +9,11 @@
 //!
 //! Under loom a heap ring keeps its header words in loom atomics and guards every line of
 //! payload with a loom cell; its ends announce `Block` (so every publish and release goes
-//! through the wake-up path) unless a model asks for `Spin`. Weakening an ordering in `ring/` or `wait/` (PUBLISH, OBSERVE,
-//! RELEASE_SPACE, RECLAIM, the fences F1/F2, the Acquire load of the futex word) makes a model
-//! fail: with a causality violation on a payload line, a wrong frame, or a waiter that is never
-//! woken. `LOOM_MAX_PREEMPTIONS` overrides the preemption bound (default 4).
+//! through the wake-up path) unless a model asks for `Spin`. Weakening an ordering in `ring/` or
+//! `wait/` (PUBLISH, OBSERVE, RELEASE_SPACE, RECLAIM, the fences F1/F2, the Acquire load A of the
+//! futex word) makes a model fail: with a causality violation on a payload line, a wrong frame,
+//! or a waiter that is never woken (docs/testing.md lists which model fails for which
+//! ordering). `LOOM_MAX_PREEMPTIONS` overrides the preemption bound (default 4).
 
 use loom::sync::Arc;
 use loom::thread;
@@ -19,7 +22,7 @@ use crate::error::{RecvError, SendError, WaitError};
 use crate::layout::{MODE_BLOCK, MODE_SPIN};
 use crate::ring::{self, Consumer, Producer};
 use crate::sync::{AtomicU32, Ordering};
-use crate::wait::{self, WaitStrategy, Waiter};
+use crate::wait::{self, handshake, WaitStrategy, Waiter};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
@@ -233,8 +236,9 @@ fn loom_held_back_space_reaches_a_sleeping_producer() {
     });
 }
 
-/// A peer that closes (state first, then the unconditional wake-up, as `Channel::drop` does)
-/// ends the wait of a `Block` sleeper: with `Disconnected`, or with the data sent before.
+/// A peer that closes through `handshake::close`, as `Channel`'s drop does (state first, then
+/// the unconditional wake-ups), ends the wait of a `Block` sleeper: with `Disconnected`, or
+/// with the data sent before.
 #[test]
 fn loom_block_sleeper_is_woken_by_a_close() {
     model(|| {
@@ -242,9 +246,8 @@ fn loom_block_sleeper_is_woken_by_a_close() {
         let stand = open();
         let closed = stand.closed.clone();
         let closer = thread::spawn(move || {
-            // Release: pairs with the Acquire load in `Stand::check`.
-            closed.store(1, Ordering::Release);
-            wait::wake(tx.data_cell());
+            // As `Channel`'s drop closes: the state word (here the stand's), then both cells.
+            handshake::close(&closed, 1, [tx.data_cell(), tx.space_cell()]);
             drop(tx);
         });
         let mut waiter = Waiter::new(WaitStrategy::Block);
@@ -254,6 +257,30 @@ fn loom_block_sleeper_is_woken_by_a_close() {
         let mut stand = stand;
         let r = waiter.wait_until(cell, None, || rx.has_data(), &mut stand);
         assert!(matches!(r, Err(WaitError::Disconnected { .. })), "{r:?}");
+        closer.join().unwrap();
+    });
+}
+
+/// A frame sent just before a close (`handshake::close`, as `Channel`'s drop makes it) is
+/// delivered to a `Block` sleeper, however the close and the publish meet its sleep: the wait
+/// ends with the frame, never with `Disconnected` alone.
+#[test]
+fn loom_a_frame_sent_before_a_close_is_delivered() {
+    model(|| {
+        let (mut tx, mut rx) = ring::new(256).unwrap();
+        let stand = open();
+        let closed = stand.closed.clone();
+        let closer = thread::spawn(move || {
+            send(&mut tx, b"last");
+            handshake::close(&closed, 1, [tx.data_cell(), tx.space_cell()]);
+            drop(tx);
+        });
+        let mut waiter = Waiter::new(WaitStrategy::Block);
+        let cell = data_cell(&rx);
+        let mut stand = stand;
+        let r = waiter.wait_until(cell, None, || rx.has_data(), &mut stand);
+        assert!(r.is_ok(), "the frame sent before the close was lost: {r:?}");
+        expect(&mut rx, b"last");
         closer.join().unwrap();
     });
 }
@@ -305,5 +332,226 @@ fn loom_block_consumer_follows_a_pad() {
             block_recv(&mut waiter, &mut rx, &message(i, BIG));
         }
         producer.join().unwrap();
+    });
+}
+
+/// A sleeper on several words at once, as a selector sleeps (`Selector::sleep`): steps 1 and 2
+/// on every word (`announce_word`), one fence, one look at every ring (a peer gone counts as
+/// ready, as the selector's `probe` says), `sleep_any`, then every sleeper withdrawn. Returns
+/// the index of a ready ring.
+fn select(cells: &[&crate::layout::WaitCell], mut ready: impl FnMut() -> Option<usize>) -> usize {
+    loop {
+        if let Some(i) = ready() {
+            return i;
+        }
+        let words: Vec<_> = cells.iter().map(|c| handshake::announce_word(c)).collect();
+        handshake::fence();
+        let found = ready();
+        if found.is_none() {
+            handshake::sleep_any(&words, None);
+        }
+        for cell in cells {
+            handshake::withdraw(cell);
+        }
+        if let Some(i) = found {
+            return i;
+        }
+    }
+}
+
+/// The address of a ring's data cell, for a model thread that also holds the ring's end.
+fn data_cell(rx: &Consumer) -> &'static crate::layout::WaitCell {
+    let cell = rx.data_cell() as *const crate::layout::WaitCell;
+    // SAFETY: the cell is in the ring's storage, which the model keeps alive (through `rx`)
+    // for as long as it uses the cell.
+    unsafe { &*cell }
+}
+
+/// A selector's wait over two words: a frame published on either ring (here the second, then
+/// the first) ends the sleep on both, and the sleeper counts are back to zero after.
+#[test]
+fn loom_a_sleep_on_several_words_is_woken_by_a_publish_on_any() {
+    model(|| {
+        let (mut tx0, mut rx0) = ring::new(256).unwrap();
+        let (mut tx1, mut rx1) = ring::new(256).unwrap();
+        let producer = thread::spawn(move || {
+            send(&mut tx1, b"one");
+            send(&mut tx0, b"zero");
+        });
+        let cells = [data_cell(&rx0), data_cell(&rx1)];
+        let mut got = [false, false];
+        while got != [true, true] {
+            let i = select(&cells, || {
+                [rx0.has_data(), rx1.has_data()]
+                    .iter()
+                    .zip(got)
+                    .position(|(&has, done)| has && !done)
+            });
+            if i == 0 {
+                expect(&mut rx0, b"zero");
+            } else {
+                expect(&mut rx1, b"one");
+            }
+            got[i] = true;
+        }
+        for cell in cells {
+            assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
+        }
+        producer.join().unwrap();
+    });
+}
+
+/// A close through `handshake::close`, as `Channel`'s drop makes it, racing a selector's sleep
+/// over two words ends it: the closed channel is found ready.
+#[test]
+fn loom_a_close_ends_a_sleep_on_several_words() {
+    model(|| {
+        let (tx0, rx0) = ring::new(256).unwrap();
+        let (_tx1, rx1) = ring::new(256).unwrap();
+        let stand = open();
+        let closed = stand.closed.clone();
+        let closer = thread::spawn(move || {
+            // As `Channel`'s drop closes: the state word (here the stand's), then both cells.
+            handshake::close(&closed, 1, [tx0.data_cell(), tx0.space_cell()]);
+            drop(tx0);
+        });
+        let cells = [data_cell(&rx0), data_cell(&rx1)];
+        let i = select(&cells, || {
+            // Acquire: pairs with the Release store of the closer.
+            (stand.closed.load(Ordering::Acquire) != 0 || rx0.has_data() || rx1.has_data())
+                .then_some(0)
+        });
+        assert_eq!(i, 0);
+        closer.join().unwrap();
+    });
+}
+
+/// A selector's pool hands a word to a pool thread (`pool::hand`, `pool::serve`) and sleeps on
+/// the pool's woken word: the pool thread, whichever way its loop meets the hand-off (before
+/// it looked at its control word, or asleep on it), waits on the word, finds that it changed
+/// (a wake-up the selector's look missed), reports it, and wakes the selector, which takes the
+/// report; then the thread is stopped. (The race of a publish with the announcement is the
+/// several-words model's; here the word changes before the hand-off, so that the model has
+/// one sleeper at a time.)
+#[test]
+fn loom_a_pool_thread_reports_its_word_to_the_selector() {
+    use crate::service::pool::{self, Fired, Slot};
+    model(|| {
+        let (_tx, rx) = ring::new(256).unwrap();
+        let slot = Arc::new(Slot::default());
+        let woken = Arc::new(AtomicU32::new(0));
+        let server = {
+            let (slot, woken) = (slot.clone(), woken.clone());
+            thread::spawn(move || pool::serve(&slot, &woken))
+        };
+        let cell = data_cell(&rx);
+        let word = handshake::announce_word(cell);
+        handshake::fence();
+        // The peer's close, after the selector read the word.
+        handshake::wake(cell);
+        // As `Selector::sleep` does: the pool's word read before the batch is handed over.
+        let entry = pool::woken_entry(&woken);
+        pool::hand(&slot, &[word]);
+        handshake::sleep_any(&[entry], None);
+        assert_eq!(
+            pool::take_fired(&slot),
+            Fired::Word(0),
+            "woken without a report"
+        );
+        handshake::withdraw(cell);
+        pool::stop(&slot);
+        server.join().unwrap();
+    });
+}
+
+/// An async task's side of a wait (`service/task.rs`, built only with tokio): each poll withdraws the announcement of the
+/// last, reads the word and announces ([`handshake::Announced`]), fences and looks again, and
+/// returns `Pending` with the word handed to a waiter (here: a sleep on it, as the reactor and
+/// the task's futex ring compare the word with the value read). The publish wakes it.
+#[test]
+fn loom_an_async_task_is_woken_by_a_publish() {
+    model(|| {
+        let (mut tx, mut rx) = ring::new(256).unwrap();
+        let producer = thread::spawn(move || send(&mut tx, b"ping"));
+        let cell = data_cell(&rx);
+        let mut sleeper = handshake::Announced::default();
+        loop {
+            sleeper.withdraw_from(cell);
+            if rx.has_data() {
+                break;
+            }
+            let seen = sleeper.announce(cell);
+            if handshake::look_again(|| rx.has_data()) {
+                continue;
+            }
+            // Pending: the reactor wakes the task once the word no longer holds `seen`.
+            handshake::sleep_on(cell, seen, None);
+        }
+        assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
+        expect(&mut rx, b"ping");
+        producer.join().unwrap();
+    });
+}
+
+/// Timed slices that end (the sleep of a `Block` wait whose peer nobody watches ends every
+/// slice without a wake-up): each slice announces and withdraws, the publish ends the wait
+/// whichever slice it meets, and no sleeper stays counted.
+#[test]
+fn loom_a_wait_in_slices_that_end_sees_the_publish() {
+    model(|| {
+        let (mut tx, mut rx) = ring::new(256).unwrap();
+        let producer = thread::spawn(move || send(&mut tx, b"ping"));
+        crate::sync::slices_end(true);
+        let mut waiter = Waiter::new(WaitStrategy::Block);
+        let cell = data_cell(&rx);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+        waiter
+            .wait_until(cell, Some(deadline), || rx.has_data(), &mut open())
+            .unwrap();
+        crate::sync::slices_end(false);
+        assert_eq!(cell.sleepers.load(Ordering::Relaxed), 0);
+        expect(&mut rx, b"ping");
+        producer.join().unwrap();
+    });
+}
+
+/// A selector's waker (`WakeFlag`) raised while the selector goes to sleep on it and on a
+/// channel's word that nobody wakes: the raise ends the sleep whenever it comes, before the
+/// wait, between the first look and the sleep, or during it; and what the waking thread wrote
+/// before it raised the flag is seen by the woken one.
+#[test]
+fn loom_a_wake_racing_the_sleep_ends_it() {
+    model(|| {
+        let (_tx, rx) = ring::new(256).unwrap();
+        let flag = Arc::new(handshake::WakeFlag::default());
+        let reason = Arc::new(AtomicU32::new(0));
+        let waker = {
+            let (flag, reason) = (flag.clone(), reason.clone());
+            thread::spawn(move || {
+                // Relaxed: published by the raise.
+                reason.store(7, Ordering::Relaxed);
+                flag.raise();
+            })
+        };
+        let cell = data_cell(&rx);
+        loop {
+            if flag.take() {
+                break;
+            }
+            let words = [flag.word(), handshake::announce_word(cell)];
+            handshake::fence();
+            if !rx.has_data() {
+                handshake::sleep_any(&words, None);
+            }
+            handshake::withdraw(cell);
+        }
+        // Relaxed: ordered by the Acquire of `take`.
+        assert_eq!(
+            reason.load(Ordering::Relaxed),
+            7,
+            "the raise did not publish"
+        );
+        assert!(!flag.take(), "one raise ends one wait");
+        waker.join().unwrap();
     });
 }

@@ -137,15 +137,11 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // Release: pairs with the Acquire in the peer's `PeerWatch::state`: every frame we
-        // published is visible to a peer that sees the close.
-        self.me().state.store(PEER_CLOSED, Ordering::Release);
-        // Wake a peer that sleeps waiting for data from us or for room in our inbound ring.
+        // Record the close, then wake a peer that sleeps waiting for data from us or for room
+        // in our inbound ring (the orderings are in `handshake::close`).
         // SAFETY: both cells point into `self.map`, still mapped; they are atomics.
-        unsafe {
-            wait::wake(self.out_data.as_ref());
-            wait::wake(self.in_space.as_ref());
-        }
+        let cells = unsafe { [self.out_data.as_ref(), self.in_space.as_ref()] };
+        wait::handshake::close(&self.me().state, PEER_CLOSED, cells);
     }
 }
 

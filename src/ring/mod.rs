@@ -102,10 +102,3 @@ pub(crate) const RELEASE_SPACE: Ordering = Ordering::Release;
 /// Ordering of the producer's load of the consumer's index. Acquire: pairs with
 /// [`RELEASE_SPACE`].
 pub(crate) const RECLAIM: Ordering = Ordering::Acquire;
-
-/// The protocol's SeqCst fence, for the services that announce and wake sleepers on the same
-/// cells as `wait` (see the handshake in `wait/waiter.rs`).
-#[inline]
-pub(crate) fn full_fence() {
-    crate::sync::fence(Ordering::SeqCst);
-}

@@ -7,10 +7,12 @@
 #[cfg(feature = "tokio")]
 pub(crate) mod direct;
 pub(crate) mod listener;
-mod pool;
+pub(crate) mod pool;
 #[cfg(feature = "tokio")]
 pub(crate) mod reactor;
 mod selector;
+#[cfg(feature = "tokio")]
+pub(crate) mod task;
 
 pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS};
-pub use selector::Selector;
+pub use selector::{Selector, SelectorWaker};

@@ -20,18 +20,19 @@
 //! Rust code (see `FutexWaitv`).
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
 
-use crate::sys::{futex_wait, futex_wake, wait_any, FutexWaitv, WaitAny, WAITV_MAX};
+use crate::sync::{futex_wait, futex_waitv, futex_wake, wait_any};
+use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
+use crate::sys::{FutexWaitv, WaitAny, WAITV_MAX};
 
 /// Channel words one pool thread waits on (the last slot is its control word).
 pub(super) const PER_THREAD: usize = WAITV_MAX - 1;
 
 /// What a pool thread shares with the selector.
 #[derive(Debug, Default)]
-struct Slot {
+pub(crate) struct Slot {
     /// The generation: incremented by the selector to hand over a batch and again to call it
     /// off. A pool thread waits on it (with its batch) while it holds the batch's generation.
     control: AtomicU32,
@@ -51,7 +52,7 @@ const UNKNOWN: u32 = u32::MAX;
 
 /// What a pool thread reported, taken with [`Pool::take_fired`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Fired {
+pub(crate) enum Fired {
     /// Nothing since the last look.
     Nothing,
     /// The word at this index of the thread's batch.
@@ -82,10 +83,7 @@ impl Pool {
     /// The word the selector also waits on, with the value to expect: read it before
     /// [`dispatch`](Pool::dispatch).
     pub(super) fn woken(&self) -> FutexWaitv {
-        // Acquire: pairs with the Release increment in `serve`; a pool thread increments it
-        // only after taking a batch handed over after this load, so the selector's wait sees
-        // the increment or is woken by the call that follows it.
-        FutexWaitv::new(&self.woken, self.woken.load(Ordering::Acquire))
+        woken_entry(&self.woken)
     }
 
     /// Hands `words` to the pool, [`PER_THREAD`] to a thread, spawning threads as needed.
@@ -133,13 +131,7 @@ impl Pool {
 
     /// Takes what busy thread `w` reported since the last look.
     pub(super) fn take_fired(&self, w: usize) -> Fired {
-        // Relaxed: ordered by the Acquire load of `woken` before it (see `woken_now`); a report
-        // stored after that load comes with an increment the selector's next wait sees.
-        match self.workers[w].slot.fired.swap(NOTHING, Ordering::Relaxed) {
-            NOTHING => Fired::Nothing,
-            UNKNOWN => Fired::Unknown,
-            k => Fired::Word(k as usize - 1),
-        }
+        take_fired(&self.workers[w].slot)
     }
 
     /// Hands busy thread `w` its batch again, `words` (its chunk of the last dispatch, with the
@@ -164,11 +156,7 @@ impl Pool {
 impl Drop for Pool {
     fn drop(&mut self) {
         for worker in &mut self.workers {
-            // Release: pairs with the Acquire load of `stop` in `serve`, made after it saw the
-            // increment below.
-            worker.slot.stop.store(true, Ordering::Release);
-            worker.slot.control.fetch_add(1, Ordering::Release);
-            futex_wake(&worker.slot.control);
+            stop(&worker.slot);
             if let Some(AssertUnwindSafe(thread)) = worker.thread.take() {
                 let _ = thread.join();
             }
@@ -176,8 +164,37 @@ impl Drop for Pool {
     }
 }
 
+/// The pool's woken word as the selector sleeps on it: read before the batches are handed over.
+pub(crate) fn woken_entry(woken: &AtomicU32) -> FutexWaitv {
+    // Acquire: pairs with the Release increment in `serve`. That the selector's wait sees an
+    // increment made for a batch handed over after this load (or is woken by the call that
+    // follows it) is coherence, not this ordering: the kernel compares the value.
+    futex_waitv(woken, woken.load(Ordering::Acquire))
+}
+
+/// Takes what the thread of `slot` reported since the last look.
+pub(crate) fn take_fired(slot: &Slot) -> Fired {
+    // Relaxed: ordered by the Acquire load of `woken` before it (see `Pool::woken_now`); a
+    // report stored after that load comes with an increment the selector's next wait sees.
+    match slot.fired.swap(NOTHING, Ordering::Relaxed) {
+        NOTHING => Fired::Nothing,
+        UNKNOWN => Fired::Unknown,
+        k => Fired::Word(k as usize - 1),
+    }
+}
+
+/// Tells the thread of `slot` to return.
+pub(crate) fn stop(slot: &Slot) {
+    // Release: pairs with the Acquire load of `stop` in `serve`, made after it saw the
+    // increment below.
+    slot.stop.store(true, Ordering::Release);
+    // Release: pairs with the Acquire load of `control` at the top of `serve`'s loop.
+    slot.control.fetch_add(1, Ordering::Release);
+    futex_wake(&slot.control);
+}
+
 /// Hands `words` to the thread of `slot` under a new generation.
-fn hand(slot: &Slot, words: &[FutexWaitv]) {
+pub(crate) fn hand(slot: &Slot, words: &[FutexWaitv]) {
     let mut batch = slot.batch.lock().unwrap_or_else(PoisonError::into_inner);
     // Relaxed: only the selector's thread writes `control`; the batch is published by the mutex.
     let generation = slot.control.load(Ordering::Relaxed).wrapping_add(1);
@@ -185,14 +202,15 @@ fn hand(slot: &Slot, words: &[FutexWaitv]) {
     batch.1.clear();
     batch.1.extend_from_slice(words);
     drop(batch);
-    // Release: pairs with the Acquire load in `serve`, which then takes the batch.
+    // Release: pairs with the Acquire load in `serve`, which then takes the batch (published
+    // by the mutex as well).
     slot.control.store(generation, Ordering::Release);
     futex_wake(&slot.control);
 }
 
 /// A pool thread: waits for a batch, waits on it, tells the selector (which word, if the kernel
 /// said) when the wait ended for another reason than being called off.
-fn serve(slot: &Slot, woken: &AtomicU32) {
+pub(crate) fn serve(slot: &Slot, woken: &AtomicU32) {
     let mut served = None;
     let mut words = Vec::with_capacity(WAITV_MAX);
     loop {
@@ -218,7 +236,7 @@ fn serve(slot: &Slot, woken: &AtomicU32) {
         }
         served = Some(generation);
         let batch = words.len();
-        words.push(FutexWaitv::new(&slot.control, generation));
+        words.push(futex_waitv(&slot.control, generation));
         let woke = wait_any(&words, None);
         // Acquire: as above. Called off: the selector is awake already.
         if slot.control.load(Ordering::Acquire) == generation {

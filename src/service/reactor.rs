@@ -19,7 +19,8 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use super::pool::Pool;
-use crate::sys::{futex_wake, wait_any, FutexWaitv, WaitAny, WAITV_MAX};
+use crate::sys::{futex_wake, FutexWaitv, WaitAny, WAITV_MAX};
+use crate::wait::handshake;
 use crate::wait::UNWATCHED_SLICE;
 
 /// The sleep slice when not every waiting word fits one kernel wait (the pool could not be
@@ -149,7 +150,9 @@ impl Reactor {
                 .into_iter()
                 .flatten()
                 .min();
-            if wait_any(&waiters, timeout) == WaitAny::Unsupported {
+            // Step 4 of the handshake, for the tasks (each announced its sleeper, fenced and
+            // looked again before it armed its entry with the value it read).
+            if handshake::sleep_any(&waiters, timeout) == WaitAny::Unsupported {
                 waitv = false;
                 std::thread::sleep(timeout.map_or(POLL_SLICE, |t| t.min(POLL_SLICE)));
             }

@@ -1,9 +1,9 @@
 //! One thread waiting on many channels: [`Selector`].
 //!
 //! The selector sleeps on the data futex words of every channel at once with `futex_waitv`
-//! (Linux 5.16 and later), using the same handshake as a single channel's `Block` wait: for each
-//! channel it reads the futex word and announces a sleeper, then, after a `SeqCst` fence, looks
-//! at every ring once more before it sleeps. A sender that publishes after that look sees the
+//! (Linux 5.16 and later), through the handshake every sleeper uses (`wait::handshake`): for
+//! each channel it reads the futex word and announces a sleeper, then, after a `SeqCst` fence,
+//! looks at every ring once more before it sleeps. A sender that publishes after that look sees the
 //! announcement and wakes the word, so no wake-up is lost and the sender pays nothing new.
 //!
 //! A peer process that dies without closing is noticed the way a channel's own `Block` wait
@@ -33,21 +33,25 @@
 //!   kernel named, or the words of a batch it did not name) and sleeps on with their new values
 //!   (`rearm`), so its cost does not grow with the set; after [`SPURIOUS_MAX`] of them in one
 //!   sleep it sleeps a [`POLL_SLICE`] without waiting on the words, then looks at every channel;
+//! * a [`SelectorWaker`] (`Selector::waker`) raises a flag whose word every sleep of the
+//!   selector waits on (one slot of its own batch): a wake ends the sleep at once, and a wake
+//!   while it does not sleep stays raised and ends its next wait; the slices of the degraded
+//!   paths below (a millisecond at most) end before the selector looks at the flag;
 //! * channels whose receiving end waits with `Spin` or `SpinYield` are never woken by their
 //!   peer, and without `futex_waitv` (kernels before 5.16) nothing is: in both cases
 //!   the selector looks every millisecond instead of sleeping.
 
 use std::borrow::BorrowMut;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::listener::{Connection, Listener};
 use super::pool::{Fired, Pool, PER_THREAD};
 use crate::channel::Channel;
 use crate::error::OpenError;
-use crate::ring::full_fence;
-use crate::sync;
-use crate::sys::{wait_any, FutexWaitv, WaitAny, WAITV_MAX};
+use crate::sys::{FutexWaitv, WaitAny, WAITV_MAX};
+use crate::wait::handshake::{self, WakeFlag};
 use crate::wait::{Policy, WaitStrategy, UNWATCHED_SLICE};
 /// The sleep slice of the degraded paths.
 const POLL_SLICE: Duration = Duration::from_millis(1);
@@ -63,6 +67,8 @@ const SPURIOUS_MAX: u32 = 64;
 const BELL: usize = usize::MAX;
 /// `Selector::owners`: the pool's woken word.
 const WOKEN: usize = usize::MAX - 1;
+/// `Selector::owners`: the word of the selector's wakers.
+const WAKE: usize = usize::MAX - 2;
 
 /// Waits on many channels from one thread and says which are ready.
 ///
@@ -91,6 +97,11 @@ const WOKEN: usize = usize::MAX - 1;
 /// }
 /// # Ok::<(), shmlink::Error>(())
 /// ```
+///
+/// To stop such a loop without a polling timeout (on a signal, or from another thread), take a
+/// [`waker`](Selector::waker) before it: its [`wake`](SelectorWaker::wake) ends the wait under
+/// way (or the next one) with no ready channel, and [`woken`](Selector::woken) then says true
+/// (the example on [`waker`](Selector::waker) is a whole server that shuts down so).
 ///
 /// The receiving ends should wait with [`WaitStrategy::Block`] (the default): their peers only
 /// make wake-up calls for ends that announced they may sleep. Then an idle selector sleeps
@@ -158,6 +169,31 @@ pub struct Selector {
     /// Whether (and how long) a wait polls before it sleeps: learnt as a channel's `Block`
     /// wait learns it, since a selector's thread serves its channels as a `Block` end does.
     policy: Policy,
+    /// The flag its [`SelectorWaker`]s raise, made by the first [`waker`](Selector::waker).
+    wake: Option<Arc<WakeFlag>>,
+    /// Whether the last wait was ended by a waker.
+    woken: bool,
+}
+
+/// A handle that ends a [`Selector`]'s wait at once, from another thread or from a signal
+/// handler: made by [`Selector::waker`], cloneable, `Send` and `Sync`.
+///
+/// [`wake`](SelectorWaker::wake) is one atomic store and one `FUTEX_WAKE` system call: no
+/// allocation, no lock, so it is async-signal-safe. The wait it ends (the one under way, or
+/// else the selector's next one) returns an empty set of ready channels, and
+/// [`Selector::woken`] then says true. Waking a selector that has been dropped does nothing.
+#[derive(Clone, Debug)]
+pub struct SelectorWaker {
+    flag: Arc<WakeFlag>,
+}
+
+impl SelectorWaker {
+    /// Ends the selector's wait under way at once, or, if none is under way, its next wait
+    /// (several wakes before a wait end that one wait). What the waking thread wrote before
+    /// the call is visible to the selector's thread once [`Selector::woken`] says true.
+    pub fn wake(&self) {
+        self.flag.raise();
+    }
 }
 
 /// What the wait loop needs of a set of channels.
@@ -219,8 +255,81 @@ impl Selector {
         Selector::default()
     }
 
+    /// A handle that ends this selector's wait from another thread or a signal handler (see
+    /// [`SelectorWaker`]). Every waker of a selector wakes it through the same word, which its
+    /// waits sleep on from the first call (a slot of the 128 words of one kernel wait).
+    ///
+    /// A server loop that a signal or another thread shuts down, with no polling timeout:
+    ///
+    /// ```no_run
+    /// use std::sync::OnceLock;
+    ///
+    /// use shmlink::{Config, Listener, Selector, SelectorWaker};
+    ///
+    /// static WAKER: OnceLock<SelectorWaker> = OnceLock::new();
+    ///
+    /// extern "C" fn on_sigterm(_signal: libc::c_int) {
+    ///     // Async-signal-safe: one atomic store and one futex wake-up call.
+    ///     if let Some(waker) = WAKER.get() {
+    ///         waker.wake();
+    ///     }
+    /// }
+    ///
+    /// fn main() -> Result<(), shmlink::Error> {
+    ///     let listener = Listener::bind("svc", &Config::default())?;
+    ///     let mut conns = Vec::new();
+    ///     let mut selector = Selector::new();
+    ///     let _ = WAKER.set(selector.waker());
+    ///     // SAFETY: `on_sigterm` only calls async-signal-safe code; the sigaction is
+    ///     // zeroed and then filled in completely.
+    ///     unsafe {
+    ///         let mut action: libc::sigaction = std::mem::zeroed();
+    ///         action.sa_sigaction = on_sigterm as extern "C" fn(libc::c_int) as usize;
+    ///         libc::sigemptyset(&mut action.sa_mask);
+    ///         libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    ///     }
+    ///     // Another thread may stop the loop the same way, with a clone of the waker.
+    ///     let waker = selector.waker();
+    ///     std::thread::spawn(move || {
+    ///         std::thread::sleep(std::time::Duration::from_secs(60));
+    ///         waker.wake();
+    ///     });
+    ///     loop {
+    ///         let ready = selector.wait_accept(&listener, &mut conns, None)?.to_vec();
+    ///         if selector.woken() {
+    ///             break;
+    ///         }
+    ///         for i in ready {
+    ///             match conns[i].try_recv().map(|m| m.to_vec()) {
+    ///                 Ok(msg) => conns[i].send(&msg)?,
+    ///                 Err(e) if e.is_transient() => {}
+    ///                 Err(_) => {} // gone: removed below
+    ///             }
+    ///         }
+    ///         conns.retain_mut(|c| c.is_peer_connected());
+    ///     }
+    ///     // Dropping the connections closes them: each client's next receive says so.
+    ///     drop(conns);
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn waker(&mut self) -> SelectorWaker {
+        let flag = self.wake.get_or_insert_with(Arc::default);
+        SelectorWaker {
+            flag: Arc::clone(flag),
+        }
+    }
+
+    /// Whether the last [`wait`](Selector::wait) or [`wait_accept`](Selector::wait_accept) was
+    /// ended by a [`SelectorWaker`] (it then returned no ready channel; those that are ready
+    /// are returned by the next wait).
+    pub fn woken(&self) -> bool {
+        self.woken
+    }
+
     /// Waits until at least one of `channels` is ready, or `timeout` passes (`None`: no
-    /// timeout), and returns the indices of the ready ones (empty after a timeout).
+    /// timeout), or a [`SelectorWaker`] wakes it, and returns the indices of the ready ones
+    /// (empty after a timeout, and after a wake: see [`woken`](Selector::woken)).
     pub fn wait<C: BorrowMut<Channel>>(
         &mut self,
         channels: &mut [C],
@@ -234,7 +343,8 @@ impl Selector {
 
     /// Like [`wait`](Selector::wait), also accepting every client that connects to `listener`
     /// into `conns` (new connections are appended, and returned if they are ready). Returns
-    /// early, possibly with no ready channel, after accepting a client.
+    /// early, possibly with no ready channel, after accepting a client. A wake ends it as it
+    /// ends `wait`, before it accepts anyone.
     pub fn wait_accept(
         &mut self,
         listener: &Listener,
@@ -354,6 +464,11 @@ impl Selector {
     }
 
     fn run(&mut self, set: &mut dyn Set, deadline: Option<Instant>) -> Result<(), OpenError> {
+        self.woken = false;
+        if self.take_wake() {
+            self.ready.clear();
+            return Ok(());
+        }
         self.run_once(set, deadline)?;
         if !self.ready.is_empty() {
             self.remember(set);
@@ -370,7 +485,7 @@ impl Selector {
         self.rotate(set.len());
         // Over more channels than one kernel wait takes, a wait soon after a full scan looks
         // at the recently ready channels alone: the others are looked at every `HOT_SLICE`.
-        let pooled = set.len() + usize::from(bell_seen.is_some()) > WAITV_MAX;
+        let pooled = set.len() + usize::from(bell_seen.is_some()) + self.wake_words() > WAITV_MAX;
         self.pooled = pooled;
         self.find_hot(set);
         // The clock is read only where the answer depends on it: one look at a ring costs
@@ -462,6 +577,10 @@ impl Selector {
             if polled {
                 std::thread::sleep(nap.map_or(POLL_SLICE, |n| n.min(POLL_SLICE)));
             }
+            if self.take_wake() {
+                self.ready.clear();
+                return Ok(());
+            }
             // The channels the sleep found ready stay ready: a look that took a death's news
             // from the watcher is the only one that sees it (a later one sees a live peer
             // until the watcher's next look).
@@ -533,10 +652,16 @@ impl Selector {
         self.owners.clear();
         self.spill_owners.clear();
         self.announced.clear();
-        let pooled = n + usize::from(bell_seen.is_some()) > WAITV_MAX;
+        let pooled = n + usize::from(bell_seen.is_some()) + self.wake_words() > WAITV_MAX;
         // The selector's own batch keeps a slot for the pool's word when there is a pool.
         let own = WAITV_MAX - usize::from(pooled);
         let mut partial = false;
+        if let Some(flag) = &self.wake {
+            // Waited for while lowered: a raise before the kernel compares it ends the sleep at
+            // once, one after it wakes it.
+            self.waiters.push(flag.word());
+            self.owners.push(WAKE);
+        }
         if let (Some(bell), Some(seen)) = (set.bell(), bell_seen) {
             self.waiters.push(FutexWaitv::new(bell, seen));
             self.owners.push(BELL);
@@ -558,10 +683,10 @@ impl Selector {
                 }
             }
         }
-        // F1: pairs with F2 in the peer's `wake_if_sleeping`: either we see its frame below, or
-        // it sees our sleeper and changes the futex word we (or a pool thread) are about to
-        // wait on. A death or a close recorded after the loads above changes the word too.
-        full_fence();
+        // Step 3, F1 (see `handshake::fence`): either the scan below sees the peer's frame, or
+        // the peer sees our sleeper and changes the futex word we (or a pool thread) are about
+        // to wait on. A death or a close recorded after the loads above changes the word too.
+        handshake::fence();
         self.scan(set);
         let mut polled = false;
         if self.ready.is_empty() {
@@ -584,7 +709,7 @@ impl Selector {
             let mut spurious = 0;
             loop {
                 let left = until.map(|u| u.saturating_duration_since(Instant::now()));
-                let woke = wait_any(&self.waiters, left);
+                let woke = handshake::sleep_any(&self.waiters, left);
                 if woke == WaitAny::Unsupported {
                     polled = true;
                     break;
@@ -616,11 +741,7 @@ impl Selector {
             }
         }
         for &i in &self.announced {
-            // Relaxed: only the count matters; the peer reads it after its own fence.
-            set.channel(i)
-                .data_cell()
-                .sleepers
-                .fetch_sub(1, Ordering::Relaxed);
+            handshake::withdraw(set.channel(i).data_cell());
         }
         polled && self.ready.is_empty()
     }
@@ -633,14 +754,9 @@ impl Selector {
         if ch.wait_strategy() != WaitStrategy::Block {
             return false;
         }
-        let cell = ch.data_cell();
-        // Acquire: pairs with the Release increment in the peer's wake-up call and in the
-        // death watcher (which records the death before it), so the scan after the fence sees
-        // a death that changed the word before this load.
-        let seen = cell.futex.load(Ordering::Acquire);
-        // Relaxed RMW, ordered by the fence that follows (F1 of the channel's handshake).
-        cell.sleepers.fetch_add(1, Ordering::Relaxed);
-        let word = sync::futex_waitv(&cell.futex, seen);
+        // Steps 1 and 2: the scan after the fence sees a death or a close that changed the word
+        // before the load (see `handshake::observe`).
+        let word = handshake::announce_word(ch.data_cell());
         if self.waiters.len() < own {
             self.waiters.push(word);
             self.owners.push(i);
@@ -667,6 +783,11 @@ impl Selector {
         for k in changed {
             let expected = self.waiters[k].expected();
             match self.owners[k] {
+                WAKE => {
+                    if woke != WaitAny::Returned || self.wake.as_ref().is_some_and(|f| f.raised()) {
+                        return false;
+                    }
+                }
                 BELL => {
                     // Acquire: as in `run_once`.
                     let rung = set.bell().map(|b| b.load(Ordering::Acquire));
@@ -733,14 +854,14 @@ impl Selector {
         unless_same: bool,
     ) -> Option<u32> {
         let ch = set.channel(i);
-        // Acquire: as in `announce`.
-        let seen = ch.data_cell().futex.load(Ordering::Acquire);
+        // Step 1 again, with the sleeper announced since.
+        let seen = handshake::observe(ch.data_cell());
         if unless_same && seen == expected {
             return Some(seen);
         }
-        // F1 again, with the sleeper announced since: either the look below sees what the peer
-        // published, or the peer changes the word after the load above.
-        full_fence();
+        // F1 again: either the look below sees what the peer published, or the peer changes
+        // the word after the load above.
+        handshake::fence();
         let unwatched = self.unwatched;
         if self.probe(set.channel(i)) {
             self.ready.push(i);
@@ -748,6 +869,19 @@ impl Selector {
         }
         // A peer the death watcher stopped covering needs the sleep in slices: leave.
         (self.unwatched == unwatched).then_some(seen)
+    }
+
+    /// How many words of a kernel wait the wakers' word takes: 1 once a waker was made.
+    fn wake_words(&self) -> usize {
+        usize::from(self.wake.is_some())
+    }
+
+    /// True (once) if a waker raised the selector's flag since it was last taken; notes that
+    /// the wait was woken.
+    fn take_wake(&mut self) -> bool {
+        let raised = self.wake.as_ref().is_some_and(|f| f.take());
+        self.woken |= raised;
+        raised
     }
 
     /// Remembers the channels just found ready (the first [`HOT_MAX`]) as the recent ones.

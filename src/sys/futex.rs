@@ -79,6 +79,12 @@ impl FutexWaitv {
         self.val as u32
     }
 
+    /// The address of the word (under loom, of the model's atomic: see `crate::sync`).
+    #[cfg(loom)]
+    pub(crate) fn addr(&self) -> usize {
+        self.uaddr as usize
+    }
+
     /// Waits while the word holds `expected` instead.
     pub(crate) fn set_expected(&mut self, expected: u32) {
         self.val = u64::from(expected);
@@ -109,6 +115,7 @@ pub(crate) enum WaitAny {
 
 /// Sleeps until one of `waiters` is woken or no longer holds its value, or `timeout` passes
 /// (`None`: no timeout). At most [`WAITV_MAX`] waiters; an empty list sleeps for the timeout.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) fn wait_any(waiters: &[FutexWaitv], timeout: Option<Duration>) -> WaitAny {
     use std::sync::atomic::{AtomicBool, Ordering};
     static MISSING: AtomicBool = AtomicBool::new(false);

@@ -27,6 +27,7 @@ mod watch;
 
 pub(crate) use alarm::Alarm;
 pub(crate) use files::{connect_seqpacket_now, euid, shm_open, shm_unlink};
+#[cfg_attr(loom, allow(unused_imports))]
 pub(crate) use futex::{futex_wait, futex_wake, wait_any, FutexWaitv, WaitAny, WAITV_MAX};
 #[cfg(all(test, not(loom)))]
 pub(crate) use process::start_time_at;

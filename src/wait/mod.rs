@@ -56,22 +56,27 @@
 //! reason; if it reads an older value, `futex_wait(futex, s)` returns at once or is woken by
 //! the call that follows the increment. Either way the sleeper does not sleep through it.
 //!
-//! `policy.rs` holds the `Block` policy (what a wait learnt, the plan for the next one) and its
-//! tuned constants; `waiter.rs` the per-half `Waiter`, its death-watch registration, and the
-//! handshake's two sides (`sleep`, `wake_if_sleeping`).
+//! `handshake.rs` holds the handshake's two sides, written once (`observe` is A, `fence` is F1,
+//! `wake_if_sleeping` is F2 and the wake-up, `wake` the unconditional one) and used by every
+//! sleeper: the blocking waits, the async tasks and the selector. `policy.rs` holds the `Block`
+//! policy (what a wait learnt, the plan for the next one) and its tuned constants; `waiter.rs`
+//! the per-half `Waiter` (the blocking waits) and its death-watch registration. The async
+//! task's side of a wait (its poll, its announcement kept across polls, its sleep on a futex
+//! ring of its own or through the reactor) is `service/task.rs`, which needs the channel.
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
 
+pub(crate) mod handshake;
 mod policy;
 mod waiter;
 
 #[cfg(feature = "tokio")]
 pub(crate) use policy::Plan;
 pub(crate) use policy::Policy;
-pub(crate) use waiter::{wake, wake_if_sleeping, Peer, Waiter};
+pub(crate) use waiter::{wake_if_sleeping, Peer, Waiter};
 
 /// How an endpoint waits for data or for room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]

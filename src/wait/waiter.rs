@@ -1,5 +1,5 @@
-//! The waiting state of one half of a channel, and the two sides of the sleep/wake handshake
-//! (see the module docs of `crate::wait`).
+//! The waiting state of one half of a channel: its blocking waits, which sleep through the
+//! handshake of `handshake.rs` (see the module docs of `crate::wait`).
 
 use std::time::{Duration, Instant};
 
@@ -10,8 +10,9 @@ use super::{WaitStrategy, CHECK_INTERVAL, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE}
 use crate::error::WaitError as Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
+use super::handshake;
 use crate::layout::WaitCell;
-use crate::sync::{self, fence, DeathWatch, Ordering};
+use crate::sync::DeathWatch;
 use crate::sys::HoldsEnd;
 
 /// After spinning this long without data, `Spin` yields the core once per batch of polls, so a
@@ -270,9 +271,8 @@ impl Waiter {
         peer: &mut impl Peer,
     ) -> Result<bool> {
         loop {
-            // A: Acquire, pairs with the Release increments in `wake` and in the death watcher
-            // (see the module docs); it must come before the looks at the peer below.
-            let seen = cell.futex.load(Ordering::Acquire);
+            // A: before the looks at the peer below (see `handshake::observe`).
+            let seen = handshake::observe(cell);
             let (timeout, unwatched) = match self.prepare_sleep(cell, peer, deadline) {
                 Ok(Some(t)) => t,
                 Ok(None) => {
@@ -286,7 +286,7 @@ impl Waiter {
                 }
                 Err(e) => return finish(ready, e).map(|()| false),
             };
-            if sleep(cell, seen, timeout, ready) || ready() {
+            if handshake::sleep(cell, seen, timeout, ready) || ready() {
                 return Ok(true);
             }
             if unwatched {
@@ -335,50 +335,20 @@ fn finish(ready: &mut impl FnMut() -> bool, e: Error) -> Result<()> {
     }
 }
 
-/// Announces a sleeper on `cell` and sleeps while the futex word still holds `seen` (for at
-/// most `timeout`), unless `ready()` turns true after announcing. True if it saw `ready()`.
-fn sleep(
-    cell: &WaitCell,
-    seen: u32,
-    timeout: Option<Duration>,
-    ready: &mut impl FnMut() -> bool,
-) -> bool {
-    // Relaxed RMW, ordered by the SeqCst fence F1 right after it.
-    cell.sleepers.fetch_add(1, Ordering::Relaxed);
-    // F1: see the module docs; pairs with F2 in `wake_if_sleeping`.
-    fence(Ordering::SeqCst);
-    let now_ready = ready();
-    if !now_ready {
-        sync::futex_wait(&cell.futex, seen, timeout);
-    }
-    cell.sleepers.fetch_sub(1, Ordering::Relaxed);
-    now_ready
-}
-
-/// Wakes whoever sleeps on `cell`, if anyone announced it. Called after publishing.
+/// Wakes whoever sleeps on `cell`, if anyone announced it (the waker's side of the
+/// handshake, `handshake::wake_if_sleeping`), and tells the policy that this thread woke its
+/// peer. Called after publishing.
 #[inline]
 pub(crate) fn wake_if_sleeping(cell: &WaitCell) {
-    // F2: see the module docs; pairs with F1 in `sleep`.
-    fence(Ordering::SeqCst);
-    // Relaxed: ordered by F2.
-    if cell.sleepers.load(Ordering::Relaxed) != 0 {
-        wake(cell);
+    if handshake::wake_if_sleeping(cell) {
         note_woke_peer();
     }
-}
-
-/// Wakes every sleeper on `cell` unconditionally (used on close, after the closed state is
-/// stored).
-pub(crate) fn wake(cell: &WaitCell) {
-    // Release: pairs with the Acquire load A of the futex word in `Waiter::sleep_until`.
-    cell.futex.fetch_add(1, Ordering::Release);
-    sync::futex_wake(&cell.futex);
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::sync::AtomicU32;
+    use crate::sync::{AtomicU32, Ordering};
 
     /// A peer that is always there and never tells its process.
     struct Anonymous;

@@ -22,6 +22,7 @@ mod liveness;
 mod roles;
 mod segments;
 mod selector_many;
+mod selector_waker;
 mod services;
 mod stress;
 #[cfg(feature = "tokio")]

@@ -1,0 +1,323 @@
+//! The async task's side of a wait (the engine under `crate::tokio`): one direction of an
+//! `AsyncChannel` polls its ring as the `Block` policy plans, yielding to the runtime between
+//! batches, then sleeps through the handshake of `handshake.rs` with its announcement kept
+//! across polls ([`Announced`]): read the word and announce (steps 1 and 2), register the peer
+//! with the death watcher, fence and look again (step 3), and hand the word and the value read
+//! to its own futex ring (`service::direct`) or to the reactor (`service::reactor`), which
+//! complete the sleep (step 4) and wake the task's `Waker`. The announcement is withdrawn
+//! (step 5) when the task polls again, when its operation ends, and when the channel goes.
+//!
+//! The module docs of `crate::tokio` say how it behaves; this file is how it is made. It sits in
+//! `service/`, beside the two sleepers it hands its word to, because it needs the channel
+//! (`wait/` lies below `channel/` in the layers); the handshake it follows is `wait`'s.
+
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use super::direct::{Armed, DirectWait};
+use super::reactor::Registration;
+use crate::channel::Channel;
+use crate::error::{RecvError, SendError, WaitError};
+use crate::layout::WaitCell;
+use crate::wait::handshake::{self, Announced};
+use crate::wait::{Deadline, Plan, Policy, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
+
+/// What a task waits for: a frame to receive, or room for a frame of this many bytes.
+#[derive(Clone, Copy)]
+pub(crate) enum Want {
+    Data,
+    Room(usize),
+}
+
+impl Want {
+    /// The cell the peer wakes when this want may be met.
+    pub(crate) fn cell(self, ch: &Channel) -> &WaitCell {
+        match self {
+            Want::Data => ch.data_cell(),
+            Want::Room(_) => ch.space_cell(),
+        }
+    }
+
+    /// True when the operation should be tried again: what we want is there, or the peer
+    /// closed (the operation then reports it).
+    fn ready(self, ch: &mut Channel) -> bool {
+        let there = match self {
+            Want::Data => ch.has_data(),
+            Want::Room(len) => ch.has_room(len),
+        };
+        there || ch.peer_closed()
+    }
+
+    /// Registers the peer with the death watcher on [`cell`](Want::cell)'s word (see
+    /// `Channel::watch_recv_peer`).
+    fn watch(self, ch: &mut Channel) -> Result<bool, WaitError> {
+        match self {
+            Want::Data => ch.watch_recv_peer(),
+            Want::Room(_) => ch.watch_send_peer(),
+        }
+    }
+}
+
+/// A wait under way, kept across the polls of one operation.
+pub(crate) struct Wait {
+    plan: Plan,
+    started: Instant,
+    /// Whether it went to sleep (past its poll).
+    slept: bool,
+    /// Whether it handed its word to the reactor.
+    armed: bool,
+}
+
+/// What a waiting future does after [`Side::wait`].
+pub(crate) enum Step {
+    /// Try the operation again.
+    Again,
+    /// Return `Pending`: the reactor, or the task itself, wakes the waker.
+    Pending,
+    /// Fail with this error.
+    Fail(WaitError),
+}
+
+/// How a [`Side`] sleeps.
+pub(crate) enum Sleep {
+    /// Not decided yet: decided at the first sleep, on the runtime that polls it.
+    Undecided,
+    /// Its own futex ring, polled by the runtime's I/O driver (boxed: an `io_uring` handle is
+    /// large, and most sides never sleep).
+    Direct(Box<DirectWait>),
+    /// Through the reactor thread.
+    Reactor,
+}
+
+/// One direction of an [`AsyncChannel`](crate::tokio::AsyncChannel) (receiving, or sending into a full ring): what its
+/// waits learnt, how it sleeps, its place in the reactor, and its sleeper on the channel's
+/// cell.
+pub(crate) struct Side {
+    policy: Policy,
+    sleep: Sleep,
+    /// Its place in the reactor, taken when it first sleeps there.
+    reg: Option<Registration>,
+    pub(crate) sleeper: Announced,
+}
+
+impl Side {
+    pub(crate) fn new() -> Side {
+        Side {
+            policy: Policy::for_tasks(),
+            sleep: Sleep::Undecided,
+            reg: None,
+            sleeper: Announced::default(),
+        }
+    }
+
+    /// Sleeps on `word` while it holds `seen`, until `deadline` (and, if `!watched`, at most
+    /// [`UNWATCHED_SLICE`]): on the task's own futex ring where it has one, else through the
+    /// reactor. `Again` when the wait is already over.
+    fn sleep_on(
+        &mut self,
+        cx: &mut Context<'_>,
+        w: &mut Wait,
+        word: &std::sync::atomic::AtomicU32,
+        seen: u32,
+        watched: bool,
+        deadline: Deadline,
+    ) -> Step {
+        if let Sleep::Undecided = self.sleep {
+            self.sleep = DirectWait::new().map_or(Sleep::Reactor, |d| Sleep::Direct(Box::new(d)));
+        }
+        if let Sleep::Direct(direct) = &mut self.sleep {
+            let left = deadline
+                .instant()
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            let slice = (!watched).then_some(UNWATCHED_SLICE);
+            let timeout = [left, slice].into_iter().flatten().min();
+            match direct.arm(cx, word, seen, timeout) {
+                Ok(Armed::Pending) => return Step::Pending,
+                Ok(Armed::Again) => return Step::Again,
+                // The ring or the runtime's driver failed us (the runtime is shutting down):
+                // the reactor serves from now on.
+                Err(_) => self.sleep = Sleep::Reactor,
+            }
+        }
+        // Armed after the look: a change of the word since `seen` stays in the word, and the
+        // reactor's wait (which compares it with `seen`) returns at once for it.
+        self.reg.get_or_insert_with(Registration::new).arm(
+            word,
+            seen,
+            !watched,
+            deadline.instant(),
+            cx.waker(),
+        );
+        w.armed = true;
+        Step::Pending
+    }
+
+    /// The operation succeeded: folds the wait, if there was one, into the policy.
+    fn done(&mut self, wait: &mut Option<Wait>) {
+        if let Some(w) = wait.take() {
+            self.policy.learn(w.plan, w.slept, || w.started.elapsed());
+            if w.armed {
+                // Woken by something else than the reactor (a `select!` sibling): our entry
+                // may still be there.
+                self.disarm();
+            }
+        }
+    }
+
+    /// Takes the side's entry out of the reactor, if it has one.
+    pub(crate) fn disarm(&self) {
+        if let Some(reg) = &self.reg {
+            reg.disarm();
+        }
+    }
+
+    /// The operation ended with an error: nothing to learn.
+    fn failed(&mut self, wait: &mut Option<Wait>) {
+        if wait.take().is_some_and(|w| w.armed) {
+            self.disarm();
+        }
+    }
+
+    /// Runs `attempt` (the operation, tried without waiting: `Ok(None)` when it found nothing
+    /// to do) until it is done, waiting between attempts as [`wait`](Side::wait) plans, until
+    /// `deadline`. The poll of every operation of an [`AsyncChannel`].
+    pub(crate) fn poll_op<T, E: From<WaitError>>(
+        &mut self,
+        cx: &mut Context<'_>,
+        wait: &mut Option<Wait>,
+        ch: &mut Channel,
+        want: Want,
+        deadline: Deadline,
+        mut attempt: impl FnMut(&mut Channel) -> Result<Option<T>, E>,
+    ) -> Poll<Result<T, E>> {
+        // A unit of the task's budget per operation that ends, as tokio's own sockets and
+        // channels take one (see "Sharing the thread" in the module docs). Out of budget: the
+        // runtime wakes the task again once the thread's other tasks had their turn. Outside a
+        // tokio runtime the budget is unlimited.
+        let coop = std::task::ready!(::tokio::task::coop::poll_proceed(cx));
+        loop {
+            self.sleeper.withdraw_from(want.cell(ch));
+            let error = match attempt(ch) {
+                Ok(Some(done)) => {
+                    coop.made_progress();
+                    self.done(wait);
+                    return Poll::Ready(Ok(done));
+                }
+                Ok(None) if deadline.passed() => E::from(WaitError::Timeout {
+                    channel: ch.channel_name().clone(),
+                }),
+                Ok(None) => match self.wait(cx, wait, ch, want, deadline) {
+                    Step::Again => continue,
+                    Step::Pending => return Poll::Pending,
+                    Step::Fail(e) => e.into(),
+                },
+                Err(e) => e,
+            };
+            coop.made_progress();
+            self.failed(wait);
+            return Poll::Ready(Err(error));
+        }
+    }
+
+    /// Called when the operation found nothing to do: polls as the policy plans (yielding to
+    /// the runtime between batches), then hands the cell's word to the reactor, with the
+    /// deadline.
+    fn wait(
+        &mut self,
+        cx: &mut Context<'_>,
+        wait: &mut Option<Wait>,
+        ch: &mut Channel,
+        want: Want,
+        deadline: Deadline,
+    ) -> Step {
+        let w = wait.get_or_insert_with(|| Wait {
+            plan: self.policy.plan(),
+            started: Instant::now(),
+            slept: false,
+            armed: false,
+        });
+        if !w.slept {
+            let (budget, polite) = w.plan.poll();
+            let batch = Instant::now();
+            if batch.duration_since(w.started) < budget {
+                for _ in 0..SPINS_PER_CLOCK_READ {
+                    if want.ready(ch) {
+                        return Step::Again;
+                    }
+                    std::hint::spin_loop();
+                }
+                let mut now = Instant::now();
+                let more = now.duration_since(w.started) < budget;
+                if more && polite {
+                    // Right after waking the peer, which may need this core to answer.
+                    std::thread::yield_now();
+                    now = Instant::now();
+                }
+                // The batch and its yield, in case they lost the core.
+                self.policy.note_poll_batch(batch, now);
+                if more {
+                    // Let the thread's other tasks run (a peer task among them may be the one
+                    // to answer), and poll again when the runtime comes back to us.
+                    cx.waker().wake_by_ref();
+                    return Step::Pending;
+                }
+            }
+            w.slept = true;
+        }
+        let seen = self.sleeper.announce(want.cell(ch));
+        // After reading the word: a death recorded later changes it (see `Waiter::watch`).
+        let watched = match want.watch(ch) {
+            Ok(watched) => watched,
+            Err(e) => {
+                self.sleeper.withdraw_from(want.cell(ch));
+                return if want.ready(ch) {
+                    Step::Again
+                } else {
+                    Step::Fail(e)
+                };
+            }
+        };
+        if !watched {
+            // Woken every slice by the reactor: look at the peer's process each time.
+            if let Err(e) = ch.check_peer() {
+                self.sleeper.withdraw_from(want.cell(ch));
+                return if want.ready(ch) {
+                    Step::Again
+                } else {
+                    Step::Fail(e)
+                };
+            }
+        }
+        // F1, then the look (see `handshake::fence`): either we see the peer's frame (or room)
+        // now, or it sees our sleeper and changes the word from `seen`.
+        if handshake::look_again(|| want.ready(ch)) {
+            // The peer answered meanwhile: no need to bother the reactor.
+            self.sleeper.withdraw_from(want.cell(ch));
+            return Step::Again;
+        }
+        // Slept on after the look: a change of the word since `seen` stays in the word, and
+        // the wait (which compares it with `seen`) ends at once for it.
+        self.sleep_on(cx, w, &want.cell(ch).futex, seen, watched, deadline)
+    }
+}
+
+/// `Ok(None)` for the "not now" error of an attempt (`Full`, `Empty`), for
+/// [`Side::poll_op`].
+pub(crate) fn not_now<T, E>(
+    result: Result<T, E>,
+    is_not_now: impl Fn(&E) -> bool,
+) -> Result<Option<T>, E> {
+    match result {
+        Ok(done) => Ok(Some(done)),
+        Err(e) if is_not_now(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+pub(crate) fn full(e: &SendError) -> bool {
+    matches!(e, SendError::Full { .. })
+}
+
+pub(crate) fn empty(e: &RecvError) -> bool {
+    matches!(e, RecvError::Empty { .. })
+}
