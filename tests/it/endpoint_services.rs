@@ -284,7 +284,7 @@ fn a_connect_to_nothing_is_not_found_naming_the_channel_on_either_backend() {
     let _serial = serial();
     let name = unique("epnothing");
     let expected =
-        format!("connect Err(NotFound({name:?})) connect_timeout Err(NotFound({name:?}))");
+        format!("connect Err(NotFound {{ channel: {name:?} }}) connect_timeout Err(NotFound {{ channel: {name:?} }})");
     for (forced, env) in [(false, "0"), (true, "1")] {
         let mut child = spawn_role_with(
             "connect-nothing",
