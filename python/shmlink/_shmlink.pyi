@@ -6,7 +6,7 @@ from typing import Any, Literal, Self
 
 from typing_extensions import Buffer
 
-Wait = Literal["block", "spin", "yield"]
+_Wait = Literal["block", "spin", "yield"]
 
 SLICE_SECONDS: float
 """The longest a wait runs without looking for a pending signal (Ctrl-C): 0.05 s."""
@@ -94,10 +94,10 @@ class Channel:
     """
 
     @staticmethod
-    def create(name: str, capacity: int = 1048576, wait: Wait = "block") -> Channel:
+    def create(name: str, capacity: int = 1048576, wait: _Wait = "block") -> Channel:
         """Makes the channel ``name`` (``capacity`` bytes per direction, a power of two)."""
     @staticmethod
-    def connect(name: str, wait: Wait = "block", timeout: float | None = None) -> Channel:
+    def connect(name: str, wait: _Wait = "block", timeout: float | None = None) -> Channel:
         """Connects to the channel or listener ``name``, waiting up to ``timeout`` seconds for
         it to appear (``None``: try once)."""
     def send(self, data: Buffer, timeout: float | None = None) -> None:
@@ -174,18 +174,18 @@ class Endpoint(Channel):
     def create(  # type: ignore[override]
         name: str,
         capacity: int = 1048576,
-        wait: Wait = "block",
+        wait: _Wait = "block",
         backend: Literal["shm", "ipc-channel"] | None = None,
     ) -> Endpoint: ...
     @staticmethod
-    def connect(name: str, wait: Wait = "block", timeout: float | None = None) -> Endpoint: ...
+    def connect(name: str, wait: _Wait = "block", timeout: float | None = None) -> Endpoint: ...
 
 class Listener:
     """A name clients connect to with ``Channel.connect``; ``accept`` gives each its own channel."""
 
     @staticmethod
     def bind(
-        name: str, capacity: int = 1048576, wait: Wait = "block", max_clients: int | None = None
+        name: str, capacity: int = 1048576, wait: _Wait = "block", max_clients: int | None = None
     ) -> Listener: ...
     def accept(self, timeout: float | None = None) -> Channel:
         """Accepts the next client (``Timeout`` after ``timeout`` seconds)."""
