@@ -20,6 +20,11 @@ peer that never lets the ring run dry cannot keep it going.
 JSON goes through ``orjson`` when it is installed (``pip install shmlink[fast-json]``), else
 the standard ``json`` module; ``JSON_CODEC`` says which. Either way, a message that is not JSON
 (or an object that cannot be encoded) raises ``JsonError``, a ``ShmlinkError``.
+
+Plain values (``ctypes`` structures) travel as their bytes: ``send_value(tick)`` on one end,
+``recv_value(Tick)`` on the other, which raises ``WrongSize`` for a message of another length.
+A Rust peer reads the same message with ``recv_value::<Tick>()`` of a ``#[repr(C)]`` struct of
+the same layout.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from ._shmlink import (
     InvalidName,
     IoError,
     JsonError,
+    WrongSize,
     Listener,
     NotAChannel,
     NotFound,
@@ -91,6 +97,7 @@ __all__ = [
     "IoError",
     "JSON_CODEC",
     "JsonError",
+    "WrongSize",
     "Listener",
     "MAX_NAME_LEN",
     "NotAChannel",

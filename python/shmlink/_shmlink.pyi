@@ -2,11 +2,13 @@
 
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 from typing_extensions import Buffer
 
-Wait = Literal["block", "spin", "yield"]
+_V = TypeVar("_V")
+
+_Wait = Literal["block", "spin", "yield"]
 
 SLICE_SECONDS: float
 """The longest a wait runs without looking for a pending signal (Ctrl-C): 0.05 s."""
@@ -38,6 +40,13 @@ class TooLarge(ShmlinkError):
     """The message is longer than the receiver, this side or the buffer accepts."""
     len: int
     max: int
+
+class WrongSize(ShmlinkError):
+    """A message that is not exactly one value of the type ``recv_value`` asked for (the
+    message is consumed; the channel keeps working)."""
+    channel: str
+    len: int
+    expected: int
 
 class Corrupt(ShmlinkError):
     """The shared memory holds a value this side will not interpret."""
@@ -94,10 +103,10 @@ class Channel:
     """
 
     @staticmethod
-    def create(name: str, capacity: int = 1048576, wait: Wait = "block") -> Channel:
+    def create(name: str, capacity: int = 1048576, wait: _Wait = "block") -> Channel:
         """Makes the channel ``name`` (``capacity`` bytes per direction, a power of two)."""
     @staticmethod
-    def connect(name: str, wait: Wait = "block", timeout: float | None = None) -> Channel:
+    def connect(name: str, wait: _Wait = "block", timeout: float | None = None) -> Channel:
         """Connects to the channel or listener ``name``, waiting up to ``timeout`` seconds for
         it to appear (``None``: try once)."""
     def send(self, data: Buffer, timeout: float | None = None) -> None:
@@ -137,6 +146,16 @@ class Channel:
         """Receives the next message and decodes it as JSON (``JsonError`` if it is not)."""
     def try_recv_json(self) -> Any:
         """Receives the message waiting now and decodes it as JSON, or raises ``Empty``."""
+    def send_value(self, value: Buffer, timeout: float | None = None) -> None:
+        """Sends a plain value (a ``ctypes.Structure`` instance, a numpy record...): its bytes as
+        they are in memory, as one message."""
+    def try_send_value(self, value: Buffer) -> None:
+        """``send_value`` now, or raises ``Full``."""
+    def recv_value(self, cls: Callable[[], _V], timeout: float | None = None) -> _V:
+        """Receives the next message into a new ``cls()`` (a ctypes type); a message that is not
+        exactly its size raises ``WrongSize``."""
+    def try_recv_value(self, cls: Callable[[], _V]) -> _V:
+        """``recv_value`` of the message waiting now, or raises ``Empty``."""
     def close(self) -> None:
         """Closes this end; closing twice does nothing."""
     @property
@@ -174,18 +193,18 @@ class Endpoint(Channel):
     def create(  # type: ignore[override]
         name: str,
         capacity: int = 1048576,
-        wait: Wait = "block",
+        wait: _Wait = "block",
         backend: Literal["shm", "ipc-channel"] | None = None,
     ) -> Endpoint: ...
     @staticmethod
-    def connect(name: str, wait: Wait = "block", timeout: float | None = None) -> Endpoint: ...
+    def connect(name: str, wait: _Wait = "block", timeout: float | None = None) -> Endpoint: ...
 
 class Listener:
     """A name clients connect to with ``Channel.connect``; ``accept`` gives each its own channel."""
 
     @staticmethod
     def bind(
-        name: str, capacity: int = 1048576, wait: Wait = "block", max_clients: int | None = None
+        name: str, capacity: int = 1048576, wait: _Wait = "block", max_clients: int | None = None
     ) -> Listener: ...
     def accept(self, timeout: float | None = None) -> Channel:
         """Accepts the next client (``Timeout`` after ``timeout`` seconds)."""

@@ -694,3 +694,65 @@ def test_ctrl_c_interrupts_batch_receives_from_a_sender_that_never_stops(name, r
         seen = time.monotonic()
         sent = float(read_line(killer))
         assert seen - sent < 1.0, f"Ctrl-C seen {seen - sent:.2f} s after it came"
+
+
+# A child that receives ctypes Ticks by value and sends each back with its price doubled.
+VALUE_ECHO = """
+import ctypes, sys, shmlink
+
+class Tick(ctypes.Structure):
+    _fields_ = [("price", ctypes.c_uint64), ("qty", ctypes.c_uint32), ("side", ctypes.c_uint32)]
+
+with shmlink.Endpoint.connect(sys.argv[1], timeout=10) as ch:
+    print("connected", flush=True)
+    while True:
+        try:
+            tick = ch.recv_value(Tick, timeout=30)
+        except shmlink.Disconnected:
+            break
+        except shmlink.WrongSize as e:
+            ch.send_json({"wrong": [e.len, e.expected, e.channel]}, timeout=30)
+            continue
+        tick.price *= 2
+        ch.send_value(tick, timeout=30)
+"""
+
+
+class Tick(__import__("ctypes").Structure):
+    import ctypes as _c
+
+    _fields_ = [("price", _c.c_uint64), ("qty", _c.c_uint32), ("side", _c.c_uint32)]
+
+
+def test_plain_values_go_by_value_between_processes_on_both_backends(name, spawn):
+    for backend in ("shm", "ipc-channel"):
+        n = f"{name}-{backend}"
+        with shmlink.Endpoint.create(n, capacity=1 << 16, backend=backend) as ch:
+            child = spawn(VALUE_ECHO, n)
+            assert read_line(child) == "connected"
+            for i in range(100):
+                ch.send_value(Tick(price=100 + i, qty=i, side=i % 2), timeout=10)
+                back = ch.recv_value(Tick, timeout=10)
+                assert (back.price, back.qty, back.side) == (2 * (100 + i), i, i % 2)
+            ch.try_send_value(Tick(price=1, qty=2, side=3))
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    back = ch.try_recv_value(Tick)
+                    break
+                except shmlink.Empty:
+                    assert time.monotonic() < deadline
+            assert (back.price, back.qty, back.side) == (2, 2, 3)
+            # A message of another length is WrongSize at the receiver, which keeps working.
+            ch.send(b"not a tick", timeout=10)
+            assert ch.recv_json(timeout=10) == {"wrong": [10, 16, n]}
+            ch.send(b"\x00" * 24, timeout=10)
+            with pytest.raises(shmlink.WrongSize) as wrong:
+                ch.recv_value(Tick, timeout=10)  # the child's JSON reply is no Tick either
+            assert (wrong.value.expected, wrong.value.channel) == (16, n)
+            assert wrong.value.len > 16
+            ch.send_value(Tick(price=5, qty=0, side=0), timeout=10)
+            assert ch.recv_value(Tick, timeout=10).price == 10
+            with pytest.raises(shmlink.Timeout):
+                ch.recv_value(Tick, timeout=0.05)
+        reap(child)
