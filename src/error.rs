@@ -313,7 +313,7 @@ pub enum SendError {
          or use send or send_timeout to wait for room"
     )]
     Full {
-        /// The channel's name (`"ring"` for a [`ring`](crate::ring) between threads).
+        /// The channel's name (`"ring"` for a [`ring`](crate::shm::ring) between threads).
         channel: ChannelName,
     },
     /// The wait for room ran past its deadline (`_timeout` forms). Nothing of the message is
@@ -362,7 +362,7 @@ pub enum SendError {
     /// of range, an unknown state word...). The channel should be dropped.
     #[error("channel {channel:?} holds corrupt data: {what}")]
     Corrupt {
-        /// The channel's name (`"ring"` for a [`ring`](crate::ring) between threads).
+        /// The channel's name (`"ring"` for a [`ring`](crate::shm::ring) between threads).
         channel: ChannelName,
         /// What was wrong.
         what: String,
@@ -393,7 +393,7 @@ pub enum RecvError {
          recv_timeout to wait for one"
     )]
     Empty {
-        /// The channel's name (`"ring"` for a [`ring`](crate::ring) between threads).
+        /// The channel's name (`"ring"` for a [`ring`](crate::shm::ring) between threads).
         channel: ChannelName,
     },
     /// The wait ran past its deadline (`_timeout` forms). The part of a fragmented message
@@ -426,7 +426,7 @@ pub enum RecvError {
     /// an unknown frame kind, fragments out of sequence...). The channel should be dropped.
     #[error("channel {channel:?} holds corrupt data: {what}")]
     Corrupt {
-        /// The channel's name (`"ring"` for a [`ring`](crate::ring) between threads).
+        /// The channel's name (`"ring"` for a [`ring`](crate::shm::ring) between threads).
         channel: ChannelName,
         /// What was wrong.
         what: String,

@@ -434,33 +434,28 @@ compile_error!(
      from pidfds and open-file-description locks, and has no other implementation of these"
 );
 
-#[macro_use]
-mod methods;
-
-mod channel;
-mod connect;
-mod endpoint;
 mod error;
 mod ipc;
-mod layout;
-mod mapping;
-pub mod ring;
-pub mod segments;
+mod seam;
 mod service;
+mod shm;
+mod surface;
 mod sync;
 mod sys;
-#[cfg(feature = "tokio")]
-pub mod tokio;
 mod wait;
 
-pub use channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
-pub use endpoint::{Backend, Endpoint, EndpointListener, Received, Reserved};
 pub use error::{ChannelName, Error, OpenError, RecvError, Result, SendError};
-pub use layout::listener::MAX_CLIENTS;
-pub use mapping::MAX_NAME_LEN;
-pub use methods::{Grant, Message, Receiver, Sender, Value};
-pub use ring::{ReadGuard, WriteGrant};
+pub use seam::{Grant, Message};
 pub use service::{Connection, Listener, Selector, SelectorWaker, DEFAULT_MAX_CLIENTS};
+pub use shm::channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
+pub use shm::layout::listener::MAX_CLIENTS;
+pub use shm::mapping::MAX_NAME_LEN;
+pub use shm::ring::{ReadGuard, WriteGrant};
+pub use shm::{ring, segments};
+pub use surface::endpoint::{Backend, Endpoint, EndpointListener, Received, Reserved};
+#[cfg(feature = "tokio")]
+pub use surface::tokio;
+pub use surface::{Receiver, Sender, Value};
 pub use wait::WaitStrategy;
 /// The crate [`send_value`](Sender::send_value) and [`recv_value`](Receiver::recv_value) take
 /// their bounds from, re-exported so that a dependent names the same version.

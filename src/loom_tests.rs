@@ -19,8 +19,8 @@ use loom::sync::Arc;
 use loom::thread;
 
 use crate::error::{RecvError, SendError, WaitError};
-use crate::layout::{MODE_BLOCK, MODE_SPIN};
-use crate::ring::{self, Consumer, Producer};
+use crate::shm::layout::{MODE_BLOCK, MODE_SPIN};
+use crate::shm::ring::{self, Consumer, Producer};
 use crate::sync::{AtomicU32, Ordering};
 use crate::wait::{self, handshake, WaitStrategy, Waiter};
 
@@ -105,9 +105,9 @@ const BIG: usize = 184;
 #[test]
 fn loom_frames_cross_and_space_comes_back() {
     model(|| {
-        crate::ring::announce(MODE_SPIN);
+        crate::shm::ring::announce(MODE_SPIN);
         let (mut tx, mut rx) = ring::new(512).unwrap();
-        crate::ring::announce(MODE_BLOCK);
+        crate::shm::ring::announce(MODE_BLOCK);
         let producer = thread::spawn(move || {
             for i in 0..3 {
                 send(&mut tx, &message(i, BIG));
@@ -127,9 +127,9 @@ fn loom_frames_cross_and_space_comes_back() {
 #[test]
 fn loom_batches_cross_and_space_comes_back() {
     model(|| {
-        crate::ring::announce(MODE_SPIN);
+        crate::shm::ring::announce(MODE_SPIN);
         let (mut tx, mut rx) = ring::new(512).unwrap();
-        crate::ring::announce(MODE_BLOCK);
+        crate::shm::ring::announce(MODE_BLOCK);
         let all: Vec<Vec<u8>> = [40, 40, BIG, BIG, 40]
             .iter()
             .enumerate()
@@ -339,7 +339,10 @@ fn loom_block_consumer_follows_a_pad() {
 /// on every word (`announce_word`), one fence, one look at every ring (a peer gone counts as
 /// ready, as the selector's `probe` says), `sleep_any`, then every sleeper withdrawn. Returns
 /// the index of a ready ring.
-fn select(cells: &[&crate::layout::WaitCell], mut ready: impl FnMut() -> Option<usize>) -> usize {
+fn select(
+    cells: &[&crate::shm::layout::WaitCell],
+    mut ready: impl FnMut() -> Option<usize>,
+) -> usize {
     loop {
         if let Some(i) = ready() {
             return i;
@@ -360,8 +363,8 @@ fn select(cells: &[&crate::layout::WaitCell], mut ready: impl FnMut() -> Option<
 }
 
 /// The address of a ring's data cell, for a model thread that also holds the ring's end.
-fn data_cell(rx: &Consumer) -> &'static crate::layout::WaitCell {
-    let cell = rx.data_cell() as *const crate::layout::WaitCell;
+fn data_cell(rx: &Consumer) -> &'static crate::shm::layout::WaitCell {
+    let cell = rx.data_cell() as *const crate::shm::layout::WaitCell;
     // SAFETY: the cell is in the ring's storage, which the model keeps alive (through `rx`)
     // for as long as it uses the cell.
     unsafe { &*cell }

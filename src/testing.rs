@@ -10,14 +10,14 @@
 //! [`PRETEND_MISSING_ENV`] takes system calls away to exercise their fallbacks, and
 //! [`NO_IO_URING_ENV`] tells the tests that a machine refuses `io_uring` on purpose.
 
-use crate::layout;
+use crate::shm::layout;
 
-pub use crate::channel::SliceWriter;
 pub use crate::hooks::{
     peer_looks_on_this_thread, wake_calls_on_this_thread, StopPoint, FORCE_FALLBACK_ENV,
     PRETEND_MISSING_ENV, STOP_AT_ENV,
 };
-pub use crate::layout::{PeerInfo, RingHeader, SegmentHeader};
+pub use crate::shm::channel::SliceWriter;
+pub use crate::shm::layout::{PeerInfo, RingHeader, SegmentHeader};
 
 /// Bytes before the first ring region of a channel's mapping.
 pub const HEADER_SIZE: usize = layout::HEADER_SIZE;
@@ -101,11 +101,11 @@ pub fn recv_region(channel: &crate::Channel) -> std::ops::Range<usize> {
 }
 
 /// The prefix of a channel's name in the shared-memory namespace.
-pub const OS_PREFIX: &str = crate::mapping::OS_PREFIX;
+pub const OS_PREFIX: &str = crate::shm::mapping::OS_PREFIX;
 
 /// Checks a channel or listener name (the one rule of every name).
 pub fn validate_name(name: &str) -> Result<(), crate::OpenError> {
-    crate::mapping::validate_name(name)
+    crate::shm::mapping::validate_name(name)
 }
 
 /// Checks a name on the ipc-channel backend (the same rule).
@@ -115,12 +115,12 @@ pub fn validate_fallback_name(name: &str) -> Result<(), crate::OpenError> {
 
 /// Where the shared-memory objects are listed (`/dev/shm`), if that directory exists.
 pub fn shm_dir() -> Option<&'static std::path::Path> {
-    crate::mapping::shm_dir()
+    crate::shm::mapping::shm_dir()
 }
 
 /// Removes the name of the channel `name`.
 pub fn unlink(name: &str) -> Result<(), crate::OpenError> {
-    crate::mapping::unlink(name)
+    crate::shm::mapping::unlink(name)
 }
 
 /// Where the ipc-channel backend's rendezvous file of `name` is.
@@ -179,7 +179,7 @@ pub fn kernel_has_io_uring_futex_waits() -> bool {
 /// a test's output.
 #[cfg(feature = "tokio")]
 pub fn async_paths() -> String {
-    let s = crate::tokio::sleepers();
+    let s = crate::surface::tokio::sleepers();
     format!(
         "futex rings {} holding {} descriptors (limit {}), asleep through the reactor now {}, \
          sent to the reactor for the limit {}, rings unsupported {}",

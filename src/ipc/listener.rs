@@ -58,8 +58,8 @@ use serde::{Deserialize, Serialize};
 use super::rendezvous::{self, Connecting, Kind, Published};
 use super::{connector_side, validate_name, Halves, IpcDuplex};
 use crate::error::{ChannelName, OpenError as Error};
-use crate::layout::listener::MAX_CLIENTS;
-use crate::layout::CREATOR_LOCK;
+use crate::shm::layout::listener::MAX_CLIENTS;
+use crate::shm::layout::CREATOR_LOCK;
 use crate::sys::lock;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -73,7 +73,7 @@ const HELLO_WAIT: Duration = Duration::from_millis(250);
 /// Most one-shot servers waiting for their hello at once (each on a thread).
 const MAX_SERVING: usize = 8;
 /// The byte of the lock file a client holds while its answer is late (the listener's own lock
-/// is on [`crate::layout::CREATOR_LOCK`]).
+/// is on [`crate::shm::layout::CREATOR_LOCK`]).
 const WAITING_BYTE: u64 = 1;
 const _: () = assert!(WAITING_BYTE != CREATOR_LOCK);
 /// How long a dropped listener waits for its accept thread to end (it only stays longer while
@@ -805,7 +805,7 @@ fn attempt(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::methods::{Receiver, Sender};
+    use crate::{Receiver, Sender};
 
     type Result<T = (), E = Box<dyn std::error::Error + Send + Sync>> = std::result::Result<T, E>;
 

@@ -48,7 +48,7 @@ pub(crate) mod listener;
 pub(crate) mod rendezvous;
 
 use crate::error::{ChannelName, OpenError, RecvError, SendError, WaitError};
-use crate::methods::{core::Sealed, Grant, Message};
+use crate::seam::{Grant, Message, Sealed};
 use crate::wait::{self, Deadline};
 use lane::Lane;
 use rendezvous::{Kind, Published};
@@ -85,9 +85,9 @@ pub(crate) fn forced() -> bool {
 }
 
 /// Checks a user-facing channel name before it reaches the file system (the same rules as
-/// the shared-memory backend: [`crate::mapping::validate_name`]).
+/// the shared-memory backend: [`crate::shm::mapping::validate_name`]).
 pub(crate) fn validate_name(name: &str) -> Result<(), OpenError> {
-    crate::mapping::validate_name(name)
+    crate::shm::mapping::validate_name(name)
 }
 
 /// Removes the rendezvous file on drop.
@@ -652,7 +652,7 @@ impl IpcDuplex {
     }
 }
 
-impl crate::methods::RecvCore for IpcDuplex {
+impl crate::seam::RecvCore for IpcDuplex {
     type Guard<'a> = IpcMessage<'a>;
 
     /// The core of every receive: the next message, lent out until the next call.
@@ -705,7 +705,7 @@ impl crate::methods::RecvCore for IpcDuplex {
     }
 }
 
-impl crate::methods::SendCore for IpcDuplex {
+impl crate::seam::SendCore for IpcDuplex {
     type Grant<'a> = IpcGrant<'a>;
 
     /// The core of every send: one message, whole. Waits until `deadline` for the connector
@@ -856,7 +856,7 @@ impl Drop for IpcDuplex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::methods::{RecvCore, SendCore};
+    use crate::seam::{RecvCore, SendCore};
     /// Any error: the library's, or one of the test's own reading.
     type Error = Box<dyn std::error::Error>;
 

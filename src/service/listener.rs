@@ -1,9 +1,9 @@
 //! One server, many clients: a [`Listener`] hands out one duplex [`Channel`] per client.
 //!
 //! The listener is a small mapping under the listener's name (`/shmlink-<name>`, its own magic
-//! number, so [`segments`](crate::segments) lists it like a channel whose creator is the
+//! number, so [`segments`](crate::shm::segments) lists it like a channel whose creator is the
 //! server). It holds a fixed number of client slots (the limit on concurrent clients) and a
-//! doorbell futex word (the bytes are drawn in `crate::layout::listener`).
+//! doorbell futex word (the bytes are drawn in `crate::shm::layout::listener`).
 //!
 //! A client ([`Channel::connect`] to the listener's name, which reads the magic and comes here,
 //! `connect_client`) claims a free slot with a compare-and-swap, creates its own channel under
@@ -40,17 +40,17 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::channel::{mode_of, Channel, Config};
 use crate::error::{ChannelName, OpenError};
-use crate::layout::listener::{
+use crate::shm::channel::{mode_of, Channel, Config};
+use crate::shm::layout::listener::{
     listener_size, slot_lock, ListenerHeader, Slot, LISTENER_MAGIC, LISTENER_VERSION, MAX_CLIENTS,
     SLOTS_OFFSET, SLOT_ACTIVE, SLOT_CLAIMED, SLOT_FREE, SLOT_NAMED, SLOT_PENDING,
 };
-use crate::layout::{
+use crate::shm::layout::{
     check_capacity, valid_capacity, SegmentHeader, CREATOR_LOCK, PEER_CLOSED, PEER_PRESENT, READY,
     RINGS_OFFSET,
 };
-use crate::mapping::{self, Mapping};
+use crate::shm::mapping::{self, Mapping};
 use crate::sys::{futex_wait, futex_wake, lock, ProcessId};
 use crate::wait::WaitStrategy;
 
@@ -249,7 +249,7 @@ impl ListenerMap {
     /// Removes the channel `name` if its creator is gone; if it looks alive (it may be exiting
     /// right now), tries again at the next sweeps for a while.
     fn reclaim(&self, name: String) {
-        if let Ok(crate::segments::Reclaim::Alive) = crate::segments::reclaim(&name) {
+        if let Ok(crate::shm::segments::Reclaim::Alive) = crate::shm::segments::reclaim(&name) {
             self.lock_reclaims()
                 .push((name, Instant::now() + RECLAIM_FOR));
         }
@@ -266,8 +266,8 @@ impl ListenerMap {
         later.retain(|(name, until)| {
             now < *until
                 && matches!(
-                    crate::segments::reclaim(name),
-                    Ok(crate::segments::Reclaim::Alive)
+                    crate::shm::segments::reclaim(name),
+                    Ok(crate::shm::segments::Reclaim::Alive)
                 )
         });
         self.lock_reclaims().extend(later);
@@ -357,7 +357,9 @@ impl Listener {
         }
         let size = listener_size(max_clients);
         let map = match Mapping::create_named(name, size) {
-            Err(OpenError::AlreadyExists { .. }) if crate::segments::reclaim_if_dead(name)? => {
+            Err(OpenError::AlreadyExists { .. })
+                if crate::shm::segments::reclaim_if_dead(name)? =>
+            {
                 Mapping::create_named(name, size)?
             }
             other => other?,
@@ -840,13 +842,13 @@ impl Drop for Listener {
 /// connection name is never created again, so nobody else would reclaim it. Live clients' names
 /// are left alone (the creator lock decides, as for any channel).
 fn reclaim_dead_connections(listener: &str) {
-    let Some(dir) = crate::mapping::shm_dir() else {
+    let Some(dir) = crate::shm::mapping::shm_dir() else {
         return;
     };
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let prefix = format!("{}{listener}.", crate::mapping::OS_PREFIX);
+    let prefix = format!("{}{listener}.", crate::shm::mapping::OS_PREFIX);
     for entry in entries.flatten() {
         let file = entry.file_name();
         let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
@@ -859,7 +861,7 @@ fn reclaim_dead_connections(listener: &str) {
                 && seq.bytes().all(|b| b.is_ascii_digit())
         });
         if is_connection {
-            let _ = crate::segments::reclaim(&format!("{listener}.{rest}"));
+            let _ = crate::shm::segments::reclaim(&format!("{listener}.{rest}"));
         }
     }
 }
@@ -885,7 +887,7 @@ impl Drop for SlotLease {
                 shared.reclaim(std::mem::take(&mut self.name));
             }
             None => {
-                let _ = crate::segments::reclaim(&self.name);
+                let _ = crate::shm::segments::reclaim(&self.name);
             }
         }
     }
@@ -911,14 +913,6 @@ impl Connection {
         (self.channel, self._lease)
     }
 }
-
-cores_through!(
-    Connection,
-    c => send: c.channel(),
-    recv: c.channel(),
-    grant: crate::ring::WriteGrant<'a>,
-    guard: crate::ring::ReadGuard<'a>,
-);
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

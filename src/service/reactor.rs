@@ -1,9 +1,9 @@
 //! The async reactor: one thread per process (started on first use) that sleeps with
-//! `futex_waitv` on the futex words of every task waiting on it in `crate::tokio` (those that
+//! `futex_waitv` on the futex words of every task waiting on it in `crate::surface::tokio` (those that
 //! cannot sleep on a futex ring of their own, see `super::direct`, and accepts), plus a control
 //! word that new waits ring, and wakes a task's `Waker` once its word changes or its deadline
 //! passes. How a task hands its word over (read the word, announce, fence, look again) is in
-//! `crate::tokio`; the reactor only compares words and clocks, and wakes.
+//! `crate::surface::tokio`; the reactor only compares words and clocks, and wakes.
 //!
 //! One kernel wait takes at most 128 words: the reactor sleeps on its control word and the
 //! first 126 tasks' words, and hands every further batch of 127 to a thread of a selector's

@@ -48,8 +48,8 @@ use std::time::{Duration, Instant};
 
 use super::listener::{Connection, Listener};
 use super::pool::{Fired, Pool, PER_THREAD};
-use crate::channel::Channel;
 use crate::error::OpenError;
+use crate::shm::channel::Channel;
 use crate::sys::{FutexWaitv, WaitAny, WAITV_MAX};
 use crate::wait::handshake::{self, WakeFlag};
 use crate::wait::{Policy, WaitStrategy, UNWATCHED_SLICE};

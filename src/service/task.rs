@@ -1,4 +1,4 @@
-//! The async task's side of a wait (the engine under `crate::tokio`): one direction of an
+//! The async task's side of a wait (the engine under `crate::surface::tokio`): one direction of an
 //! `AsyncChannel` polls its ring as the `Block` policy plans, yielding to the runtime between
 //! batches, then sleeps through the handshake of `handshake.rs` with its announcement kept
 //! across polls ([`Announced`]): read the word and announce (steps 1 and 2), register the peer
@@ -7,7 +7,7 @@
 //! complete the sleep (step 4) and wake the task's `Waker`. The announcement is withdrawn
 //! (step 5) when the task polls again, when its operation ends, and when the channel goes.
 //!
-//! The module docs of `crate::tokio` say how it behaves; this file is how it is made. It sits in
+//! The module docs of `crate::surface::tokio` say how it behaves; this file is how it is made. It sits in
 //! `service/`, beside the two sleepers it hands its word to, because it needs the channel
 //! (`wait/` lies below `channel/` in the layers); the handshake it follows is `wait`'s.
 
@@ -16,9 +16,9 @@ use std::time::Instant;
 
 use super::direct::{Armed, DirectWait};
 use super::reactor::Registration;
-use crate::channel::Channel;
 use crate::error::{RecvError, SendError, WaitError};
-use crate::layout::WaitCell;
+use crate::shm::channel::Channel;
+use crate::shm::layout::WaitCell;
 use crate::wait::handshake::{self, Announced};
 use crate::wait::{Deadline, Plan, Policy, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
 
@@ -89,7 +89,7 @@ pub(crate) enum Sleep {
     Reactor,
 }
 
-/// One direction of an [`AsyncChannel`](crate::tokio::AsyncChannel) (receiving, or sending into a full ring): what its
+/// One direction of an [`AsyncChannel`](crate::surface::tokio::AsyncChannel) (receiving, or sending into a full ring): what its
 /// waits learnt, how it sleeps, its place in the reactor, and its sleeper on the channel's
 /// cell.
 pub(crate) struct Side {

@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use crate::layout::WaitCell;
+use crate::shm::layout::WaitCell;
 use crate::sync::{self, AtomicU32, Ordering};
 use crate::sys::{FutexWaitv, WaitAny};
 

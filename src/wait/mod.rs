@@ -15,7 +15,7 @@
 //!   turn (a runtime thread serving many tasks) stops polling for a while once a batch of its
 //!   polls lost the core (`Policy::note_poll_batch`). It sleeps in the kernel on a futex word
 //!   inside the mapping until the peer wakes it. This policy (`Policy`, in `policy.rs`) also
-//!   drives the async waits of `crate::tokio`, which sleep on a futex ring of their own or
+//!   drives the async waits of `crate::surface::tokio`, which sleep on a futex ring of their own or
 //!   through a reactor thread instead.
 //!
 //! A sleeping `Block` endpoint makes no timed wake-ups (the death watcher's thread does: one

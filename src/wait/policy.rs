@@ -54,7 +54,7 @@ const SHARED_FOR: u32 = 1024;
 
 /// What one endpoint learnt from its recent waits, and the plan for its next one: the policy of
 /// [`WaitStrategy::Block`](super::WaitStrategy::Block), shared by the synchronous waits
-/// ([`Waiter`](super::Waiter)) and the async ones (`crate::tokio`), which differ only in how
+/// ([`Waiter`](super::Waiter)) and the async ones (`crate::surface::tokio`), which differ only in how
 /// they sleep.
 #[derive(Clone, Debug)]
 pub(crate) struct Policy {

@@ -11,7 +11,7 @@ use crate::error::WaitError as Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 use super::handshake;
-use crate::layout::WaitCell;
+use crate::shm::layout::WaitCell;
 use crate::sync::DeathWatch;
 use crate::sys::HoldsEnd;
 

@@ -4,8 +4,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::SendError;
-use crate::layout::{PEER_CLOSED, PEER_PRESENT};
-use crate::ring::{frame_size, kind, Producer, WriteGrant, FRAME_ALIGN, FRAME_HEADER};
+use crate::shm::layout::{PEER_CLOSED, PEER_PRESENT};
+use crate::shm::ring::{frame_size, kind, Producer, WriteGrant, FRAME_ALIGN, FRAME_HEADER};
 use crate::wait::{self, Deadline, Waiter};
 
 use super::*;
@@ -141,16 +141,6 @@ impl SendHalf {
     pub fn set_max_message(&mut self, max: usize) {
         self.max_message = max;
     }
-
-    send_methods!(
-        grant: WriteGrant<'_>,
-        setup: "use shmlink::{Channel, Config, WaitStrategy};\n\
-         let name = format!(\"doc-send-half-{}\", std::process::id());\n\
-         let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
-         let b = Channel::connect(&name, WaitStrategy::Spin)?;\n\
-         let ((mut tx, _), (_, mut rx)) = (a.into_split(), b.into_split());",
-        commit: "grant.commit(5);",
-    );
 
     /// One step of [`send_batch_until`](SendHalf::send_batch_until) (`rest` is not empty): the
     /// first message alone if it is longer than a frame, else it and as many of the frames
@@ -443,7 +433,7 @@ impl SendHalf {
     }
 }
 
-impl crate::methods::SendCore for SendHalf {
+impl crate::seam::SendCore for SendHalf {
     type Grant<'a> = WriteGrant<'a>;
 
     /// The core of every send of bytes: one frame, or fragments for a message longer than one.

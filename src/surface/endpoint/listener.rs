@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use super::{fallback_only, mapping_unavailable, Endpoint, Inner, Lease};
-use crate::channel::Config;
 use crate::error::OpenError;
 use crate::ipc::listener::{self as ipc_listener, IpcListener};
 use crate::service::listener::DEFAULT_MAX_CLIENTS;
 use crate::service::Listener;
+use crate::shm::channel::Config;
 use crate::wait::Deadline;
 
 use super::Backend;

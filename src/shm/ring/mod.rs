@@ -76,7 +76,7 @@ mod tests;
 
 #[cfg(all(loom, test))]
 pub(crate) use self::loom::announce;
-pub(crate) use crate::layout::frame::{
+pub(crate) use crate::shm::layout::frame::{
     decode, encode, frame_size, kind, max_payload, next_line, skips_to_line, tag_of, FRAME_ALIGN,
     FRAME_HEADER, LINE, REWIND_AT,
 };
@@ -87,6 +87,8 @@ pub(crate) use heap::Owned;
 pub use producer::{Producer, WriteGrant};
 pub(crate) use ptrs::{RingParts, RingPtrs};
 
+use crate::error::{ChannelName, RecvError, SendError};
+use crate::seam::{Grant, Message, Sealed};
 use crate::sync::Ordering;
 
 /// Ordering of the store that publishes a frame header word.
@@ -102,3 +104,29 @@ pub(crate) const RELEASE_SPACE: Ordering = Ordering::Release;
 /// Ordering of the producer's load of the consumer's index. Acquire: pairs with
 /// [`RELEASE_SPACE`].
 pub(crate) const RECLAIM: Ordering = Ordering::Acquire;
+
+// What the ring lends out, as the seam names it.
+
+impl Sealed for WriteGrant<'_> {}
+
+impl Grant for WriteGrant<'_> {
+    #[inline]
+    fn commit(self, used: usize) -> Result<(), SendError> {
+        WriteGrant::commit(self, used);
+        Ok(())
+    }
+}
+
+impl Sealed for ReadGuard<'_> {}
+
+impl Message for ReadGuard<'_> {
+    #[inline]
+    fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
+        ReadGuard::json(self)
+    }
+
+    #[inline]
+    fn channel(&self) -> &ChannelName {
+        ReadGuard::channel(self)
+    }
+}

@@ -146,16 +146,16 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::Duration;
 
-use crate::channel::{Channel, Config};
 use crate::error::{OpenError, RecvError, SendError};
-use crate::methods::{RecvCore, SendCore};
-use crate::ring::{ReadGuard, WriteGrant};
+use crate::seam::{RecvCore, SendCore};
 use crate::service::reactor::Registration;
 use crate::service::task::{empty, full, not_now, Side, Want};
 use crate::service::{Connection, Listener};
+use crate::shm::channel::{Channel, Config};
+use crate::shm::ring::{ReadGuard, WriteGrant};
 use crate::wait::{Deadline, WaitStrategy};
 
-/// How the async directions of this process sleep: see [descriptors](crate::tokio#descriptors).
+/// How the async directions of this process sleep: see [descriptors](crate::surface::tokio#descriptors).
 /// A snapshot, for monitoring and tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -195,10 +195,10 @@ pub fn sleepers() -> Sleepers {
 /// methods, all with the meaning they have on [`Channel`].
 ///
 /// Waits as a synchronous [`WaitStrategy::Block`] channel does (see the [module
-/// docs](crate::tokio#how-it-waits)): a short poll while polls pay, yielding to the runtime
+/// docs](crate::surface::tokio#how-it-waits)): a short poll while polls pay, yielding to the runtime
 /// between batches, then a sleep on the task's own futex ring (or through the reactor). Every
 /// future may be dropped at any
-/// point ([cancelling](crate::tokio#cancelling)).
+/// point ([cancelling](crate::surface::tokio#cancelling)).
 pub struct AsyncChannel<C: BorrowMut<Channel> = Channel> {
     recv_side: Side,
     send_side: Side,

@@ -1,12 +1,12 @@
 //! Making a channel: create a mapping or connect to one, claim an end, assemble the halves.
 
 use crate::error::{ChannelName, OpenError};
-use crate::layout::{
+use crate::shm::layout::{
     check_capacity, segment_size, RingHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE,
     LAYOUT_VERSION, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
 };
-use crate::mapping::{self, Mapping};
-use crate::ring::{Consumer, Producer, RingPtrs};
+use crate::shm::mapping::{self, Mapping};
+use crate::shm::ring::{Consumer, Producer, RingPtrs};
 use crate::sys::{lock, ProcessId};
 use crate::wait::{WaitStrategy, Waiter};
 use std::os::unix::io::AsRawFd;
@@ -51,7 +51,9 @@ impl Channel {
         check_capacity(name, config.capacity)?;
         let size = segment_size(config.capacity);
         let map = match Mapping::create_named(name, size) {
-            Err(OpenError::AlreadyExists { .. }) if crate::segments::reclaim_if_dead(name)? => {
+            Err(OpenError::AlreadyExists { .. })
+                if crate::shm::segments::reclaim_if_dead(name)? =>
+            {
                 Mapping::create_named(name, size)?
             }
             other => other?,

@@ -8,7 +8,7 @@ use std::ptr::NonNull;
 
 use super::RingParts;
 use crate::error::OpenError;
-use crate::layout::{Padded, RingHeader, WaitCell, MODE_BLOCK};
+use crate::shm::layout::{Padded, RingHeader, WaitCell, MODE_BLOCK};
 use crate::sync::{AtomicU32, AtomicU64};
 
 thread_local! {

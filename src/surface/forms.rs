@@ -651,11 +651,10 @@ macro_rules! async_methods {
 
 /// `impl SendCore` and `impl RecvCore` for `$ty`, a surface whose cores are those of what it
 /// holds: the sending ones of what `$send` reaches, the receiving ones of what `$recv` reaches
-/// (expressions of `$s`, the surface). `grant` and `guard` name the lifetime `'a`. The cores
-/// are called as methods: the file that uses this imports both core traits.
+/// (expressions of `$s`, the surface). `grant` and `guard` name the lifetime `'a`.
 macro_rules! cores_through {
     ($ty:ty, $s:ident => send: $send:expr, recv: $recv:expr, grant: $grant:ty, guard: $guard:ty $(,)?) => {
-        impl $crate::methods::SendCore for $ty {
+        impl $crate::seam::SendCore for $ty {
             type Grant<'a> = $grant;
             #[inline]
             fn send_until(
@@ -695,7 +694,7 @@ macro_rules! cores_through {
             }
         }
 
-        impl $crate::methods::RecvCore for $ty {
+        impl $crate::seam::RecvCore for $ty {
             type Guard<'a> = $guard;
             #[inline]
             fn recv_until(

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{ChannelName, RecvError, WaitError};
-use crate::ring::{kind, Consumer, Frame, ReadGuard};
+use crate::shm::ring::{kind, Consumer, Frame, ReadGuard};
 use crate::wait::{self, Deadline, Waiter};
 
 use super::*;
@@ -71,7 +71,7 @@ impl RecvHalf {
 
     /// True while the peer endpoint is connected and its process runs.
     pub fn is_peer_connected(&self) -> bool {
-        self.peer.state() == crate::layout::PEER_PRESENT && self.peer.check().is_ok()
+        self.peer.state() == crate::shm::layout::PEER_PRESENT && self.peer.check().is_ok()
     }
 
     /// The peer's process id, once it has connected.
@@ -79,15 +79,6 @@ impl RecvHalf {
         let _ = self.peer.check();
         self.peer.pid()
     }
-
-    recv_methods!(
-        guard: ReadGuard<'_>,
-        setup: "use shmlink::{Channel, Config, WaitStrategy};\n\
-         let name = format!(\"doc-recv-half-{}\", std::process::id());\n\
-         let a = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
-         let b = Channel::connect(&name, WaitStrategy::Spin)?;\n\
-         let ((mut tx, _), (_, mut rx)) = (a.into_split(), b.into_split());",
-    );
 
     /// Lends out a message [`next_ready`](RecvHalf::next_ready) found.
     #[inline]
@@ -298,7 +289,7 @@ impl RecvHalf {
     }
 }
 
-impl crate::methods::RecvCore for RecvHalf {
+impl crate::seam::RecvCore for RecvHalf {
     type Guard<'a> = ReadGuard<'a>;
 
     /// The core of every receive: the next whole message, lent out.

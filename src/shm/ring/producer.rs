@@ -3,7 +3,7 @@
 use crate::sync::Ordering;
 
 use crate::error::{ChannelName, OpenError, SendError};
-use crate::layout::{WaitCell, MODE_SPIN};
+use crate::shm::layout::{WaitCell, MODE_SPIN};
 use crate::wait;
 
 use super::*;

@@ -4,7 +4,7 @@ use crate::sync::Ordering;
 use std::cell::{Cell, OnceCell};
 
 use crate::error::{ChannelName, OpenError, RecvError};
-use crate::layout::{WaitCell, MODE_SPIN};
+use crate::shm::layout::{WaitCell, MODE_SPIN};
 use crate::wait;
 
 use super::*;

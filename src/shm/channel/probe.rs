@@ -2,7 +2,7 @@
 //! it: the futex cells its peer wakes, and cheap readiness probes.
 
 use crate::error::WaitError;
-use crate::layout::{WaitCell, PEER_CLOSED};
+use crate::shm::layout::{WaitCell, PEER_CLOSED};
 
 use super::Channel;
 

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use memmap2::MmapMut;
 
 use crate::error::OpenError;
-use crate::layout::CREATOR_LOCK;
+use crate::shm::layout::CREATOR_LOCK;
 use crate::sys::{self, lock};
 
 type Result<T, E = OpenError> = std::result::Result<T, E>;
@@ -356,7 +356,7 @@ fn map_file(file: &File) -> Result<MmapMut> {
 impl Mapping {
     /// Creates `/shmlink-<name>` exclusively, `len` bytes of zeros, mode 0600, and holds the
     /// creator's lock on it until the mapping drops (or the process dies): that lock is how a
-    /// connector and [`crate::segments`] tell a live creator from a dead one.
+    /// connector and [`crate::shm::segments`] tell a live creator from a dead one.
     pub(crate) fn create_named(name: &str, len: usize) -> Result<Mapping> {
         validate_object_name(name)?;
         let os = c_name(name)?;

@@ -21,10 +21,10 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 use crate::error::{ChannelName, RecvError, SendError};
-use crate::layout::{PeerInfo, SegmentHeader, WaitCell, MODE_BLOCK, MODE_SPIN, PEER_CLOSED};
-use crate::mapping::Mapping;
-use crate::methods::SendCore;
-use crate::ring::{ReadGuard, WriteGrant};
+use crate::seam::SendCore;
+use crate::shm::layout::{PeerInfo, SegmentHeader, WaitCell, MODE_BLOCK, MODE_SPIN, PEER_CLOSED};
+use crate::shm::mapping::Mapping;
+use crate::shm::ring::ReadGuard;
 use crate::wait::{self, Deadline, WaitStrategy};
 
 pub(crate) use open::peek_magic;
@@ -280,23 +280,6 @@ impl Channel {
         self.receiver.set_max_message(max);
     }
 
-    send_methods!(
-        grant: WriteGrant<'_>,
-        setup: "use shmlink::{Channel, Config, WaitStrategy};\n\
-         let name = format!(\"doc-channel-send-{}\", std::process::id());\n\
-         let mut tx = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
-         let mut rx = Channel::connect(&name, WaitStrategy::Spin)?;",
-        commit: "grant.commit(5);",
-    );
-
-    recv_methods!(
-        guard: ReadGuard<'_>,
-        setup: "use shmlink::{Channel, Config, WaitStrategy};\n\
-         let name = format!(\"doc-channel-recv-{}\", std::process::id());\n\
-         let mut tx = Channel::create(&name, &Config::with_wait(WaitStrategy::Spin))?;\n\
-         let mut rx = Channel::connect(&name, WaitStrategy::Spin)?;",
-    );
-
     /// For the async surface: the next step of a send that fragments as room comes (see
     /// [`SendHalf::send_part`]).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
@@ -337,11 +320,3 @@ impl Channel {
         self.receiver.take(ready)
     }
 }
-
-cores_through!(
-    Channel,
-    c => send: c.sender,
-    recv: c.receiver,
-    grant: WriteGrant<'a>,
-    guard: ReadGuard<'a>,
-);

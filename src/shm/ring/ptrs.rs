@@ -3,7 +3,7 @@
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use std::ptr::NonNull;
 
-use crate::layout::RingHeader;
+use crate::shm::layout::RingHeader;
 
 /// Where a ring's memory lives. Both ends hold one; the memory must outlive both.
 #[derive(Clone, Copy, Debug)]

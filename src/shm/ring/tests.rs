@@ -222,7 +222,8 @@ fn a_dropped_grant_never_leaves_a_sleeping_consumer_behind_a_pad() {
     let (mut tx, mut rx) = new(capacity).unwrap();
     // The consumer announces `Block`: the producer must wake it.
     // SAFETY: the mode word is in the ring's allocation, alive as long as `tx`; it is atomic.
-    unsafe { tx.state.ptrs.peer_mode.as_ref() }.store(crate::layout::MODE_BLOCK, Ordering::Relaxed);
+    unsafe { tx.state.ptrs.peer_mode.as_ref() }
+        .store(crate::shm::layout::MODE_BLOCK, Ordering::Relaxed);
     let place = pattern(1, 200_000);
     tx.try_send(&place).unwrap();
     assert!(tx.state.tail & tx.state.mask >= REWIND_AT && tx.state.tail >= tx.state.next_rewind);

@@ -2,9 +2,9 @@
 
 use super::*;
 use crate::error::{OpenError, RecvError, SendError};
-use crate::layout::listener::LISTENER_MAGIC;
-use crate::layout::*;
-use crate::ring::{frame_size, kind, Producer};
+use crate::shm::layout::listener::LISTENER_MAGIC;
+use crate::shm::layout::*;
+use crate::shm::ring::{frame_size, kind, Producer};
 use crate::sys::ProcessId;
 use std::cell::{Cell, RefCell};
 use std::path::Path;

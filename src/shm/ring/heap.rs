@@ -6,9 +6,9 @@ use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
 use crate::error::{ChannelName, OpenError};
-use crate::layout::check_capacity;
+use crate::shm::layout::check_capacity;
 #[cfg(not(loom))]
-use crate::layout::{RingHeader, MODE_SPIN};
+use crate::shm::layout::{RingHeader, MODE_SPIN};
 #[cfg(not(loom))]
 use crate::sync::{AtomicU32, Ordering};
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{ChannelName, WaitError};
-use crate::layout::{PeerInfo, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT};
+use crate::shm::layout::{PeerInfo, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT};
 use crate::sys::{lock, Alarm, HoldsEnd, ProcessId};
 use crate::wait::CHECK_INTERVAL;
 

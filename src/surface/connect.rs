@@ -8,11 +8,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::channel::{peek_magic, Channel};
 use crate::error::OpenError;
-use crate::layout::listener::LISTENER_MAGIC;
-use crate::mapping::{self, Mapping};
 use crate::service::listener::connect_client;
+use crate::shm::channel::{peek_magic, Channel};
+use crate::shm::layout::listener::LISTENER_MAGIC;
+use crate::shm::mapping::{self, Mapping};
 use crate::wait::{Deadline, WaitStrategy};
 
 impl Channel {
@@ -61,7 +61,7 @@ impl Channel {
     /// and waiting for a listener's server to accept, until `timeout` has passed. Then it fails
     /// with [`OpenError::NotFound`], naming the channel, if there is still nothing under that
     /// name, and with [`OpenError::Timeout`] if something is there that has not become ready
-    /// (its creator is still making it, or died doing so: [`segments`](crate::segments) tells
+    /// (its creator is still making it, or died doing so: [`segments`](crate::shm::segments) tells
     /// which) or a listener that did not accept us in time. Any other error ends the wait at
     /// once.
     ///

@@ -10,16 +10,16 @@ use serde::Deserialize;
 mod listener;
 pub use listener::EndpointListener;
 
-use crate::channel::{Channel, Config};
-use crate::connect::connect_mapping;
 use crate::error::{ChannelName, OpenError, RecvError, SendError};
 use crate::ipc::listener as ipc_listener;
 use crate::ipc::{self, rendezvous, IpcDuplex, IpcGrant, IpcMessage};
-use crate::mapping::{self, Entry, Mapping};
-use crate::methods::{core::Sealed, Grant, Message, RecvCore, SendCore};
-use crate::ring::{ReadGuard, WriteGrant};
+use crate::seam::{Grant, Message, RecvCore, Sealed, SendCore};
 use crate::service::listener::SlotLease;
 use crate::service::Connection;
+use crate::shm::channel::{Channel, Config};
+use crate::shm::mapping::{self, Entry, Mapping};
+use crate::shm::ring::{ReadGuard, WriteGrant};
+use crate::surface::connect::connect_mapping;
 use crate::wait::{Deadline, WaitStrategy};
 
 /// Which backend an [`Endpoint`] runs on.

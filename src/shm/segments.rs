@@ -22,12 +22,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use crate::error::OpenError;
-use crate::layout::listener::{is_listener_size, LISTENER_MAGIC};
-use crate::layout::{
+use crate::shm::layout::listener::{is_listener_size, LISTENER_MAGIC};
+use crate::shm::layout::{
     valid_capacity, SegmentHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE, MAGIC, PEER_ABSENT,
     PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT, READY,
 };
-use crate::mapping::{self, Mapping, OS_PREFIX};
+use crate::shm::mapping::{self, Mapping, OS_PREFIX};
 use crate::sys::lock;
 
 type Result<T, E = OpenError> = std::result::Result<T, E>;
@@ -68,7 +68,7 @@ pub struct SegmentInfo {
     pub stale: bool,
 }
 
-fn endpoint(info: &crate::layout::PeerInfo, alive: bool) -> EndpointInfo {
+fn endpoint(info: &crate::shm::layout::PeerInfo, alive: bool) -> EndpointInfo {
     // Acquire: pairs with the Release stores of the endpoint's state.
     let state = info.state.load(Ordering::Acquire);
     EndpointInfo {

@@ -4,8 +4,8 @@ use std::ops::Deref;
 
 use zerocopy::{FromBytes, Immutable, KnownLayout};
 
-use super::Message;
 use crate::error::RecvError;
+use crate::seam::Message;
 
 /// A plain value received in place, from [`Receiver::recv_value`]: derefs to the `T` the
 /// message holds. On shared memory it is read where the frame lies (frames are 8-byte
@@ -100,7 +100,7 @@ mod tests {
         }
     }
 
-    impl crate::methods::core::Sealed for Lent<'_> {}
+    impl crate::seam::Sealed for Lent<'_> {}
 
     impl Message for Lent<'_> {
         fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
