@@ -1,12 +1,13 @@
 //! The ipc-channel backend (the fallback of `Endpoint`): a duplex byte channel over the
 //! `ipc-channel` crate, for hosts where a shared-memory mapping cannot be made. This file is the
-//! duplex ([`IpcDuplex`]); `lane.rs` the thread a send with a deadline hands its message to;
-//! `rendezvous.rs` is where the backend's ends meet (its files and the one-shot servers they
-//! name), `listener.rs` its listener.
+//! duplex ([`IpcDuplex`]): how it is made, connects and fails; `cores.rs` its send and receive
+//! cores and the message and grant they lend out; `lane.rs` the thread a send with a deadline
+//! hands its message to; `rendezvous/` is where the backend's ends meet (its files and the
+//! one-shot servers they name), `listener/` its listener; `tests.rs` the duplex's unit tests.
 //!
 //! Bootstrap: the creator opens an [`IpcOneShotServer`](ipc_channel::ipc::IpcOneShotServer) and
 //! publishes the server's name in a rendezvous file named after the channel (`shmlink-<name>.ipc`,
-//! in a directory no other user can write, opened and read under the rules of `rendezvous.rs`). The
+//! in a directory no other user can write, opened and read under the rules of `rendezvous/`). The
 //! connector reads the file, checks the server and connects to it, and sends it the two halves the
 //! creator needs: a sender for the creator-to-connector direction's receiver it keeps, and a
 //! receiver for the direction it sends on. The creator accepts in a background thread, so
@@ -30,7 +31,7 @@
 //! lane is free. ipc-channel offers no timed receive on a byte channel either, so a receive with
 //! a deadline polls (yielding, then in 50 us naps) until then.
 //!
-//! A listener (`listener.rs`) uses the same rendezvous file, marked as a listener's
+//! A listener (`listener/`) uses the same rendezvous file, marked as a listener's
 //! (`listener\n<pid>\n<server>`); [`IpcDuplex::connect_until`] connects to either.
 
 use std::cell::{Cell, RefCell};
@@ -41,15 +42,15 @@ use std::time::{Duration, Instant};
 
 use ipc_channel::ipc::{self, IpcBytesReceiver, IpcBytesSender, IpcReceiver, IpcSender};
 use ipc_channel::{IpcError, TryRecvError};
-use serde::Serialize;
 
+mod cores;
 mod lane;
 pub(crate) mod listener;
 pub(crate) mod rendezvous;
 
 use crate::error::{ChannelName, OpenError, RecvError, SendError, WaitError};
-use crate::seam::{Grant, Message, Sealed};
-use crate::wait::{self, Deadline};
+use crate::wait::Deadline;
+pub(crate) use cores::{IpcGrant, IpcMessage};
 use lane::Lane;
 use rendezvous::{Kind, Published};
 
@@ -306,7 +307,7 @@ impl IpcDuplex {
     }
 
     /// Connects to the channel `name` made by [`IpcDuplex::create`], or to the listener `name`
-    /// (see `listener.rs`), waiting until that listener has answered: at most until
+    /// (see `listener/`), waiting until that listener has answered: at most until
     /// `deadline` ([`OpenError::Timeout`]). `Err(NotFound)` when nothing is published (yet).
     pub(crate) fn connect_until(
         name: &str,
@@ -652,188 +653,6 @@ impl IpcDuplex {
     }
 }
 
-impl crate::seam::RecvCore for IpcDuplex {
-    type Guard<'a> = IpcMessage<'a>;
-
-    /// The core of every receive: the next message, lent out until the next call.
-    fn recv_until(&mut self, deadline: Deadline) -> Result<IpcMessage<'_>, RecvError> {
-        self.receive(deadline)?;
-        Ok(IpcMessage {
-            bytes: &self.inbox,
-            channel: &self.name,
-        })
-    }
-
-    /// The core of every receive into a buffer: the next message, which trades places with
-    /// `buf` (it arrived in a buffer of its own).
-    fn recv_into_until(
-        &mut self,
-        buf: &mut Vec<u8>,
-        deadline: Deadline,
-    ) -> Result<usize, RecvError> {
-        self.receive(deadline)?;
-        std::mem::swap(buf, &mut self.inbox);
-        Ok(buf.len())
-    }
-
-    /// The core of every batch receive: the next message (waiting for it until `deadline`)
-    /// and those there now after it, up to `max`, each handed to `f`. Returns how many; an
-    /// error fails the call only if it met the first message, else it ends the batch.
-    ///
-    /// A peer can keep messages coming for as long as it likes, so one call hands at most
-    /// [`BATCH_MESSAGES`] messages, none after the first once they came to [`BATCH_BYTES`],
-    /// and, with an instant for a deadline, none after the first once it has passed.
-    fn recv_batch_until<F: FnMut(&[u8])>(
-        &mut self,
-        max: usize,
-        f: &mut F,
-        deadline: Deadline,
-    ) -> Result<usize, RecvError> {
-        let mut bytes = 0;
-        wait::in_steps(max.min(BATCH_MESSAGES), |read| {
-            if read > 0
-                && (bytes >= BATCH_BYTES
-                    || matches!(deadline, Deadline::At(_)) && deadline.passed())
-            {
-                return Ok(0);
-            }
-            let msg = self.recv_until(if read == 0 { deadline } else { Deadline::Now })?;
-            bytes += msg.len();
-            f(&msg);
-            Ok(1)
-        })
-    }
-}
-
-impl crate::seam::SendCore for IpcDuplex {
-    type Grant<'a> = IpcGrant<'a>;
-
-    /// The core of every send: one message, whole. Waits until `deadline` for the connector
-    /// and for the lane to be free; a send with a deadline then hands the message to the lane,
-    /// one without sends it on this thread.
-    fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
-        self.ready_to_send(bytes.len(), deadline)?;
-        self.send_ready(bytes, deadline)
-    }
-
-    /// The core of every JSON send: serialised into the duplex's buffer, then sent as
-    /// [`send_until`](IpcDuplex::send_until) sends.
-    fn send_json_until<T: Serialize + ?Sized>(
-        &mut self,
-        value: &T,
-        deadline: Deadline,
-    ) -> Result<(), SendError> {
-        let mut out = std::mem::take(&mut self.out);
-        out.clear();
-        let result = match serde_json::to_writer(&mut out, value) {
-            Ok(()) => self.send_until(&out, deadline),
-            Err(source) => Err(SendError::Json {
-                channel: self.name.clone(),
-                source,
-            }),
-        };
-        self.out = out;
-        result
-    }
-
-    /// The core of every reservation: a buffer of `len` bytes of the duplex's, lent out once
-    /// a message of that length may be sent (see [`send_until`](IpcDuplex::send_until));
-    /// [`IpcGrant::commit`] sends it.
-    fn reserve_until(&mut self, len: usize, deadline: Deadline) -> Result<IpcGrant<'_>, SendError> {
-        self.ready_to_send(len, deadline)?;
-        self.out.clear();
-        self.out.resize(len, 0);
-        Ok(IpcGrant {
-            duplex: self,
-            deadline,
-        })
-    }
-
-    /// The core of every batch send: one message after another (this backend has no frames to
-    /// publish together). Returns how many went out; an error fails the call only if it met
-    /// the first message, else it ends the batch.
-    fn send_batch_until<B: AsRef<[u8]>>(
-        &mut self,
-        batch: &[B],
-        deadline: Deadline,
-    ) -> Result<usize, SendError> {
-        wait::in_steps(batch.len(), |sent| {
-            self.send_until(batch[sent].as_ref(), deadline).map(|()| 1)
-        })
-    }
-}
-
-/// A buffer of an [`IpcDuplex`]'s, lent out by [`IpcDuplex::reserve_until`] to be written in
-/// place and sent by [`commit`](IpcGrant::commit); dropped, it sends nothing.
-pub(crate) struct IpcGrant<'a> {
-    duplex: &'a mut IpcDuplex,
-    deadline: Deadline,
-}
-
-impl IpcGrant<'_> {
-    /// Sends the first `used` bytes (at most the grant's length) as one message: on this
-    /// thread for a grant reserved without a deadline, else through the lane, which the
-    /// reservation found free.
-    pub(crate) fn commit(self, used: usize) -> Result<(), SendError> {
-        let used = used.min(self.duplex.out.len());
-        let out = std::mem::take(&mut self.duplex.out);
-        let result = self.duplex.send_ready(&out[..used], self.deadline);
-        self.duplex.out = out;
-        result
-    }
-}
-
-/// A received message, lent out until the next call: the duplex's buffer, and its name for
-/// errors.
-pub(crate) struct IpcMessage<'a> {
-    bytes: &'a [u8],
-    channel: &'a ChannelName,
-}
-
-impl std::ops::Deref for IpcMessage<'_> {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        self.bytes
-    }
-}
-
-impl Sealed for IpcMessage<'_> {}
-
-impl Message for IpcMessage<'_> {
-    fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
-        serde_json::from_slice(self.bytes).map_err(|source| RecvError::Json {
-            channel: self.channel.clone(),
-            source,
-        })
-    }
-
-    fn channel(&self) -> &ChannelName {
-        self.channel
-    }
-}
-
-impl Sealed for IpcGrant<'_> {}
-
-impl Grant for IpcGrant<'_> {
-    fn commit(self, used: usize) -> Result<(), SendError> {
-        IpcGrant::commit(self, used)
-    }
-}
-
-impl std::ops::Deref for IpcGrant<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.duplex.out
-    }
-}
-
-impl std::ops::DerefMut for IpcGrant<'_> {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.duplex.out
-    }
-}
-
 impl Drop for IpcDuplex {
     fn drop(&mut self) {
         match &self.link {
@@ -854,128 +673,4 @@ impl Drop for IpcDuplex {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::seam::{RecvCore, SendCore};
-    /// Any error: the library's, or one of the test's own reading.
-    type Error = Box<dyn std::error::Error>;
-
-    fn within(secs: u64) -> Deadline {
-        Deadline::after(Duration::from_secs(secs))
-    }
-
-    #[test]
-    fn names_are_validated() {
-        assert!(validate_name("ok-name_1.2").is_ok());
-        for bad in ["", ".hidden", "-dash", "a/b", "sp ace", &"x".repeat(201)] {
-            assert!(
-                matches!(validate_name(bad), Err(OpenError::InvalidName { .. })),
-                "{bad:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn duplex_in_one_process() -> Result<(), Error> {
-        let name = format!("fallback-unit-{}", std::process::id());
-        let mut a = IpcDuplex::create(&name)?;
-        let mut b = IpcDuplex::connect_until(&name, within(5).instant())?;
-        a.send_until(b"ping", Deadline::Never)?;
-        assert_eq!(&*b.recv_until(Deadline::Never)?, b"ping");
-        b.send_json_until(&("pong", 7u64), Deadline::Never)?;
-        let (word, n): (String, u64) = serde_json::from_slice(&a.recv_until(Deadline::Never)?)?;
-        assert_eq!((word.as_str(), n), ("pong", 7));
-        assert!(matches!(
-            a.recv_until(Deadline::Now),
-            Err(RecvError::Empty { .. })
-        ));
-        assert!(
-            !rendezvous::rendezvous_path(&name).exists(),
-            "rendezvous file removed after accept"
-        );
-        drop(b);
-        assert!(matches!(
-            a.recv_until(within(5)),
-            Err(RecvError::Disconnected { .. })
-        ));
-        Ok(())
-    }
-
-    #[test]
-    fn a_send_with_a_deadline_keeps_it_when_the_peer_does_not_read() -> Result<(), Error> {
-        let name = format!("fallback-full-{}", std::process::id());
-        let mut a = IpcDuplex::create(&name)?;
-        let mut b = IpcDuplex::connect_until(&name, within(5).instant())?;
-        // The peer reads nothing: its socket buffer fills, then the lane holds a message it
-        // cannot send, and the next send with a deadline ends at it.
-        let chunk = vec![3u8; 1 << 20];
-        let mut sent = 0;
-        let timed_out = loop {
-            let started = Instant::now();
-            match a.send_until(&chunk, Deadline::after(Duration::from_millis(100))) {
-                Ok(()) => sent += 1,
-                Err(SendError::Timeout { .. }) => break started.elapsed(),
-                Err(e) => return Err(e.into()),
-            }
-            assert!(sent < 64, "a peer that never reads took {sent} MiB");
-        };
-        assert!(
-            timed_out >= Duration::from_millis(100),
-            "ended before its deadline"
-        );
-        assert!(matches!(
-            a.send_until(b"x", Deadline::Now),
-            Err(SendError::Full { .. })
-        ));
-        // Once the peer reads, everything handed over arrives, in order, and sends go on.
-        for _ in 0..sent {
-            assert_eq!(b.recv_until(within(10))?.len(), chunk.len());
-        }
-        a.send_until(b"after", within(10))?;
-        assert_eq!(&*b.recv_until(within(10))?, b"after");
-        Ok(())
-    }
-
-    #[test]
-    fn a_name_in_use_cannot_be_created_again_until_its_creator_drops() -> Result<(), Error> {
-        let name = format!("fallback-taken-{}", std::process::id());
-        let a = IpcDuplex::create(&name)?;
-        assert!(
-            matches!(IpcDuplex::create(&name), Err(OpenError::AlreadyExists { channel: ref n }) if *n == name),
-            "a second creator of a pending name"
-        );
-        let b = IpcDuplex::connect_until(&name, within(5).instant())?;
-        let mut a = a;
-        a.send_until(b"taken", within(5))?;
-        assert!(
-            matches!(
-                IpcDuplex::create(&name),
-                Err(OpenError::AlreadyExists { .. })
-            ),
-            "a second creator of a connected name"
-        );
-        assert!(matches!(
-            listener::IpcListener::bind(&name, 1),
-            Err(OpenError::AlreadyExists { .. })
-        ));
-        drop(b);
-        drop(a);
-        assert!(!listener::lock_path(&name).exists(), "lock file removed");
-        drop(IpcDuplex::create(&name)?);
-        Ok(())
-    }
-
-    #[test]
-    fn dropping_a_pending_creator_cleans_up() -> Result<(), Error> {
-        let name = format!("fallback-pending-{}", std::process::id());
-        let a = IpcDuplex::create(&name)?;
-        assert!(rendezvous::rendezvous_path(&name).exists());
-        drop(a);
-        assert!(!rendezvous::rendezvous_path(&name).exists());
-        assert!(matches!(
-            IpcDuplex::connect_until(&name, None),
-            Err(OpenError::NotFound { .. })
-        ));
-        Ok(())
-    }
-}
+mod tests;
