@@ -251,7 +251,7 @@ macro_rules! doc_send_value {
          zerocopy's [`IntoBytes`](zerocopy::IntoBytes) and [`Immutable`](zerocopy::Immutable) \
          (derive them on a `#[repr(C)]` struct; [`zerocopy`](crate::zerocopy) is re-exported). \
          The bytes are written straight into the ring, as `send` writes a slice, and received \
-         by [`recv_value`](Self::recv_value) as a `&T` read in place. The receiver must use \
+         by `recv_value` as a `&T` read in place. The receiver must use \
          the same type (same layout: same crate version, same target); nothing about the type \
          travels with the message. Fails as `send` does."
     };

@@ -7,7 +7,7 @@ use zerocopy::{FromBytes, Immutable, KnownLayout};
 use crate::error::RecvError;
 use crate::seam::Message;
 
-/// A plain value received in place, from [`Receiver::recv_value`]: derefs to the `T` the
+/// A plain value received in place, from [`Receiver::recv_value`](crate::Receiver::recv_value): derefs to the `T` the
 /// message holds. On shared memory it is read where the frame lies (frames are 8-byte
 /// aligned); a value whose alignment the message's bytes do not meet (a type aligned past 8,
 /// a message that came in fragments or over the ipc-channel backend) is copied out once

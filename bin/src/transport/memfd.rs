@@ -17,7 +17,7 @@
 //!
 //! The eventfds are non-blocking: a wait first tries the `read` (a stream rarely waits), then
 //! `poll`s in 50 ms slices, checking between slices that the peer's process is alive, so a
-//! killed peer is an error, never a hang. A closing end adds [`CLOSED`] to both counters the peer
+//! killed peer is an error, never a hang. A closing end adds `CLOSED` to both counters the peer
 //! may wait on, which the peer reads as the end.
 //!
 //! The kernel's eventfd lock orders a `write` before the `read` that sees its count; the

@@ -121,7 +121,7 @@ impl RecvHalf {
                         return Ok(Ready::Assembled);
                     }
                     #[cfg(test)]
-                    super::tests::fragment_taken();
+                    super::tests::limits_and_fragments::fragment_taken();
                     match wait {
                         Deadline::Now => {
                             budget = budget.saturating_sub(size);
