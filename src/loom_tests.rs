@@ -1,4 +1,4 @@
-//! Model checks of the real ring (`ring/`) and the real sleep/wake handshake
+//! Model checks of the real ring (`shm/ring/`) and the real sleep/wake handshake
 //! (`wait/handshake.rs`, as the blocking waits of `wait/waiter.rs`, a selector over several
 //! words, its pool's threads (`service/pool.rs`), an async task and a selector's waker use it),
 //! run under loom through the `sync` shim:
@@ -7,13 +7,13 @@
 //! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p shmlink --release --lib loom
 //! ```
 //!
-//! Under loom a heap ring keeps its header words in loom atomics and guards every line of
-//! payload with a loom cell; its ends announce `Block` (so every publish and release goes
-//! through the wake-up path) unless a model asks for `Spin`. Weakening an ordering in `ring/` or
-//! `wait/` (PUBLISH, OBSERVE, RELEASE_SPACE, RECLAIM, the fences F1/F2, the Acquire load A of the
-//! futex word) makes a model fail: with a causality violation on a payload line, a wrong frame,
-//! or a waiter that is never woken (docs/testing.md lists which model fails for which
-//! ordering). `LOOM_MAX_PREEMPTIONS` overrides the preemption bound (default 4).
+//! Under loom a heap ring keeps its header words in loom atomics and guards every 8 bytes
+//! of payload with a loom cell; its ends announce `Block` (so every publish and release goes
+//! through the wake-up path) unless a model asks for `Spin`. Weakening an ordering in
+//! `shm/ring/` or `wait/` (PUBLISH, OBSERVE, RELEASE_SPACE, RECLAIM, the fences F1/F2, the
+//! Acquire load A of the futex word) makes a model fail: with a causality violation on a
+//! payload, a wrong frame, or a waiter that is never woken (docs/testing.md lists which model
+//! fails for which ordering). `LOOM_MAX_PREEMPTIONS` overrides the preemption bound (default 4).
 
 use loom::sync::Arc;
 use loom::thread;

@@ -1,5 +1,5 @@
-//! The same surface as `tests/hostile.rs` and `tests/hostile_stream.rs`: a real shmlink segment
-//! whose bytes come from the fuzzer. Three modes, chosen by the first byte:
+//! The same surface as `tests/it/hostile.rs` and `tests/it/hostile_stream.rs`: a real shmlink
+//! segment whose bytes come from the fuzzer. Three modes, chosen by the first byte:
 //!
 //! * a static image of ring 1 and its indices, read by the creator's consumer (`try_recv`);
 //! * a header page and ring 0 met by a connector (`connect`, then `try_recv` and `try_send`);

@@ -1,6 +1,6 @@
 //! The async task's side of a wait (the engine under `crate::surface::tokio`): one direction of an
 //! `AsyncChannel` polls its ring as the `Block` policy plans, yielding to the runtime between
-//! batches, then sleeps through the handshake of `handshake.rs` with its announcement kept
+//! batches, then sleeps through the handshake of `wait/handshake.rs` with its announcement kept
 //! across polls ([`Announced`]): read the word and announce (steps 1 and 2), register the peer
 //! with the death watcher, fence and look again (step 3), and hand the word and the value read
 //! to its own futex ring (`service::direct`) or to the reactor (`service::reactor`), which
@@ -9,7 +9,7 @@
 //!
 //! The module docs of `crate::surface::tokio` say how it behaves; this file is how it is made. It sits in
 //! `service/`, beside the two sleepers it hands its word to, because it needs the channel
-//! (`wait/` lies below `channel/` in the layers); the handshake it follows is `wait`'s.
+//! (`wait` lies below `shm::channel` in the layers); the handshake it follows is `wait`'s.
 
 use std::task::{Context, Poll};
 use std::time::Instant;

@@ -7,8 +7,8 @@
 //!
 //! Both are created exclusively with owner-only permissions (0600) and are removed by the creator
 //! when it drops them. A creator takes its endpoint lock (a write lock on the creator's byte of
-//! the object, see `lock.rs`) before it sizes the object and holds it for as long as the mapping
-//! lives; the kernel releases it when the process dies, however it dies, so a lock that can be
+//! the object, see `sys/lock.rs`) before it sizes the object and holds it for as long as the
+//! mapping lives; the kernel releases it when the process dies, however it dies, so a lock that can be
 //! taken means a dead creator, whatever happened to its pid since. Each [`Mapping`] keeps its own
 //! open file description of the object, which is what endpoint locks belong to. Apart from that
 //! lock, this module knows nothing about what is stored in a mapping.

@@ -58,9 +58,9 @@ impl Target {
         // SAFETY: the registration is in the table and the caller holds its lock, so the
         // mapping holding the word is still mapped (see `Target`).
         let word = unsafe { &*self.word };
-        // Release: pairs with the Acquire load of the word in `wait::sleep`: a sleeper that reads
-        // the new value also sees the news; one that read the old value is woken by the call
-        // below or does not sleep at all.
+        // Release: pairs with the Acquire load A of the word in `handshake::observe`: a sleeper
+        // that reads the new value also sees the news; one that read the old value is woken by
+        // the call below or does not sleep at all.
         word.fetch_add(1, Ordering::Release);
         futex_wake(word);
     }

@@ -1,4 +1,4 @@
-//! A client's side of a listener (`connect_client`, reached through `connect.rs`): claims a
+//! A client's side of a listener (`connect_client`, reached through `surface/connect.rs`): claims a
 //! free slot, names its channel in the slot and makes it, publishes the slot, rings the doorbell
 //! and waits until the server has connected, giving the slot back on every other way out.
 

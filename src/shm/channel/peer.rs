@@ -14,7 +14,7 @@ use crate::wait::CHECK_INTERVAL;
 
 /// Watches the other endpoint: did it close, does its process still hold its end?
 ///
-/// Liveness is the peer's endpoint lock (see `lock.rs`), asked through this channel's own open
+/// Liveness is the peer's endpoint lock (see `sys/lock.rs`), asked through this channel's own open
 /// of the object; the pid the peer recorded is only reported, never trusted.
 #[derive(Clone)]
 pub(super) struct PeerWatch {
