@@ -4,9 +4,7 @@
 For every top-level module of src/ (a file `src/x.rs` or a directory `src/x/`) it collects the
 other top-level modules its code names: `crate::x` paths, the items of `use crate::{x, y::z}`
 groups, `super::super::x` paths that climb to the crate root, and `crate::Name` where lib.rs
-re-exports `Name` from module `x`. A folder in GROUPS (`shm/`, the shared-memory backend) is
-checked by its parts: each child is a module of its own, `shm::ring`, `shm::layout`... Comments,
-strings, `#[cfg(test)] mod ... { }` blocks and
+re-exports `Name` from module `x`. Comments, strings, `#[cfg(test)] mod ... { }` blocks and
 `tests.rs` files are skipped, and so are src/bin/, lib.rs (the root, which names every module)
 and loom_tests.rs. testing.rs (the test hooks' public face) is checked like every module: it may
 reach anything, and nothing may import it (the hooks lower modules call live in hooks.rs). It fails, listing them, on
@@ -44,83 +42,44 @@ def strip(src):
     return src
 
 
-# Folders that group a layer's parts (a backend): their children are checked as modules of
-# their own, named `folder::child`, so that the parts of one backend may sit on either side of
-# another module (the shared-memory layout below the waits, its ring and channel above them).
-GROUPS = {"shm"}
-
-
-def path_heads(src, i, base):
-    """The paths that start at `src[i]` (after `crate::` or a `super::` chain), each as its
-    first two segments below the crate root, given the `base` segments the chain stands for:
-    `a::b::c` gives one, `a::{b, c::d}` one per item of the group."""
-    segs = list(base)
-    while True:
-        m = re.compile(r"\s*(" + IDENT + r"|\{)").match(src, i)
-        if not m:
+def group_heads(src, start):
+    """First path segment of each item of the `{...}` group opening at `start`."""
+    depth, i, items, item = 0, start, [], ""
+    while i < len(src):
+        c = src[i]
+        depth += {"{": 1, "}": -1}.get(c, 0)
+        if depth == 0:
             break
-        if m.group(1) == "{":
-            depth, j, item_start, out = 0, m.end(1) - 1, m.end(1), []
-            while j < len(src):
-                c = src[j]
-                depth += {"{": 1, "}": -1}.get(c, 0)
-                if depth == 0 or (depth == 1 and c == ","):
-                    out += path_heads(src, item_start, segs) if src[item_start:j].strip() else []
-                    item_start = j + 1
-                    if depth == 0:
-                        break
-                j += 1
-            return out
-        segs.append(m.group(1))
-        if len(segs) >= 2:
-            break
-        n = re.compile(r"\s*::").match(src, m.end())
-        if not n:
-            break
-        i = n.end()
-    return [segs[:2]] if segs else []
+        if depth == 1 and c == ",":
+            items.append(item)
+            item = ""
+        elif not (depth == 1 and c == "{"):
+            item += c
+        i += 1
+    items.append(item)
+    return [m.group(0) for it in items if (m := re.match(IDENT, it.strip()))]
 
 
-def names_at_root(src, module):
-    """(unit, line) for each module of the crate `src` names: `crate::` paths, and `super::`
-    chains that climb out of the file's `module` (its path: src/a.rs is ["a"], src/a/b.rs
-    ["a", "b"]). A unit is a top-level module, or `group::child` inside a group."""
-    for m in re.finditer(r"\b(crate|super)((?:\s*::\s*super)*)\s*::", src):
-        if m.group(1) == "crate":
-            base = []
-        else:
-            up = 1 + m.group(2).count("super")
-            if up > len(module):
-                continue
-            base = module[: len(module) - up]
-            if base and not (base[0] in GROUPS and len(base) == 1):
-                continue  # stays inside a top-level module (or a group's part)
+def names_at_root(src, depth):
+    """(identifier, line) for each name `src` reaches right below the crate root; `depth` is the
+    file's module depth (src/a.rs: 1, src/a/b.rs: 2), which `super::` climbs."""
+    for m in re.finditer(r"\b(crate::|(?:super::)+)\s*(\{|" + IDENT + ")", src):
+        if m.group(1) != "crate::" and m.group(1).count("super") < depth:
+            continue  # stays inside the module
         line = src.count("\n", 0, m.start()) + 1
-        for segs in path_heads(src, m.end(), base):
-            if segs[0] in GROUPS and len(segs) > 1:
-                yield f"{segs[0]}::{segs[1]}", line
-            else:
-                yield segs[0], line
+        for name in group_heads(src, m.start(2)) if m.group(2) == "{" else [m.group(2)]:
+            yield name, line
 
 
 def main(root):
     tops = {e[:-3] if e.endswith(".rs") else e for e in os.listdir(root) if e not in SKIPPED}
-    for group in GROUPS & tops:
-        tops.remove(group)
-        tops |= {f"{group}::{e[:-3] if e.endswith('.rs') else e}"
-                 for e in os.listdir(os.path.join(root, group)) if e != "mod.rs"}
     # `crate::Name` for a name lib.rs re-exports from module `x` means `x`.
     reexports = {}
     lib = strip(open(os.path.join(root, "lib.rs")).read())
     for m in re.finditer(r"pub\s+use\s+(" + IDENT + r")::([^;]*);", lib):
-        heads = path_heads(lib, m.start(1), [])
-        for segs in heads:
-            unit = "::".join(segs) if segs[0] in GROUPS else segs[0]
-            if len(heads) > 1:  # `pub use group::{a, b}`: each item is a part of its own
-                reexports.setdefault(segs[-1], unit)
-                continue
-            for item in re.findall(IDENT + r"(?=\s*(?:,|\}|$))", m.group(2)):
-                reexports.setdefault(item, unit)
+        items = m.group(2).split("{")[-1].strip("} \n").split(",")
+        for item in filter(None, (i.strip() for i in items)):
+            reexports.setdefault(re.split(r"::|\s+as\s+", item)[-1].strip(), m.group(1))
     edges = collections.defaultdict(dict)  # module -> {imported module: "file:line"}
     for d, dirs, files in os.walk(root):
         rel = os.path.relpath(d, root)
@@ -132,14 +91,11 @@ def main(root):
                 continue
             path = os.path.join(d, f)
             module = parts + ([] if f == "mod.rs" else [f[:-3]])
-            if not module or (module[0] in GROUPS and len(module) == 1):
-                continue  # a group's mod.rs only declares its parts
-            unit = f"{module[0]}::{module[1]}" if module[0] in GROUPS else module[0]
             src = strip(open(path, errors="replace").read())
-            for name, line in names_at_root(src, module):
+            for name, line in names_at_root(src, len(module)):
                 target = name if name in tops else reexports.get(name)
-                if target and target != unit and target not in edges[unit]:
-                    edges[unit][target] = f"{os.path.relpath(path, root)}:{line}"
+                if target and target != module[0] and target not in edges[module[0]]:
+                    edges[module[0]][target] = f"{os.path.relpath(path, root)}:{line}"
     problems = []
     for a in sorted(edges):
         for b in sorted(edges[a]):
@@ -154,10 +110,10 @@ def main(root):
         return 1
     order, placed = [], set()
     while len(order) < len(tops):  # no cycles, so some module always has all its imports placed
-        ready = sorted(m for m in tops - placed if set(edges.get(m, {})) & tops <= placed)
+        ready = sorted(m for m in tops - placed if set(edges.get(m, {})) <= placed)
         order += ready
         placed |= set(ready)
-    print(f"ok: {len(tops)} modules, no import cycles; bottom to top:")
+    print(f"ok: {len(tops)} top-level modules, no import cycles; bottom to top:")
     print("  " + " ".join(order))
     return 0
 

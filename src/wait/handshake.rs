@@ -21,9 +21,21 @@
 
 use std::time::Duration;
 
-use crate::shm::layout::WaitCell;
 use crate::sync::{self, AtomicU32, Ordering};
 use crate::sys::{FutexWaitv, WaitAny};
+
+/// Sleep/wake state for one side of one ring: the two words the handshake works on. It lives
+/// in the mapping (each ring's header holds two, `shm::layout::RingHeader`), so its layout is
+/// part of the shared-memory layout: `#[repr(C)]`, two `u32`s.
+#[repr(C)]
+#[derive(Debug)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
+pub struct WaitCell {
+    /// The futex word: bumped by the waker before each wake call.
+    pub futex: AtomicU32,
+    /// Non-zero while a waiter has announced that it is about to sleep or sleeping.
+    pub sleepers: AtomicU32,
+}
 
 /// Step 1, load A: the futex word's value now, to sleep on. Read it before looking at the
 /// peer's state and the death watcher's news.

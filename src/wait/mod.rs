@@ -73,6 +73,7 @@ pub(crate) mod handshake;
 mod policy;
 mod waiter;
 
+pub(crate) use handshake::WaitCell;
 #[cfg(feature = "tokio")]
 pub(crate) use policy::Plan;
 pub(crate) use policy::Policy;

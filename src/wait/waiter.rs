@@ -10,8 +10,7 @@ use super::{WaitStrategy, CHECK_INTERVAL, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE}
 use crate::error::WaitError as Error;
 
 type Result<T, E = Error> = std::result::Result<T, E>;
-use super::handshake;
-use crate::shm::layout::WaitCell;
+use super::handshake::{self, WaitCell};
 use crate::sync::DeathWatch;
 use crate::sys::HoldsEnd;
 

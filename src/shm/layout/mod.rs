@@ -18,9 +18,11 @@ pub(crate) mod frame;
 pub(crate) mod listener;
 mod segment;
 
+/// The sleep/wake words of each ring's header: the waits' own type, placed in the mapping.
+pub(crate) use crate::wait::WaitCell;
 pub(crate) use segment::{
-    check_capacity, segment_size, valid_capacity, WaitCell, CONNECTOR_LOCK, CREATOR_LOCK,
-    MODE_BLOCK, MODE_SPIN, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT,
+    check_capacity, segment_size, valid_capacity, CONNECTOR_LOCK, CREATOR_LOCK, MODE_BLOCK,
+    MODE_SPIN, PEER_ABSENT, PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT,
 };
 // The shared structs are `pub` (not `pub(crate)`) for the test hooks (`crate::testing`), which
 // let the crate's tests and fuzz target forge mappings; without the hooks nothing reaches them.

@@ -34,6 +34,7 @@ use std::mem::{align_of, size_of};
 use super::frame::FRAME_ALIGN;
 use super::{Padded, CELL_ALIGN, HEADER_SIZE, LAYOUT_VERSION, MAGIC, POINTER_WIDTH};
 use crate::error::OpenError;
+use crate::wait::WaitCell;
 
 /// Smallest ring capacity accepted.
 pub(crate) const MIN_CAPACITY: usize = 256;
@@ -115,17 +116,6 @@ pub struct SegmentHeader {
     pub creator: Padded<PeerInfo>,
     /// The connecting endpoint.
     pub connector: Padded<PeerInfo>,
-}
-
-/// Sleep/wake state for one side of one ring.
-#[repr(C)]
-#[derive(Debug)]
-#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
-pub struct WaitCell {
-    /// The futex word: bumped by the waker before each wake call.
-    pub futex: AtomicU32,
-    /// Non-zero while a waiter has announced that it is about to sleep or sleeping.
-    pub sleepers: AtomicU32,
 }
 
 /// Shared state of one ring. The frames themselves live in the region.
