@@ -505,56 +505,29 @@ pub enum Error {
     },
 }
 
-impl OpenError {
-    /// True for the "not right now" errors, after which the same call may succeed later.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, OpenError::NoClient { .. } | OpenError::Timeout { .. })
-    }
+/// `is_transient` and `is_disconnect` for an operation's error type, whose "not right now"
+/// variants are `transient`.
+macro_rules! kinds {
+    ($ty:ident, transient: $($t:ident)|+) => {
+        impl $ty {
+            /// True for the "not right now" errors, after which the same call may succeed later.
+            pub fn is_transient(&self) -> bool {
+                matches!(self, $($ty::$t { .. })|+)
+            }
 
-    /// True when the peer is no longer there: it closed cleanly
-    /// ([`Disconnected`](Self::Disconnected)) or its process died
-    /// ([`PeerGone`](Self::PeerGone)).
-    pub fn is_disconnect(&self) -> bool {
-        matches!(
-            self,
-            OpenError::Disconnected { .. } | OpenError::PeerGone { .. }
-        )
-    }
+            /// True when the peer is no longer there: it closed cleanly
+            /// ([`Disconnected`](Self::Disconnected)) or its process died
+            /// ([`PeerGone`](Self::PeerGone)).
+            pub fn is_disconnect(&self) -> bool {
+                matches!(self, $ty::Disconnected { .. } | $ty::PeerGone { .. })
+            }
+        }
+    };
 }
 
-impl SendError {
-    /// True for the "not right now" errors, after which the same call may succeed later.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, SendError::Full { .. } | SendError::Timeout { .. })
-    }
-
-    /// True when the peer is no longer there: it closed cleanly
-    /// ([`Disconnected`](Self::Disconnected)) or its process died
-    /// ([`PeerGone`](Self::PeerGone)).
-    pub fn is_disconnect(&self) -> bool {
-        matches!(
-            self,
-            SendError::Disconnected { .. } | SendError::PeerGone { .. }
-        )
-    }
-}
-
-impl RecvError {
-    /// True for the "not right now" errors, after which the same call may succeed later.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, RecvError::Empty { .. } | RecvError::Timeout { .. })
-    }
-
-    /// True when the peer is no longer there: it closed cleanly
-    /// ([`Disconnected`](Self::Disconnected)) or its process died
-    /// ([`PeerGone`](Self::PeerGone)).
-    pub fn is_disconnect(&self) -> bool {
-        matches!(
-            self,
-            RecvError::Disconnected { .. } | RecvError::PeerGone { .. }
-        )
-    }
-}
+kinds!(OpenError, transient: NoClient | Timeout);
+kinds!(SendError, transient: Full | Timeout);
+kinds!(RecvError, transient: Empty | Timeout);
 
 impl Error {
     /// True for the "not right now" errors, after which the same call may succeed later.
