@@ -29,19 +29,13 @@ impl<G: Message, T: FromBytes + KnownLayout + Immutable> Value<G, T> {
     /// consumed).
     pub(crate) fn new(guard: G) -> Result<Value<G, T>, RecvError> {
         let bytes: &[u8] = &guard;
-        if bytes.len() != std::mem::size_of::<T>() {
-            return Err(RecvError::WrongSize {
-                channel: guard.channel().clone(),
-                len: bytes.len(),
-                expected: std::mem::size_of::<T>(),
-            });
-        }
-        let held = if bytes.as_ptr().align_offset(std::mem::align_of::<T>()) == 0 {
+        // zerocopy's own checks: `ref_from_bytes` takes exactly `size_of::<T>()` bytes aligned
+        // for `T` (what `deref` relies on), `read_from_bytes` exactly that many anywhere.
+        let held = if T::ref_from_bytes(bytes).is_ok() {
             Held::InPlace(guard)
         } else {
             match T::read_from_bytes(bytes) {
                 Ok(value) => Held::Copied(value),
-                // Not reached: the length was checked above.
                 Err(_) => {
                     return Err(RecvError::WrongSize {
                         channel: guard.channel().clone(),
@@ -63,13 +57,13 @@ impl<G: Message, T: FromBytes + KnownLayout + Immutable> Deref for Value<G, T> {
         match &self.held {
             Held::InPlace(guard) => {
                 let bytes: &[u8] = guard;
-                // SAFETY: `Value::new` checked these bytes (the same ones: a `Message` derefs
-                // to the same bytes at the same address while it lives) to be exactly
-                // `size_of::<T>()` long and aligned for `T`; `T: FromBytes` makes every bit
-                // pattern a valid `T`, and `T: Immutable` has no interior mutability, so a
-                // shared reference for the guard's borrow is sound. (The peer can write a frame
-                // read in place; as with the guard's own bytes, it can change the value read,
-                // never make it invalid.)
+                // SAFETY: `Value::new` checked, with `T::ref_from_bytes`, these bytes (the
+                // same ones: a `Message` derefs to the same bytes at the same address while it
+                // lives) to be exactly `size_of::<T>()` long and aligned for `T`;
+                // `T: FromBytes` makes every bit pattern a valid `T`, and `T: Immutable` has no
+                // interior mutability, so a shared reference for the guard's borrow is sound.
+                // (The peer can write a frame read in place; as with the guard's own bytes, it
+                // can change the value read, never make it invalid.)
                 unsafe { &*bytes.as_ptr().cast::<T>() }
             }
             Held::Copied(value) => value,
