@@ -45,6 +45,22 @@ impl Channel {
         self.end.send_batch(py, &views, deadline, try_only)
     }
 
+    /// `recv_value` and `try_recv_value`: a new `cls()`, and the next message copied into its
+    /// buffer (now, `try_only`, or within `deadline`).
+    fn new_value(
+        &self,
+        py: Python<'_>,
+        cls: &Bound<'_, PyAny>,
+        deadline: Option<std::time::Instant>,
+        try_only: bool,
+    ) -> PyResult<PyObject> {
+        let value = cls.call0()?;
+        let buffer = RawBuffer::writable(&value)?;
+        self.end.recv_value(py, &buffer, deadline, try_only)?;
+        drop(buffer);
+        Ok(value.unbind())
+    }
+
     /// Runs `f` on the end, or raises `Closed`.
     fn with_end<R>(&self, py: Python<'_>, f: impl FnOnce(&mut dyn Info) -> R) -> PyResult<R> {
         let mut locked = self.end.lock(py);
@@ -175,14 +191,12 @@ impl Channel {
         value: &Bound<'_, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<()> {
-        let p = Payload::from_obj(value)?;
-        self.end.send(py, p.bytes(), deadline(timeout)?, false)
+        self.send(py, value, timeout)
     }
 
     /// `send_value` now, or raises `Full`.
     fn try_send_value(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let p = Payload::from_obj(value)?;
-        self.end.send(py, p.bytes(), None, true)
+        self.try_send(py, value)
     }
 
     /// Receives the next message as a value of `cls`, waiting up to `timeout` seconds: `cls()`
@@ -196,21 +210,12 @@ impl Channel {
         cls: &Bound<'_, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<PyObject> {
-        let value = cls.call0()?;
-        let buffer = RawBuffer::writable(&value)?;
-        self.end
-            .recv_value(py, &buffer, deadline(timeout)?, false)?;
-        drop(buffer);
-        Ok(value.unbind())
+        self.new_value(py, cls, deadline(timeout)?, false)
     }
 
     /// `recv_value` of the message waiting now, or raises `Empty`.
     fn try_recv_value(&self, py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<PyObject> {
-        let value = cls.call0()?;
-        let buffer = RawBuffer::writable(&value)?;
-        self.end.recv_value(py, &buffer, None, true)?;
-        drop(buffer);
-        Ok(value.unbind())
+        self.new_value(py, cls, None, true)
     }
 
     /// Sends the messages of `batch` (an iterable of bytes-like objects) in order, waiting for
