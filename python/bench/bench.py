@@ -301,10 +301,15 @@ class Iceoryx2(Transport):
         self._open("pong", "ping")
 
     def send(self, b):
-        sample = self.pub.loan_slice_uninit(len(b))
-        if b:
-            ctypes.memmove(sample.payload().as_ptr(), b, len(b))
-        sample.assume_init().send()
+        while True:
+            sample = self.pub.loan_slice_uninit(len(b))
+            if b:
+                ctypes.memmove(sample.payload().as_ptr(), b, len(b))
+            # The number of subscribers that got it: none, now and then while the publisher
+            # updates its connections, even with a subscriber there (its full buffer retried).
+            if sample.assume_init().send():
+                return
+            os.sched_yield()
 
     def recv(self):
         while True:
