@@ -348,6 +348,9 @@ WORKLOADS = [
 ]
 
 RUST = "shmlink, Python client of a Rust server"
+# The Python client of the Rust server and of a Python peer in alternating slices of one row,
+# so that both sides of their ratio see the same state of the machine.
+PAIRED = "Rust server and Python peer, paired slices"
 
 
 def reclaim_prefix(prefix):
@@ -569,20 +572,21 @@ class Proc:
         return self.p.exitcode is not None
 
 
-def await_rate(conn, side, peer, limit, peer_stopped=None):
+def await_rate(conn, side, peers, limit):
     """The rate `side` sends on `conn`. Waits at most `limit` seconds, and checks every POLL_S
-    that `side` and `peer` are alive: a peer that exits before the rate comes (other than
-    normally, after the stop message: `peer_stopped()` says whether it took it), a side that
-    ends without one, a side that reports an error, or the deadline, raises RowFailed."""
+    that `side` and its `peers` are alive: a peer that exits before the rate comes (other than
+    normally, after the stop message), a side that ends without one, a side that reports an
+    error, or the deadline, raises RowFailed. `peers`: (Proc, stopped) pairs, `stopped()`
+    saying whether the peer took the stop message (None: it exits only after it)."""
     deadline = time.monotonic() + limit
-    peer_ended = False
+    ended = set()
     while True:
         now = time.monotonic()
         if now >= deadline:
-            if peer_ended:
+            if ended:
                 raise RowFailed(f"the peer exited normally, but no rate came within {AFTER_PEER_S} s")
             raise RowFailed(f"no rate within {limit:.0f} s; the {side.what} and the peer still run")
-        sentinels = [p.sentinel for p in (side, peer) if p.sentinel is not None]
+        sentinels = [p.sentinel for p in (side, *(p for p, _ in peers)) if p.sentinel is not None]
         multiprocessing.connection.wait([conn, *sentinels], timeout=min(POLL_S, deadline - now))
         if conn.poll(0):
             try:
@@ -597,13 +601,15 @@ def await_rate(conn, side, peer, limit, peer_stopped=None):
             if conn.poll(0):
                 continue
             raise RowFailed(f"the {side.what} {how(code)} without a rate")
-        code = peer.exitcode()
-        if code is not None and not peer_ended:
+        for peer, stopped in peers:
+            code = peer.exitcode()
+            if code is None or peer in ended:
+                continue
             if code != 0:
                 raise RowFailed(f"the {peer.what} {how(code)} before the rate came{peer.why()}")
-            if peer_stopped is not None and not peer_stopped():
+            if stopped is not None and not stopped():
                 raise RowFailed(f"the {peer.what} {how(code)} before the stop message")
-            peer_ended = True
+            ended.add(peer)
             deadline = min(deadline, time.monotonic() + AFTER_PEER_S)
 
 
@@ -630,20 +636,24 @@ def finish(procs, failed):
 
 
 class Row:
-    """A workload and a contender (a Transport class, or RUST for the Python client of the
-    Rust json_server)."""
+    """A workload and a contender (a Transport class; RUST, the Python client of the Rust
+    json_server; or PAIRED, that client and a Python one in alternating slices)."""
 
-    def __init__(self, workload, contender, server=None):
-        self.workload, self.contender, self.server = workload, contender, server
+    def __init__(self, workload, contender, server=None, slices=10):
+        self.workload, self.contender, self.server, self.slices = workload, contender, server, slices
         self.name, self.title, self.kind, self.size = workload
-        self.label = RUST if contender == RUST else contender.name
+        self.label = contender if contender in (RUST, PAIRED) else contender.name
         self.key = (self.name, self.label)
+        self.paired = contender == PAIRED
 
     def measure(self, duration, warmup, slack):
-        """The row's rate; RowFailed if it gave none within warm-up + duration + slack."""
+        """The row's rate (PAIRED: the rates of its slices); RowFailed if it gave none within
+        warm-up + duration + slack."""
         limit = warmup + duration + slack
         if self.contender == RUST:
             return measure_rust(self.server, duration, warmup, limit)
+        if self.contender == PAIRED:
+            return measure_paired(self.server, duration, warmup, self.slices, limit)
         return measure_transport(self.contender, self.kind, self.size, duration, warmup, limit)
 
 
@@ -672,7 +682,7 @@ def measure_transport(cls, kind, size, duration, warmup, limit):
             started.append(p)
         side_w.close()
         peer_w.close()
-        rate = await_rate(side_r, side, peer, limit, ended.is_set)
+        rate = await_rate(side_r, side, [(peer, ended.is_set)], limit)
         failed = False
     finally:
         killed, complaint = finish(started, failed)
@@ -719,17 +729,24 @@ class ServerProc(Proc):
         return f": {lines[-1]}" if lines else ""
 
 
-def measure_rust(server_bin, duration, warmup, limit):
+def start_server(server_bin, name):
+    """The Rust json_server bound to `name`, its standard error in a temporary file."""
     if not server_bin or not os.path.exists(server_bin):
         raise RowFailed(f"no server at {server_bin}")
-    name = unique("rust")
     stderr = tempfile.TemporaryFile()
-    server = ServerProc(
-        subprocess.Popen(
+    try:
+        p = subprocess.Popen(
             [server_bin, name], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, preexec_fn=orphan_guard
-        ),
-        stderr,
-    )
+        )
+    except BaseException:
+        stderr.close()
+        raise
+    return ServerProc(p, stderr)
+
+
+def measure_rust(server_bin, duration, warmup, limit):
+    name = unique("rust")
+    server = start_server(server_bin, name)
     side_r, side_w = CTX.Pipe(duplex=False)
     side = Proc(
         "client",
@@ -741,17 +758,102 @@ def measure_rust(server_bin, duration, warmup, limit):
         side.p.start()
         started.insert(0, side)
         side_w.close()
-        rate = await_rate(side_r, side, server, limit)
+        rate = await_rate(side_r, side, [(server, None)], limit)
         failed = False
     finally:
         killed, complaint = finish(started, failed)
         reclaim_prefix(name)
         server.p.stdout.close()
-        stderr.close()
+        server.stderr.close()
         side_r.close()
     if complaint:
         raise RowFailed(complaint)
     return rate
+
+
+def json_burst(send, recv, seconds):
+    """JSON round trips per second through `send` and `recv` for `seconds`."""
+    msg = dict(MESSAGE)
+    n = 0
+    start = time.perf_counter()
+    end = start + seconds
+    while True:
+        for _ in range(16):
+            send(msg)
+            recv()
+        n += 16
+        now = time.perf_counter()
+        if now >= end:
+            return n / (now - start)
+
+
+def the_paired_side(t, name, duration, warmup, slices, ready, ended, done):
+    """The JSON ping-pong with a Python peer (over `t`) and with the Rust server (`name`) in
+    alternating slices, `slices` of each, each `duration / slices` seconds, the one that goes
+    first alternating too: the rates of the slices, {"python": [...], "rust": [...]}."""
+    t.parent()
+    if not ready.wait(START_S):
+        raise RuntimeError(f"the peer was not ready within {START_S} s")
+    with shmlink.connect(name, timeout=START_S) as ch:
+        ends = {"python": (t.send_obj, t.recv_obj), "rust": (ch.send_json, ch.recv_json)}
+        for send, recv in ends.values():
+            json_burst(send, recv, warmup)
+        out = {"python": [], "rust": []}
+        for i in range(slices):
+            for who in ("python", "rust") if i % 2 == 0 else ("rust", "python"):
+                out[who].append(json_burst(*ends[who], duration / slices))
+        ch.send_json({"op": "stop"}, timeout=LINGER_S)
+        ch.recv_json(timeout=LINGER_S)
+    t.send_obj(None)
+    if not ended.wait(LINGER_S):
+        raise RuntimeError(f"the peer did not take the stop message within {LINGER_S} s")
+    done.set()
+    t.close()
+    return out
+
+
+def measure_paired(server_bin, duration, warmup, slices, limit):
+    name = unique("pair")
+    t = Shm(64)
+    server = start_server(server_bin, name)
+    ready, ended, done = CTX.Event(), CTX.Event(), CTX.Event()
+    side_r, side_w = CTX.Pipe(duplex=False)
+    peer_r, peer_w = CTX.Pipe(duplex=False)
+    peer = Proc(
+        "peer",
+        CTX.Process(target=in_child, args=(peer_w, the_peer, (t, "ping-pong", None, ready, ended, done)), daemon=True),
+        peer_r,
+    )
+    side = Proc(
+        "client",
+        CTX.Process(
+            target=in_child,
+            args=(side_w, the_paired_side, (t, name, duration, warmup, slices, ready, ended, done)),
+            daemon=True,
+        ),
+    )
+    started, failed = [server], True
+    try:
+        read_ready(server, START_S)
+        for p in (peer, side):
+            p.p.start()
+            started.insert(0, p)
+        side_w.close()
+        peer_w.close()
+        # Both ends measured for `duration` each.
+        result = await_rate(side_r, side, [(peer, ended.is_set), (server, None)], limit + duration + warmup)
+        failed = False
+    finally:
+        killed, complaint = finish(started, failed)
+        t.cleanup(killed)
+        reclaim_prefix(name)
+        server.p.stdout.close()
+        server.stderr.close()
+        side_r.close()
+        peer_r.close()
+    if complaint:
+        raise RowFailed(complaint)
+    return result
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -774,7 +876,12 @@ class Progress:
         self.done += 1
         per_row = (time.monotonic() - self.started) / self.done
         left = duration_text(per_row * (self.total - self.done))
-        what = f"{rate:>12,.0f}/s" if error is None else f"FAILED: {error}"
+        if error is not None:
+            what = f"FAILED: {error}"
+        elif isinstance(rate, dict):
+            what = f"{times(statistics.median(slice_ratios(rate)))} (median of its slices' time ratios)"
+        else:
+            what = f"{rate:>12,.0f}/s"
         print(
             f"round {r}/{rounds} row {self.done}/{self.total}, {left} left: {row.name:<11} {row.label:<{self.width}} {what}",
             file=self.out,
@@ -840,7 +947,7 @@ def workload_documents(rows, rates):
         results = []
         for row in ws:
             got = rates[row.key]
-            if not got:
+            if not got or row.paired:
                 continue
             result = {
                 "contender": row.label,
@@ -860,6 +967,35 @@ def workload_documents(rows, rates):
             }
         )
     return out
+
+
+def slice_ratios(pair):
+    """Round-trip time with the Rust server ÷ with the Python peer, slice by slice: the
+    Python peer's rate ÷ the Rust server's."""
+    return [p / r for p, r in zip(pair["python"], pair["rust"]) if r > 0]
+
+
+def paired_document(rows, rates):
+    """The paired row's rounds, with every slice's rates and time ratio, and the median, best
+    and spread of the ratios over all of them (None without a paired row)."""
+    row = next((row for row in rows if row.paired), None)
+    if row is None:
+        return None
+    got = rates[row.key]
+    rounds = [{"round": r, **got[r], "ratios": slice_ratios(got[r])} for r in sorted(got)]
+    ratios = sorted(x for r in rounds for x in r["ratios"])
+    best = (
+        max(x for r in rounds for x in r["python"]) / max(x for r in rounds for x in r["rust"]) if rounds else None
+    )
+    return {
+        "what": "JSON round-trip time of a Python client with the Rust json_server ÷ with a Python peer, "
+        "from adjacent slices of one process's ping-pong with both",
+        "slices_per_round": row.slices,
+        "rounds": rounds,
+        "median": statistics.median(ratios) if ratios else None,
+        "best": best,
+        "spread": [ratios[0], ratios[-1]] if ratios else None,
+    }
 
 
 def write_atomically(path, text):
@@ -974,6 +1110,18 @@ def tables(doc, rates):
         targets.append(
             [f"json: Python client of a Rust server, round-trip time ≤ {RUST_TARGET}x Python <-> Python", times(m), times(b), met(m, RUST_TARGET, False)]
         )
+    pair = doc.get("paired")
+    if pair and pair["median"] is not None:
+        lo, hi = pair["spread"]
+        targets.append(
+            [
+                f"json, paired slices: Rust server round-trip time ≤ {RUST_TARGET}x Python peer "
+                f"({sum(len(r['ratios']) for r in pair['rounds'])} slice pairs, {lo:.2f}x-{hi:.2f}x)",
+                times(pair["median"]),
+                times(pair["best"]),
+                met(pair["median"], RUST_TARGET, False),
+            ]
+        )
     if targets:
         out.append("Targets (per-round ratios of the rows' rates; the Rust row's as a time ratio):\n")
         out.append(table(["target", ">median per round", ">best / best", "met (median)"], targets))
@@ -1081,6 +1229,12 @@ def main(argv=None):
     ap.add_argument("--profile", default="release", help="how the extension was built, for the record")
     ap.add_argument("--slack", type=float, default=30, help="seconds a row may take past its warm-up and duration")
     ap.add_argument("--give-up-after", type=int, default=2, help="failures after which a row is not run again (0: never)")
+    ap.add_argument(
+        "--slices",
+        type=int,
+        default=10,
+        help="slices of each side in the paired row (the Rust server and a Python peer alternating); 0: no such row",
+    )
     ap.add_argument("--save", help="write the JSON document here (after every round)")
     ap.add_argument("--json", action="store_true", help="print the JSON document on standard output")
     args = ap.parse_args(argv)
@@ -1095,6 +1249,8 @@ def main(argv=None):
     if any(w[0] == "json" for w in workloads) and (not args.only or "rust" in args.only.split(",") or "shmlink" in args.only.split(",")):
         if os.path.exists(args.server):
             rows.append(Row(WORKLOADS[0], RUST, args.server))
+            if args.slices:
+                rows.append(Row(WORKLOADS[0], PAIRED, args.server, args.slices))
         else:
             not_run.append({"contender": RUST, "why": f"no server at {args.server}"})
     for n in not_run:
@@ -1132,6 +1288,7 @@ def main(argv=None):
             "codec_round_trips_per_s": codecs,
             "duration_s": args.duration,
             "workloads": workload_documents(rows, rates),
+            "paired": paired_document(rows, rates),
             "rounds_done": rounds_done,
             "complete": rounds_done == args.rounds,
             "round_load_averages": load_averages,

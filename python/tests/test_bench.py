@@ -144,6 +144,21 @@ def test_a_row_that_works_gives_a_rate_and_leaves_nothing(name, no_children_left
         assert bench.Row(workload, bench.Pipe).measure(DURATION, WARMUP, 30) > 0
 
 
+def test_the_rust_server_rows_give_rates(rust_examples, no_children_left):
+    server = str(rust_examples / "json_server")
+    assert bench.Row(bench.WORKLOADS[0], bench.RUST, server).measure(DURATION, WARMUP, 30) > 0
+    pair = bench.Row(bench.WORKLOADS[0], bench.PAIRED, server, slices=3).measure(DURATION, WARMUP, 30)
+    assert len(pair["python"]) == len(pair["rust"]) == 3 and min(pair["python"] + pair["rust"]) > 0
+    assert len(bench.slice_ratios(pair)) == 3
+
+
+def test_a_paired_row_whose_python_peer_dies_fails(rust_examples, monkeypatch, no_children_left):
+    monkeypatch.setattr(bench.Shm, "child", Quits.child)
+    why, took = fails(bench.Row(bench.WORKLOADS[0], bench.PAIRED, str(rust_examples / "json_server")), slack=30)
+    assert "peer exited with status 0 before the stop message" in why
+    assert took < 5
+
+
 class LateIceoryx2(bench.Iceoryx2):
     """iceoryx2 whose measuring side looks for the stream's count 1 s late (as a process that
     lost its CPU does): the peer must not have gone away by then, or the count is lost."""
