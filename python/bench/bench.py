@@ -13,9 +13,11 @@ its best honest way: shmlink (send/recv, JSON through send_json/recv_json); mult
 (put/get of the object, pickled as they do; the faster-fifo stream reader takes get_many);
 pyzmq PAIR sockets over ipc:// (JSON through the same codec); iceoryx2's Python package, one
 publish-subscribe service per direction with a byte-slice payload, written the way its
-examples are, the subscriber polling receive(), yielding the CPU between polls. Plus the JSON
-ping-pong of a Python client against the Rust json_server example. Rows are interleaved round
-by round.
+examples are, the subscriber polling receive(), yielding the CPU between polls (a sample that
+no subscriber took is sent again). Plus the JSON ping-pong of a Python client against the Rust
+json_server example, alone and paired (in alternating slices with a Python peer, --slices).
+Rows are interleaved round by round; at the end a table per workload is printed as the
+harness prints its own.
 
 Every row runs in two fresh processes, the measuring side and its peer (for the Rust row, the
 Python client and the server); this process only starts them and waits for the rate, with a
