@@ -248,11 +248,14 @@ class Zmq(Transport):
     def close(self):
         self.s.close()
         self.ctx.term()
-        self.cleanup(False)
 
     def cleanup(self, killed):
-        if os.path.exists(self.addr[6:]):
+        # Here, once both ends are closed: an end that removed the socket file itself could
+        # find it gone (the other removed it first).
+        try:
             os.unlink(self.addr[6:])
+        except FileNotFoundError:
+            pass
 
 
 class Iceoryx2(Transport):
