@@ -94,15 +94,28 @@ pub struct PublishedPingPongRow {
 /// `ipc-parent report`.
 pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     let page_path = args.dir.join(PAGE);
-    let page = render_dir(&args.dir)?;
+    let (page, docs) = render_dir(&args.dir)?;
     if args.check {
+        let mut problems: Vec<String> = docs
+            .iter()
+            .filter_map(|(name, doc)| measured_busy(name, doc))
+            .collect();
+        if !problems.is_empty() {
+            problems.insert(
+                0,
+                "a published document must be measured on a quiet machine:".to_owned(),
+            );
+        }
         let committed = std::fs::read_to_string(&page_path).unwrap_or_default();
         if committed != page {
-            bail!(
+            problems.push(format!(
                 "{page_path:?} differs from what the documents in {:?} render: run `ipc-parent \
                  report` and commit the page",
                 args.dir
-            );
+            ));
+        }
+        if !problems.is_empty() {
+            bail!("{}", problems.join("\n"));
         }
         eprintln!("[info] {page_path:?} is what the documents render");
         return Ok(());
@@ -112,9 +125,25 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Why `--check` refuses document `name`: it was measured on a machine whose load at the start
+/// was at least half its CPUs, without `--load` (a run that means to measure a busy machine says
+/// so with `--load N`, and its start load is taken before those processes start). None: it is
+/// fine.
+pub fn measured_busy(name: &str, doc: &Document) -> Option<String> {
+    let run = &doc.run;
+    (busy(run.load_average, run.machine.cores) && run.load == 0).then(|| {
+        format!(
+            "- {name}: measured at a load average of {:.2} on {} CPUs (at least half of them \
+             busy) without --load, where spinning rows and the floor mean little: measure it \
+             again on a quiet machine, or with --load N if a busy machine is what it shows",
+            run.load_average, run.machine.cores
+        )
+    })
+}
+
 /// Reads the folder's documents (sorted by file name) and published figures, and renders the
-/// page.
-fn render_dir(dir: &Path) -> anyhow::Result<String> {
+/// page; returns it and the documents.
+fn render_dir(dir: &Path) -> anyhow::Result<(String, Vec<(String, Document)>)> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {dir:?}"))?
         .map(|e| e.map(|e| e.path()))
@@ -140,7 +169,7 @@ fn render_dir(dir: &Path) -> anyhow::Result<String> {
     } else {
         Published::default()
     };
-    Ok(page(&docs, &published))
+    Ok((page(&docs, &published), docs))
 }
 
 /// The modes in the order the page shows them.
