@@ -428,7 +428,10 @@ mod tests {
                             {"cpu": 0, "package": 0, "core": 0, "siblings": "0-1"},
                             {"cpu": 1, "package": 0, "core": 0, "siblings": "0-1"}]},
               "pinning": {"pinned": true, "parent": [0], "children": [1]},
-              "load_average": 1.5, "load": 0, "rounds": 2, "warmup_s": 0.25},
+              "load_average": 1.5, "load": 0, "rounds": 2, "warmup_s": 0.25,
+              "round_conditions": [
+                {"round": 1, "load_average": 1.5, "steal_pct": 2.25, "seconds": 3.0},
+                {"round": 2, "load_average": 1.25, "steal_pct": null, "seconds": 3.0}]},
       "mode": "stream", "sizes": [128, 4096], "duration_s": 1.0, "count": 1000, "wait": "spin",
       "ring_size": 1048576, "posixmq": null,
       "results": [
@@ -557,6 +560,12 @@ json messages; round trips per second, best and median of 1 round(s); latency ov
 | shm (spin) / uds (best kernel transport)  |        8.00 |             8.00 |        |
 | shm (block) / shm (spin)                  |        0.50 |             0.50 |        |
 
+The machine during each round: floor against its median over the rounds (this document recorded no load or steal per round).
+
+| round | floor per s | floor vs median | mark |
+| ----: | ----------: | --------------: | ---- |
+|     1 |   3,000,000 |             +0% |      |
+
 ### Beside the published figures
 
 Round trips per second (in brackets: over raw-sync of the same column). Published: a Rust playground; JSON ping / pong.
@@ -616,6 +625,13 @@ one-way stream, ring 1 MiB per direction, shm waits spin: messages/s and MB/s (s
 | shm (spin) / pipe-bare (best kernel transport) at 128 B |        2.50 |             2.25 |        |
 | pipe / pipe-bare at 128 B                               |        0.62 |             0.56 | >= 0.8 |
 | shm (spin) / pipe (best kernel transport) at 4 KiB      |        4.00 |             4.50 |        |
+
+The machine during each round: the 1-minute load average at its start, the share of the CPUs' time stolen by other guests while it ran (`/proc/stat`), and ring 128 B against its median over the rounds.
+
+| round | load at start | steal % | ring 128 B per s | ring 128 B vs median | mark |
+| ----: | ------------: | ------: | ---------------: | -------------------: | ---- |
+|     1 |          1.50 |     2.2 |        2,000,000 |                  +0% |      |
+|     2 |          1.25 |       - |        2,000,000 |                  +0% |      |
 
 ### Beside the published table
 
