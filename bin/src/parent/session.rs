@@ -156,12 +156,21 @@ impl Session {
     }
 
     /// Says on standard error how long the whole run will take (`planned`), before it starts;
-    /// the progress lines count down from it.
-    pub(crate) fn announce(&self, planned: Duration, what: &str) {
+    /// the progress lines count down from it. `open`: the run's pieces are counts of messages
+    /// whose time is not known before they run, and `planned` holds only the rest.
+    pub(crate) fn announce(&self, planned: Duration, what: &str, open: bool) {
         let mut p = self.progress.borrow_mut();
         p.planned = planned;
         p.started = Instant::now();
-        eprintln!("[info] {what}: about {} in all", span(planned));
+        if open {
+            eprintln!(
+                "[info] {what}: at least {} (warmups and children's starts), plus the time of \
+                 the messages",
+                span(planned)
+            );
+        } else {
+            eprintln!("[info] {what}: about {} in all", span(planned));
+        }
     }
 
     /// Runs `each(cell, round, slice)` for every round and, within a round, for every slice

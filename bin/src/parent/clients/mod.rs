@@ -620,10 +620,16 @@ pub(crate) fn run(args: ClientsArgs) -> anyhow::Result<()> {
         args.counts, args.size, args.common.warmup, args.wait, args.pace,
     ));
 
-    // Every client runs its warmup and its timed round trips; starting n clients takes a while.
+    // Every client runs its warmup and its timed round trips (`--count` of them take what they
+    // take); starting n clients takes a while.
+    let timed = if args.count.is_none() {
+        args.duration
+    } else {
+        Duration::ZERO
+    };
     let per_cell = |n: usize| {
         args.common.warmup
-            + args.duration
+            + timed
             + Duration::from_millis(60) * u32::try_from(n).unwrap_or(u32::MAX)
     };
     let planned: Duration = args
@@ -642,6 +648,7 @@ pub(crate) fn run(args: ClientsArgs) -> anyhow::Result<()> {
             rows.len(),
             args.common.rounds
         ),
+        args.count.is_some(),
     );
     let mut cells: Vec<Cell> = Vec::new();
     for &n in &args.counts {
@@ -649,7 +656,7 @@ pub(crate) fn run(args: ClientsArgs) -> anyhow::Result<()> {
         let schedule = Schedule {
             slices: 1,
             per_piece: per_cell(n),
-            part: Some(format!("{n} clients")),
+            part: Some(format!("{n} client{}", if n == 1 { "" } else { "s" })),
         };
         cells.extend(rows.iter().filter(|row| row.runs_with(n)).map(|&row| Cell {
             row,

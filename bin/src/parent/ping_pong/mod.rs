@@ -178,6 +178,7 @@ fn run_cells(
                 String::new()
             }
         ),
+        false,
     );
     let label = |cell: &Cell| match cell.size.filter(|_| sweep) {
         Some(size) => format!("{} {}", cell.id().label(), size_label(size)),

@@ -376,15 +376,23 @@ pub(crate) fn run(args: StreamArgs) -> anyhow::Result<()> {
             backend: None,
         })
         .collect();
-    // A row's count fills about `--duration`; a child's start and the warmup come on top.
+    // A row's default count fills about `--duration` (a given `--count` takes what it takes);
+    // a child's start and the warmup come on top.
     let schedule = Schedule {
         slices: 1,
-        per_piece: args.common.warmup + args.duration + Duration::from_millis(60),
+        per_piece: args.common.warmup
+            + Duration::from_millis(60)
+            + if args.count.is_none() {
+                args.duration
+            } else {
+                Duration::ZERO
+            },
         part: None,
     };
     session.announce(
         schedule.estimate(cells.len(), args.common.rounds),
         &format!("{} rows x {} round(s)", cells.len(), args.common.rounds),
+        args.count.is_some(),
     );
     let label = |cell: &Cell| format!("{} {}", cell.row.name(), size_label(cell.size));
     session.rounds(&mut cells, &schedule, label, |cell, round, _| {
