@@ -444,7 +444,18 @@ fn stream_checks_every_transport_bare_and_batch_row_at_every_size_beside_ring_an
         text.contains("<svg") && text.contains("ring") && text.contains("9 KiB"),
         "not a stream chart:\n{text}"
     );
-    let (ok, stdout, stderr) = run_parent(&["compare", &saved_s, &saved_s], &[]);
+    // compare takes one document of each build: the same one, as the other build too.
+    let mut other = read.clone();
+    other.run.profile = if read.run.profile == "debug" {
+        "release"
+    } else {
+        "debug"
+    }
+    .to_owned();
+    let other_path = dir.join("other-build.json");
+    std::fs::write(&other_path, other.to_text().unwrap_or_default()).ok();
+    let other_s = other_path.to_string_lossy().into_owned();
+    let (ok, stdout, stderr) = run_parent(&["compare", &saved_s, &other_s], &[]);
     assert!(ok, "compare of a stream failed:\n{stderr}");
     assert!(
         stdout.contains("best msg/s") && stdout.contains("1.00x"),
