@@ -124,7 +124,9 @@ fn single_chart(
     let draw = |e: DrawingAreaErrorKind<_>| anyhow!("drawing the chart: {e:?}");
     root.fill(&WHITE).map_err(draw)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
+        // The title carries the build, CPU, commit, date and load: a smaller face keeps it on the
+        // chart.
+        .caption(title, ("sans-serif", 15))
         .margin(16)
         .x_label_area_size(40)
         .y_label_area_size(80)
@@ -209,7 +211,9 @@ fn grouped_chart(
     let draw = |e: DrawingAreaErrorKind<_>| anyhow!("drawing the chart: {e:?}");
     root.fill(&WHITE).map_err(draw)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
+        // The title carries the build, CPU, commit, date and load: a smaller face keeps it on the
+        // chart.
+        .caption(title, ("sans-serif", 15))
         .margin(16)
         .x_label_area_size(40)
         .y_label_area_size(80)
