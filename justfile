@@ -1,4 +1,6 @@
-# Tasks for shmlink's ping-pong harness. `just` alone lists them.
+# Tasks for shmlink's ping-pong harness. `just` alone lists them. (`just` is a command runner:
+# `cargo install just`, or your distribution's `just` package; bin/README.md says more.) Every
+# recipe that measures says first whether it measures a debug or a release build.
 #
 #   BUILD_MODE=release  build and run optimised binaries (default: debug)
 #   DURATION=5s         length of one measured round
@@ -21,6 +23,8 @@ count_flag := if count == "" { "" } else { "--count " + count }
 target_dir := env_var_or_default("CARGO_TARGET_DIR", "target")
 cargo_flags := if build_mode == "release" { "--release" } else { "" }
 bin_dir := target_dir / build_mode
+# What a measuring recipe says first: which build it measures.
+measures := if build_mode == "release" { "[info] measuring a release build" } else { "[info] measuring a DEBUG build (unoptimised: BUILD_MODE=release for figures that mean something)" }
 
 # List the recipes
 default:
@@ -37,25 +41,31 @@ transports: build
 
 # Ping-pong over one transport (`just transports` lists them) or limit row (floor, serde); extra ipc-parent options after it
 ipc transport *ARGS: build
+    @echo "{{measures}}"
     {{bin_dir}}/ipc-parent transports | grep -qx -- "{{transport}}" || [ "{{transport}}" = serde ] \
         || { echo "unknown transport {{transport}}; one of: $({{bin_dir}}/ipc-parent transports | paste -sd' ') serde"; exit 1; }
     {{bin_dir}}/ipc-parent ping-pong --transport {{transport}} --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
 # Every transport (or TRANSPORTS), interleaved round by round, in one table
 run-all *ARGS: build
+    @echo "{{measures}}"
     {{bin_dir}}/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} {{ARGS}}
 
-# Same transports in a debug and a release build, one table with the release/debug ratio
+# Same transports in a debug and a release build, their rounds interleaved (debug, release, debug, ...: one document each in results/compare-<mode>-<round>.json), one table with each document's commit and load and the release/debug ratio
 compare *ARGS:
     mkdir -p results
     cargo build --bins
     cargo build --release --bins
-    {{target_dir}}/debug/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json {{ARGS}} > results/debug.json
-    {{target_dir}}/release/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json {{ARGS}} > results/release.json
-    {{target_dir}}/release/ipc-parent compare results/debug.json results/release.json
+    @echo "[info] measuring a debug and a release build, {{rounds}} round(s) each, interleaved"
+    rm -f results/compare-debug-*.json results/compare-release-*.json
+    for round in $(seq 1 {{rounds}}); do for mode in debug release; do \
+        {{target_dir}}/$mode/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds 1 --json {{ARGS}} > results/compare-$mode-$round.json; \
+    done; done
+    {{target_dir}}/release/ipc-parent compare results/compare-debug-*.json results/compare-release-*.json
 
 # Payload sweep (SIZES): MB/s per transport and size beside memcpy; saves results/sweep-<mode>.json, draws docs/sweep-chart.svg
 sweep *ARGS: build
+    @echo "{{measures}}"
     mkdir -p results docs
     {{bin_dir}}/ipc-parent sweep --sizes {{sizes}} --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --save results/sweep-{{build_mode}}.json {{ARGS}}
     {{bin_dir}}/ipc-parent chart results/sweep-{{build_mode}}.json --output docs/sweep-chart.svg
@@ -63,6 +73,7 @@ sweep *ARGS: build
 # Every wait strategy beside uds, pipe and ipc-channel: back to back and paced 1 ms apart, quiet and with 2 busy processes (release); saves results/wait-load<N>-pace<P>.json
 waits *ARGS:
     cargo build --release --bins
+    @echo "[info] measuring a release build"
     mkdir -p results
     for load in 0 2; do for pace in 0s 1ms; do \
         {{target_dir}}/release/ipc-parent ping-pong --transport shm,uds,pipe,ipc-channel --wait all \
@@ -73,6 +84,7 @@ waits *ARGS:
 # Three shm ping-pong pairs at once on one machine (WAIT: spin, yield or block): the rate of each pair shows whether they share the cores fairly
 fairness wait="spin" *ARGS:
     cargo build --release --bins
+    @echo "[info] measuring a release build"
     for i in 1 2 3; do \
         {{target_dir}}/release/ipc-parent ping-pong --transport shm --wait {{wait}} --duration {{duration}} \
             --rounds 1 --name fair$i-$$ {{ARGS}} | grep completed & \
@@ -80,24 +92,27 @@ fairness wait="spin" *ARGS:
 
 # One-way streaming (STREAM_SIZES, COUNT): msgs/s and MB/s per transport (framed, and bare for the kernel ones) and size beside the ring between two threads and memcpy; saves results/stream-<mode>.json, draws docs/stream-chart.svg
 stream *ARGS: build
+    @echo "{{measures}}"
     mkdir -p results docs
     {{bin_dir}}/ipc-parent stream --sizes {{stream_sizes}} {{count_flag}} --transport {{transports}} --rounds {{rounds}} --save results/stream-{{build_mode}}.json {{ARGS}}
     {{bin_dir}}/ipc-parent chart results/stream-{{build_mode}}.json --output docs/stream-chart.svg
 
 # N client processes against one server, for every N of the list: shm selector, thread per client, async beside uds (poll loop, threads) and ipc-channel; saves results/clients-<mode>.json
 clients n="1,4,16" *ARGS: build
+    @echo "{{measures}}"
     mkdir -p results
     {{bin_dir}}/ipc-parent clients {{n}} --duration {{duration}} --rounds {{rounds}} --save results/clients-{{build_mode}}.json {{ARGS}}
 
 # Run every transport into results/<mode>.json and draw it as an SVG bar chart
 chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": build
     mkdir -p results "$(dirname {{output}})"
-    test -f {{input}} || {{bin_dir}}/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json > {{input}}
+    test -f {{input}} || { echo "{{measures}}"; {{bin_dir}}/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json > {{input}}; }
     {{bin_dir}}/ipc-parent chart {{input}} --output {{output}}
 
 # Measure the documents of the results page (release, ROUNDS rounds, options after the name go to every run, e.g. --pin) into docs/results/, then render the page
 results *ARGS:
     cargo build --release --bins
+    @echo "[info] measuring a release build"
     {{target_dir}}/release/ipc-parent ping-pong --rounds {{rounds}} --duration {{duration}} --save docs/results/ping-pong.json {{ARGS}}
     {{target_dir}}/release/ipc-parent ping-pong --transport floor,shm,raw-sync --message raw --size 56 --rounds {{rounds}} --duration {{duration}} --save docs/results/ping-pong-raw56.json {{ARGS}}
     {{target_dir}}/release/ipc-parent sweep --rounds {{rounds}} --save docs/results/sweep.json {{ARGS}}

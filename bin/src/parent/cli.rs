@@ -52,12 +52,13 @@ pub enum Cmd {
         #[arg(short, long, default_value = "ipc-chart.svg")]
         output: PathBuf,
     },
-    /// One table from a debug and a release document, with the release / debug ratio.
+    /// One table from documents of a debug and a release build (each sorted by the build it
+    /// records; several per build when rounds were run one document each, interleaved), with
+    /// every document's commit, date and load, and the release / debug ratio.
     Compare {
-        /// Document of a debug build.
-        debug: PathBuf,
-        /// Document of a release build.
-        release: PathBuf,
+        /// The documents, debug and release in any order (at least one of each).
+        #[arg(required = true, num_args = 2..)]
+        documents: Vec<PathBuf>,
     },
     /// The transports, one name a line, in the order runs interleave them (the justfile and CI
     /// read this list).
@@ -131,6 +132,17 @@ pub struct PingPongArgs {
     /// Address the tcp transport binds (the child connects to what it got).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub tcp_addr: String,
+    /// Paired slices: cut each round's `--duration` into slices of `--slice` and let the rows
+    /// take turns slice by slice (A B C A B C ...), each slice a fresh child after a warmup of
+    /// at most a quarter slice, so that rows compared in a ratio ran side by side in time; the
+    /// ratios are then also taken slice by slice and reported as min / median / max. For a few
+    /// rows (`--transport shm,floor,raw-sync,uds`): the more rows, the further apart their
+    /// slices.
+    #[arg(long)]
+    pub paired: bool,
+    /// The length of one slice of `--paired`.
+    #[arg(long, default_value = "200ms", value_parser = parse_duration, requires = "paired")]
+    pub slice: Duration,
     /// Do not spawn the child: wait for a peer started by hand, for example `ipc-child` on
     /// another host with `--transport tcp --tcp-addr 0.0.0.0:7000` (the parent prints the
     /// command each round). Only for transports a remote peer can reach (`tcp`).
@@ -382,13 +394,17 @@ mod tests {
         };
         assert_eq!((input, output), ("a.json".into(), "a.svg".into()));
         let Ok(Cli {
-            command: Some(Cmd::Compare { debug, release }),
+            command: Some(Cmd::Compare { documents }),
             ..
-        }) = parse(&["compare", "d.json", "r.json"])
+        }) = parse(&["compare", "d.json", "r.json", "r2.json"])
         else {
             panic!("not a compare")
         };
-        assert_eq!((debug, release), ("d.json".into(), "r.json".into()));
+        assert_eq!(
+            documents,
+            ["d.json", "r.json", "r2.json"].map(PathBuf::from)
+        );
+        assert!(parse(&["compare", "d.json"]).is_err(), "one document");
     }
 
     #[test]

@@ -51,6 +51,27 @@ pub struct Run {
     pub rounds: u32,
     /// Unmeasured work before each round, in seconds.
     pub warmup_s: f64,
+    /// The machine during each round, in the order measured (a clients run: each round of each
+    /// client count). Documents written before it was recorded have none.
+    #[serde(default)]
+    pub round_conditions: Vec<RoundConditions>,
+}
+
+/// What else the machine did while one round ran.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RoundConditions {
+    /// The round (from 1).
+    pub round: u32,
+    /// The part of the run the round belongs to, when a run has several (`4 clients`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<String>,
+    /// The 1-minute load average when the round started (`/proc/loadavg`).
+    pub load_average: f64,
+    /// The share of all CPUs' time the hypervisor gave to other guests while the round ran, in
+    /// percent (`/proc/stat`: steal ticks over all ticks; none when unreadable).
+    pub steal_pct: Option<f64>,
+    /// How long the round took, in seconds.
+    pub seconds: f64,
 }
 
 /// The results of one mode.
@@ -153,6 +174,10 @@ pub struct RoundTrips {
     pub round_trips: u64,
     pub seconds: f64,
     pub rt_per_s: f64,
+    /// `--paired`: the round trips per second of each slice of the round, in order (the rows'
+    /// slices alternate, so slice `i` of two rows ran side by side in time).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<f64>,
 }
 
 /// Round-trip latency percentiles over all rounds of a row, in nanoseconds.
@@ -189,6 +214,10 @@ pub struct PingPong {
     pub ring_size: usize,
     /// The message queue limits, when posixmq ran.
     pub posixmq: Option<MqLimits>,
+    /// `--paired`: the length of one slice, in seconds (each round's rows alternate slice by
+    /// slice; none: each row ran its round in one piece).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice_s: Option<f64>,
     pub results: Vec<PingPongResult>,
 }
 

@@ -136,6 +136,50 @@ pub fn load_average() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The CPU time of the whole machine so far, from the first line of `/proc/stat`, in clock
+/// ticks: all of it, and the part the hypervisor gave to other guests (steal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuTimes {
+    pub total: u64,
+    pub steal: u64,
+}
+
+impl CpuTimes {
+    /// Reads `/proc/stat` (none when unreadable).
+    pub fn read() -> Option<CpuTimes> {
+        CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// Parses the `cpu` line of `/proc/stat`: user nice system idle iowait irq softirq steal
+    /// guest guest_nice. Guest time is already counted in user and nice, so the total leaves it
+    /// out; a kernel that lists no steal column has none.
+    pub fn parse(text: &str) -> Option<CpuTimes> {
+        let line = text.lines().find(|l| l.starts_with("cpu "))?;
+        let fields: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        if fields.len() < 4 {
+            return None;
+        }
+        let counted = &fields[..fields.len().min(8)];
+        Some(CpuTimes {
+            total: counted.iter().sum(),
+            steal: fields.get(7).copied().unwrap_or(0),
+        })
+    }
+
+    /// The share of the CPU time from `self` to `later` that was stolen, in percent (none when
+    /// no time passed).
+    pub fn steal_pct(self, later: CpuTimes) -> Option<f64> {
+        let total = later.total.checked_sub(self.total)?;
+        let steal = later.steal.checked_sub(self.steal)?;
+        (total > 0).then(|| steal as f64 * 100.0 / total as f64)
+    }
+}
+
 /// Whether a machine with this 1-minute load average and this many online CPUs is too busy
 /// for spinning rows and the floor to mean much: a load of half the CPUs or more.
 pub fn busy(load_average: f64, cores: usize) -> bool {
@@ -381,6 +425,31 @@ mod tests {
         assert!(busy_warning(0.2, 2).is_none());
         let line = busy_warning(1.25, 2).unwrap_or_default();
         assert!(line.contains("1.25") && line.contains("2 CPUs"), "{line}");
+    }
+
+    #[test]
+    fn steal_is_the_stolen_share_of_the_ticks_between_two_readings() {
+        let before = CpuTimes::parse(
+            "cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 50 0 25 400 5 0 2 17 0 0\nintr 1\n",
+        );
+        assert_eq!(
+            before,
+            Some(CpuTimes {
+                total: 1000,
+                steal: 35
+            })
+        );
+        let after = CpuTimes::parse("cpu  150 0 70 900 10 0 5 65 40 0\n");
+        // 200 ticks passed, 30 of them stolen; guest time is inside user and not counted twice.
+        let pct = before.zip(after).and_then(|(b, a)| b.steal_pct(a));
+        assert_eq!(pct, Some(15.0));
+        // A kernel without the steal column, no time passed, or a line that is not numbers.
+        let old = CpuTimes::parse("cpu  1 2 3 4\n");
+        assert_eq!(old.map(|t| (t.total, t.steal)), Some((10, 0)));
+        assert_eq!(old.and_then(|t| t.steal_pct(t)), None);
+        assert_eq!(CpuTimes::parse("cpu  1 x 3 4\n"), None);
+        assert_eq!(CpuTimes::parse("intr 1\n"), None);
+        assert!(CpuTimes::read().is_some(), "/proc/stat");
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub(crate) fn measure(
             round_trips,
             seconds,
             rt_per_s,
+            slices: Vec::new(),
         },
         histogram,
     ))

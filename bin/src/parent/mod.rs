@@ -97,7 +97,7 @@ pub fn main() -> std::process::ExitCode {
         Some(Cmd::Clients(args)) => clients::run(args),
         Some(Cmd::Report(args)) => report::report(&args),
         Some(Cmd::Chart { input, output }) => report::chart::chart(&input, &output),
-        Some(Cmd::Compare { debug, release }) => report::compare::compare(&debug, &release),
+        Some(Cmd::Compare { documents }) => report::compare::compare(&documents),
         Some(Cmd::Transports { describe }) => {
             print!("{}", transports(describe));
             Ok(())

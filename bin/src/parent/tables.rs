@@ -67,14 +67,42 @@ pub(crate) fn terminal(doc: &Document) -> String {
     out
 }
 
-/// The tables, notes and ratios of a document's mode.
+/// The tables, notes and ratios of a document's mode, then the machine during each round.
 pub(crate) fn body(doc: &Document) -> String {
-    match &doc.results {
+    let mut out = match &doc.results {
         Results::PingPong(p) => super::ping_pong::tables::tables(p),
         Results::Sweep(s) => super::ping_pong::sweep::tables(s),
         Results::Stream(s) => super::stream::tables::tables(s),
         Results::Clients(c) => super::clients::tables::tables(c),
         Results::Python(p) => super::report::python::python(p),
+    };
+    out.push_str(&rounds_table(&doc.run, &references(&doc.results)));
+    out
+}
+
+/// The rows whose moves from round to round show the machine changing: the floor of a
+/// ping-pong run, the ring of a stream at each size.
+pub(crate) fn references(results: &Results) -> Vec<Reference> {
+    match results {
+        Results::PingPong(p) => p
+            .results
+            .iter()
+            .filter(|r| r.row.limit && r.row.transport == "floor")
+            .map(|r| Reference {
+                name: "floor".to_owned(),
+                rates: r.figures.rounds.iter().map(|x| x.rt_per_s).collect(),
+            })
+            .collect(),
+        Results::Stream(s) => s
+            .results
+            .iter()
+            .filter(|r| r.row.limit && r.row.transport == "ring")
+            .map(|r| Reference {
+                name: format!("ring {}", size_label(r.size)),
+                rates: r.rounds.iter().map(|x| x.msgs_per_s).collect(),
+            })
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -186,6 +214,8 @@ pub(crate) struct Ratio {
     pub(crate) best: Option<f64>,
     pub(crate) median: Option<f64>,
     pub(crate) target: Option<&'static str>,
+    /// `--paired`: min, median and max of the ratios of slices that ran side by side.
+    pub(crate) paired: Option<[f64; 3]>,
 }
 
 impl Ratio {
@@ -198,6 +228,25 @@ impl Ratio {
             best: ratio(best(a), best(b)),
             median: (!per_round.is_empty()).then(|| median(&mut per_round)),
             target: None,
+            paired: None,
+        }
+    }
+
+    /// The same ratio taken slice by slice as well: `a` and `b` are the rows' slices of each
+    /// round (`--paired`), slice `i` of one beside slice `i` of the other in the same round.
+    pub(crate) fn paired(self, a: &[Vec<f64>], b: &[Vec<f64>]) -> Ratio {
+        let mut each: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .flat_map(|(x, y)| x.iter().zip(y).filter_map(|(&x, &y)| ratio(x, y)))
+            .collect();
+        if each.is_empty() {
+            return self;
+        }
+        let mid = median(&mut each);
+        Ratio {
+            paired: Some([each[0], mid, each[each.len() - 1]]),
+            ..self
         }
     }
 }
@@ -206,16 +255,193 @@ pub(crate) fn ratios_table(ratios: &[Ratio]) -> String {
     if ratios.is_empty() {
         return String::new();
     }
-    let mut t = Table::new(&["ratio", ">best / best", ">median per round", "target"]);
-    for r in ratios {
-        t.row(vec![
-            r.what.clone(),
-            r.best.map_or("-".to_owned(), |x| format!("{x:.2}")),
-            r.median.map_or("-".to_owned(), |x| format!("{x:.2}")),
-            r.target.unwrap_or("").to_owned(),
-        ]);
+    let paired = ratios.iter().any(|r| r.paired.is_some());
+    let mut columns = vec!["ratio", ">best / best", ">median per round"];
+    if paired {
+        columns.extend([">paired min", ">paired median", ">paired max"]);
     }
-    format!("\n{}", t.render())
+    columns.push("target");
+    let mut t = Table::new(&columns);
+    let two = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{x:.2}"));
+    for r in ratios {
+        let mut cells = vec![r.what.clone(), two(r.best), two(r.median)];
+        if paired {
+            cells.extend((0..3).map(|i| two(r.paired.map(|p| p[i]))));
+        }
+        cells.push(r.target.unwrap_or("").to_owned());
+        t.row(cells);
+    }
+    let note = if paired {
+        "\npaired: each ratio taken from the two rows' slices of the same turn (`--paired`: the \
+         rows took turns slice by slice, so both sides of a ratio ran at about the same time); \
+         min, median and max over all slices of all rounds.\n"
+    } else {
+        ""
+    };
+    format!("\n{}{note}", t.render())
+}
+
+/// How far a round's reference row (the floor, the ring) may move from its median over the
+/// rounds before the round is marked.
+pub(crate) const MOVED: f64 = 0.30;
+
+/// A reference row's rates, one per round: the floor of a ping-pong, the ring of a stream at
+/// one size.
+pub(crate) struct Reference {
+    pub(crate) name: String,
+    pub(crate) rates: Vec<f64>,
+}
+
+/// Each round's move of `r` from its median over the rounds (`0.2`: 20% faster).
+fn moves(r: &Reference) -> Vec<f64> {
+    let mut sorted = r.rates.clone();
+    let mid = median(&mut sorted);
+    r.rates
+        .iter()
+        .map(|&x| ratio(x, mid).map_or(0.0, |q| q - 1.0))
+        .collect()
+}
+
+/// The rounds whose reference rows moved more than [`MOVED`] from their medians (from 1).
+pub(crate) fn moved_rounds(references: &[Reference]) -> Vec<u32> {
+    let moved: Vec<Vec<f64>> = references.iter().map(moves).collect();
+    let n = moved.iter().map(Vec::len).max().unwrap_or(0);
+    (0..n)
+        .filter(|&i| {
+            moved
+                .iter()
+                .any(|m| m.get(i).is_some_and(|x| x.abs() > MOVED))
+        })
+        .map(|i| i as u32 + 1)
+        .collect()
+}
+
+/// The machine during each round: its load at the start, the CPU time stolen while it ran, and
+/// how far the reference rows moved from their medians; a round where one moved more than
+/// [`MOVED`] is marked, and a note says what that means. Empty for a document that recorded
+/// neither.
+pub(crate) fn rounds_table(run: &Run, references: &[Reference]) -> String {
+    let conditions = &run.round_conditions;
+    let moved: Vec<Vec<f64>> = references.iter().map(moves).collect();
+    let n_refs = moved.iter().map(Vec::len).max().unwrap_or(0);
+    if conditions.is_empty() && n_refs == 0 {
+        return String::new();
+    }
+    let parts = conditions.iter().any(|c| c.part.is_some());
+    let mut columns = vec![">round"];
+    if parts {
+        columns.push("part");
+    }
+    let recorded = !conditions.is_empty();
+    if recorded {
+        columns.extend([">load at start", ">steal %"]);
+    }
+    let reference_names: Vec<String> = references.iter().map(|r| r.name.clone()).collect();
+    let one_reference = references.len() == 1;
+    let rate_column = reference_names
+        .first()
+        .map(|n| format!(">{n} per s"))
+        .unwrap_or_default();
+    let move_column = match reference_names.first() {
+        Some(n) if one_reference => format!(">{n} vs median"),
+        Some(n) => format!(">{} vs median (widest)", n.split(' ').next().unwrap_or(n)),
+        None => String::new(),
+    };
+    if one_reference {
+        columns.push(&rate_column);
+    }
+    if !references.is_empty() {
+        columns.push(&move_column);
+        columns.push("mark");
+    }
+    let mut t = Table::new(&columns);
+    let rows = conditions.len().max(n_refs);
+    for i in 0..rows {
+        let c = conditions.get(i);
+        let round = c.map_or(i as u32 + 1, |c| c.round);
+        let mut cells = vec![round.to_string()];
+        if parts {
+            cells.push(c.and_then(|c| c.part.clone()).unwrap_or_default());
+        }
+        if recorded {
+            cells.push(c.map_or("-".to_owned(), |c| format!("{:.2}", c.load_average)));
+            cells.push(
+                c.and_then(|c| c.steal_pct)
+                    .map_or("-".to_owned(), |s| format!("{s:.1}")),
+            );
+        }
+        if !references.is_empty() {
+            // The round's widest move over the reference rows (ping-pong rounds are listed once
+            // each, so entry i is round i + 1).
+            let widest = moved
+                .iter()
+                .filter_map(|m| m.get(round as usize - 1).copied())
+                .max_by(|a, b| a.abs().total_cmp(&b.abs()));
+            if one_reference {
+                cells.push(
+                    references[0]
+                        .rates
+                        .get(round as usize - 1)
+                        .map_or("-".to_owned(), |&x| whole(x)),
+                );
+            }
+            cells.push(widest.map_or("-".to_owned(), |x| format!("{:+.0}%", x * 100.0)));
+            cells.push(
+                if widest.is_some_and(|x| x.abs() > MOVED) {
+                    "moved"
+                } else {
+                    ""
+                }
+                .to_owned(),
+            );
+        }
+        t.row(cells);
+    }
+    let against = format!(
+        "{} against {} median over the rounds",
+        reference_names.join(", "),
+        if one_reference { "its" } else { "each one's" }
+    );
+    let mut out = if recorded {
+        format!(
+            "\nThe machine during each round: the 1-minute load average at its start, the share \
+             of the CPUs' time stolen by other guests while it ran (`/proc/stat`){}.\n\n{}",
+            if references.is_empty() {
+                String::new()
+            } else {
+                format!(", and {against}")
+            },
+            t.render()
+        )
+    } else {
+        format!(
+            "\nThe machine during each round: {against} (this document recorded no load or \
+             steal per round).\n\n{}",
+            t.render()
+        )
+    };
+    let marked = moved_rounds(references);
+    if !marked.is_empty() {
+        let list: Vec<String> = marked.iter().map(u32::to_string).collect();
+        let _ = writeln!(
+            out,
+            "\nmoved: in round{} {} the reference row moved more than {:.0}% from its median \
+             over the rounds: the machine itself changed under {} (another guest's load, where \
+             the two processes landed), so {} figures and the ratios taken in {} say more \
+             about the machine than about the rows.",
+            if list.len() == 1 { "" } else { "s" },
+            list.join(", "),
+            MOVED * 100.0,
+            if list.len() == 1 {
+                "that round"
+            } else {
+                "those rounds"
+            },
+            if list.len() == 1 { "its" } else { "their" },
+            if list.len() == 1 { "it" } else { "them" },
+        );
+    }
+    out
 }
 
 /// Whether a row is a transport the kernel carries (its bare row too).

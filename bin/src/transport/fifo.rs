@@ -7,7 +7,8 @@
 //! reader exists, removes both names (the open pipes keep working) and writes a hello. Until the
 //! hello arrives, end of file on `p2c` only means that the parent has not opened it yet, so the
 //! child polls for it (watching the parent) before it switches the pipe to blocking mode. Like `pipe`, each pipe is grown to the ring size
-//! (`F_SETPIPE_SZ`, best effort).
+//! (`F_SETPIPE_SZ`, best effort) and read one frame (and the next header) per `read`
+//! ([`Reads::Bounded`]).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::pipe::grow_pipe;
-use super::framed::{self, Framed};
+use super::framed::{self, Framed, Reads};
 use super::{poll_until, ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
 use crate::Error;
 
@@ -156,7 +157,7 @@ impl Transport for Fifo {
         grow_pipe(reader.as_raw_fd(), opts.ring_size);
         grow_pipe(writer.as_raw_fd(), opts.ring_size);
         Ok(Fifo {
-            framed: Framed::new(reader, writer, framed::max_message(opts)),
+            framed: Framed::with_reads(reader, writer, framed::max_message(opts), Reads::Bounded),
         })
     }
 
@@ -190,7 +191,7 @@ impl Listener for FifoListener {
         grow_pipe(reader.as_raw_fd(), opts.ring_size);
         grow_pipe(writer.as_raw_fd(), opts.ring_size);
         Ok(Fifo {
-            framed: Framed::new(reader, writer, framed::max_message(&opts)),
+            framed: Framed::with_reads(reader, writer, framed::max_message(&opts), Reads::Bounded),
         })
     }
 }

@@ -1,11 +1,20 @@
 //! Length-prefixed framing over any byte stream (pipe, Unix socket, TCP).
 //!
-//! A frame is a little-endian `u32` length followed by that many bytes. The reader asks each
-//! `read` system call for all the room in its [`READ_BUFFER`]-byte buffer and lends whole frames
-//! straight from it (a partial frame moves to the front for the next `read`), so many small
-//! frames cost one `read` and no copy in this process. The writer sends a frame with one system
-//! call: header and payload copied into one buffer for a plain `write` up to [`COPY_LIMIT`]
-//! bytes, one `writev` of both, uncopied, above.
+//! A frame is a little-endian `u32` length followed by that many bytes. The writer sends a frame
+//! with one system call: header and payload copied into one buffer for a plain `write` up to
+//! [`COPY_LIMIT`] bytes, one `writev` of both, uncopied, above. The reader lends whole frames
+//! straight from its buffer (a partial frame moves to the front for the next `read`), reading in
+//! one of two ways ([`Reads`]):
+//!
+//! - [`Reads::Bulk`] (sockets): each `read` asks for all the room in its [`READ_BUFFER`]-byte
+//!   buffer, so many small frames cost one `read`.
+//! - [`Reads::Bounded`] (pipes and named pipes): each `read` asks for at most the rest of the
+//!   frame and the next frame's header (before a header is known: a frame of the last length
+//!   and the header after it). A pipe's writer wakes the reader only when it writes into an empty
+//!   pipe; a reader that drains the pipe at every `read` goes to sleep at once and must be woken
+//!   for the next message, one wake-up per message, while a reader that takes one frame per
+//!   `read` leaves the writer's next messages in the pipe and is not woken while it works,
+//!   which is what a bare reader (one message per `read`) gets.
 //!
 //! The same stream also carries *bare* messages ([`Framed::send_bare`], [`Framed::recv_bare`]):
 //! no header, one `write` of the message, and `read`s of exactly the rest of the message until it
@@ -28,6 +37,15 @@ pub(crate) const READ_BUFFER: usize = 64 * 1024;
 /// go out with the header in one `writev`, uncopied.
 const COPY_LIMIT: usize = 4096;
 
+/// How the reader asks for bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reads {
+    /// All the room of the buffer per `read`.
+    Bulk,
+    /// At most the rest of the frame and the next header per `read`.
+    Bounded,
+}
+
 /// The frame limit of the stream backends: sixteen times the buffer size (at least 16 MiB), or
 /// [`Options::max_message`] when that is larger; never past the `u32` length header.
 pub(crate) fn max_message(opts: &Options) -> usize {
@@ -46,6 +64,9 @@ struct Incoming<R> {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// The length of the last frame received ([`Reads::Bounded`] reads one more of it with a
+    /// header before it knows the next length).
+    last_len: usize,
 }
 
 impl<R: Read> Incoming<R> {
@@ -55,30 +76,31 @@ impl<R: Read> Incoming<R> {
             buf: vec![0; READ_BUFFER],
             start: 0,
             end: 0,
+            last_len: 0,
         }
     }
 
     /// Reads until `need` bytes are buffered. Each `read` asks for all the room there is
-    /// (`bulk`: frames, many per call) or for exactly what is missing (bare messages, which a
-    /// read must not run past).
-    fn fill(&mut self, need: usize, bulk: bool) -> Result<()> {
+    /// (`ahead` none: frames, many per call) or for at most `ahead` bytes past what is needed
+    /// (0 for bare messages, which a read must not run past; a header for bounded frames).
+    fn fill(&mut self, need: usize, ahead: Option<usize>) -> Result<()> {
         if self.end - self.start >= need {
             return Ok(());
         }
+        let span = need.saturating_add(ahead.unwrap_or(0));
         // Move the partial frame to the front: the room after it is for reading.
-        if self.start > 0 && (bulk || self.start + need > self.buf.len()) {
+        if self.start > 0 && (ahead.is_none() || self.start + span > self.buf.len()) {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
         }
-        if self.start + need > self.buf.len() {
-            self.buf.resize(self.start + need, 0);
+        if self.start + span > self.buf.len() {
+            self.buf.resize(self.start + span, 0);
         }
         while self.end - self.start < need {
-            let limit = if bulk {
-                self.buf.len()
-            } else {
-                self.start + need
+            let limit = match ahead {
+                None => self.buf.len(),
+                Some(_) => self.start + span,
             };
             match self.inner.read(&mut self.buf[self.end..limit]) {
                 Ok(0) => return Err(super::closed()),
@@ -110,15 +132,23 @@ pub(crate) struct Framed<R: Read, W: Write> {
     /// Reused for outgoing JSON frames.
     out: Vec<u8>,
     max: usize,
+    reads: Reads,
 }
 
 impl<R: Read, W: Write> Framed<R, W> {
+    /// A framed stream whose reader takes all there is per `read` ([`Reads::Bulk`]).
     pub(crate) fn new(reader: R, writer: W, max: usize) -> Self {
+        Framed::with_reads(reader, writer, max, Reads::Bulk)
+    }
+
+    /// A framed stream whose reader asks for bytes as `reads` says.
+    pub(crate) fn with_reads(reader: R, writer: W, max: usize, reads: Reads) -> Self {
         Framed {
             reader: Incoming::new(reader),
             writer,
             out: Vec::new(),
             max: max.min(u32::MAX as usize),
+            reads,
         }
     }
 
@@ -160,7 +190,7 @@ impl<R: Read, W: Write> Framed<R, W> {
         if size > self.max {
             return Err(self.too_large(size));
         }
-        self.reader.fill(size, false)?;
+        self.reader.fill(size, Some(0))?;
         self.reader.lend(size, read)
     }
 
@@ -187,7 +217,7 @@ impl<R: Read, W: Write> Framed<R, W> {
         if size > self.max || size == 0 {
             return Err(self.too_large(size));
         }
-        self.reader.fill(size, true)?;
+        self.reader.fill(size, None)?;
         let mut n = 0;
         while n < max && self.reader.end - self.reader.start >= size {
             let at = self.reader.start;
@@ -215,7 +245,12 @@ impl<R: Read, W: Write> Framed<R, W> {
     }
 
     pub(crate) fn recv_with<T>(&mut self, read: impl FnOnce(&[u8]) -> Result<T>) -> Result<T> {
-        self.reader.fill(HEADER, true)?;
+        // Bounded: the header, a frame of the last length, and the header after it.
+        let (ahead_of_header, ahead_of_frame) = match self.reads {
+            Reads::Bulk => (None, None),
+            Reads::Bounded => (Some(self.reader.last_len + HEADER), Some(HEADER)),
+        };
+        self.reader.fill(HEADER, ahead_of_header)?;
         let at = self.reader.start;
         let mut header = [0u8; HEADER];
         header.copy_from_slice(&self.reader.buf[at..at + HEADER]);
@@ -226,7 +261,8 @@ impl<R: Read, W: Write> Framed<R, W> {
                 self.max
             )));
         }
-        self.reader.fill(HEADER + len, true)?;
+        self.reader.fill(HEADER + len, ahead_of_frame)?;
+        self.reader.last_len = len;
         self.reader.start += HEADER;
         self.reader.lend(len, read)
     }
@@ -339,8 +375,11 @@ mod tests {
             f.send_bare(&big).ok();
             f.send(b"after").ok();
         }
-        for step in [1, 3, 4099, usize::MAX] {
-            let mut f = Framed::new(
+        for (step, reads) in [1, 3, 4099, usize::MAX]
+            .into_iter()
+            .flat_map(|step| [(step, Reads::Bulk), (step, Reads::Bounded)])
+        {
+            let mut f = Framed::with_reads(
                 Trickle {
                     bytes: &wire,
                     step,
@@ -348,6 +387,7 @@ mod tests {
                 },
                 io::sink(),
                 1 << 20,
+                reads,
             );
             for i in 0..40 {
                 assert_eq!(f.recv_with(|b| Ok(b == b"small")).ok(), Some(true), "{i}");
@@ -391,6 +431,59 @@ mod tests {
             f.recv_bare(1, |b| Ok(b.len())),
             Err(Error::Disconnected)
         ));
+    }
+
+    /// A bounded reader asks each `read` for no more than the rest of its frame and the next
+    /// header: frames of one length cost one `read` each (after the first header), and a read
+    /// never takes a byte of the frame after next.
+    #[test]
+    fn a_bounded_reader_reads_a_frame_and_the_next_header_per_call() {
+        let mut wire = Vec::new();
+        {
+            let mut f = Framed::new(io::empty(), &mut wire, 1 << 20);
+            for i in 0..10u8 {
+                f.send(&[i; 128]).ok();
+            }
+            f.send(&[7; 300]).ok();
+            f.send(&[8; 128]).ok();
+        }
+        let mut f = Framed::with_reads(
+            Trickle {
+                bytes: &wire,
+                step: usize::MAX,
+                reads: 0,
+            },
+            io::sink(),
+            1 << 20,
+            Reads::Bounded,
+        );
+        for i in 0..10u8 {
+            assert_eq!(f.recv_with(|b| Ok(b == [i; 128])).ok(), Some(true), "{i}");
+            // Never more than the next frame's header waits in the buffer.
+            assert!(f.reader.end - f.reader.start <= HEADER, "{i}");
+        }
+        // First read: the header alone (no length known yet); then one read per frame.
+        assert_eq!(f.reader.inner.reads, 1 + 10);
+        assert_eq!(f.recv_with(|b| Ok(b == [7; 300])).ok(), Some(true));
+        assert_eq!(f.recv_with(|b| Ok(b == [8; 128])).ok(), Some(true));
+        assert!(matches!(
+            f.recv_with(|b| Ok(b.len())),
+            Err(Error::Disconnected)
+        ));
+        // The bulk reader takes it all at once.
+        let mut f = Framed::new(
+            Trickle {
+                bytes: &wire,
+                step: usize::MAX,
+                reads: 0,
+            },
+            io::sink(),
+            1 << 20,
+        );
+        for _ in 0..12 {
+            assert!(f.recv_with(|b| Ok(b.len())).is_ok());
+        }
+        assert_eq!(f.reader.inner.reads, 1);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //!
 //! The child duplicates its descriptors 0 and 1 for the transport and points descriptor 1 at
 //! standard error, so a stray `println!` can never corrupt the stream. On Linux both pipes are
-//! grown to the ring size (`F_SETPIPE_SZ`, best effort).
+//! grown to the ring size (`F_SETPIPE_SZ`, best effort). The reader takes one frame (and the next
+//! header) per `read`, not all there is ([`Reads::Bounded`]): a pipe's writer wakes its reader
+//! only when the pipe was empty.
 
 use std::fs::File;
 use std::io;
@@ -11,7 +13,7 @@ use std::process::{ChildStdin, ChildStdout};
 
 use serde::Serialize;
 
-use super::framed::Framed;
+use super::framed::{Framed, Reads};
 use super::{ChildStdio, Kind, Listener, Options, Peer, Result, Transport};
 use crate::Error;
 
@@ -49,7 +51,7 @@ impl Transport for Pipe {
         grow_pipe(input.as_raw_fd(), opts.ring_size);
         grow_pipe(output.as_raw_fd(), opts.ring_size);
         Ok(Pipe {
-            ends: Ends::Child(Framed::new(input, output, max_message(opts))),
+            ends: Ends::Child(Framed::with_reads(input, output, max_message(opts), Reads::Bounded)),
         })
     }
 
@@ -129,7 +131,7 @@ impl Listener for PipeListener {
         grow_pipe(stdin.as_raw_fd(), self.opts.ring_size);
         grow_pipe(stdout.as_raw_fd(), self.opts.ring_size);
         Ok(Pipe {
-            ends: Ends::Parent(Framed::new(stdout, stdin, max_message(&self.opts))),
+            ends: Ends::Parent(Framed::with_reads(stdout, stdin, max_message(&self.opts), Reads::Bounded)),
         })
     }
 }

@@ -14,8 +14,8 @@ use common::{
 };
 use shmlink_harness::client::ClientRow;
 use shmlink_harness::parent::document::{
-    Document, Latency, PingPong, PingPongResult, Results, RoundTripFigures, RoundTrips, RowId, Run,
-    Sweep, SweepResult,
+    Document, Latency, PingPong, PingPongResult, Results, RoundConditions, RoundTripFigures,
+    RoundTrips, RowId, Run, Sweep, SweepResult,
 };
 use shmlink_harness::parent::machine::Machine;
 use shmlink_harness::transport::Kind;
@@ -444,7 +444,18 @@ fn stream_checks_every_transport_bare_and_batch_row_at_every_size_beside_ring_an
         text.contains("<svg") && text.contains("ring") && text.contains("9 KiB"),
         "not a stream chart:\n{text}"
     );
-    let (ok, stdout, stderr) = run_parent(&["compare", &saved_s, &saved_s], &[]);
+    // compare takes one document of each build: the same one, as the other build too.
+    let mut other = read.clone();
+    other.run.profile = if read.run.profile == "debug" {
+        "release"
+    } else {
+        "debug"
+    }
+    .to_owned();
+    let other_path = dir.join("other-build.json");
+    std::fs::write(&other_path, other.to_text().unwrap_or_default()).ok();
+    let other_s = other_path.to_string_lossy().into_owned();
+    let (ok, stdout, stderr) = run_parent(&["compare", &saved_s, &other_s], &[]);
     assert!(ok, "compare of a stream failed:\n{stderr}");
     assert!(
         stdout.contains("best msg/s") && stdout.contains("1.00x"),
@@ -843,6 +854,7 @@ fn fixture(results: Results) -> Document {
             load: 0,
             rounds: 1,
             warmup_s: 0.0,
+            round_conditions: Vec::new(),
         },
         results,
     }
@@ -860,6 +872,7 @@ fn round_trips(transport: &str, limit: bool, rate: f64) -> (RowId, RoundTripFigu
             round_trips: rate as u64,
             seconds: 1.0,
             rt_per_s: rate,
+            slices: Vec::new(),
         }],
         best_rt_per_s: rate,
         median_rt_per_s: rate,
@@ -890,6 +903,7 @@ fn chart_and_compare_read_a_result_file() {
         pace_s: 0.0,
         ring_size: 1 << 20,
         posixmq: None,
+        slice_s: None,
         results: [("shm", false, 100.0), ("floor", true, 200.0)]
             .into_iter()
             .map(|(t, limit, rate)| {
@@ -913,12 +927,48 @@ fn chart_and_compare_read_a_result_file() {
         text.contains("<svg") && text.contains("floor"),
         "not an SVG chart:\n{text}"
     );
+    // The chart says which build of which commit measured it, when, and how busy the machine was.
+    assert!(
+        text.contains("commit 0123456789ab")
+            && text.contains("2025-01-02")
+            && text.contains("load 0.00"),
+        "the chart's title lacks the commit, date or load:\n{text}"
+    );
 
-    let (ok, stdout, stderr) = run_parent(&["compare", &input_s, &input_s], &[]);
+    // compare: the documents sorted by the build they record, each with its commit and load; the
+    // best of a build's documents (one per round when interleaved) against the other's.
+    let mut debug = ping.clone();
+    debug.run.profile = "debug".to_owned();
+    debug.run.commit = "fedcba9876543210".to_owned();
+    debug.run.load_average = 0.75;
+    if let Results::PingPong(p) = &mut debug.results {
+        for r in &mut p.results {
+            r.figures.best_rt_per_s /= 4.0;
+        }
+    }
+    let debug_s = write("debug.json", &debug);
+    let mut release2 = ping.clone();
+    if let Results::PingPong(p) = &mut release2.results {
+        p.results[0].figures.best_rt_per_s = 150.0;
+    }
+    let release2_s = write("release2.json", &release2);
+    let (ok, stdout, stderr) = run_parent(&["compare", &input_s, &debug_s, &release2_s], &[]);
     assert!(ok, "compare failed:\n{stderr}");
     assert!(
-        stdout.contains("shm") && stdout.contains("1.00x"),
+        stdout.contains("debug") && stdout.contains("commit fedcba987654"),
         "{stdout}"
+    );
+    assert!(
+        stdout.contains("commit 0123456789ab") && stdout.contains("load average 0.75"),
+        "{stdout}"
+    );
+    // shm: the best release document (150) over the debug one (25).
+    let shm = stdout.lines().find(|l| l.starts_with("shm")).unwrap_or("");
+    assert!(shm.contains("6.00x"), "{stdout}");
+    let (ok, _, stderr) = run_parent(&["compare", &input_s, &release2_s], &[]);
+    assert!(
+        !ok && stderr.contains("0 debug"),
+        "two release documents are not a comparison:\n{stderr}"
     );
 
     // A sweep document: bars grouped by size, one legend entry per transport.
@@ -984,8 +1034,22 @@ fn report_check_fails_when_the_page_and_the_documents_disagree() {
     }
     let dir_arg = dir.to_str().unwrap();
     let check = || run_parent(&["report", "--check", "--dir", dir_arg], &[]);
+    // The documents measured on a busy machine fail the check on their own (see
+    // report_check_refuses_a_document_measured_busy): here they are made quiet, the page
+    // rendered again.
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") && !path.ends_with("published.json") {
+            let mut value: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            value["run"]["load_average"] = serde_json::json!(0.25);
+            std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+        }
+    }
+    let (ok, _, stderr) = run_parent(&["report", "--dir", dir_arg], &[]);
+    assert!(ok, "report failed:\n{stderr}");
     let (ok, _, stderr) = check();
-    assert!(ok, "the committed page must pass:\n{stderr}");
+    assert!(ok, "a page just rendered must pass:\n{stderr}");
 
     let page = dir.join("README.md");
     let committed = std::fs::read_to_string(&page).unwrap();
@@ -1015,4 +1079,359 @@ fn report_check_fails_when_the_page_and_the_documents_disagree() {
     assert!(ok, "report failed:\n{stderr}");
     let (ok, _, stderr) = check();
     assert!(ok, "a freshly written page must pass:\n{stderr}");
+}
+
+/// A ping-pong document with a floor row of these per-round rates beside an shm row, at this
+/// start load, with `--load`.
+fn floor_document(floor: &[f64], load_average: f64, load: usize) -> Document {
+    let rounds = |rates: &[f64]| RoundTripFigures {
+        rounds: rates
+            .iter()
+            .map(|&r| RoundTrips {
+                round_trips: r as u64,
+                seconds: 1.0,
+                rt_per_s: r,
+                slices: Vec::new(),
+            })
+            .collect(),
+        best_rt_per_s: rates.iter().copied().fold(0.0, f64::max),
+        median_rt_per_s: rates[rates.len() / 2],
+        latency_ns: Latency::default(),
+    };
+    let shm: Vec<f64> = floor.iter().map(|r| r / 2.0).collect();
+    let mut doc = fixture(Results::PingPong(PingPong {
+        message: "raw".to_owned(),
+        size: Some(56),
+        duration_s: 1.0,
+        pace_s: 0.0,
+        ring_size: 1 << 20,
+        posixmq: None,
+        slice_s: None,
+        results: [("shm", false, &shm[..]), ("floor", true, floor)]
+            .into_iter()
+            .map(|(t, limit, rates)| PingPongResult {
+                row: round_trips(t, limit, 1.0).0,
+                figures: rounds(rates),
+                pct_of_floor: None,
+                payload: None,
+            })
+            .collect(),
+    }));
+    doc.run.rounds = floor.len() as u32;
+    doc.run.load_average = load_average;
+    doc.run.load = load;
+    doc.run.machine.cores = 2;
+    doc.run.round_conditions = (1..=floor.len() as u32)
+        .map(|round| RoundConditions {
+            round,
+            part: None,
+            load_average: 0.5 + f64::from(round),
+            steal_pct: Some(f64::from(round) * 1.5),
+            seconds: 1.0,
+        })
+        .collect();
+    doc
+}
+
+/// Writes `docs` into a fresh folder and renders its page; returns the folder (removed on
+/// drop) and the page.
+fn rendered(tag: &str, docs: &[(&str, &Document)]) -> (RemoveDir, String) {
+    let dir = std::env::temp_dir().join(unique(tag));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, doc) in docs {
+        std::fs::write(dir.join(name), doc.to_text().unwrap()).unwrap();
+    }
+    let (ok, _, stderr) = run_parent(&["report", "--dir", dir.to_str().unwrap()], &[]);
+    assert!(ok, "report failed:\n{stderr}");
+    let page = std::fs::read_to_string(dir.join("README.md")).unwrap_or_default();
+    (RemoveDir(dir), page)
+}
+
+/// The table of the machine during each round: load and steal per round, and a round whose
+/// floor moved more than 30% from the median marked, with the note that says so.
+#[test]
+fn a_round_whose_floor_moved_is_marked_beside_its_load_and_steal() {
+    let moved = floor_document(&[2.0e6, 2.1e6, 1.0e6, 2.0e6, 2.2e6], 0.2, 0);
+    let steady = floor_document(&[2.0e6, 2.3e6, 1.8e6], 0.2, 0);
+    let (_dir, page) = rendered("moved", &[("moved.json", &moved)]);
+    let line = |round: &str| {
+        page.lines()
+            .find(|l| l.starts_with(&format!("| {round:>5} |")))
+            .unwrap_or("")
+            .to_owned()
+    };
+    // Round 3: 1.0 M against a median of 2.0 M.
+    let third = line("3");
+    assert!(
+        third.contains("3.50") && third.contains("4.5") && third.contains("-50%"),
+        "round 3 shows its load, steal and move:\n{page}"
+    );
+    assert!(third.contains("moved"), "round 3 must be marked:\n{page}");
+    for round in ["1", "2", "4", "5"] {
+        assert!(
+            !line(round).contains("moved") && !line(round).is_empty(),
+            "only round 3 moved:\n{page}"
+        );
+    }
+    assert!(
+        page.contains("in round 3 the reference row moved more than 30%"),
+        "the note naming the round:\n{page}"
+    );
+    let (_dir, page) = rendered("steady", &[("steady.json", &steady)]);
+    assert!(
+        page.contains("steal %") && !page.contains("moved"),
+        "a floor within 30% of its median marks nothing:\n{page}"
+    );
+}
+
+/// `report --check` refuses a document whose start load was at least half the CPUs unless it
+/// was measured with `--load`, and names it; a quiet one, or one measured with `--load`, passes.
+#[test]
+fn report_check_refuses_a_document_measured_busy() {
+    let quiet = floor_document(&[2.0e6], 0.5, 0);
+    let busy = floor_document(&[2.0e6], 1.5, 0);
+    let loaded = floor_document(&[2.0e6], 3.0, 2);
+    let check = |dir: &RemoveDir| {
+        run_parent(
+            &["report", "--check", "--dir", dir.0.to_str().unwrap()],
+            &[],
+        )
+    };
+
+    let (dir, _) = rendered("quiet", &[("quiet.json", &quiet), ("loaded.json", &loaded)]);
+    let (ok, _, stderr) = check(&dir);
+    assert!(
+        ok,
+        "a quiet document and one measured with --load pass:\n{stderr}"
+    );
+
+    let (dir, _) = rendered("busy", &[("quiet.json", &quiet), ("busy.json", &busy)]);
+    let (ok, _, stderr) = check(&dir);
+    assert!(
+        !ok,
+        "a document measured busy without --load must be refused"
+    );
+    assert!(
+        stderr.contains("busy.json")
+            && stderr.contains("1.50 on 2 CPUs")
+            && stderr.contains("--load"),
+        "the refusal names the document, its load and the way out:\n{stderr}"
+    );
+    assert!(!stderr.contains("quiet.json"), "{stderr}");
+    assert!(
+        !stderr.contains("differs"),
+        "the page itself is current:\n{stderr}"
+    );
+}
+
+/// Every round of a run records its load and the CPU time stolen while it ran; the run says
+/// before it starts how long it will take, and a run that long prints progress lines on
+/// standard error, never in the document on standard output.
+#[test]
+fn runs_record_steal_per_round_and_print_their_progress_on_stderr() {
+    let name = unique("steal");
+    let args = [
+        "ping-pong",
+        "--transport",
+        "uds,floor",
+        "--duration",
+        "600ms",
+        "--warmup",
+        "10ms",
+        "--rounds",
+        "3",
+        "--json",
+        "--name",
+        &name,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "ipc-parent {args:?} failed:\n{stderr}");
+    let doc: Document = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is one document ({e}):\n{stdout}"));
+    let c = &doc.run.round_conditions;
+    assert_eq!(
+        c.iter().map(|c| c.round).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "{c:?}"
+    );
+    for c in c {
+        let steal = c.steal_pct.unwrap_or(-1.0);
+        assert!((0.0..=100.0).contains(&steal), "{c:?}");
+        assert!(c.load_average >= 0.0 && c.seconds > 0.5, "{c:?}");
+    }
+    // 2 rows x 3 rounds of 0.6 s and a child's start: past the 3 s from which progress shows.
+    let about = stderr.find("in all").unwrap_or(usize::MAX);
+    let first = stderr.find("[progress]").unwrap_or(0);
+    assert!(
+        about < first,
+        "the estimate comes before the progress:\n{stderr}"
+    );
+    let progress: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("[progress]"))
+        .collect();
+    assert_eq!(progress.len(), 6, "one line per row and round:\n{stderr}");
+    assert!(
+        progress[2].contains("uds: round 2/3") && progress[2].contains("left"),
+        "{progress:?}"
+    );
+    assert!(!stdout.contains("[progress]"));
+    assert_nothing_left(&name);
+
+    // A short run says how long it takes, and prints no progress.
+    let (ok, _, stderr) = run_parent(
+        &[
+            "ping-pong",
+            "--transport",
+            "uds",
+            "--duration",
+            "50ms",
+            "--warmup",
+            "10ms",
+            "--name",
+            &name,
+        ],
+        &[],
+    );
+    assert!(ok && stderr.contains("in all"), "{stderr}");
+    assert!(!stderr.contains("[progress]"), "{stderr}");
+    assert_nothing_left(&name);
+}
+
+/// `--paired`: the rows take turns slice by slice within each round (A B A B ...), each slice
+/// recorded, and the ratio table gives the spread of the ratios of slices run side by side.
+#[test]
+fn paired_slices_alternate_and_report_the_spread_of_their_ratios() {
+    let name = unique("paired");
+    let save = std::env::temp_dir().join(format!("{name}.json"));
+    let save_s = save.to_string_lossy().into_owned();
+    let args = [
+        "ping-pong",
+        "--transport",
+        "shm,uds,floor",
+        "--wait",
+        "block",
+        "--duration",
+        "150ms",
+        "--paired",
+        "--slice",
+        "50ms",
+        "--warmup",
+        "10ms",
+        "--rounds",
+        "2",
+        "--name",
+        &name,
+        "--save",
+        &save_s,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    let text = std::fs::read_to_string(&save).unwrap_or_default();
+    let _ = std::fs::remove_file(&save);
+    assert!(ok, "ipc-parent {args:?} failed:\n{stderr}");
+    let doc: Document = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let p = ping_pong(&doc);
+    assert_eq!(p.slice_s, Some(0.05));
+    for r in &p.results {
+        assert_eq!(r.figures.rounds.len(), 2, "{r:?}");
+        for round in &r.figures.rounds {
+            assert_eq!(
+                round.slices.len(),
+                3,
+                "three slices of 50 ms in 150 ms: {round:?}"
+            );
+            assert!(round.slices.iter().all(|&x| x > 0.0), "{round:?}");
+            let whole = round.round_trips as f64 / round.seconds;
+            assert!((whole - round.rt_per_s).abs() < 1e-6 * whole, "{round:?}");
+        }
+    }
+    // The children started in turn: every row once per slice, slice after slice.
+    let order: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| l.split(" on ").nth(1))
+        .filter_map(|n| n.split(&name).nth(1))
+        .map(|n| n.trim_end_matches(".sock").to_owned())
+        .collect();
+    let expected: Vec<String> = (1..=2)
+        .flat_map(|round| (0..3).map(move |slice| (round, slice)))
+        .flat_map(|(round, slice)| {
+            [
+                format!("-block-r{round}s{slice}-shm"),
+                format!("-r{round}s{slice}-uds"),
+                format!("-r{round}s{slice}-floor"),
+            ]
+        })
+        .collect();
+    assert_eq!(order, expected, "{stderr}");
+    assert!(
+        stdout.contains("paired min")
+            && stdout.contains("paired median")
+            && stdout.contains("paired max"),
+        "{stdout}"
+    );
+    let ratio = stdout
+        .lines()
+        .find(|l| l.starts_with("| shm (block) / floor"))
+        .unwrap_or_default();
+    assert_eq!(
+        ratio.split('|').count(),
+        9,
+        "ratio, best, median, 3 paired, target: {ratio}"
+    );
+    refused(&[
+        &["ping-pong", "--slice", "50ms"],
+        &["ping-pong", "--paired", "--slice", "0s"],
+    ]);
+    assert_nothing_left(&name);
+}
+
+/// Every recipe of the justfile that measures says first whether it measures a debug or a
+/// release build, and `compare` runs its debug and release rounds in turn.
+#[test]
+fn measuring_recipes_say_which_build_they_measure() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../justfile");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut recipes: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with(char::is_alphabetic) && line.contains(':') && !line.contains(":=") {
+            recipes.push((
+                line.split_whitespace().next().unwrap_or("").to_owned(),
+                String::new(),
+            ));
+        } else if line.starts_with("    ") {
+            if let Some((_, body)) = recipes.last_mut() {
+                body.push_str(line);
+                body.push('\n');
+            }
+        }
+    }
+    let measuring: Vec<&(String, String)> = recipes
+        .iter()
+        .filter(|(_, body)| {
+            ["ping-pong", "sweep --", "stream --", "clients {{"]
+                .iter()
+                .any(|m| body.contains(&format!("ipc-parent {m}")))
+        })
+        .collect();
+    assert!(measuring.len() >= 8, "{measuring:?}");
+    for (name, body) in measuring {
+        let says = body.contains("{{measures}}")
+            || body.contains("measuring a release build")
+            || body.contains("measuring a debug and a release build");
+        assert!(
+            says,
+            "recipe {name} measures without saying which build:\n{body}"
+        );
+    }
+    let compare = recipes
+        .iter()
+        .find(|(n, _)| n == "compare")
+        .map(|(_, b)| b.as_str());
+    let compare = compare.unwrap_or_default();
+    assert!(
+        compare.contains("for round in")
+            && compare.contains("for mode in debug release")
+            && compare.contains("--rounds 1"),
+        "compare interleaves its rounds:\n{compare}"
+    );
 }

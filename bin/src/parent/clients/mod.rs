@@ -28,7 +28,7 @@ use crate::parent::document::{
     best_and_median, Clients as ClientsDoc, ClientsResult, ClientsRound, Latency, MedianBest,
     Results, RoundTrips,
 };
-use crate::parent::session::Session;
+use crate::parent::session::{Schedule, Session};
 use crate::parent::spawn::{interrupted, ChildGuard, CHILD_PID};
 use crate::transport::HARNESS_PREFIX;
 
@@ -529,6 +529,7 @@ fn summarise(results: &[ClientResult]) -> ClientsRound {
             } else {
                 0.0
             },
+            slices: Vec::new(),
         },
         p99_median_client_ns: median_u64(&p99s),
         p99_worst_client_ns: p99s.last().copied().unwrap_or(0),
@@ -619,16 +620,52 @@ pub(crate) fn run(args: ClientsArgs) -> anyhow::Result<()> {
         args.counts, args.size, args.common.warmup, args.wait, args.pace,
     ));
 
+    // Every client runs its warmup and its timed round trips (`--count` of them take what they
+    // take); starting n clients takes a while.
+    let timed = if args.count.is_none() {
+        args.duration
+    } else {
+        Duration::ZERO
+    };
+    let per_cell = |n: usize| {
+        args.common.warmup
+            + timed
+            + Duration::from_millis(60) * u32::try_from(n).unwrap_or(u32::MAX)
+    };
+    let planned: Duration = args
+        .counts
+        .iter()
+        .map(|&n| {
+            let cells = rows.iter().filter(|row| row.runs_with(n)).count();
+            per_cell(n) * u32::try_from(cells).unwrap_or(u32::MAX) * args.common.rounds
+        })
+        .sum();
+    session.announce(
+        planned,
+        &format!(
+            "{} client count(s) x {} row(s) x {} round(s)",
+            args.counts.len(),
+            rows.len(),
+            args.common.rounds
+        ),
+        args.count.is_some(),
+    );
     let mut cells: Vec<Cell> = Vec::new();
     for &n in &args.counts {
         let first = cells.len();
+        let schedule = Schedule {
+            slices: 1,
+            per_piece: per_cell(n),
+            part: Some(format!("{n} client{}", if n == 1 { "" } else { "s" })),
+        };
         cells.extend(rows.iter().filter(|row| row.runs_with(n)).map(|&row| Cell {
             row,
             clients: n,
             rounds: Vec::new(),
             results: Vec::new(),
         }));
-        session.rounds(&mut cells[first..], |cell, round| {
+        let label = |cell: &Cell| cell.row.name().to_owned();
+        session.rounds(&mut cells[first..], &schedule, label, |cell, round, _| {
             let results = clients_round(&plan, cell.row, n, round)
                 .with_context(|| format!("{} with {n} clients, round {round}", cell.row.name()))?;
             let r = summarise(&results);

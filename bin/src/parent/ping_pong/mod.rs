@@ -19,7 +19,7 @@ use crate::parent::document::{
 use crate::parent::limits::{Copier, SerdeWork};
 use crate::parent::measure::{measure, new_histogram, Timing};
 use crate::parent::rows::{parse_rows, Row};
-use crate::parent::session::Session;
+use crate::parent::session::{Schedule, Session};
 use crate::transport::posixmq::MqLimits;
 use crate::transport::{self, Kind, Options, Transport, Visitor};
 use crate::workload::{self as common, size_label, MessageKind};
@@ -115,13 +115,20 @@ impl Cell {
     }
 }
 
-/// Runs every cell for every round (`sweep`: tags name the size too).
+/// A child's start and connection, beside the warmup and the measured time of a piece.
+const SPAWN_ESTIMATE: Duration = Duration::from_millis(60);
+
+/// Runs every cell for every round (`sweep`: tags name the size too). With `slice` (`--paired`)
+/// each round's `--duration` is cut into slices of that length, and the cells take turns slice
+/// by slice (A B C A B C ...), each slice a fresh child with a warmup of at most a quarter of a
+/// slice; a round's figure is then all its slices' round trips over their seconds.
 fn run_cells(
     plan: &Plan<'_>,
     rows: &[Row],
     sizes: &[Option<usize>],
     message: MessageKind,
     sweep: bool,
+    slice: Option<Duration>,
 ) -> anyhow::Result<Vec<Cell>> {
     // Each round goes through all sizes and, within a size, all rows.
     let mut cells: Vec<Cell> = sizes
@@ -137,13 +144,83 @@ fn run_cells(
             })
         })
         .collect::<anyhow::Result<_>>()?;
-    plan.session.rounds(&mut cells, |cell, round| {
+    let mut piece_plan = plan.clone();
+    let slices = match slice {
+        Some(slice) => {
+            piece_plan.timing.duration = slice;
+            piece_plan.timing.warmup = plan.timing.warmup.min(slice / 4);
+            let n = plan.timing.duration.as_secs_f64() / slice.as_secs_f64().max(1e-9);
+            (n.round() as u32).max(1)
+        }
+        None => 1,
+    };
+    let schedule = Schedule {
+        slices,
+        per_piece: piece_plan.timing.warmup
+            + piece_plan.timing.duration
+            + if needs_child(rows) {
+                SPAWN_ESTIMATE
+            } else {
+                Duration::ZERO
+            },
+        part: None,
+    };
+    let session = plan.session;
+    session.announce(
+        schedule.estimate(cells.len(), session.common.rounds),
+        &format!(
+            "{} rows x {} round(s){}",
+            cells.len(),
+            session.common.rounds,
+            if slices > 1 {
+                format!(" x {slices} slices of {:?}", piece_plan.timing.duration)
+            } else {
+                String::new()
+            }
+        ),
+        false,
+    );
+    let label = |cell: &Cell| match cell.size.filter(|_| sweep) {
+        Some(size) => format!("{} {}", cell.id().label(), size_label(size)),
+        None => cell.id().label(),
+    };
+    session.rounds(&mut cells, &schedule, label, |cell, round, slice| {
         let tag = match cell.size {
             Some(size) if sweep => format!("r{round}-{size}"),
+            _ if slices > 1 => format!("r{round}s{slice}"),
             _ => format!("r{round}"),
         };
-        let outcome = run_round(plan, cell.row, round, cell.size, message, tag)?;
-        let r = &outcome.round;
+        let outcome = run_round(&piece_plan, cell.row, round, cell.size, message, tag)?;
+        cell.histogram
+            .add(&outcome.histogram)
+            .map_err(|e| anyhow!("histogram: {e}"))?;
+        cell.backend = outcome.backend;
+        let piece = outcome.round;
+        if slices == 1 {
+            cell.rounds.push(piece);
+        } else {
+            if slice == 0 {
+                cell.rounds.push(RoundTrips {
+                    round_trips: 0,
+                    seconds: 0.0,
+                    rt_per_s: 0.0,
+                    slices: Vec::new(),
+                });
+            }
+            let Some(r) = cell.rounds.last_mut() else {
+                bail!("no round to add slice {slice} to");
+            };
+            r.round_trips += piece.round_trips;
+            r.seconds += piece.seconds;
+            r.rt_per_s = ratio(r.round_trips as f64, r.seconds).unwrap_or(0.0);
+            r.slices.push(piece.rt_per_s);
+            if slice + 1 < slices {
+                return Ok(());
+            }
+        }
+        let Some(r) = cell.rounds.last() else {
+            return Ok(());
+        };
         let what = match cell.size.filter(|_| sweep) {
             Some(size) => format!("{} {}", cell.id().label(), size_label(size)),
             None => cell.id().label(),
@@ -157,11 +234,6 @@ fn run_cells(
              round-trips/second{mb})",
             r.round_trips, r.seconds, r.rt_per_s
         ));
-        cell.histogram
-            .add(&outcome.histogram)
-            .map_err(|e| anyhow!("histogram: {e}"))?;
-        cell.backend = outcome.backend;
-        cell.rounds.push(outcome.round);
         Ok(())
     })?;
     Ok(cells)
@@ -293,7 +365,14 @@ pub(crate) fn ping_pong(args: PingPongArgs) -> anyhow::Result<()> {
         size.map_or(String::new(), |s| format!(" of {s} bytes")),
         args.pace
     ));
-    let cells = run_cells(&plan, &rows, &[size], args.message, false)?;
+    if args.paired && args.no_spawn {
+        bail!("--paired starts a child per slice; a peer started by hand (--no-spawn) cannot");
+    }
+    if args.paired && args.slice.is_zero() {
+        bail!("--slice must be longer than 0");
+    }
+    let slice = args.paired.then_some(args.slice);
+    let cells = run_cells(&plan, &rows, &[size], args.message, false, slice)?;
 
     let floor = cells
         .iter()
@@ -324,6 +403,7 @@ pub(crate) fn ping_pong(args: PingPongArgs) -> anyhow::Result<()> {
         pace_s: args.pace.as_secs_f64(),
         ring_size,
         posixmq: rows.contains(&Row::Ipc(Kind::PosixMq)).then(MqLimits::read),
+        slice_s: slice.map(|s| s.as_secs_f64()),
         results,
     });
     session.finish(results)

@@ -30,7 +30,7 @@ pub(crate) fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         size_label(ring_size)
     ));
     let sized: Vec<Option<usize>> = sizes.iter().map(|&s| Some(s)).collect();
-    let cells = run_cells(&plan, &rows, &sized, MessageKind::Raw, true)?;
+    let cells = run_cells(&plan, &rows, &sized, MessageKind::Raw, true, None)?;
 
     let memcpy = |size| {
         cells

@@ -7,11 +7,15 @@ use crate::workload::size_label;
 pub(crate) fn tables(p: &PingPong) -> String {
     let rounds = p.results.first().map_or(0, |r| r.figures.rounds.len());
     let mut out = format!(
-        "{} messages{}; round trips per second, best and median of {rounds} round(s); \
+        "{} messages{}; round trips per second, best and median of {rounds} round(s){}; \
          latency over all rounds\n\n",
         p.message,
         p.size
             .map_or(String::new(), |s| format!(" of {}", size_label(s))),
+        p.slice_s.map_or(String::new(), |s| format!(
+            ", each round in slices of {:.0} ms that the rows took in turns (`--paired`)",
+            s * 1e3
+        )),
     );
     let raw = p.results.iter().any(|r| r.payload.is_some());
     let mut columns = vec![
@@ -68,6 +72,16 @@ fn rates(r: &PingPongResult) -> Vec<f64> {
     r.figures.rounds.iter().map(|x| x.rt_per_s).collect()
 }
 
+/// `--paired`: each round's slices.
+fn slices(r: &PingPongResult) -> Vec<Vec<f64>> {
+    r.figures.rounds.iter().map(|x| x.slices.clone()).collect()
+}
+
+/// `a` over `b`, per round and, for a paired run, slice by slice.
+fn of(what: String, a: &PingPongResult, b: &PingPongResult) -> Ratio {
+    Ratio::of(what, &rates(a), &rates(b)).paired(&slices(a), &slices(b))
+}
+
 /// shm against the floor, the reference method (raw-sync), the best kernel transport, and
 /// Block against Spin.
 fn ping_pong_ratios(results: &[PingPongResult]) -> Vec<Ratio> {
@@ -85,28 +99,20 @@ fn ping_pong_ratios(results: &[PingPongResult]) -> Vec<Ratio> {
         let label = s.row.label();
         for other in ["floor", "raw-sync"] {
             if let Some(o) = find(other) {
-                out.push(Ratio::of(
-                    format!("{label} / {other}"),
-                    &rates(s),
-                    &rates(o),
-                ));
+                out.push(of(format!("{label} / {other}"), s, o));
             }
         }
         if let Some(k) = best_kernel {
             let what = format!("{label} / {} (best kernel transport)", k.row.transport);
             out.push(Ratio {
                 target: (s.row.wait.as_deref() == Some("block")).then_some(">= 1"),
-                ..Ratio::of(what, &rates(s), &rates(k))
+                ..of(what, s, k)
             });
         }
     }
     let wait = |w: &str| shm.iter().find(|r| r.row.wait.as_deref() == Some(w));
     if let (Some(block), Some(spin)) = (wait("block"), wait("spin")) {
-        out.push(Ratio::of(
-            "shm (block) / shm (spin)".to_owned(),
-            &rates(block),
-            &rates(spin),
-        ));
+        out.push(of("shm (block) / shm (spin)".to_owned(), block, spin));
     }
     out
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 use anyhow::{anyhow, bail};
 
 use crate::parent::document::{Document, Results};
+use crate::parent::tables::short_commit;
 use crate::workload::size_label;
 
 pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
@@ -38,9 +39,19 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
             "median round trips (ping-pong) or messages (stream) / s (log scale)",
         ),
     };
+    let run = &doc.run;
     let title = format!(
-        "{what} ({} build) - {}",
-        doc.run.profile, doc.run.machine.cpu
+        "{what} ({} build) - {} - commit {}, {}, load {:.2}{}",
+        run.profile,
+        run.machine.cpu,
+        short_commit(&run.commit),
+        run.date.split('T').next().unwrap_or(&run.date),
+        run.load_average,
+        if run.load > 0 {
+            format!(" + --load {}", run.load)
+        } else {
+            String::new()
+        }
     );
     // (bar, group, value) of every result.
     let (groups, bars): (Vec<String>, Vec<(String, usize, f64)>) = match &doc.results {
@@ -113,7 +124,9 @@ fn single_chart(
     let draw = |e: DrawingAreaErrorKind<_>| anyhow!("drawing the chart: {e:?}");
     root.fill(&WHITE).map_err(draw)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
+        // The title carries the build, CPU, commit, date and load: a smaller face keeps it on the
+        // chart.
+        .caption(title, ("sans-serif", 15))
         .margin(16)
         .x_label_area_size(40)
         .y_label_area_size(80)
@@ -198,7 +211,9 @@ fn grouped_chart(
     let draw = |e: DrawingAreaErrorKind<_>| anyhow!("drawing the chart: {e:?}");
     root.fill(&WHITE).map_err(draw)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
+        // The title carries the build, CPU, commit, date and load: a smaller face keeps it on the
+        // chart.
+        .caption(title, ("sans-serif", 15))
         .margin(16)
         .x_label_area_size(40)
         .y_label_area_size(80)

@@ -1,9 +1,12 @@
-//! `compare`: a debug and a release result side by side.
+//! `compare`: debug and release results side by side.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
 
 use crate::parent::document::{Document, Results};
+use crate::parent::tables::short_commit;
 use crate::workload::size_label;
 
 /// One row of a document at one size (or client count): its headline figure and p50.
@@ -83,17 +86,59 @@ fn lines(doc: &Document) -> (&'static str, Vec<Line>) {
     }
 }
 
-pub(crate) fn compare(debug: &Path, release: &Path) -> anyhow::Result<()> {
-    let debug = Document::read(debug)?;
-    let release = Document::read(release)?;
+/// `ipc-parent compare`: documents of debug and release builds of the same run (each side one
+/// document per round when the rounds were interleaved, as `just compare` runs them), each
+/// grouped by the build its document records. Prints every document's commit, date and load,
+/// then per row the best over each side's documents and the release / debug ratio.
+pub(crate) fn compare(paths: &[PathBuf]) -> anyhow::Result<()> {
+    let docs = paths
+        .iter()
+        .map(|p| Ok((p, Document::read(p)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let side = |profile: &str| -> Vec<&Document> {
+        docs.iter()
+            .filter(|(_, d)| d.run.profile == profile)
+            .map(|(_, d)| d)
+            .collect()
+    };
+    let (debug, release) = (side("debug"), side("release"));
+    if debug.is_empty() || release.is_empty() {
+        bail!(
+            "compare needs documents of both builds: {} debug, {} release among {}",
+            debug.len(),
+            release.len(),
+            paths.len()
+        );
+    }
     let mut out = std::io::stdout().lock();
-    let m = &release.run.machine;
+    let m = &release[0].run.machine;
     writeln!(out, "machine: {} ({} CPUs), {}", m.cpu, m.cores, m.kernel)?;
-    let (unit, release_lines) = lines(&release);
-    let (_, debug_lines) = lines(&debug);
+    for (path, doc) in &docs {
+        writeln!(out, "{}", document_line(path, doc))?;
+    }
+    let (unit, _) = lines(release[0]);
+    let gather = |side: &[&Document]| -> Vec<Line> {
+        let mut all: Vec<Line> = Vec::new();
+        for doc in side {
+            for l in lines(doc).1 {
+                match all.iter_mut().find(|a| a.label == l.label && a.at == l.at) {
+                    Some(a) => {
+                        a.best = a.best.max(l.best);
+                        a.p50_ns = match (a.p50_ns, l.p50_ns) {
+                            (Some(x), Some(y)) => Some(x.min(y)),
+                            (x, y) => x.or(y),
+                        };
+                    }
+                    None => all.push(l),
+                }
+            }
+        }
+        all
+    };
+    let (debug_lines, release_lines) = (gather(&debug), gather(&release));
     writeln!(
         out,
-        "{:<22} {:>8} {:>16} {:>16} {:>15} {:>14} {:>14}",
+        "\n{:<22} {:>8} {:>16} {:>16} {:>15} {:>14} {:>14}",
         "transport",
         "size",
         format!("debug best {unit}"),
@@ -120,5 +165,38 @@ pub(crate) fn compare(debug: &Path, release: &Path) -> anyhow::Result<()> {
             p50(r.p50_ns),
         )?;
     }
+    writeln!(
+        out,
+        "\nbest over {} debug and {} release document(s); p50: the lowest of them",
+        debug.len(),
+        release.len()
+    )?;
     Ok(())
+}
+
+/// `release results/cmp-release-2.json: commit 0123456789ab, 2025-01-02 03:04:05 UTC, load
+/// average 0.21 at the start, steal 0.3%`.
+fn document_line(path: &Path, doc: &Document) -> String {
+    let run = &doc.run;
+    let steal: Vec<f64> = run
+        .round_conditions
+        .iter()
+        .filter_map(|c| c.steal_pct)
+        .collect();
+    let steal = if steal.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", steal {:.1}%",
+            steal.iter().sum::<f64>() / steal.len() as f64
+        )
+    };
+    format!(
+        "{} {}: commit {}, {}, load average {:.2} at the start{steal}",
+        run.profile,
+        path.display(),
+        short_commit(&run.commit),
+        run.date.replace('T', " ").replace('Z', " UTC"),
+        run.load_average
+    )
 }

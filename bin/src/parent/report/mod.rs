@@ -94,15 +94,28 @@ pub struct PublishedPingPongRow {
 /// `ipc-parent report`.
 pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     let page_path = args.dir.join(PAGE);
-    let page = render_dir(&args.dir)?;
+    let (page, docs) = render_dir(&args.dir)?;
     if args.check {
+        let mut problems: Vec<String> = docs
+            .iter()
+            .filter_map(|(name, doc)| measured_busy(name, doc))
+            .collect();
+        if !problems.is_empty() {
+            problems.insert(
+                0,
+                "a published document must be measured on a quiet machine:".to_owned(),
+            );
+        }
         let committed = std::fs::read_to_string(&page_path).unwrap_or_default();
         if committed != page {
-            bail!(
+            problems.push(format!(
                 "{page_path:?} differs from what the documents in {:?} render: run `ipc-parent \
                  report` and commit the page",
                 args.dir
-            );
+            ));
+        }
+        if !problems.is_empty() {
+            bail!("{}", problems.join("\n"));
         }
         eprintln!("[info] {page_path:?} is what the documents render");
         return Ok(());
@@ -112,9 +125,25 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Why `--check` refuses document `name`: it was measured on a machine whose load at the start
+/// was at least half its CPUs, without `--load` (a run that means to measure a busy machine says
+/// so with `--load N`, and its start load is taken before those processes start). None: it is
+/// fine.
+pub fn measured_busy(name: &str, doc: &Document) -> Option<String> {
+    let run = &doc.run;
+    (busy(run.load_average, run.machine.cores) && run.load == 0).then(|| {
+        format!(
+            "- {name}: measured at a load average of {:.2} on {} CPUs (at least half of them \
+             busy) without --load, where spinning rows and the floor mean little: measure it \
+             again on a quiet machine, or with --load N if a busy machine is what it shows",
+            run.load_average, run.machine.cores
+        )
+    })
+}
+
 /// Reads the folder's documents (sorted by file name) and published figures, and renders the
-/// page.
-fn render_dir(dir: &Path) -> anyhow::Result<String> {
+/// page; returns it and the documents.
+fn render_dir(dir: &Path) -> anyhow::Result<(String, Vec<(String, Document)>)> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {dir:?}"))?
         .map(|e| e.map(|e| e.path()))
@@ -140,7 +169,7 @@ fn render_dir(dir: &Path) -> anyhow::Result<String> {
     } else {
         Published::default()
     };
-    Ok(page(&docs, &published))
+    Ok((page(&docs, &published), docs))
 }
 
 /// The modes in the order the page shows them.
@@ -399,7 +428,10 @@ mod tests {
                             {"cpu": 0, "package": 0, "core": 0, "siblings": "0-1"},
                             {"cpu": 1, "package": 0, "core": 0, "siblings": "0-1"}]},
               "pinning": {"pinned": true, "parent": [0], "children": [1]},
-              "load_average": 1.5, "load": 0, "rounds": 2, "warmup_s": 0.25},
+              "load_average": 1.5, "load": 0, "rounds": 2, "warmup_s": 0.25,
+              "round_conditions": [
+                {"round": 1, "load_average": 1.5, "steal_pct": 2.25, "seconds": 3.0},
+                {"round": 2, "load_average": 1.25, "steal_pct": null, "seconds": 3.0}]},
       "mode": "stream", "sizes": [128, 4096], "duration_s": 1.0, "count": 1000, "wait": "spin",
       "ring_size": 1048576, "posixmq": null,
       "results": [
@@ -528,6 +560,12 @@ json messages; round trips per second, best and median of 1 round(s); latency ov
 | shm (spin) / uds (best kernel transport)  |        8.00 |             8.00 |        |
 | shm (block) / shm (spin)                  |        0.50 |             0.50 |        |
 
+The machine during each round: floor against its median over the rounds (this document recorded no load or steal per round).
+
+| round | floor per s | floor vs median | mark |
+| ----: | ----------: | --------------: | ---- |
+|     1 |   3,000,000 |             +0% |      |
+
 ### Beside the published figures
 
 Round trips per second (in brackets: over raw-sync of the same column). Published: a Rust playground; JSON ping / pong.
@@ -587,6 +625,13 @@ one-way stream, ring 1 MiB per direction, shm waits spin: messages/s and MB/s (s
 | shm (spin) / pipe-bare (best kernel transport) at 128 B |        2.50 |             2.25 |        |
 | pipe / pipe-bare at 128 B                               |        0.62 |             0.56 | >= 0.8 |
 | shm (spin) / pipe (best kernel transport) at 4 KiB      |        4.00 |             4.50 |        |
+
+The machine during each round: the 1-minute load average at its start, the share of the CPUs' time stolen by other guests while it ran (`/proc/stat`), and ring 128 B against its median over the rounds.
+
+| round | load at start | steal % | ring 128 B per s | ring 128 B vs median | mark |
+| ----: | ------------: | ------: | ---------------: | -------------------: | ---- |
+|     1 |          1.50 |     2.2 |        2,000,000 |                  +0% |      |
+|     2 |          1.25 |       - |        2,000,000 |                  +0% |      |
 
 ### Beside the published table
 

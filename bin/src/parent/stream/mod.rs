@@ -24,7 +24,7 @@ use crate::parent::document::{
 use crate::parent::machine::Placement;
 use crate::parent::measure::Timing;
 use crate::parent::rows::{parse_stream_rows, Row};
-use crate::parent::session::Session;
+use crate::parent::session::{Schedule, Session};
 use crate::stream_format::{self, Verdict, MIN_SIZE};
 use crate::transport::posixmq::MqLimits;
 use crate::transport::{self, Kind, Options, Transport, Visitor};
@@ -376,7 +376,26 @@ pub(crate) fn run(args: StreamArgs) -> anyhow::Result<()> {
             backend: None,
         })
         .collect();
-    session.rounds(&mut cells, |cell, round| {
+    // A row's default count fills about `--duration` (a given `--count` takes what it takes);
+    // a child's start and the warmup come on top.
+    let schedule = Schedule {
+        slices: 1,
+        per_piece: args.common.warmup
+            + Duration::from_millis(60)
+            + if args.count.is_none() {
+                args.duration
+            } else {
+                Duration::ZERO
+            },
+        part: None,
+    };
+    session.announce(
+        schedule.estimate(cells.len(), args.common.rounds),
+        &format!("{} rows x {} round(s)", cells.len(), args.common.rounds),
+        args.count.is_some(),
+    );
+    let label = |cell: &Cell| format!("{} {}", cell.row.name(), size_label(cell.size));
+    session.rounds(&mut cells, &schedule, label, |cell, round, _| {
         let (r, backend) = stream_round(&plan, cell.row, round, cell.size, &mut cell.count)?;
         session.say(&format!(
             "[{} {}] streamed [{}] messages in [{:.3}] seconds ([{:.0}] messages/second, \
