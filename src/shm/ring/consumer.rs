@@ -315,6 +315,10 @@ impl Consumer {
     #[inline]
     pub(super) fn release(&mut self, size: u64) {
         self.state.head += size;
+        if size >= wait::LARGE_FRAME {
+            // The producer's copy of the next one is what this thread's next wait waits for.
+            wait::note_large_frame(size);
+        }
         // A frame that we had to wait for and that ends a cache line (a ping-pong of one-line
         // messages): publish at once, without looking at the next word, which is in a line
         // the producer is about to write (that look would put a transfer on the way to the

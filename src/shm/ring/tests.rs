@@ -262,6 +262,42 @@ fn a_dropped_grant_never_leaves_a_sleeping_consumer_behind_a_pad() {
     assert_eq!(&*rx.try_read().unwrap(), &[6; 400]);
 }
 
+/// A producer wakes a sleeping consumer once per sleep: for the frame it sleeps in front of,
+/// not again for the frames behind it, and again once the consumer has read them and sleeps
+/// anew, also when the frame it sleeps in front of is a SKIP that the commit publishes.
+#[test]
+fn a_producer_wakes_a_sleeping_consumer_once_per_sleep() {
+    let (mut tx, mut rx) = new(64 * 1024).unwrap();
+    // SAFETY: as in `a_dropped_grant_never_leaves_a_sleeping_consumer_behind_a_pad`.
+    unsafe { tx.state.ptrs.peer_mode.as_ref() }
+        .store(crate::shm::layout::MODE_BLOCK, Ordering::Relaxed);
+    let futex = |rx: &Consumer| rx.data_cell().futex.load(Ordering::Relaxed);
+    assert!(!rx.has_data());
+    // The consumer goes to sleep in front of the first frame.
+    rx.data_cell().sleepers.store(1, Ordering::Relaxed);
+    let asleep = futex(&rx);
+    tx.try_send(&[1; 8]).unwrap();
+    let woken = futex(&rx);
+    assert_ne!(woken, asleep, "the frame it sleeps in front of wakes it");
+    tx.try_send(&[2; 8]).unwrap();
+    assert_eq!(futex(&rx), woken, "woken already: no wake-up per frame");
+    assert_eq!(&*rx.try_read().unwrap(), &[1; 8]);
+    assert_eq!(&*rx.try_read().unwrap(), &[2; 8]);
+    assert!(matches!(rx.try_read(), Err(RecvError::Empty { .. })));
+    // Asleep again, now in front of a frame that straddles a line, so its commit publishes a
+    // SKIP where the consumer is and the frame at the next line.
+    let asleep = futex(&rx);
+    assert_ne!(tx.state.tail % LINE as u64, 0);
+    tx.try_send(&[3; 56]).unwrap();
+    assert_ne!(
+        futex(&rx),
+        asleep,
+        "a SKIP in front of the consumer wakes it"
+    );
+    rx.data_cell().sleepers.store(0, Ordering::Relaxed);
+    assert_eq!(&*rx.try_read().unwrap(), &[3; 56]);
+}
+
 #[test]
 fn a_grant_over_the_word_zeroed_ahead_leaves_no_false_frame() {
     // A 56-byte message fills the line [0, 64) and its publish zeroes the header word at 128,
