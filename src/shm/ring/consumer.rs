@@ -328,7 +328,7 @@ impl Consumer {
         // back, at the latest, when that frame is read.
         let waited = self.state.found_empty.replace(false);
         if (waited && self.state.head % LINE as u64 == 0)
-            || self.state.head - self.state.released.get() >= self.state.batch
+            || self.batch_read()
             || self
                 .state
                 .ptrs
@@ -338,6 +338,23 @@ impl Consumer {
         {
             self.store_head();
         }
+    }
+
+    /// Whether a batch's worth of read space is held back, to give back now while more frames
+    /// wait: [`release_batch`], or, while the producer sleeps for room, a quarter of the ring.
+    /// Each publication of our index wakes a sleeping producer, and one that wakes to a batch
+    /// of room fills it and sleeps again: a consumer that holds back a quarter of the ring wakes
+    /// it a few times a lap, as a pipe's reader does, instead of once per batch, and the
+    /// producer runs ahead into a quarter of the ring per wake-up. (When the ring is found
+    /// empty everything goes back at once, as always.)
+    #[inline]
+    fn batch_read(&self) -> bool {
+        let held = self.state.head - self.state.released.get();
+        // Relaxed: a hint, read once per batch; a producer that announces its sleep just after
+        // it is woken by the next publication, which the ring being found empty forces.
+        held >= self.state.batch
+            && (held >= self.state.ptrs.capacity as u64 / 4
+                || self.space_cell().sleepers.load(Ordering::Relaxed) == 0)
     }
 
     /// The ring was found empty: the next frame is waited for, and nothing read stays held

@@ -298,6 +298,44 @@ fn a_producer_wakes_a_sleeping_consumer_once_per_sleep() {
     assert_eq!(&*rx.try_read().unwrap(), &[3; 56]);
 }
 
+/// While the producer sleeps for room, the consumer gives space back a quarter of the ring at a
+/// time (each publication of its index wakes the producer), else a batch at a time; and all of
+/// it once it reaches the last frame.
+#[test]
+fn a_consumer_gives_a_sleeping_producer_room_a_quarter_ring_at_a_time() {
+    let capacity = 64 * 1024;
+    for asleep in [false, true] {
+        let (mut tx, mut rx) = new(capacity).unwrap();
+        let frames = 2 * capacity / 4 / 128;
+        for i in 0..frames {
+            tx.try_send(&pattern(i, 120)).unwrap();
+        }
+        rx.space_cell()
+            .sleepers
+            .store(u32::from(asleep), Ordering::Relaxed);
+        let published = |rx: &Consumer| rx.state.ptrs.header().head.load(Ordering::Relaxed);
+        let mut steps = vec![0];
+        for i in 0..frames {
+            assert_eq!(&*rx.try_read().unwrap(), &pattern(i, 120)[..]);
+            if steps.last() != Some(&published(&rx)) {
+                steps.push(published(&rx));
+            }
+        }
+        let step = if asleep {
+            capacity as u64 / 4
+        } else {
+            rx.state.batch
+        };
+        let expected: Vec<u64> = (0..).map(|n| n * step).take(steps.len()).collect();
+        assert_eq!(steps, expected, "asleep: {asleep}");
+        assert_eq!(
+            published(&rx),
+            (frames * 128) as u64,
+            "all of it at the last frame"
+        );
+    }
+}
+
 #[test]
 fn a_grant_over_the_word_zeroed_ahead_leaves_no_false_frame() {
     // A 56-byte message fills the line [0, 64) and its publish zeroes the header word at 128,
