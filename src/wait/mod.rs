@@ -54,7 +54,9 @@
 //! consumer's index (stored before its F1) is behind the first word it just published: the
 //! consumer then sleeps in front of an earlier frame, whose publish woke it
 //! (`wake_if_sleeping_and`; see `Producer::notify_consumer`), so a stream pays one wake-up per
-//! sleep of its consumer, not one per message.
+//! sleep of its consumer, not one per message. The other way, a consumer gives a producer that
+//! sleeps for room space a quarter of the ring at a time (`Consumer::release`), so a stream
+//! whose consumer is the slower side wakes its producer a few times a lap, as a pipe does.
 //!
 //! A closing peer and the death watcher do not look at `sleepers`: they first record why (the
 //! peer state `CLOSED`, the watcher's news flag), then increment the futex word with Release

@@ -304,7 +304,8 @@ impl Consumer {
     }
 
     /// Gives the producer the space of the frames read so far, in batches: when a batch's worth
-    /// is read (an eighth of the ring, at most 2 KiB); when the frame just read had to be waited
+    /// is read (an eighth of the ring, at most 2 KiB, or a quarter of the ring while the producer
+    /// sleeps for room: see `batch_read`); when the frame just read had to be waited
     /// for and ends a cache line; when it was the last one published (so a drained ring is
     /// wholly the producer's again); when a PAD skips the rest of a lap; when the ring is found
     /// empty (`caught_up`, from `poll_frame` or `has_data`: so before any wait, which always
