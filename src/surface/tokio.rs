@@ -38,7 +38,7 @@
 //!
 //! A receive that finds its ring empty (or a send that finds no room) waits as a synchronous
 //! [`WaitStrategy::Block`] receive does, with the same adaptive policy: it polls the ring for up
-//! to 20 us, but only while at least a quarter of its recent polls found a message (bar a
+//! to 20 us (longer after its thread moved a large frame), but only while at least a quarter of its recent polls found a message (bar a
 //! short probe now and then), and right after it woke its peer it polls or sleeps at once,
 //! whichever has lately been quicker. Between batches of polls (a few microseconds each) it
 //! yields to the runtime, so the other tasks of the thread run meanwhile and a peer task on the

@@ -137,6 +137,22 @@ pub(crate) fn wake_if_sleeping(cell: &WaitCell) -> bool {
     false
 }
 
+/// [`wake_if_sleeping`] for a waker that can tell, once it sees a sleeper announced, whether
+/// an earlier wake-up already covers it: wakes only if `needed()` also says so. True if it
+/// made the wake-up call. `needed` runs after F2, so its loads see what the sleeper stored
+/// before its F1 whenever the sleeper's look could miss what the waker published.
+#[inline]
+pub(crate) fn wake_if_sleeping_and(cell: &WaitCell, needed: impl FnOnce() -> bool) -> bool {
+    // F2: SeqCst, pairs with F1 in `fence` (see there).
+    sync::fence(Ordering::SeqCst);
+    // Relaxed: ordered by F2.
+    if cell.sleepers.load(Ordering::Relaxed) != 0 && needed() {
+        wake(cell);
+        return true;
+    }
+    false
+}
+
 /// Wakes every sleeper on `cell` unconditionally (on close, after the closed state is stored;
 /// the death watcher does the same after recording a death).
 pub(crate) fn wake(cell: &WaitCell) {

@@ -13,7 +13,10 @@
 //!   woke its peer (which cannot answer before it has run) it sleeps at once, or polls politely
 //!   for a while, whichever has lately been quicker. A thread that polls for several waits in
 //!   turn (a runtime thread serving many tasks) stops polling for a while once a batch of its
-//!   polls lost the core (`Policy::note_poll_batch`). It sleeps in the kernel on a futex word
+//!   polls lost the core (`Policy::note_poll_batch`). After its thread published or read a
+//!   large frame (16 KiB or more) it spins longer, 1 us per KiB of that frame up to 2 ms: long
+//!   enough for the peer to copy one like it, which a large echo or a stream of large frames
+//!   waits for (`policy::spin_for_frame`). It sleeps in the kernel on a futex word
 //!   inside the mapping until the peer wakes it. This policy (`Policy`, in `policy.rs`) also
 //!   drives the async waits of `crate::surface::tokio`, which sleep on a futex ring of their own or
 //!   through a reactor thread instead.
@@ -47,7 +50,13 @@
 //! value: either the sleeper sees the data, or the waker sees `sleepers != 0`. In the second case
 //! the waker changes the futex word after the sleeper read `s`, so `futex_wait` returns at once
 //! or is woken: a wake-up cannot be lost. The waker pays for F2 only when the peer announced
-//! that it may sleep (its wait mode is not `Spin`).
+//! that it may sleep (its wait mode is not `Spin`). A producer also skips the wake-up when the
+//! consumer's index (stored before its F1) is behind the first word it just published: the
+//! consumer then sleeps in front of an earlier frame, whose publish woke it
+//! (`wake_if_sleeping_and`; see `Producer::notify_consumer`), so a stream pays one wake-up per
+//! sleep of its consumer, not one per message. The other way, a consumer gives a producer that
+//! sleeps for room space a quarter of the ring at a time (`Consumer::release`), so a stream
+//! whose consumer is the slower side wakes its producer a few times a lap, as a pipe does.
 //!
 //! A closing peer and the death watcher do not look at `sleepers`: they first record why (the
 //! peer state `CLOSED`, the watcher's news flag), then increment the futex word with Release
@@ -77,7 +86,8 @@ pub(crate) use handshake::WaitCell;
 #[cfg(feature = "tokio")]
 pub(crate) use policy::Plan;
 pub(crate) use policy::Policy;
-pub(crate) use waiter::{wake_if_sleeping, Peer, Waiter};
+pub(crate) use policy::{note_large_frame, LARGE_FRAME};
+pub(crate) use waiter::{wake_if_sleeping, wake_if_sleeping_and, Peer, Waiter};
 
 /// How an endpoint waits for data or for room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]

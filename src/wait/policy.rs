@@ -51,6 +51,19 @@ const HOLD_OFF: Duration = Duration::from_millis(50);
 /// at polling only now and then.
 #[cfg_attr(loom, allow(dead_code))]
 const SHARED_FOR: u32 = 1024;
+/// A frame of at least this many bytes (header included) that a thread publishes or releases
+/// sets the spin of the thread's next `Block` wait (see [`spin_for_frame`]). Smaller ones are
+/// copied well within [`BLOCK_SPIN`] and leave it alone: the ring tests one length per message
+/// and does nothing more for them.
+pub(crate) const LARGE_FRAME: u64 = 16 * 1024;
+/// How long the peer may take per KiB of a large frame before its answer (or the next frame
+/// of a stream) is due, when it copies or checks the frame as it comes: a copy at 1 GB/s,
+/// several times slower than a copy between two cores of a virtual machine, so that a spin
+/// that is long enough for the copy is not cut short by a slow moment of the machine.
+const SPIN_PER_KIB: Duration = Duration::from_micros(1);
+/// The longest spin a large frame buys (2 MiB's worth): past it a sleep and a wake-up are a
+/// few per cent of the copy, and a wait that outlasts its spin is cheaper asleep.
+const LARGE_SPIN_MAX: Duration = Duration::from_millis(2);
 
 /// What one endpoint learnt from its recent waits, and the plan for its next one: the policy of
 /// [`WaitStrategy::Block`](super::WaitStrategy::Block), shared by the synchronous waits
@@ -148,7 +161,7 @@ impl Policy {
             ThreadState::PollsHeld => Plan::Spin(Duration::ZERO),
             ThreadState::WokePeer if self.post_wake_polls() => Plan::PollAfterWake,
             ThreadState::WokePeer => Plan::SleepAfterWake,
-            ThreadState::Plain => Plan::Spin(self.spin_budget()),
+            ThreadState::Plain => Plan::Spin(self.spin_budget(take_large_frame())),
         }
     }
 
@@ -215,11 +228,12 @@ impl Policy {
         self.hit_share = fold(self.hit_share, if hit { ONE } else { 0 });
     }
 
-    /// How long `Block` spins before it sleeps: [`BLOCK_SPIN`], or nothing when too few of its
-    /// recent spins found data (bar an occasional probe). The length is fixed rather than
-    /// fitted to how soon recent spins found data: a spin cut to the typical wait misses the
-    /// slightly longer ones, and each miss costs a sleep and a wake-up on both sides.
-    fn spin_budget(&mut self) -> Duration {
+    /// How long `Block` spins before it sleeps: [`BLOCK_SPIN`], or longer when this thread has
+    /// just moved a frame of `large` bytes (see [`spin_for_frame`]), or nothing when too few
+    /// of its recent spins found data (bar an occasional probe). The length is fixed rather
+    /// than fitted to how soon recent spins found data: a spin cut to the typical wait misses
+    /// the slightly longer ones, and each miss costs a sleep and a wake-up on both sides.
+    fn spin_budget(&mut self, large: u64) -> Duration {
         // Under loom the models check the sleep path; spinning would only add polls.
         if cfg!(loom) {
             return Duration::ZERO;
@@ -230,7 +244,7 @@ impl Policy {
                 return Duration::ZERO;
             }
         }
-        BLOCK_SPIN
+        spin_for_frame(large)
     }
 
     /// Right after waking the peer: poll (`true`, for at most [`POST_WAKE_SPIN`], yielding
@@ -265,6 +279,25 @@ impl Policy {
     }
 }
 
+/// How long a `Block` wait spins (when it spins) after its thread moved a frame of `large`
+/// bytes (0: none of at least [`LARGE_FRAME`]): [`BLOCK_SPIN`], or [`SPIN_PER_KIB`] per KiB
+/// of the frame, up to [`LARGE_SPIN_MAX`].
+///
+/// What the thread waits for next is the peer's copy of a frame of about that size: the
+/// echo of the message it sent (which the peer reads and writes back), or the next frame of
+/// a stream of such frames (which the producer writes while the consumer reads this one).
+/// Copying a MiB takes tens of microseconds, longer than [`BLOCK_SPIN`], and a wait that
+/// spins too little pays a sleep on its side and a wake-up on the peer's per message, where
+/// spinning through the copy pays neither; a spin that ran out on such waits counts as a miss
+/// as any other, so a peer that takes longer than its copy (paced, or short of a core) is
+/// slept through again once too few spins find data.
+fn spin_for_frame(large: u64) -> Duration {
+    let per_kib = u32::try_from(large / 1024).unwrap_or(u32::MAX);
+    SPIN_PER_KIB
+        .saturating_mul(per_kib)
+        .clamp(BLOCK_SPIN, LARGE_SPIN_MAX)
+}
+
 /// One step of a moving average of weight 1/8.
 fn fold(average: u32, sample: u32) -> u32 {
     average - average / 8 + sample / 8
@@ -295,6 +328,9 @@ struct ThreadWaits {
     alone: Cell<u32>,
     /// Until when every `Block` wait of the thread sleeps at once.
     held_until: Cell<Option<Instant>>,
+    /// The largest frame of at least [`LARGE_FRAME`] bytes the thread published or released
+    /// since the plan of its last `Block` wait that could spin, or 0 (see [`note_large_frame`]).
+    large_frame: Cell<u64>,
 }
 
 #[cfg(not(loom))]
@@ -306,6 +342,7 @@ impl ThreadWaits {
             last: Cell::new(0),
             alone: Cell::new(SHARED_FOR),
             held_until: Cell::new(None),
+            large_frame: Cell::new(0),
         }
     }
 }
@@ -356,6 +393,33 @@ fn polls_held(t: &ThreadWaits, until: Instant) -> bool {
         t.held_until.set(None);
     }
     held
+}
+
+/// Takes the largest frame of at least [`LARGE_FRAME`] bytes this thread moved since the last
+/// take (0: none).
+#[inline]
+fn take_large_frame() -> u64 {
+    #[cfg(not(loom))]
+    {
+        THREAD.with(|t| t.large_frame.replace(0))
+    }
+    #[cfg(loom)]
+    {
+        0
+    }
+}
+
+/// Tells the policy that this thread published or released a frame of `size` bytes, header
+/// included, at least [`LARGE_FRAME`] (the ring calls it only for those): its next `Block`
+/// wait that spins spins long enough for the peer to copy one like it (see
+/// [`spin_for_frame`]).
+#[cold]
+#[inline(never)]
+pub(crate) fn note_large_frame(size: u64) {
+    #[cfg(not(loom))]
+    THREAD.with(|t| t.large_frame.set(t.large_frame.get().max(size)));
+    #[cfg(loom)]
+    let _ = size;
 }
 
 /// Marks that this thread's last publish woke a sleeping peer (see `Policy::plan`).
@@ -474,6 +538,47 @@ mod tests {
         assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "spins hit again: spin");
     }
 
+    #[test]
+    fn a_large_frame_buys_its_next_wait_a_spin_as_long_as_its_copy_up_to_a_cap() {
+        assert_eq!(
+            spin_for_frame(0),
+            BLOCK_SPIN,
+            "no large frame: the usual spin"
+        );
+        assert_eq!(spin_for_frame(LARGE_FRAME), BLOCK_SPIN, "copied within it");
+        assert_eq!(spin_for_frame(64 * 1024), SPIN_PER_KIB * 64);
+        assert_eq!(spin_for_frame(1 << 20), SPIN_PER_KIB * 1024);
+        assert_eq!(spin_for_frame(16 << 20), LARGE_SPIN_MAX);
+        assert_eq!(spin_for_frame(u64::MAX), LARGE_SPIN_MAX, "no overflow");
+    }
+
+    #[test]
+    fn a_large_frame_sets_the_spin_of_the_next_wait_only() {
+        fresh_thread();
+        let mut p = Policy::default();
+        note_large_frame(64 * 1024);
+        note_large_frame(1 << 20);
+        note_large_frame(LARGE_FRAME);
+        assert_eq!(
+            p.plan(),
+            Plan::Spin(spin_for_frame(1 << 20)),
+            "the largest frame since the last wait"
+        );
+        assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "taken by that wait");
+        // After waking its peer a wait plans as before; the frame counts for the next spin.
+        note_large_frame(1 << 20);
+        note_woke_peer();
+        assert_eq!(p.plan(), Plan::SleepAfterWake);
+        assert_eq!(p.plan(), Plan::Spin(spin_for_frame(1 << 20)));
+        // Spins that ran out, long as they were: sleep at once, large frame or not.
+        for _ in 0..16 {
+            p.learn(Plan::Spin(LARGE_SPIN_MAX), true, || LARGE_SPIN_MAX * 2);
+        }
+        note_large_frame(1 << 20);
+        assert_eq!(p.plan(), Plan::Spin(Duration::ZERO));
+        fresh_thread();
+    }
+
     /// Forgets what this thread's waits told each other (tests may share a thread, as with
     /// `--test-threads=1`).
     fn fresh_thread() {
@@ -483,6 +588,7 @@ mod tests {
             t.last.set(new.last.get());
             t.alone.set(new.alone.get());
             t.held_until.set(new.held_until.get());
+            t.large_frame.set(new.large_frame.get());
         });
     }
 

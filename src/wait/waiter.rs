@@ -344,6 +344,15 @@ pub(crate) fn wake_if_sleeping(cell: &WaitCell) {
     }
 }
 
+/// [`wake_if_sleeping`], waking only if `needed()` says that no earlier wake-up covers the
+/// sleeper (see `handshake::wake_if_sleeping_and`).
+#[inline]
+pub(crate) fn wake_if_sleeping_and(cell: &WaitCell, needed: impl FnOnce() -> bool) {
+    if handshake::wake_if_sleeping_and(cell, needed) {
+        note_woke_peer();
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

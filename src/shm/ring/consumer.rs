@@ -304,7 +304,8 @@ impl Consumer {
     }
 
     /// Gives the producer the space of the frames read so far, in batches: when a batch's worth
-    /// is read (an eighth of the ring, at most 2 KiB); when the frame just read had to be waited
+    /// is read (an eighth of the ring, at most 2 KiB, or a quarter of the ring while the producer
+    /// sleeps for room: see `batch_read`); when the frame just read had to be waited
     /// for and ends a cache line; when it was the last one published (so a drained ring is
     /// wholly the producer's again); when a PAD skips the rest of a lap; when the ring is found
     /// empty (`caught_up`, from `poll_frame` or `has_data`: so before any wait, which always
@@ -315,6 +316,10 @@ impl Consumer {
     #[inline]
     pub(super) fn release(&mut self, size: u64) {
         self.state.head += size;
+        if size >= wait::LARGE_FRAME {
+            // The producer's copy of the next one is what this thread's next wait waits for.
+            wait::note_large_frame(size);
+        }
         // A frame that we had to wait for and that ends a cache line (a ping-pong of one-line
         // messages): publish at once, without looking at the next word, which is in a line
         // the producer is about to write (that look would put a transfer on the way to the
@@ -324,7 +329,7 @@ impl Consumer {
         // back, at the latest, when that frame is read.
         let waited = self.state.found_empty.replace(false);
         if (waited && self.state.head % LINE as u64 == 0)
-            || self.state.head - self.state.released.get() >= self.state.batch
+            || self.batch_read()
             || self
                 .state
                 .ptrs
@@ -334,6 +339,23 @@ impl Consumer {
         {
             self.store_head();
         }
+    }
+
+    /// Whether a batch's worth of read space is held back, to give back now while more frames
+    /// wait: [`release_batch`], or, while the producer sleeps for room, a quarter of the ring.
+    /// Each publication of our index wakes a sleeping producer, and one that wakes to a batch
+    /// of room fills it and sleeps again: a consumer that holds back a quarter of the ring wakes
+    /// it a few times a lap, as a pipe's reader does, instead of once per batch, and the
+    /// producer runs ahead into a quarter of the ring per wake-up. (When the ring is found
+    /// empty everything goes back at once, as always.)
+    #[inline]
+    fn batch_read(&self) -> bool {
+        let held = self.state.head - self.state.released.get();
+        // Relaxed: a hint, read once per batch; a producer that announces its sleep just after
+        // it is woken by the next publication, which the ring being found empty forces.
+        held >= self.state.batch
+            && (held >= self.state.ptrs.capacity as u64 / 4
+                || self.space_cell().sleepers.load(Ordering::Relaxed) == 0)
     }
 
     /// The ring was found empty: the next frame is waited for, and nothing read stays held

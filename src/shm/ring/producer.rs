@@ -440,7 +440,7 @@ impl Producer {
             return Ok(0);
         }
         // The consumer reaches every frame of the batch through the word at `first`.
-        self.release_word(first, first_word, self.state.tail, last_size);
+        self.release_word(first, first, first_word, self.state.tail, last_size);
         Ok(sent)
     }
 
@@ -461,21 +461,23 @@ impl Producer {
     /// PAD) with `used` bytes of payload, and wakes the consumer if it may be asleep.
     #[inline]
     pub(super) fn publish(&mut self, start: u64, used: usize, kind: u8) {
-        if start != self.state.tail {
+        let from = self.state.tail;
+        if start != from {
             self.skip_to(start);
         }
         let fs = frame_size(used) as u64;
         let at = self.state.tail;
-        self.release_word(at, encode(at, kind, used as u32), at + fs, fs);
+        self.release_word(from, at, encode(at, kind, used as u32), at + fs, fs);
     }
 
     /// The end of every publish: keeps the invariant (zeroes the word at `next`, our position
     /// after it, before anyone can get there), stores `word`, the header word at index `at`
     /// that the consumer is waiting on, moves our position to `next`, and then makes the
-    /// informational copy of it, wakes the consumer and zeroes ahead for a next frame of `fs`
-    /// bytes (the last one published).
+    /// informational copy of it, wakes the consumer (`from`: our position before this
+    /// publish, see `notify_consumer`) and zeroes ahead for a next frame of `fs` bytes (the
+    /// last one published).
     #[inline]
-    fn release_word(&mut self, at: u64, word: u64, next: u64, fs: u64) {
+    fn release_word(&mut self, from: u64, at: u64, word: u64, next: u64, fs: u64) {
         if next != self.state.zeroed {
             // Relaxed: published by the store of `word` below. (Where `zero_ahead` zeroed the
             // word at an earlier publish and no grant has reached it since, it still holds that
@@ -489,7 +491,11 @@ impl Producer {
         self.state.tail = next;
         // Release: informational copy of our index, read by `Producer::new` of a successor.
         self.state.ptrs.header().tail.store(next, Ordering::Release);
-        self.notify_consumer();
+        self.notify_consumer(from);
+        if fs >= wait::LARGE_FRAME {
+            // The consumer's copy of it is what this thread's next wait waits for.
+            wait::note_large_frame(fs);
+        }
         self.zero_ahead(next, fs);
     }
 
@@ -516,11 +522,26 @@ impl Producer {
         self.state.ptrs.word((index & self.state.mask) as usize)
     }
 
-    /// Wakes the consumer if it may be asleep.
+    /// Wakes the consumer if it may be asleep in front of what was just published from index
+    /// `from` (our position before the publish) on.
+    ///
+    /// A consumer asleep behind `from` (its published index below it) sleeps in front of a
+    /// frame published earlier, and the publish of that frame woke it: it slept only after its
+    /// look (after F1) found that frame's word zero, so that publish's F2 came after F1 and its
+    /// look at `sleepers` saw the sleeper. Waking it again per frame, while it is on its way to
+    /// a core, would cost a system call per message in a stream that outruns its consumer's
+    /// wake-ups. The index it read is the one the consumer stored before that sleep: a consumer
+    /// gives all it read back before it waits (see `Consumer::release`), before its F1, which
+    /// our F2 follows whenever its look can miss this publish. A consumer that stores another
+    /// index (a hostile one) can only delay its own wake-ups.
     #[inline]
-    pub(super) fn notify_consumer(&self) {
+    pub(super) fn notify_consumer(&self, from: u64) {
         if self.state.ptrs.peer_mode() != MODE_SPIN {
-            wait::wake_if_sleeping(&self.state.ptrs.header().data_wait);
+            let header = self.state.ptrs.header();
+            wait::wake_if_sleeping_and(&header.data_wait, || {
+                // Relaxed: ordered by F2 (see above and `handshake::wake_if_sleeping_and`).
+                header.head.load(Ordering::Relaxed) >= from
+            });
         }
     }
 

@@ -262,6 +262,80 @@ fn a_dropped_grant_never_leaves_a_sleeping_consumer_behind_a_pad() {
     assert_eq!(&*rx.try_read().unwrap(), &[6; 400]);
 }
 
+/// A producer wakes a sleeping consumer once per sleep: for the frame it sleeps in front of,
+/// not again for the frames behind it, and again once the consumer has read them and sleeps
+/// anew, also when the frame it sleeps in front of is a SKIP that the commit publishes.
+#[test]
+fn a_producer_wakes_a_sleeping_consumer_once_per_sleep() {
+    let (mut tx, mut rx) = new(64 * 1024).unwrap();
+    // SAFETY: as in `a_dropped_grant_never_leaves_a_sleeping_consumer_behind_a_pad`.
+    unsafe { tx.state.ptrs.peer_mode.as_ref() }
+        .store(crate::shm::layout::MODE_BLOCK, Ordering::Relaxed);
+    let futex = |rx: &Consumer| rx.data_cell().futex.load(Ordering::Relaxed);
+    assert!(!rx.has_data());
+    // The consumer goes to sleep in front of the first frame.
+    rx.data_cell().sleepers.store(1, Ordering::Relaxed);
+    let asleep = futex(&rx);
+    tx.try_send(&[1; 8]).unwrap();
+    let woken = futex(&rx);
+    assert_ne!(woken, asleep, "the frame it sleeps in front of wakes it");
+    tx.try_send(&[2; 8]).unwrap();
+    assert_eq!(futex(&rx), woken, "woken already: no wake-up per frame");
+    assert_eq!(&*rx.try_read().unwrap(), &[1; 8]);
+    assert_eq!(&*rx.try_read().unwrap(), &[2; 8]);
+    assert!(matches!(rx.try_read(), Err(RecvError::Empty { .. })));
+    // Asleep again, now in front of a frame that straddles a line, so its commit publishes a
+    // SKIP where the consumer is and the frame at the next line.
+    let asleep = futex(&rx);
+    assert_ne!(tx.state.tail % LINE as u64, 0);
+    tx.try_send(&[3; 56]).unwrap();
+    assert_ne!(
+        futex(&rx),
+        asleep,
+        "a SKIP in front of the consumer wakes it"
+    );
+    rx.data_cell().sleepers.store(0, Ordering::Relaxed);
+    assert_eq!(&*rx.try_read().unwrap(), &[3; 56]);
+}
+
+/// While the producer sleeps for room, the consumer gives space back a quarter of the ring at a
+/// time (each publication of its index wakes the producer), else a batch at a time; and all of
+/// it once it reaches the last frame.
+#[test]
+fn a_consumer_gives_a_sleeping_producer_room_a_quarter_ring_at_a_time() {
+    let capacity = 64 * 1024;
+    for asleep in [false, true] {
+        let (mut tx, mut rx) = new(capacity).unwrap();
+        let frames = 2 * capacity / 4 / 128;
+        for i in 0..frames {
+            tx.try_send(&pattern(i, 120)).unwrap();
+        }
+        rx.space_cell()
+            .sleepers
+            .store(u32::from(asleep), Ordering::Relaxed);
+        let published = |rx: &Consumer| rx.state.ptrs.header().head.load(Ordering::Relaxed);
+        let mut steps = vec![0];
+        for i in 0..frames {
+            assert_eq!(&*rx.try_read().unwrap(), &pattern(i, 120)[..]);
+            if steps.last() != Some(&published(&rx)) {
+                steps.push(published(&rx));
+            }
+        }
+        let step = if asleep {
+            capacity as u64 / 4
+        } else {
+            rx.state.batch
+        };
+        let expected: Vec<u64> = (0..).map(|n| n * step).take(steps.len()).collect();
+        assert_eq!(steps, expected, "asleep: {asleep}");
+        assert_eq!(
+            published(&rx),
+            (frames * 128) as u64,
+            "all of it at the last frame"
+        );
+    }
+}
+
 #[test]
 fn a_grant_over_the_word_zeroed_ahead_leaves_no_false_frame() {
     // A 56-byte message fills the line [0, 64) and its publish zeroes the header word at 128,
