@@ -69,6 +69,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 
+#[cfg(not(loom))]
+mod crowd;
 pub(crate) mod handshake;
 mod policy;
 mod waiter;
