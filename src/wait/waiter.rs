@@ -234,7 +234,8 @@ impl Waiter {
             loop {
                 for _ in 0..SPINS_PER_CLOCK_READ {
                     if ready() {
-                        // A plan that polls never asks how long the wait took.
+                        // A post-wake poll is timed from the first batch's look at the
+                        // clock: a wait that ends within the first batch took next to nothing.
                         self.policy.learn(plan, false, || {
                             started.map_or(Duration::ZERO, |s: Instant| s.elapsed())
                         });
