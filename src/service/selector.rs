@@ -524,6 +524,7 @@ impl Selector {
         // ones alone, for `HOT_SLICE` (looking at every channel each `HOT_SLICE`): a busy
         // client is answered without waking the pool.
         let quiet_since = Instant::now();
+        Policy::note_time(quiet_since);
         loop {
             let now = Instant::now();
             let next_check = self.next_check();
@@ -625,6 +626,7 @@ impl Selector {
                 std::hint::spin_loop();
             }
             let now = Instant::now();
+            Policy::note_time(now);
             if now >= *until.get_or_insert(now + budget) {
                 return false;
             }

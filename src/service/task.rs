@@ -239,6 +239,7 @@ impl Side {
         if !w.slept {
             let (budget, polite) = w.plan.poll();
             let batch = Instant::now();
+            Policy::note_time(batch);
             if batch.duration_since(w.started) < budget {
                 for _ in 0..SPINS_PER_CLOCK_READ {
                     if want.ready(ch) {

@@ -45,10 +45,12 @@
 //! same thread can answer. So on a runtime thread, a task whose peer answers within
 //! microseconds gets about the round trip of a synchronous `Block` channel; a task whose polls
 //! stop finding messages (a slow peer, or many busy tasks on the thread) soon stops polling and
-//! costs the thread nothing while it waits. A runtime thread whose tasks take turns at polling
-//! stops polling for a while (every task on it sleeps at once) when a batch of its polls lost
-//! the core: on a machine with more runnable threads than cores, a thread kept runnable by its
-//! polls waits behind the busy ones with every task it serves.
+//! costs the thread nothing while it waits. While the machine has more runnable threads than
+//! CPUs, every task (as every `Block` wait of the process) sleeps at once; and a runtime thread
+//! whose tasks take turns at polling stops polling for a while (every task on it sleeps at
+//! once) when a batch of its polls lost the core: on a machine with more runnable threads than
+//! cores, a thread kept runnable by its polls waits behind the busy ones with every task it
+//! serves.
 //!
 //! To sleep, a task announces a sleeper on the channel's data cell exactly as a `Block`
 //! receive does (read the word, announce, fence, look again) and returns `Pending` after

@@ -11,9 +11,16 @@
 //!   core we would spin on, it sleeps at once
 //!   (with a short probe spin now and then to notice when spinning pays again). Right after it
 //!   woke its peer (which cannot answer before it has run) it sleeps at once, or polls politely
-//!   for a while, whichever has lately been quicker. A thread that polls for several waits in
-//!   turn (a runtime thread serving many tasks) stops polling for a while once a batch of its
-//!   polls lost the core (`Policy::note_poll_batch`). After its thread published or read a
+//!   for a while, whichever has lately been quicker. While the machine has more runnable
+//!   threads than CPUs (many server threads, many busy tasks, other busy processes), every
+//!   `Block` wait of the process sleeps at once: a spin would keep a CPU from a thread with
+//!   work, perhaps the one that would answer. The process learns it from the scheduler's count
+//!   of runnable threads (`/proc/loadavg`, read at most every 5 ms, and at once when a batch of
+//!   polls lost its core, on a clock read a wait makes anyway; smoothed, so a moment's extra
+//!   thread changes nothing and the end of a crowd is noticed within tens of milliseconds; see
+//!   `crowd.rs`, which keeps the file open). A thread that polls for several waits in
+//!   turn (a runtime thread serving many tasks) also stops polling for a while once a batch of
+//!   its polls lost the core (`Policy::note_poll_batch`). After its thread published or read a
 //!   large frame (16 KiB or more) it spins longer, 1 us per KiB of that frame up to 2 ms: long
 //!   enough for the peer to copy one like it, which a large echo or a stream of large frames
 //!   waits for (`policy::spin_for_frame`). It sleeps in the kernel on a futex word
@@ -68,7 +75,8 @@
 //! `handshake.rs` holds the handshake's two sides, written once (`observe` is A, `fence` is F1,
 //! `wake_if_sleeping` is F2 and the wake-up, `wake` the unconditional one) and used by every
 //! sleeper: the blocking waits, the async tasks and the selector. `policy.rs` holds the `Block`
-//! policy (what a wait learnt, the plan for the next one) and its tuned constants; `waiter.rs`
+//! policy (what a wait learnt, the plan for the next one) and its tuned constants, `crowd.rs`
+//! the process-wide view of whether runnable threads outnumber the CPUs; `waiter.rs`
 //! the per-half `Waiter` (the blocking waits) and its death-watch registration. The async
 //! task's side of a wait (its poll, its announcement kept across polls, its sleep on a futex
 //! ring of its own or through the reactor) is `service/task.rs`, which needs the channel.
@@ -78,6 +86,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 
+#[cfg(not(loom))]
+mod crowd;
 pub(crate) mod handshake;
 mod policy;
 mod waiter;

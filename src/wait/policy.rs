@@ -150,19 +150,45 @@ impl Policy {
         }
     }
 
-    /// How the next wait goes. While this thread's polls are held off (see
-    /// [`note_poll_batch`](Policy::note_poll_batch)), sleep at once and learn nothing. Right
+    /// How the next wait goes. While the machine has more runnable threads than CPUs (see
+    /// `crowd.rs`) or this thread's polls are held off (see
+    /// [`note_poll_batch`](Policy::note_poll_batch)), sleep at once and learn nothing: a poll
+    /// would keep a CPU from a thread with work, perhaps the one that would answer. Right
     /// after this thread woke the peer, the peer answers only once it has been woken and got a
     /// core, perhaps the one we would spin on: poll or sleep,
     /// whichever has lately been quicker (see `post_wake_polls`). Otherwise spin for the learnt
     /// budget (see `spin_budget`).
     pub(crate) fn plan(&mut self) -> Plan {
+        #[cfg(not(loom))]
+        let crowded = super::crowd::crowded();
+        #[cfg(loom)]
+        let crowded = false;
+        self.plan_in(crowded)
+    }
+
+    /// [`plan`](Policy::plan), told whether the machine is crowded.
+    fn plan_in(&mut self, crowded: bool) -> Plan {
+        // The thread's state is taken in any case: a mark of a woken peer is for the next
+        // wait alone.
         match take_thread_state() {
+            _ if crowded => Plan::Spin(Duration::ZERO),
             ThreadState::PollsHeld => Plan::Spin(Duration::ZERO),
             ThreadState::WokePeer if self.post_wake_polls() => Plan::PollAfterWake,
             ThreadState::WokePeer => Plan::SleepAfterWake,
             ThreadState::Plain => Plan::Spin(self.spin_budget(take_large_frame())),
         }
+    }
+
+    /// Tells the process-wide view of the machine the time, from a clock read that a wait
+    /// made anyway (before it sleeps at once, or after a batch of polls): at most every few
+    /// milliseconds, that reads how many threads are runnable (see `crowd.rs`). Never called on
+    /// the path of a wait whose first look finds data.
+    #[inline]
+    pub(crate) fn note_time(now: Instant) {
+        #[cfg(not(loom))]
+        super::crowd::note_time(now, super::crowd::LOOK_EVERY);
+        #[cfg(loom)]
+        let _ = now;
     }
 
     /// Folds the end of a wait that went by `plan` into what the policy knows: data came
@@ -186,18 +212,20 @@ impl Policy {
     /// but the batch (and at most a `yield_now`) on this thread in between.
     ///
     /// A batch longer than [`DESCHEDULED`] lost its core: the machine has more runnable threads
-    /// than cores. If this thread recently polled for another wait too (a runtime thread
-    /// serving several tasks; see [`SHARED_FOR`]), every `Block` wait of the thread
-    /// sleeps at once for [`HOLD_OFF`]. Such a thread's polls keep it runnable all the time, and
+    /// than cores. The process then looks at the count of runnable threads without waiting for
+    /// its next look (see [`note_time`](Policy::note_time)): if it confirms the crowd, every
+    /// `Block` wait of the process sleeps at once. And if this thread recently polled for
+    /// another wait too (a runtime thread serving several tasks; see [`SHARED_FOR`]), every
+    /// `Block` wait of the thread sleeps at once for [`HOLD_OFF`] whatever the count says (or
+    /// where it cannot be read). Such a thread's polls keep it runnable all the time, and
     /// a thread that never sleeps is the one the scheduler makes wait behind the busy ones, with
     /// every task it serves: sleeping serves them sooner. The policy's own averages cannot see
-    /// it: a descheduled poll finds its data when it gets the core back, and counts as a hit. A
-    /// thread polling for one wait keeps to its policy: its polls delay no one else of its own,
-    /// and a busy machine still leaves spells in which they pay.
+    /// it: a descheduled poll finds its data when it gets the core back, and counts as a hit.
     // Out of line: called only once a wait's first batch of polls found nothing, and kept out
     // of the waits that end within it.
     #[inline(never)]
     pub(crate) fn note_poll_batch(&self, began: Instant, ended: Instant) {
+        let lost = ended.saturating_duration_since(began) > DESCHEDULED;
         #[cfg(not(loom))]
         THREAD.with(|polls| {
             // Which wait polled: the policy's address (a wait that moves between polls only
@@ -212,12 +240,21 @@ impl Policy {
                 0
             };
             polls.alone.set(alone);
-            if alone < SHARED_FOR && ended.saturating_duration_since(began) > DESCHEDULED {
+            if alone < SHARED_FOR && lost {
                 polls.held_until.set(Some(ended + HOLD_OFF));
             }
         });
+        #[cfg(not(loom))]
+        super::crowd::note_time(
+            ended,
+            if lost {
+                super::crowd::LOOK_AGAIN_AFTER
+            } else {
+                super::crowd::LOOK_EVERY
+            },
+        );
         #[cfg(loom)]
-        let _ = (began, ended);
+        let _ = lost;
     }
 
     /// Folds the outcome of a spin into the moving average: it found data (`hit`), or it ran
@@ -516,7 +553,7 @@ mod tests {
         fresh_thread();
         let mut p = Policy::default();
         assert_eq!(
-            p.plan(),
+            p.plan_in(false),
             Plan::Spin(BLOCK_SPIN),
             "a new policy spins a little"
         );
@@ -525,7 +562,7 @@ mod tests {
         }
         let mut spins = 0;
         for _ in 0..PROBE_EVERY {
-            if p.plan() != Plan::Spin(Duration::ZERO) {
+            if p.plan_in(false) != Plan::Spin(Duration::ZERO) {
                 spins += 1;
             }
         }
@@ -535,7 +572,42 @@ mod tests {
         for _ in 0..16 {
             p.learn(Plan::Spin(BLOCK_SPIN), false, || Duration::from_micros(1));
         }
-        assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "spins hit again: spin");
+        assert_eq!(
+            p.plan_in(false),
+            Plan::Spin(BLOCK_SPIN),
+            "spins hit again: spin"
+        );
+    }
+
+    #[test]
+    fn every_wait_sleeps_at_once_and_learns_nothing_while_the_machine_is_crowded() {
+        fresh_thread();
+        let mut p = Policy::default();
+        // A policy whose post-wake polls have been quicker than its post-wake sleeps.
+        for _ in 0..16 {
+            p.learn(Plan::SleepAfterWake, true, || Duration::from_micros(8));
+        }
+        for _ in 0..4 {
+            p.learn(Plan::PollAfterWake, false, || Duration::from_micros(2));
+        }
+        let learnt = format!("{p:?}");
+        note_woke_peer();
+        assert_eq!(
+            p.plan_in(true),
+            Plan::Spin(Duration::ZERO),
+            "right after waking the peer too"
+        );
+        assert_eq!(p.plan_in(true), Plan::Spin(Duration::ZERO));
+        p.learn(Plan::Spin(Duration::ZERO), true, || {
+            Duration::from_millis(1)
+        });
+        assert_eq!(format!("{p:?}"), learnt, "a crowded wait teaches nothing");
+        // The crowd left: the crowded wait took the mark of the woken peer, so the next wait
+        // spins; after the next wake-up, the post-wake plan is what it was.
+        assert_eq!(p.plan_in(false), Plan::Spin(BLOCK_SPIN));
+        note_woke_peer();
+        assert_eq!(p.plan_in(false), Plan::PollAfterWake);
+        fresh_thread();
     }
 
     #[test]
@@ -608,18 +680,22 @@ mod tests {
         batches(&a, 1, Duration::from_micros(5));
         batches(&b, 1, DESCHEDULED / 2);
         assert_eq!(
-            a.plan(),
+            a.plan_in(false),
             Plan::Spin(BLOCK_SPIN),
             "short batches hold nothing"
         );
         // Another wait's poll on this thread lost its core: every wait of the thread sleeps.
         batches(&a, 1, DESCHEDULED * 4);
         note_woke_peer();
-        assert_eq!(a.plan(), Plan::Spin(Duration::ZERO));
-        assert_eq!(b.plan(), Plan::Spin(Duration::ZERO), "and learns nothing");
+        assert_eq!(a.plan_in(false), Plan::Spin(Duration::ZERO));
+        assert_eq!(
+            b.plan_in(false),
+            Plan::Spin(Duration::ZERO),
+            "and learns nothing"
+        );
         // Until the hold ends (the held wait took the mark: no post-wake plan now).
         THREAD.with(|t| t.held_until.set(Some(Instant::now())));
-        assert_eq!(a.plan(), Plan::Spin(BLOCK_SPIN));
+        assert_eq!(a.plan_in(false), Plan::Spin(BLOCK_SPIN));
         fresh_thread();
     }
 
@@ -629,7 +705,7 @@ mod tests {
         let (mut a, b) = (Policy::default(), Policy::default());
         batches(&a, 1, DESCHEDULED * 4);
         assert_eq!(
-            a.plan(),
+            a.plan_in(false),
             Plan::Spin(BLOCK_SPIN),
             "a thread's first wait polls alone"
         );
@@ -637,11 +713,11 @@ mod tests {
         // One wait polling alone for long enough: no longer a shared thread.
         batches(&a, SHARED_FOR, Duration::from_micros(5));
         batches(&a, 1, DESCHEDULED * 4);
-        assert_eq!(a.plan(), Plan::Spin(BLOCK_SPIN));
+        assert_eq!(a.plan_in(false), Plan::Spin(BLOCK_SPIN));
         // Another wait polls on the thread again: it counts as shared once more.
         batches(&b, 1, Duration::from_micros(5));
         batches(&a, 1, DESCHEDULED * 4);
-        assert_eq!(a.plan(), Plan::Spin(Duration::ZERO));
+        assert_eq!(a.plan_in(false), Plan::Spin(Duration::ZERO));
         fresh_thread();
     }
 }

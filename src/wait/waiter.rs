@@ -225,14 +225,17 @@ impl Waiter {
         let plan = self.policy.plan();
         let (budget, polite) = plan.poll();
         let started = if budget.is_zero() {
-            Instant::now()
+            let now = Instant::now();
+            Policy::note_time(now);
+            now
         } else {
             let mut started = None;
             let mut last = None;
             loop {
                 for _ in 0..SPINS_PER_CLOCK_READ {
                     if ready() {
-                        // A plan that polls never asks how long the wait took.
+                        // A post-wake poll is timed from the first batch's look at the
+                        // clock: a wait that ends within the first batch took next to nothing.
                         self.policy.learn(plan, false, || {
                             started.map_or(Duration::ZERO, |s: Instant| s.elapsed())
                         });
@@ -241,9 +244,10 @@ impl Waiter {
                     std::hint::spin_loop();
                 }
                 let now = Instant::now();
-                if let Some(last) = last.replace(now) {
+                match last.replace(now) {
                     // A batch of polls (and the yield before it) that lost its core.
-                    self.policy.note_poll_batch(last, now);
+                    Some(last) => self.policy.note_poll_batch(last, now),
+                    None => Policy::note_time(now),
                 }
                 let began = *started.get_or_insert(now);
                 if now >= began + budget || deadline.is_some_and(|d| now >= d) {
