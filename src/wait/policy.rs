@@ -632,22 +632,22 @@ mod tests {
         note_large_frame(1 << 20);
         note_large_frame(LARGE_FRAME);
         assert_eq!(
-            p.plan(),
+            p.plan_in(false),
             Plan::Spin(spin_for_frame(1 << 20)),
             "the largest frame since the last wait"
         );
-        assert_eq!(p.plan(), Plan::Spin(BLOCK_SPIN), "taken by that wait");
+        assert_eq!(p.plan_in(false), Plan::Spin(BLOCK_SPIN), "taken by that wait");
         // After waking its peer a wait plans as before; the frame counts for the next spin.
         note_large_frame(1 << 20);
         note_woke_peer();
-        assert_eq!(p.plan(), Plan::SleepAfterWake);
-        assert_eq!(p.plan(), Plan::Spin(spin_for_frame(1 << 20)));
+        assert_eq!(p.plan_in(false), Plan::SleepAfterWake);
+        assert_eq!(p.plan_in(false), Plan::Spin(spin_for_frame(1 << 20)));
         // Spins that ran out, long as they were: sleep at once, large frame or not.
         for _ in 0..16 {
             p.learn(Plan::Spin(LARGE_SPIN_MAX), true, || LARGE_SPIN_MAX * 2);
         }
         note_large_frame(1 << 20);
-        assert_eq!(p.plan(), Plan::Spin(Duration::ZERO));
+        assert_eq!(p.plan_in(false), Plan::Spin(Duration::ZERO));
         fresh_thread();
     }
 
