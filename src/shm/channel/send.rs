@@ -472,11 +472,10 @@ impl crate::seam::SendCore for SendHalf {
             && self.peer.state() == PEER_PRESENT
             && !self.peer.alarm().is_raised()
             && len <= self.max_message.min(self.peer_limit())
+            && self.tx.room_here(len)
         {
-            if self.tx.room_here(len) {
-                self.tx.write_here(bytes);
-                return Ok(());
-            }
+            self.tx.write_here(bytes);
+            return Ok(());
         }
         self.send_slow(bytes, deadline)
     }
