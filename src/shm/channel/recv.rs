@@ -98,6 +98,21 @@ impl RecvHalf {
     /// every fragment. Either way the message under way is kept and the next call goes on with it.
     #[inline]
     pub(crate) fn next_ready(&mut self, wait: Deadline) -> Result<Ready, RecvError> {
+        // The common case, inline: a whole message in one frame is there now, with no message
+        // in fragments under way. (`data_now` judges the header word it loads; anything else
+        // is judged from a load of its own in `next_ready_slow`.)
+        if self.assembling == Assembling::Idle {
+            if let Some(frame) = self.rx.data_now() {
+                return Ok(Ready::Frame(frame));
+            }
+        }
+        self.next_ready_slow(wait)
+    }
+
+    /// [`next_ready`](RecvHalf::next_ready) off its common path: nothing there yet (wait),
+    /// a marker, a fragment, a corrupt frame.
+    #[inline(never)]
+    fn next_ready_slow(&mut self, wait: Deadline) -> Result<Ready, RecvError> {
         let mut budget = self.rx.capacity() as u64;
         loop {
             match self.rx.poll_frame() {

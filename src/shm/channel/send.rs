@@ -174,6 +174,25 @@ impl SendHalf {
         }
     }
 
+    /// [`send_until`](crate::seam::SendCore::send_until) off its common path: every look and
+    /// wait a send of bytes may need, one frame or fragments.
+    #[inline(never)]
+    fn send_slow(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        if bytes.len() <= self.tx.max_len() {
+            // Placed and written straight away: no grant is handed back through a `Result`.
+            // (`place` without its look at the frame's size, checked just above.)
+            self.send_allowed(bytes.len())?;
+            if self.unfinished {
+                self.withdraw_unfinished(deadline)?;
+            }
+            let start = self.room(bytes.len(), deadline)?;
+            self.tx.write_at(start, bytes, kind::DATA);
+            Ok(())
+        } else {
+            self.send_fragmented(bytes, deadline)
+        }
+    }
+
     /// Room for a frame of `len` bytes of kind `kind`, waiting for it until `deadline`. A frame
     /// that starts a message first withdraws an unfinished one.
     #[inline]
@@ -437,21 +456,28 @@ impl crate::seam::SendCore for SendHalf {
     type Grant<'a> = WriteGrant<'a>;
 
     /// The core of every send of bytes: one frame, or fragments for a message longer than one.
+    ///
+    /// A message of one frame that may go out and finds room by our own copy of the consumer's
+    /// index goes out here, inline: one look at the peer (its state, the alarm, its limit: each
+    /// read once and judged where it is read), the frame placed and written, no `Result` or
+    /// grant handed through a call. Anything else (a peer not there, an alarm, a message too
+    /// long, an unfinished message to withdraw, a ring full by our copy of the index, a frame
+    /// that goes after a SKIP or a PAD, a rewind due) takes [`send_slow`](SendHalf::send_slow),
+    /// which decides all of it from its own reads, waits, and reports.
     #[inline]
     fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
-        if bytes.len() <= self.tx.max_len() {
-            // Placed and written straight away: no grant is handed back through a `Result`.
-            // (`place` without its look at the frame's size, checked just above.)
-            self.send_allowed(bytes.len())?;
-            if self.unfinished {
-                self.withdraw_unfinished(deadline)?;
-            }
-            let start = self.room(bytes.len(), deadline)?;
-            self.tx.write_at(start, bytes, kind::DATA);
-            Ok(())
-        } else {
-            self.send_fragmented(bytes, deadline)
+        let len = bytes.len();
+        if len <= self.tx.max_len()
+            && !self.unfinished
+            && self.peer.state() == PEER_PRESENT
+            && !self.peer.alarm().is_raised()
+            && len <= self.max_message.min(self.peer_limit())
+            && self.tx.room_here(len)
+        {
+            self.tx.write_here(bytes);
+            return Ok(());
         }
+        self.send_slow(bytes, deadline)
     }
 
     /// The core of every JSON send: in place in a grant where the value fits one, else through

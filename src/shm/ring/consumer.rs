@@ -226,12 +226,58 @@ impl Consumer {
     /// the channel name's `Arc`).
     #[inline]
     pub(crate) fn poll_frame(&mut self) -> Result<Option<Frame>, RecvError> {
+        match self.look() {
+            Ok(frame) => Ok(Some(frame)),
+            Err(word) => self.poll_frame_slow(word),
+        }
+    }
+
+    /// The `DATA` frame at our position, if the header word there is one that needs no more
+    /// judging than this: the tag of our position and kind `DATA` (the upper half of the word
+    /// compared at once), a length of at most `max_len` whose frame ends inside the region.
+    /// `None` for anything else (nothing yet, a marker, a fragment, a corrupt word), which
+    /// [`poll_frame`](Consumer::poll_frame) judges from its own load of the word.
+    #[inline(always)]
+    pub(crate) fn data_now(&self) -> Option<Frame> {
+        self.look().ok()
+    }
+
+    /// [`data_now`](Consumer::data_now), handing back the word it loaded when that is not such
+    /// a frame (every check of it is made on that one load, in `poll_frame_slow`).
+    #[inline(always)]
+    fn look(&self) -> Result<Frame, u64> {
+        let pos = (self.state.head & self.state.mask) as usize;
+        // OBSERVE (Acquire): pairs with PUBLISH in Producer::release_word / skip_to.
+        let word = self.state.ptrs.word(pos).load(OBSERVE);
+        // The tag (bits 35..64) and the kind (bits 32..35) a DATA frame here carries.
+        if word >> 32 == encode(self.state.head, kind::DATA, 0) >> 32 {
+            let len = word as u32 as usize;
+            let size = frame_size(len);
+            if len <= self.state.max_len && pos + size <= self.state.ptrs.capacity {
+                self.prefetch_ahead(pos, size);
+                return Ok(Frame {
+                    offset: pos + FRAME_HEADER,
+                    len,
+                    kind: kind::DATA,
+                    size: size as u64,
+                });
+            }
+        }
+        Err(word)
+    }
+
+    /// [`poll_frame`](Consumer::poll_frame) for a header word that `look` did not take:
+    /// `word`, loaded there from our position, judged in full (and a SKIP or a PAD followed).
+    #[inline(never)]
+    fn poll_frame_slow(&mut self, mut word: u64) -> Result<Option<Frame>, RecvError> {
         let cap = self.state.mask + 1;
         let mut skipped = false;
         loop {
             let pos = (self.state.head & self.state.mask) as usize;
-            // OBSERVE (Acquire): pairs with PUBLISH in Producer::publish / try_reserve_kind.
-            let word = self.state.ptrs.word(pos).load(OBSERVE);
+            if skipped {
+                // OBSERVE (Acquire): pairs with PUBLISH in Producer::release_word / skip_to.
+                word = self.state.ptrs.word(pos).load(OBSERVE);
+            }
             if word == 0 {
                 self.caught_up();
                 return Ok(None);
@@ -380,9 +426,11 @@ impl Consumer {
         // Once per line: when this frame starts a line or reaches into the next one, the line
         // `PREFETCH_AHEAD` past the last line it reaches into.
         let last = pos + size - 1;
-        if (pos % LINE == 0 || pos / LINE != last / LINE)
+        // The backlog first: a consumer that keeps finding the ring empty (a ping-pong) asks
+        // nothing more.
+        if self.state.head - self.state.empty_at.get() >= BACKLOG
             && size <= PREFETCH_MAX_FRAME
-            && self.state.head - self.state.empty_at.get() >= BACKLOG
+            && (pos % LINE == 0 || pos / LINE != last / LINE)
         {
             let ahead = ((last & !(LINE - 1)) + PREFETCH_AHEAD) & self.state.mask as usize;
             #[cfg(all(target_arch = "x86_64", not(loom)))]

@@ -64,6 +64,11 @@
 //! [`RecvError::Corrupt`](crate::RecvError::Corrupt) or
 //! [`SendError::Corrupt`](crate::SendError::Corrupt). The consumer's own index and the producer's
 //! own index are kept in local memory and never reread from the mapping.
+//!
+//! The common case is judged in one compare: a header word whose upper half is exactly the tag
+//! of the consumer's position and the kind `DATA`, with a length of at most a frame's that ends
+//! inside the region, is a frame (`Consumer::data_now`). Any other word goes to the full
+//! judgement (`poll_frame_slow`), which decides from the word that same load read.
 
 mod consumer;
 mod heap;

@@ -167,6 +167,35 @@ impl Producer {
         Ok(Some(start))
     }
 
+    /// True when a frame of `len` bytes (at most `max_len`) can go right at our position, as
+    /// decided from this end's own state alone: it needs no SKIP or PAD in front of it, no
+    /// rewind is due, and it fits by the consumer's index as last read (the common case of a
+    /// send). False when [`room_for`](Producer::room_for) must decide (it places the frame
+    /// after a marker, rewinds, or rereads the consumer's index and judges it). No shared
+    /// memory is read here, so there is nothing to check.
+    #[inline(always)]
+    pub(crate) fn room_here(&self, len: usize) -> bool {
+        let fs = frame_size(len) as u64;
+        let tail = self.state.tail;
+        let pos = tail & self.state.mask;
+        !skips_to_line(pos, fs)
+            && pos + fs <= self.state.mask + 1
+            && tail < self.state.next_rewind
+            && self.fits(tail + fs)
+    }
+
+    /// Writes `bytes` as a `DATA` frame at our position, which
+    /// [`room_here`](Producer::room_here) found room for, and publishes it: the whole send of
+    /// a frame, inline.
+    #[inline(always)]
+    pub(crate) fn write_here(&mut self, bytes: &[u8]) {
+        let at = self.state.tail;
+        let len = bytes.len();
+        copy_in(&mut self.grant_at(at, len, kind::DATA), bytes);
+        let fs = frame_size(len) as u64;
+        self.release_word(at, at, encode(at, kind::DATA, len as u32), at + fs, fs);
+    }
+
     /// True when frames may end at index `end`: the space up to it and the header word after
     /// it are free by the consumer's index as we last read it.
     #[inline]
@@ -255,7 +284,7 @@ impl Producer {
     #[inline]
     pub(crate) fn write_at(&mut self, start: u64, bytes: &[u8], kind: u8) {
         let mut grant = self.grant_at(start, bytes.len(), kind);
-        grant.copy_from_slice(bytes);
+        copy_in(&mut grant, bytes);
         grant.commit(bytes.len());
     }
 
@@ -331,6 +360,17 @@ impl Producer {
     /// [`SendError::TooLarge`] past [`max_len`](Producer::max_len).
     #[inline]
     pub fn try_send(&mut self, data: &[u8]) -> Result<(), SendError> {
+        if data.len() <= self.state.max_len && self.room_here(data.len()) {
+            self.write_here(data);
+            return Ok(());
+        }
+        self.try_send_slow(data)
+    }
+
+    /// [`try_send`](Producer::try_send) when its own state does not show room: the consumer's
+    /// index reread and judged, a rewind, or the error.
+    #[inline(never)]
+    fn try_send_slow(&mut self, data: &[u8]) -> Result<(), SendError> {
         let mut grant = self.try_reserve(data.len())?;
         grant.copy_from_slice(data);
         grant.commit(data.len());
@@ -473,9 +513,9 @@ impl Producer {
     /// The end of every publish: keeps the invariant (zeroes the word at `next`, our position
     /// after it, before anyone can get there), stores `word`, the header word at index `at`
     /// that the consumer is waiting on, moves our position to `next`, and then makes the
-    /// informational copy of it, wakes the consumer (`from`: our position before this
-    /// publish, see `notify_consumer`) and zeroes ahead for a next frame of `fs` bytes (the
-    /// last one published).
+    /// informational copy of it, zeroes ahead for a next frame of `fs` bytes (the last one
+    /// published) and, last, wakes the consumer (`from`: our position before this publish, see
+    /// `notify_consumer`).
     #[inline]
     fn release_word(&mut self, from: u64, at: u64, word: u64, next: u64, fs: u64) {
         if next != self.state.zeroed {
@@ -491,12 +531,12 @@ impl Producer {
         self.state.tail = next;
         // Release: informational copy of our index, read by `Producer::new` of a successor.
         self.state.ptrs.header().tail.store(next, Ordering::Release);
+        self.zero_ahead(next, fs);
         self.notify_consumer(from);
         if fs >= wait::LARGE_FRAME {
             // The consumer's copy of it is what this thread's next wait waits for.
             wait::note_large_frame(fs);
         }
-        self.zero_ahead(next, fs);
     }
 
     /// Zeroes the header word where the frame after next would need its zero if it has the same
@@ -554,6 +594,58 @@ impl Producer {
     pub(crate) fn data_cell(&self) -> &WaitCell {
         &self.state.ptrs.header().data_wait
     }
+}
+
+/// Copies `src` into `dst`, of the same length: up to 64 bytes inline, as at most two
+/// overlapping loads and stores of one width (the way `memcpy` copies them, without the call),
+/// so that the path of a small message calls nothing; longer ones with `copy_from_slice`.
+#[inline(always)]
+fn copy_in(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n > 64 || dst.len() != n {
+        return copy_long(dst, src);
+    }
+    let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
+    /// Copies `W` bytes at offset 0 and at offset `n - W` (`W <= n`): all `n` when `n <= 2 * W`.
+    ///
+    /// # Safety
+    /// `d` and `s` hold `n` bytes each, `W <= n`, and they do not overlap.
+    #[inline(always)]
+    unsafe fn ends<const W: usize>(d: *mut u8, s: *const u8, n: usize) {
+        // SAFETY: [0, W) and [n - W, n) lie inside both buffers (`W <= n`); unaligned accesses.
+        unsafe {
+            let head = s.cast::<[u8; W]>().read_unaligned();
+            let tail = s.add(n - W).cast::<[u8; W]>().read_unaligned();
+            d.cast::<[u8; W]>().write_unaligned(head);
+            d.add(n - W).cast::<[u8; W]>().write_unaligned(tail);
+        }
+    }
+    // SAFETY: `dst` and `src` hold `n` bytes each (checked above) and do not overlap (one is
+    // borrowed mutably); each branch's width is at most `n` and at least half of it.
+    unsafe {
+        if n >= 32 {
+            ends::<32>(d, s, n);
+        } else if n >= 16 {
+            ends::<16>(d, s, n);
+        } else if n >= 8 {
+            ends::<8>(d, s, n);
+        } else if n >= 4 {
+            ends::<4>(d, s, n);
+        } else if n > 0 {
+            // 1 to 3 bytes: the first, the middle and the last cover them.
+            *d = *s;
+            *d.add(n / 2) = *s.add(n / 2);
+            *d.add(n - 1) = *s.add(n - 1);
+        }
+    }
+}
+
+/// [`copy_in`] of more than 64 bytes: out of line, so that the path of a small message has no
+/// call to save registers around.
+#[cold]
+#[inline(never)]
+fn copy_long(dst: &mut [u8], src: &[u8]) {
+    dst.copy_from_slice(src);
 }
 
 /// Room for one frame, written in place. Derefs to the payload bytes.

@@ -527,6 +527,12 @@ fn hostile_frame_headers_are_corrupt_errors() {
     let (_tx, mut rx) = ring_at(1024, 960);
     corrupt_head_word(&rx, encode(rx.state.head, kind::DATA, 200));
     assert!(matches!(rx.try_read(), Err(RecvError::Corrupt { .. })));
+    // Longer than a frame may be, though it would end inside the region.
+    let (_tx, mut rx) = ring_at(1024, 0);
+    let len = max_payload(1024) + 8;
+    assert!(frame_size(len) < 1024);
+    corrupt_head_word(&rx, encode(rx.state.head, kind::DATA, len as u32));
+    assert!(matches!(rx.try_read(), Err(RecvError::Corrupt { .. })));
     // A PAD at offset 0 would skip a whole lap.
     let (_tx, mut rx) = ring_at(256, 0);
     corrupt_head_word(&rx, encode(rx.state.head, kind::PAD, 0));
