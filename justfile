@@ -154,7 +154,7 @@ clean-shm *ARGS:
 loom:
     RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR={{target_dir}}/loom cargo test -p shmlink --release --lib loom
 
-# Fuzz each target (hostile_segment, listener_slots; or TARGET alone) for N seconds from its seeds in fuzz/corpus/ (needs cargo-fuzz; FUZZ_WORK: where new inputs go, default fuzz/work)
+# Fuzz each target (hostile_segment, listener_slots, json_recv; or TARGET alone) for N seconds from its seeds in fuzz/corpus/ (needs cargo-fuzz; FUZZ_WORK: where new inputs go, default fuzz/work)
 fuzz secs="180" target="":
     #!/usr/bin/env bash
     set -euo pipefail

@@ -132,6 +132,19 @@ def listener_slots():
     return seeds
 
 
+def json_recv():
+    # One message each, decoded as JSON (see fuzz_targets/json_recv.rs).
+    return {
+        "ping": b'{"sender_id":"5f0c9a3e-1b2d-4e6f-8a7b-9c0d1e2f3a4b",'
+                b'"receiver_id":"0a1b2c3d-4e5f-4a6b-8c7d-8e9f0a1b2c3d","sent_at_ms":1764444156789}',
+        "escapes": b'["caf\xc3\xa9 \\u00e9 \\ud83d\\ude00 \\n\\t\\"","\\ud800",""]',
+        "not-utf8": b'"\xff\xed\xa0\x80"',
+        "deep": b"[" * 300 + b"]" * 300,
+        "numbers": b"[0,-0,1.5e300,1e400,18446744073709551616,-9223372036854775808,0.1]",
+        "object": b'{"a":1,"b":[true,null],"c":{"d":"e"},"a":2}',
+    }
+
+
 def write(target, seeds):
     out = os.path.join(ROOT, "fuzz", "corpus", target)
     os.makedirs(out, exist_ok=True)
@@ -146,6 +159,7 @@ def main():
                                                                 "shmlink-echo")
     write("hostile_segment", hostile_segment(echo))
     write("listener_slots", listener_slots())
+    write("json_recv", json_recv())
 
 
 if __name__ == "__main__":

@@ -146,6 +146,14 @@
 //! writes `"` as `\"`, a newline as `\n`, and so on): for text that may contain them, use
 //! `Cow<str>` with `#[serde(borrow)]`, which borrows when it can and allocates when it must.
 //!
+//! The codec is serde_json. With the cargo feature `sonic-json` it is sonic-rs, a SIMD JSON
+//! library (about 1.6x the speed on small messages, 1.3x-1.7x on large ones), which serialises
+//! into the sending half's buffer and copies the text into the ring. Errors stay serde_json's
+//! (where sonic-rs fails, serde_json redoes the work and reports), and so do the values, but
+//! for `-0` (`0.0`, not `-0.0`), the last bit of a rare float (serde_json's default parsing is
+//! not always correctly rounded), and nesting from 129 to 255 levels (decoded, where serde_json
+//! refuses it).
+//!
 //! ```
 //! use std::borrow::Cow;
 //! use shmlink::{Channel, Config, WaitStrategy};
@@ -436,6 +444,7 @@ compile_error!(
 
 mod error;
 mod ipc;
+mod json;
 mod seam;
 mod service;
 mod shm;

@@ -191,3 +191,32 @@ pub fn async_paths() -> String {
         s.rings_unsupported
     )
 }
+
+/// True where `send_json` serialises straight into a ring's write grant (serde_json); false
+/// where it serialises into the half's buffer and copies the text into the ring (sonic-rs, with
+/// feature `sonic-json`).
+pub const JSON_ENCODES_IN_PLACE: bool = crate::json::ENCODES_IN_PLACE;
+
+/// The library's JSON encoder (serde_json, or sonic-rs with feature `sonic-json`) into a
+/// writer, as `send_json` writes into a grant where [`JSON_ENCODES_IN_PLACE`].
+pub fn json_encode_into<W: std::io::Write, T: serde::Serialize + ?Sized>(
+    out: W,
+    value: &T,
+) -> Result<(), serde_json::Error> {
+    crate::json::encode_into(out, value)
+}
+
+/// The library's JSON encoder at the end of `out`, as `send_json` fills its buffer.
+pub fn json_encode<T: serde::Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    value: &T,
+) -> Result<(), serde_json::Error> {
+    crate::json::encode(out, value)
+}
+
+/// The library's JSON decoder, as `ReadGuard::json` runs it on its private copy of a frame.
+pub fn json_decode<'de, T: serde::Deserialize<'de>>(
+    bytes: &'de [u8],
+) -> Result<T, serde_json::Error> {
+    crate::json::decode(bytes)
+}

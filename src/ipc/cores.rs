@@ -82,7 +82,7 @@ impl crate::seam::SendCore for IpcDuplex {
     ) -> Result<(), SendError> {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
-        let result = match serde_json::to_writer(&mut out, value) {
+        let result = match crate::json::encode(&mut out, value) {
             Ok(()) => self.send_until(&out, deadline),
             Err(source) => Err(SendError::Json {
                 channel: self.name.clone(),
@@ -159,7 +159,7 @@ impl Sealed for IpcMessage<'_> {}
 
 impl Message for IpcMessage<'_> {
     fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
-        serde_json::from_slice(self.bytes).map_err(|source| RecvError::Json {
+        crate::json::decode(self.bytes).map_err(|source| RecvError::Json {
             channel: self.channel.clone(),
             source,
         })

@@ -386,7 +386,7 @@ impl SendHalf {
         value: &T,
         deadline: Deadline,
     ) -> Result<bool, SendError> {
-        if self.json_hint == JSON_BUFFERED {
+        if !crate::json::ENCODES_IN_PLACE || self.json_hint == JSON_BUFFERED {
             return Ok(false);
         }
         // One look at the peer's state and limit serves both the grant's size and the check
@@ -401,7 +401,7 @@ impl SendHalf {
         };
         let mut grant = self.tx.grant_at(start, len, kind::DATA);
         let mut out = SliceWriter::new(&mut grant);
-        match serde_json::to_writer(&mut out, value) {
+        match crate::json::encode_into(&mut out, value) {
             Ok(()) => {
                 let used = out.written();
                 grant.commit(used);
@@ -426,7 +426,7 @@ impl SendHalf {
     ) -> Result<Vec<u8>, SendError> {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
-        if let Err(e) = serde_json::to_writer(&mut buf, value) {
+        if let Err(e) = crate::json::encode(&mut buf, value) {
             self.scratch = buf;
             return Err(SendError::Json {
                 channel: self.shared.name.clone(),

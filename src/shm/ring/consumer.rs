@@ -592,19 +592,16 @@ impl<'a> ReadGuard<'a> {
     ///
     /// A frame read in place lives in memory the peer can write, so the first call copies it
     /// into a buffer the receiving end owns (and reuses: no allocation per message once it is
-    /// large enough), checks that copy to be UTF-8 once, up front (JSON text always is), and
-    /// decodes that same copy. A peer that rewrites the frame meanwhile can change the value
-    /// decoded, never make a borrowed `&str` invalid. A reassembled message is already private
-    /// and is decoded where it is.
+    /// large enough) and decodes that same copy, checked as UTF-8 (JSON text always is) by the
+    /// codec (serde_json, or sonic-rs with feature `sonic-json`). A peer that rewrites the frame
+    /// meanwhile can change the value decoded, never make a borrowed `&str` invalid. A
+    /// reassembled message is already private and is decoded where it is.
     #[inline]
     pub fn json<'de, T: serde::Deserialize<'de>>(&'de self) -> Result<T, RecvError> {
-        let json = |source| RecvError::Json {
+        crate::json::decode(self.private_bytes()).map_err(|source| RecvError::Json {
             channel: self.channel().clone(),
             source,
-        };
-        let text = std::str::from_utf8(self.private_bytes())
-            .map_err(|e| json(<serde_json::Error as serde::de::Error>::custom(e)))?;
-        serde_json::from_str(text).map_err(json)
+        })
     }
 
     /// The name of the channel the message came through, for errors.
