@@ -147,7 +147,8 @@
 //! `Cow<str>` with `#[serde(borrow)]`, which borrows when it can and allocates when it must.
 //!
 //! The codec is serde_json. With the cargo feature `sonic-json` it is sonic-rs, a SIMD JSON
-//! library (about 1.6x the speed on small messages, 1.3x-1.7x on large ones), which serialises
+//! library (faster in the crate's JSON bench, built with LTO; no faster in the harness's
+//! release build without it: docs/design.md has the figures), which serialises
 //! into the sending half's buffer and copies the text into the ring. Errors stay serde_json's
 //! (where sonic-rs fails, serde_json redoes the work and reports), and so do the values, but
 //! for `-0` (`0.0`, not `-0.0`), the last bit of a rare float (serde_json's default parsing is
