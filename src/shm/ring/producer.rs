@@ -11,6 +11,13 @@ use super::*;
 /// `ProducerState::zeroed` when no word is known to have been zeroed ahead.
 const NOT_ZEROED: u64 = u64::MAX;
 
+/// How many bytes of frames a batch publishes together at most (or a quarter of the ring, if
+/// less): past it the copy of a frame costs more than its publish, and a consumer copying out
+/// the frames already published while the producer writes the next ones wins more than one
+/// publish for the lot would. [`Producer::write_batch`] publishes a slice once it reaches
+/// this, so a batch of records this large or larger is published frame by frame.
+pub(crate) const BATCH_SLICE: u64 = 16 * 1024;
+
 /// The writing end of a ring.
 pub struct Producer {
     /// In an allocation of its own (see [`ProducerState`]).
@@ -372,22 +379,30 @@ impl Producer {
     /// Writes the messages of `batch` as `DATA` frames, in order: the first where `room_for`
     /// places it, each other right after the one before it as `place_after` places it,
     /// stopping before the first that is longer than `max` (at most `max_len`) or does not fit
-    /// now, and publishes them all with one release store: the word at our position (the first frame's, or the SKIP or PAD in
-    /// front of it) is stored last. A consumer stops at that word until then, so every other
-    /// word, payload and marker of the batch is in place before it can reach them, and the
-    /// zero that keeps the invariant is needed only after the last frame. Returns how many
-    /// went out (0: not even the first fits now, and nothing was written where the consumer
-    /// can look).
+    /// now, and publishes them in slices of about [`BATCH_SLICE`] bytes (a slice ends after
+    /// the frame that reaches it), each with one release store: the word at the slice's first
+    /// index (its first frame's, or the SKIP or PAD in front of it) is stored last. A consumer
+    /// stops at that word until then, so every other word, payload and marker of the slice is
+    /// in place before it can reach them, and the zero that keeps the invariant is needed only
+    /// after the slice's last frame. Small frames share a publish; a frame of
+    /// [`BATCH_SLICE`] bytes or more is published on its own, as `send` publishes it, so the
+    /// consumer copies it out while the next is written. Returns how many went out (0: not
+    /// even the first fits now, and nothing was written where the consumer can look).
     pub(crate) fn write_batch<B: AsRef<[u8]>>(
         &mut self,
         batch: &[B],
         max: usize,
     ) -> Result<usize, SendError> {
-        let first = self.state.tail;
+        let slice = BATCH_SLICE.min((self.state.mask + 1) / 4);
+        let mut first = self.state.tail;
         let mut first_word = 0;
+        // How many went out in the slices published so far.
+        let mut published = 0;
         let mut refreshed = false;
         let mut sent = 0;
         let mut last_size = 0;
+        // Whether frames since `first` wait for their publish.
+        let mut pending = false;
         for msg in batch {
             let bytes = msg.as_ref();
             let len = bytes.len();
@@ -409,10 +424,11 @@ impl Producer {
                     }
                     refreshed = true;
                     if let Err(e) = self.refresh_head() {
-                        // Nothing was published: the words written past our position are in
-                        // free space, where any value may lie.
+                        // Nothing since `first` was published: the words written past it are
+                        // in free space, where any value may lie. The slices published before
+                        // it went out; the next call meets the error again.
                         self.state.tail = first;
-                        return Err(e);
+                        return if published > 0 { Ok(published) } else { Err(e) };
                     }
                     if !self.fits(start + fs) {
                         break;
@@ -435,12 +451,18 @@ impl Producer {
             self.state.tail = start + fs;
             last_size = fs;
             sent += 1;
+            pending = true;
+            if self.state.tail - first >= slice {
+                // The consumer reaches every frame of the slice through the word at `first`.
+                self.release_word(first, first_word, self.state.tail, last_size);
+                first = self.state.tail;
+                published = sent;
+                pending = false;
+            }
         }
-        if sent == 0 {
-            return Ok(0);
+        if pending {
+            self.release_word(first, first_word, self.state.tail, last_size);
         }
-        // The consumer reaches every frame of the batch through the word at `first`.
-        self.release_word(first, first_word, self.state.tail, last_size);
         Ok(sent)
     }
 

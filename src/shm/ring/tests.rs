@@ -657,3 +657,103 @@ fn ends_ask_no_alignment_beyond_what_every_allocator_gives() {
     assert!(std::mem::align_of::<crate::Channel>() <= 16);
     assert!(std::mem::align_of::<ProducerState>() >= 128);
 }
+
+/// A batch longer than [`BATCH_SLICE`](super::producer::BATCH_SLICE) (or a quarter of a small
+/// ring) goes out in several publishes: every record, small or larger than a slice, arrives
+/// whole and in order, at every wrap offset, and a batch read of what is there takes them all.
+#[test]
+fn a_batch_past_the_publish_slice_arrives_whole_and_in_order() {
+    for (capacity, lens) in [
+        // 1 KiB slices: records under, around and over a slice, several per slice.
+        (4096usize, [40usize, 300, 1100, 8, 700, 1500, 0, 256]),
+        // 16 KiB slices: records larger than a slice and small ones between them.
+        (
+            64 * 1024,
+            [17 * 1024, 64, 5000, 16 * 1024 - 8, 100, 9000, 3, 2048],
+        ),
+    ] {
+        for offset in (0..capacity).step_by(capacity / 8 + FRAME_ALIGN) {
+            let offset = offset / FRAME_ALIGN * FRAME_ALIGN;
+            let (mut tx, mut rx) = ring_at(capacity, offset);
+            let mut seed = 0;
+            for round in 0..6 {
+                let batch: Vec<Vec<u8>> = lens
+                    .iter()
+                    .cycle()
+                    .skip(round)
+                    .take(lens.len())
+                    .enumerate()
+                    .map(|(k, &len)| pattern(seed + k, len))
+                    .collect();
+                let sent = tx.try_send_batch(&batch).unwrap();
+                assert!(sent > 0, "capacity {capacity} offset {offset}");
+                let mut got = Vec::new();
+                let handed = rx
+                    .try_read_batch(usize::MAX, |m| got.push(m.to_vec()))
+                    .unwrap();
+                assert_eq!(handed, sent, "capacity {capacity} offset {offset}");
+                assert_eq!(got, batch[..sent], "capacity {capacity} offset {offset}");
+                assert!(matches!(rx.try_read(), Err(RecvError::Empty { .. })));
+                seed += sent;
+            }
+        }
+    }
+}
+
+/// A record that, when the producer takes its bytes, lets the consumer take what is there:
+/// what a batch has published before it reaches each record.
+struct Probe<'a> {
+    bytes: Vec<u8>,
+    rx: &'a std::cell::RefCell<Consumer>,
+    got: &'a std::cell::RefCell<Vec<Vec<u8>>>,
+    /// How many records the consumer had when the producer took this one's bytes.
+    seen: std::cell::Cell<Option<usize>>,
+}
+
+impl AsRef<[u8]> for Probe<'_> {
+    fn as_ref(&self) -> &[u8] {
+        let mut got = self.got.borrow_mut();
+        let _ = self
+            .rx
+            .borrow_mut()
+            .try_read_batch(usize::MAX, |m| got.push(m.to_vec()));
+        if self.seen.get().is_none() {
+            self.seen.set(Some(got.len()));
+        }
+        &self.bytes
+    }
+}
+
+/// Records of a publish slice or more are published one by one within the batch (the consumer
+/// has every record before the one the producer is writing), small ones share a publish (it
+/// has fewer), and all arrive whole and in order.
+#[test]
+fn a_batch_publishes_large_records_one_by_one_and_small_ones_together() {
+    let capacity = 256 * 1024;
+    let slice = super::producer::BATCH_SLICE as usize;
+    for (len, count) in [(slice, 6usize), (slice + 1000, 5), (64, 600)] {
+        let (mut tx, rx) = new(capacity).unwrap();
+        let (rx, got) = (std::cell::RefCell::new(rx), std::cell::RefCell::default());
+        let batch: Vec<Probe<'_>> = (0..count)
+            .map(|k| Probe {
+                bytes: pattern(k, len),
+                rx: &rx,
+                got: &got,
+                seen: std::cell::Cell::new(None),
+            })
+            .collect();
+        assert_eq!(tx.try_send_batch(&batch).unwrap(), count);
+        let seen: Vec<usize> = batch.iter().map(|p| p.seen.get().unwrap()).collect();
+        if len >= slice {
+            assert_eq!(seen, (0..count).collect::<Vec<_>>(), "len {len}");
+        } else {
+            assert!(seen.iter().enumerate().any(|(k, &s)| s < k), "len {len}");
+            assert!(seen[count - 1] > 0, "len {len}: published in slices");
+        }
+        let _ = rx
+            .borrow_mut()
+            .try_read_batch(usize::MAX, |m| got.borrow_mut().push(m.to_vec()));
+        let want: Vec<Vec<u8>> = (0..count).map(|k| pattern(k, len)).collect();
+        assert_eq!(*got.borrow(), want, "len {len}");
+    }
+}
