@@ -16,7 +16,7 @@ use shmlink::{Channel, Config, WaitStrategy};
 /// Records per `send_batch` call.
 const BATCH: usize = 64;
 /// Record sizes.
-const SIZES: [usize; 5] = [64, 256, 1024, 4096, 64 * 1024];
+const SIZES: [usize; 7] = [64, 256, 1024, 4096, 8192, 16 * 1024, 64 * 1024];
 
 fn pair(tag: &str) -> (Channel, Channel) {
     let config = Config {

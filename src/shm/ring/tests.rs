@@ -658,15 +658,15 @@ fn ends_ask_no_alignment_beyond_what_every_allocator_gives() {
     assert!(std::mem::align_of::<ProducerState>() >= 128);
 }
 
-/// A batch longer than [`BATCH_SLICE`](super::producer::BATCH_SLICE) (or a quarter of a small
-/// ring) goes out in several publishes: every record, small or larger than a slice, arrives
+/// A batch with records of [`BATCH_SLICE`](super::producer::BATCH_SLICE) or more (or a quarter
+/// of a small ring), published on their own between runs of smaller ones: every record arrives
 /// whole and in order, at every wrap offset, and a batch read of what is there takes them all.
 #[test]
 fn a_batch_past_the_publish_slice_arrives_whole_and_in_order() {
     for (capacity, lens) in [
-        // 1 KiB slices: records under, around and over a slice, several per slice.
+        // Records of 1 KiB and more alone: records under, around and over it.
         (4096usize, [40usize, 300, 1100, 8, 700, 1500, 0, 256]),
-        // 16 KiB slices: records larger than a slice and small ones between them.
+        // Records of 8 KiB and more alone, and small ones between them.
         (
             64 * 1024,
             [17 * 1024, 64, 5000, 16 * 1024 - 8, 100, 9000, 3, 2048],
@@ -724,36 +724,52 @@ impl AsRef<[u8]> for Probe<'_> {
     }
 }
 
-/// Records of a publish slice or more are published one by one within the batch (the consumer
-/// has every record before the one the producer is writing), small ones share a publish (it
-/// has fewer), and all arrive whole and in order.
+/// Records whose frames reach [`BATCH_SLICE`](super::producer::BATCH_SLICE) are published one
+/// by one within the batch (the consumer has every record before the one the producer is
+/// writing); smaller ones are published together (the consumer has none of a run until the
+/// producer has taken the record after it), and all arrive whole and in order.
 #[test]
 fn a_batch_publishes_large_records_one_by_one_and_small_ones_together() {
     let capacity = 256 * 1024;
-    let slice = super::producer::BATCH_SLICE as usize;
-    for (len, count) in [(slice, 6usize), (slice + 1000, 5), (64, 600)] {
+    let large = super::producer::BATCH_SLICE as usize - FRAME_HEADER;
+    let mixed: Vec<usize> = [
+        vec![64; 10],
+        vec![large],
+        vec![64; 10],
+        vec![large + 1000; 2],
+    ]
+    .concat();
+    // (lengths, what the consumer has when the producer takes each record)
+    let cases: [(Vec<usize>, Vec<usize>); 4] = [
+        (vec![large; 6], (0..6).collect()),
+        (vec![large + 1000; 5], (0..5).collect()),
+        (vec![64; 600], vec![0; 600]),
+        (mixed, [vec![0; 11], vec![11; 10], vec![11, 22]].concat()),
+    ];
+    for (lens, want_seen) in cases {
         let (mut tx, rx) = new(capacity).unwrap();
         let (rx, got) = (std::cell::RefCell::new(rx), std::cell::RefCell::default());
-        let batch: Vec<Probe<'_>> = (0..count)
-            .map(|k| Probe {
+        let batch: Vec<Probe<'_>> = lens
+            .iter()
+            .enumerate()
+            .map(|(k, &len)| Probe {
                 bytes: pattern(k, len),
                 rx: &rx,
                 got: &got,
                 seen: std::cell::Cell::new(None),
             })
             .collect();
-        assert_eq!(tx.try_send_batch(&batch).unwrap(), count);
+        assert_eq!(tx.try_send_batch(&batch).unwrap(), lens.len());
         let seen: Vec<usize> = batch.iter().map(|p| p.seen.get().unwrap()).collect();
-        if len >= slice {
-            assert_eq!(seen, (0..count).collect::<Vec<_>>(), "len {len}");
-        } else {
-            assert!(seen.iter().enumerate().any(|(k, &s)| s < k), "len {len}");
-            assert!(seen[count - 1] > 0, "len {len}: published in slices");
-        }
+        assert_eq!(seen, want_seen, "lens {lens:?}");
         let _ = rx
             .borrow_mut()
             .try_read_batch(usize::MAX, |m| got.borrow_mut().push(m.to_vec()));
-        let want: Vec<Vec<u8>> = (0..count).map(|k| pattern(k, len)).collect();
-        assert_eq!(*got.borrow(), want, "len {len}");
+        let want: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(k, &l)| pattern(k, l))
+            .collect();
+        assert_eq!(*got.borrow(), want, "lens {lens:?}");
     }
 }
