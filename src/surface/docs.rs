@@ -185,9 +185,9 @@ macro_rules! doc_send_batch {
          a message costs little beside its publish: a message of 8 KiB or more (or a quarter \
          of the ring) goes out on its own, as `send` sends it, between the runs of smaller \
          ones, so the receiver copies it out while the next is written (measured between two \
-         threads, `benches/batch.rs`, batches of 64: 64 B messages at about 5x the rate of \
-         one-by-one sends, 1 KiB and 4 KiB at about 1.5x, 64 KiB no slower; see \
-         docs/design.md). The count is the whole \
+         threads, `benches/batch.rs`, batches of 64: 256 B to 8 KiB messages at 3-13x the \
+         rate of one-by-one sends, 64 KiB the same; 64 B from 0.5x, where one-by-one sends \
+         met a receiver that never slept, to 15x; see docs/design.md). The count is the whole \
          batch unless a message could not go after others had (the peer closed, its process \
          died, the message is too large): the count then says which one, and the next call, \
          starting with it, returns the error. A call fails only when its first message did \
