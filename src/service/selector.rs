@@ -21,13 +21,17 @@
 //! * at most 128 words per kernel wait: with more channels the selector works on the channels
 //!   found ready lately (the last 16, `hot`) alone while they keep it busy: it looks at every
 //!   channel once per [`HOT_SLICE`] and otherwise at those (a look at a thousand channels costs
-//!   tens of microseconds), and first sleeps for up to [`HOT_SLICE`] on their words alone, so a
-//!   busy client is answered at the cost of a few channels, and a message on another channel may
-//!   wait that slice. After a quiet slice it announces a sleeper on every channel, sleeps on
-//!   the first batch of words and hands every further batch of 127 to a thread of its pool
-//!   (`pool.rs`), which sleeps on it and wakes the selector when a word changes. Each sleep
+//!   tens of microseconds), and sleeps on their words alone for as long as one of them was
+//!   ready within [`HOT_LINGER`] (and at least [`HOT_SLICE`] per wait), so a busy client, or
+//!   one that pauses between requests, is answered at the cost of a few channels, and a
+//!   message on another channel may wait that slice. After that it announces a sleeper on
+//!   every channel, sleeps on the first batch of words and hands every further batch of 127 to
+//!   a thread of its pool (`pool.rs`), which sleeps on it and wakes the selector when a word
+//!   changes. Each sleep
 //!   that gets this far costs a wake-up of each pool thread to hand over its batch and one to
-//!   call it off; an idle selector still makes no timed wake-ups;
+//!   call it off; an idle selector still makes no timed wake-ups. A wake-up from that sleep
+//!   looks at the channels whose words changed alone: the others have nothing new since the
+//!   look before the sleep;
 //! * a wake-up with nothing to read behind it (a peer that bumps its word for nothing) does not
 //!   end the sleep: the selector looks again at the channels whose words changed (the one the
 //!   kernel named, or the words of a batch it did not name) and sleeps on with their new values
@@ -60,6 +64,11 @@ const POLL_SLICE: Duration = Duration::from_millis(1);
 const HOT_SLICE: Duration = Duration::from_millis(1);
 /// How many recently ready channels the hot phase covers.
 const HOT_MAX: usize = 16;
+/// How long after the last wait that found a channel ready the hot phase lasts (at least
+/// [`HOT_SLICE`] of each wait): a client that talks at least this often keeps the selector
+/// sleeping on the recently ready channels alone, at the cost of a look at every channel once
+/// per [`HOT_SLICE`].
+const HOT_LINGER: Duration = Duration::from_millis(50);
 /// Wake-ups with nothing to read one sleep takes before it sleeps a [`POLL_SLICE`] without
 /// waiting on the words.
 const SPURIOUS_MAX: u32 = 64;
@@ -118,9 +127,14 @@ const WAKE: usize = usize::MAX - 2;
 /// One kernel wait takes at most 128 words. Over more channels a selector sleeps with the help
 /// of threads of its own (one per further 127 channels, started when first needed, named
 /// `shmlink-select`, ended when the selector drops). While the 16 channels found ready most
-/// recently keep it busy, it looks at the others once a millisecond, and a wait first sleeps up
-/// to a millisecond on those 16 alone before it sleeps on every channel: a message on another
-/// channel may wait that long while the selector is busy.
+/// recently keep it busy (one of them ready within the last 50 ms), it looks at the others once
+/// a millisecond and sleeps on those 16 alone (a millisecond at least in each wait) before it
+/// sleeps on every channel: a message on another channel may wait that long while the
+/// selector is busy, and a client that pauses between requests is answered as fast as a lone
+/// channel's, for a look at every channel each millisecond (tens of microseconds over a
+/// thousand channels). A sleep on every channel costs a wake-up of each helper thread to hand
+/// over its words and one to call it off; the wake-up that ends it looks at the channels
+/// whose words changed, not at every channel.
 ///
 /// A peer that bumps and wakes its channel's futex word with nothing to read wakes the
 /// selector, which looks at that channel again (not at every channel) and sleeps on; nothing is
@@ -151,8 +165,8 @@ pub struct Selector {
     /// Whether this call's channels outnumber one kernel wait (the hot phase, and
     /// `last_full`, matter only then).
     pooled: bool,
-    /// Scratch: the channels a sleep found ready, kept across the scan after it.
-    found: Vec<usize>,
+    /// When a wait over more channels than one kernel wait takes last found one ready.
+    last_ready: Option<Instant>,
     /// Channels whose sleeper count we raised, to lower again.
     announced: Vec<usize>,
     /// Scratch: the channels already announced in this sleep.
@@ -472,6 +486,9 @@ impl Selector {
         self.run_once(set, deadline)?;
         if !self.ready.is_empty() {
             self.remember(set);
+            if self.pooled {
+                self.last_ready = Some(Instant::now());
+            }
         }
         Ok(())
     }
@@ -521,10 +538,15 @@ impl Selector {
             return Ok(());
         }
         // With more channels than one kernel wait takes, sleep first on the recently ready
-        // ones alone, for `HOT_SLICE` (looking at every channel each `HOT_SLICE`): a busy
-        // client is answered without waking the pool.
+        // ones alone, for `HOT_SLICE` and for as long as one was ready within `HOT_LINGER`
+        // (looking at every channel each `HOT_SLICE`): a busy client, or one that pauses
+        // between its requests, is answered without waking the pool.
         let quiet_since = Instant::now();
         Policy::note_time(quiet_since);
+        let hot_until = self
+            .last_ready
+            .map_or(quiet_since, |t| t + HOT_LINGER)
+            .max(quiet_since + HOT_SLICE);
         loop {
             let now = Instant::now();
             let next_check = self.next_check();
@@ -557,7 +579,7 @@ impl Selector {
                 .flatten()
                 .min()
                 .map(|t| t.saturating_duration_since(now));
-            let hot = pooled && !self.hot.is_empty() && now < quiet_since + HOT_SLICE;
+            let hot = pooled && !self.hot.is_empty() && now < hot_until;
             if hot && self.last_full.is_none_or(|t| now >= t + HOT_SLICE) {
                 self.narrow = false;
                 self.scan(set);
@@ -568,7 +590,7 @@ impl Selector {
             self.narrow = hot;
             let nap = match self.last_full {
                 Some(full) if hot => {
-                    let until = (quiet_since + HOT_SLICE).min(full + HOT_SLICE);
+                    let until = hot_until.min(full + HOT_SLICE);
                     let slice = until.saturating_duration_since(now);
                     Some(nap.map_or(slice, |n| n.min(slice)))
                 }
@@ -582,17 +604,17 @@ impl Selector {
                 self.ready.clear();
                 return Ok(());
             }
-            // The channels the sleep found ready stay ready: a look that took a death's news
-            // from the watcher is the only one that sees it (a later one sees a live peer
-            // until the watcher's next look).
-            self.found.clear();
-            self.found.extend_from_slice(&self.ready);
-            self.scan(set);
-            for &i in &self.found {
-                if !self.ready.contains(&i) {
-                    self.ready.push(i);
-                }
+            if !self.ready.is_empty() {
+                // The sleep found these: the look before it, or, after a wake-up, the look at
+                // the channels whose words changed. Every other channel it slept on kept its
+                // word, so has nothing new since that look (see `rearm`): no look at every
+                // channel for the one that woke us.
+                self.policy.learn(plan, true, took);
+                return Ok(());
             }
+            // A timeout, or a wake-up in a phase that sleeps in slices: look (at every channel
+            // unless in the hot phase).
+            self.scan(set);
             if !self.ready.is_empty() {
                 self.policy.learn(plan, true, took);
                 return Ok(());

@@ -597,3 +597,55 @@ fn a_peer_bumping_its_word_among_2_channels_makes_the_selector_miss_or_misreport
 fn a_peer_bumping_its_word_among_1000_channels_makes_the_selector_miss_or_misreport_nothing() {
     bumped_selector("bump-1000", 1000, 700, &[3, 500, 999]);
 }
+
+#[test]
+fn a_paced_client_and_the_quiet_channels_around_it_are_each_answered_alone() {
+    // One at a time: the tests count the pool threads of this process.
+    let _serial = serial();
+    let (senders, mut receivers, _guards) = channels("paced", 300);
+    // (pause before, channel): a client on channel 150 (beyond the selector's own words) that
+    // pauses a millisecond or two between requests, the quiet channels 3 and 290 talking while
+    // it keeps the selector on its channel alone, then a pause long enough for the selector to
+    // sleep on every channel, after which channel 200 (a pool thread's word) and the client
+    // again. Each request waits for its answer, so each wait has one channel to report.
+    let mut script: Vec<(u64, usize)> = (0..10).map(|k| (1 + k % 2, 150)).collect();
+    script.extend([
+        (1, 3),
+        (1, 150),
+        (2, 290),
+        (1, 150),
+        (120, 200),
+        (1, 150),
+        (90, 150),
+    ]);
+    script.extend((0..10).map(|k| (1 + k % 2, 150)));
+    let expected: Vec<usize> = script.iter().map(|&(_, c)| c).collect();
+    let client = std::thread::spawn(move || {
+        let mut senders = senders;
+        for (r, &(pause, c)) in script.iter().enumerate() {
+            std::thread::sleep(Duration::from_millis(pause));
+            senders[c].send(&(r as u64).to_le_bytes()).unwrap();
+            let reply = senders[c].recv_timeout(WATCHDOG).unwrap().to_vec();
+            assert_eq!(reply, (r as u64).to_le_bytes(), "answer {r} on {c}");
+        }
+        senders
+    });
+    let mut selector = Selector::new();
+    let mut served = Vec::new();
+    let started = Instant::now();
+    while served.len() < expected.len() {
+        assert!(started.elapsed() < WATCHDOG, "served {served:?}");
+        let ready = selector.wait(&mut receivers, Some(WATCHDOG)).to_vec();
+        assert!(ready.len() <= 1, "one request at a time, got {ready:?}");
+        for i in ready {
+            let msg = receivers[i].try_recv().unwrap().to_vec();
+            assert_eq!(msg, (served.len() as u64).to_le_bytes(), "on {i}");
+            receivers[i].send(&msg).unwrap();
+            served.push(i);
+        }
+    }
+    let _senders = client.join().unwrap();
+    assert_eq!(served, expected);
+    let left = selector.poll(&mut receivers).to_vec();
+    assert!(left.is_empty(), "reported after the last request: {left:?}");
+}

@@ -11,6 +11,13 @@ use super::*;
 /// `ProducerState::zeroed` when no word is known to have been zeroed ahead.
 const NOT_ZEROED: u64 = u64::MAX;
 
+/// The frame size (or a quarter of the ring, if less) from which [`Producer::write_batch`]
+/// publishes a frame on its own, as `send` does: the copy of such a frame costs far more than
+/// its publish, and a consumer copying out the frames already published while the producer
+/// writes the next wins more than one publish for the lot would. Smaller frames of a batch
+/// are published together.
+pub(crate) const BATCH_SLICE: u64 = 8 * 1024;
+
 /// The writing end of a ring.
 pub struct Producer {
     /// In an allocation of its own (see [`ProducerState`]).
@@ -412,22 +419,30 @@ impl Producer {
     /// Writes the messages of `batch` as `DATA` frames, in order: the first where `room_for`
     /// places it, each other right after the one before it as `place_after` places it,
     /// stopping before the first that is longer than `max` (at most `max_len`) or does not fit
-    /// now, and publishes them all with one release store: the word at our position (the first frame's, or the SKIP or PAD in
-    /// front of it) is stored last. A consumer stops at that word until then, so every other
-    /// word, payload and marker of the batch is in place before it can reach them, and the
-    /// zero that keeps the invariant is needed only after the last frame. Returns how many
-    /// went out (0: not even the first fits now, and nothing was written where the consumer
-    /// can look).
+    /// now. Frames smaller than [`BATCH_SLICE`] (or a quarter of the ring) are published
+    /// together, with one release store: the word at the first index of the run (its first
+    /// frame's, or the SKIP or PAD in front of it) is stored last. A consumer stops at that
+    /// word until then, so every other word, payload and marker of the run is in place before
+    /// it can reach them, and the zero that keeps the invariant is needed only after the run's
+    /// last frame. A frame of that size or more ends the run before it and is published on its
+    /// own, as `send` publishes it, so the consumer copies it out while the next is written.
+    /// Returns how many went out (0: not even the first fits now, and nothing was written
+    /// where the consumer can look).
     pub(crate) fn write_batch<B: AsRef<[u8]>>(
         &mut self,
         batch: &[B],
         max: usize,
     ) -> Result<usize, SendError> {
-        let first = self.state.tail;
+        let slice = BATCH_SLICE.min((self.state.mask + 1) / 4);
+        let mut first = self.state.tail;
         let mut first_word = 0;
+        // How many went out in the publishes made so far.
+        let mut published = 0;
         let mut refreshed = false;
         let mut sent = 0;
         let mut last_size = 0;
+        // Whether frames since `first` wait for their publish.
+        let mut pending = false;
         for msg in batch {
             let bytes = msg.as_ref();
             let len = bytes.len();
@@ -435,6 +450,15 @@ impl Producer {
                 break;
             }
             let fs = frame_size(len) as u64;
+            let alone = fs >= slice;
+            if alone && pending {
+                // The run of smaller frames before it goes out first, reached through the
+                // word at `first`.
+                self.release_word(first, first, first_word, self.state.tail, last_size);
+                first = self.state.tail;
+                published = sent;
+                pending = false;
+            }
             let start = if sent == 0 {
                 // Nothing written yet: placed (and rewound) as a single send is.
                 match self.room_for(len)? {
@@ -449,10 +473,11 @@ impl Producer {
                     }
                     refreshed = true;
                     if let Err(e) = self.refresh_head() {
-                        // Nothing was published: the words written past our position are in
-                        // free space, where any value may lie.
+                        // Nothing since `first` was published: the words written past it are
+                        // in free space, where any value may lie. The frames published before
+                        // it went out; the next call meets the error again.
                         self.state.tail = first;
-                        return Err(e);
+                        return if published > 0 { Ok(published) } else { Err(e) };
                     }
                     if !self.fits(start + fs) {
                         break;
@@ -475,12 +500,17 @@ impl Producer {
             self.state.tail = start + fs;
             last_size = fs;
             sent += 1;
+            pending = true;
+            if alone {
+                self.release_word(first, first, first_word, self.state.tail, last_size);
+                first = self.state.tail;
+                published = sent;
+                pending = false;
+            }
         }
-        if sent == 0 {
-            return Ok(0);
+        if pending {
+            self.release_word(first, first, first_word, self.state.tail, last_size);
         }
-        // The consumer reaches every frame of the batch through the word at `first`.
-        self.release_word(first, first, first_word, self.state.tail, last_size);
         Ok(sent)
     }
 

@@ -737,3 +737,119 @@ fn ends_ask_no_alignment_beyond_what_every_allocator_gives() {
     assert!(std::mem::align_of::<crate::Channel>() <= 16);
     assert!(std::mem::align_of::<ProducerState>() >= 128);
 }
+
+/// A batch with records of [`BATCH_SLICE`](super::producer::BATCH_SLICE) or more (or a quarter
+/// of a small ring), published on their own between runs of smaller ones: every record arrives
+/// whole and in order, at every wrap offset, and a batch read of what is there takes them all.
+#[test]
+fn a_batch_past_the_publish_slice_arrives_whole_and_in_order() {
+    for (capacity, lens) in [
+        // Records of 1 KiB and more alone: records under, around and over it.
+        (4096usize, [40usize, 300, 1100, 8, 700, 1500, 0, 256]),
+        // Records of 8 KiB and more alone, and small ones between them.
+        (
+            64 * 1024,
+            [17 * 1024, 64, 5000, 16 * 1024 - 8, 100, 9000, 3, 2048],
+        ),
+    ] {
+        for offset in (0..capacity).step_by(capacity / 8 + FRAME_ALIGN) {
+            let offset = offset / FRAME_ALIGN * FRAME_ALIGN;
+            let (mut tx, mut rx) = ring_at(capacity, offset);
+            let mut seed = 0;
+            for round in 0..6 {
+                let batch: Vec<Vec<u8>> = lens
+                    .iter()
+                    .cycle()
+                    .skip(round)
+                    .take(lens.len())
+                    .enumerate()
+                    .map(|(k, &len)| pattern(seed + k, len))
+                    .collect();
+                let sent = tx.try_send_batch(&batch).unwrap();
+                assert!(sent > 0, "capacity {capacity} offset {offset}");
+                let mut got = Vec::new();
+                let handed = rx
+                    .try_read_batch(usize::MAX, |m| got.push(m.to_vec()))
+                    .unwrap();
+                assert_eq!(handed, sent, "capacity {capacity} offset {offset}");
+                assert_eq!(got, batch[..sent], "capacity {capacity} offset {offset}");
+                assert!(matches!(rx.try_read(), Err(RecvError::Empty { .. })));
+                seed += sent;
+            }
+        }
+    }
+}
+
+/// A record that, when the producer takes its bytes, lets the consumer take what is there:
+/// what a batch has published before it reaches each record.
+struct Probe<'a> {
+    bytes: Vec<u8>,
+    rx: &'a std::cell::RefCell<Consumer>,
+    got: &'a std::cell::RefCell<Vec<Vec<u8>>>,
+    /// How many records the consumer had when the producer took this one's bytes.
+    seen: std::cell::Cell<Option<usize>>,
+}
+
+impl AsRef<[u8]> for Probe<'_> {
+    fn as_ref(&self) -> &[u8] {
+        let mut got = self.got.borrow_mut();
+        let _ = self
+            .rx
+            .borrow_mut()
+            .try_read_batch(usize::MAX, |m| got.push(m.to_vec()));
+        if self.seen.get().is_none() {
+            self.seen.set(Some(got.len()));
+        }
+        &self.bytes
+    }
+}
+
+/// Records whose frames reach [`BATCH_SLICE`](super::producer::BATCH_SLICE) are published one
+/// by one within the batch (the consumer has every record before the one the producer is
+/// writing); smaller ones are published together (the consumer has none of a run until the
+/// producer has taken the record after it), and all arrive whole and in order.
+#[test]
+fn a_batch_publishes_large_records_one_by_one_and_small_ones_together() {
+    let capacity = 256 * 1024;
+    let large = super::producer::BATCH_SLICE as usize - FRAME_HEADER;
+    let mixed: Vec<usize> = [
+        vec![64; 10],
+        vec![large],
+        vec![64; 10],
+        vec![large + 1000; 2],
+    ]
+    .concat();
+    // (lengths, what the consumer has when the producer takes each record)
+    let cases: [(Vec<usize>, Vec<usize>); 4] = [
+        (vec![large; 6], (0..6).collect()),
+        (vec![large + 1000; 5], (0..5).collect()),
+        (vec![64; 600], vec![0; 600]),
+        (mixed, [vec![0; 11], vec![11; 10], vec![11, 22]].concat()),
+    ];
+    for (lens, want_seen) in cases {
+        let (mut tx, rx) = new(capacity).unwrap();
+        let (rx, got) = (std::cell::RefCell::new(rx), std::cell::RefCell::default());
+        let batch: Vec<Probe<'_>> = lens
+            .iter()
+            .enumerate()
+            .map(|(k, &len)| Probe {
+                bytes: pattern(k, len),
+                rx: &rx,
+                got: &got,
+                seen: std::cell::Cell::new(None),
+            })
+            .collect();
+        assert_eq!(tx.try_send_batch(&batch).unwrap(), lens.len());
+        let seen: Vec<usize> = batch.iter().map(|p| p.seen.get().unwrap()).collect();
+        assert_eq!(seen, want_seen, "lens {lens:?}");
+        let _ = rx
+            .borrow_mut()
+            .try_read_batch(usize::MAX, |m| got.borrow_mut().push(m.to_vec()));
+        let want: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(k, &l)| pattern(k, l))
+            .collect();
+        assert_eq!(*got.borrow(), want, "lens {lens:?}");
+    }
+}
