@@ -636,7 +636,11 @@ mod tests {
             Plan::Spin(spin_for_frame(1 << 20)),
             "the largest frame since the last wait"
         );
-        assert_eq!(p.plan_in(false), Plan::Spin(BLOCK_SPIN), "taken by that wait");
+        assert_eq!(
+            p.plan_in(false),
+            Plan::Spin(BLOCK_SPIN),
+            "taken by that wait"
+        );
         // After waking its peer a wait plans as before; the frame counts for the next spin.
         note_large_frame(1 << 20);
         note_woke_peer();
