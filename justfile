@@ -111,14 +111,27 @@ chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": bui
 
 # Measure the documents of the results page (release, ROUNDS rounds, options after the name go to every run, e.g. --pin) into docs/results/, then render the page
 results *ARGS:
+    #!/usr/bin/env bash
+    set -euo pipefail
     cargo build --release --bins
-    @echo "[info] measuring a release build"
-    {{target_dir}}/release/ipc-parent ping-pong --rounds {{rounds}} --duration {{duration}} --save docs/results/ping-pong.json {{ARGS}}
-    {{target_dir}}/release/ipc-parent ping-pong --transport floor,shm,raw-sync --message raw --size 56 --rounds {{rounds}} --duration {{duration}} --save docs/results/ping-pong-raw56.json {{ARGS}}
-    {{target_dir}}/release/ipc-parent sweep --rounds {{rounds}} --save docs/results/sweep.json {{ARGS}}
-    {{target_dir}}/release/ipc-parent stream --rounds {{rounds}} --save docs/results/stream.json {{ARGS}}
-    {{target_dir}}/release/ipc-parent clients 1,4,16 --rounds {{rounds}} --duration 1s --save docs/results/clients.json {{ARGS}}
-    {{target_dir}}/release/ipc-parent report
+    echo "[info] measuring a release build"
+    bin={{target_dir}}/release/ipc-parent
+    # `report --check` refuses a document started at a load of half the CPUs or more: before
+    # each run, wait (up to 5 minutes) for the one-minute load that the run before left to fall.
+    quiet() {
+        waited=0
+        while load=$(cut -d' ' -f1 /proc/loadavg) && awk -v l="$load" -v c="$(nproc)" 'BEGIN { exit !(l >= c / 2) }'; do
+            [ $waited -ge 300 ] && { echo "[info] load still $load after 5 minutes: measuring anyway"; return; }
+            [ $((waited % 15)) = 0 ] && echo "[progress] waiting for the load ($load) to fall below half the CPUs"
+            sleep 5; waited=$((waited + 5))
+        done
+    }
+    quiet; $bin ping-pong --rounds {{rounds}} --duration {{duration}} --save docs/results/ping-pong.json {{ARGS}}
+    quiet; $bin ping-pong --transport floor,shm,raw-sync --message raw --size 56 --rounds {{rounds}} --duration {{duration}} --save docs/results/ping-pong-raw56.json {{ARGS}}
+    quiet; $bin sweep --rounds {{rounds}} --save docs/results/sweep.json {{ARGS}}
+    quiet; $bin stream --rounds {{rounds}} --save docs/results/stream.json {{ARGS}}
+    quiet; $bin clients 1,4,16 --rounds {{rounds}} --duration 1s --save docs/results/clients.json {{ARGS}}
+    $bin report
 
 # Render docs/results/README.md from the documents in docs/results/ (--check: fail if it differs)
 report *ARGS: build
