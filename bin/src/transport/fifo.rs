@@ -8,7 +8,7 @@
 //! hello arrives, end of file on `p2c` only means that the parent has not opened it yet, so the
 //! child polls for it (watching the parent) before it switches the pipe to blocking mode. Like `pipe`, each pipe is grown to the ring size
 //! (`F_SETPIPE_SZ`, best effort) and read one frame (and the next header) per `read`
-//! ([`Reads::Bounded`]).
+//! (`framed::Reads::Bounded`).
 
 use std::ffi::CString;
 use std::fs::File;

@@ -8,7 +8,7 @@
 //!
 //! - [`Reads::Bulk`] (sockets): each `read` asks for all the room in its [`READ_BUFFER`]-byte
 //!   buffer, so many small frames cost one `read`.
-//! - [`Reads::Bounded`] (pipes and named pipes): each `read` asks for at most the rest of the
+//! - `framed::Reads::Bounded` (pipes and named pipes): each `read` asks for at most the rest of the
 //!   frame and the next frame's header (before a header is known: a frame of the last length
 //!   and the header after it). A pipe's writer wakes the reader only when it writes into an empty
 //!   pipe; a reader that drains the pipe at every `read` goes to sleep at once and must be woken
@@ -64,7 +64,7 @@ struct Incoming<R> {
     buf: Vec<u8>,
     start: usize,
     end: usize,
-    /// The length of the last frame received ([`Reads::Bounded`] reads one more of it with a
+    /// The length of the last frame received (`framed::Reads::Bounded` reads one more of it with a
     /// header before it knows the next length).
     last_len: usize,
 }

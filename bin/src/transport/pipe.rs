@@ -3,7 +3,7 @@
 //! The child duplicates its descriptors 0 and 1 for the transport and points descriptor 1 at
 //! standard error, so a stray `println!` can never corrupt the stream. On Linux both pipes are
 //! grown to the ring size (`F_SETPIPE_SZ`, best effort). The reader takes one frame (and the next
-//! header) per `read`, not all there is ([`Reads::Bounded`]): a pipe's writer wakes its reader
+//! header) per `read`, not all there is (`framed::Reads::Bounded`): a pipe's writer wakes its reader
 //! only when the pipe was empty.
 
 use std::fs::File;
