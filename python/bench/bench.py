@@ -439,18 +439,7 @@ def the_side(t, kind, size, duration, warmup, ready, ended, done):
         while time.perf_counter() < end:
             send(msg)
             recv()
-        n = 0
-        start = time.perf_counter()
-        end = start + duration
-        while True:
-            for _ in range(16):
-                send(msg)
-                recv()
-            n += 16
-            now = time.perf_counter()
-            if now >= end:
-                break
-        rate = n / (now - start)
+        rate = round_trip_rate(send, recv, msg, duration)
         send(stop)
         if not ended.wait(LINGER_S):
             raise RuntimeError(f"the peer did not take the stop message within {LINGER_S} s")
@@ -778,7 +767,11 @@ def measure_rust(server_bin, duration, warmup, limit):
 
 def json_burst(send, recv, seconds):
     """JSON round trips per second through `send` and `recv` for `seconds`."""
-    msg = dict(MESSAGE)
+    return round_trip_rate(send, recv, dict(MESSAGE), seconds)
+
+
+def round_trip_rate(send, recv, msg, seconds):
+    """Round trips of `msg` per second through `send` and `recv` for `seconds`."""
     n = 0
     start = time.perf_counter()
     end = start + seconds
