@@ -236,6 +236,17 @@ pub enum OpenError {
         /// Most clients it admits at once.
         limit: usize,
     },
+    /// A topic already has as many subscribers as its publisher admits.
+    #[error(
+        "topic {channel:?} is at its limit of {limit} subscribers: retry once one leaves, or \
+         create it with a higher TopicConfig::max_subscribers"
+    )]
+    TooManySubscribers {
+        /// The topic's name.
+        channel: ChannelName,
+        /// Most subscribers it admits at once.
+        limit: usize,
+    },
     /// No client is waiting to be accepted right now (`try_accept`): not an error of the
     /// listener, which keeps working; try again when its selector reports it ready.
     #[error("listener {channel:?} has no client waiting to be accepted now")]
@@ -470,6 +481,27 @@ pub enum RecvError {
         /// What serde_json reported.
         source: serde_json::Error,
     },
+    /// A subscriber of an overwrite topic fell more than a ring behind its publisher: `missed`
+    /// messages were written over before it read them. Returned once; the next receive gives
+    /// the oldest message still there.
+    #[error(
+        "topic {channel:?}: this subscriber fell behind and missed {missed} messages; the next \
+         receive gives the oldest message still there"
+    )]
+    Lagged {
+        /// The topic's name.
+        channel: ChannelName,
+        /// Messages published that this subscriber will never see.
+        missed: u64,
+    },
+    /// The publisher of the topic dropped this subscriber (asked to by its program, or because
+    /// the subscriber's cursor was out of range): it no longer waits for it, so nothing more
+    /// can be read safely. Subscribe again to go on.
+    #[error("topic {channel:?}: the publisher dropped this subscriber; subscribe again to go on")]
+    Dropped {
+        /// The topic's name.
+        channel: ChannelName,
+    },
     /// An operating-system call failed (or, on the ipc-channel backend, a buffer for a message
     /// could not be had).
     #[error(transparent)]
@@ -527,7 +559,7 @@ macro_rules! kinds {
 
 kinds!(OpenError, transient: NoClient | Timeout);
 kinds!(SendError, transient: Full | Timeout);
-kinds!(RecvError, transient: Empty | Timeout);
+kinds!(RecvError, transient: Empty | Timeout | Lagged);
 
 impl Error {
     /// True for the "not right now" errors, after which the same call may succeed later.
@@ -578,10 +610,10 @@ macro_rules! channel_of {
 
 channel_of!(OpenError: InvalidConfig | NotFound | NotReady | AlreadyExists | AlreadyConnected
     | NotPrivate | NotAChannel | BadMagic | VersionMismatch | LayoutMismatch | SizeMismatch
-    | TooManyClients | NoClient | Timeout | Disconnected | PeerGone | Corrupt);
+    | TooManyClients | TooManySubscribers | NoClient | Timeout | Disconnected | PeerGone | Corrupt);
 channel_of!(SendError: Full | Timeout | TooLarge | Disconnected | PeerGone | Corrupt | Json);
 channel_of!(RecvError: Empty | Timeout | TooLarge | WrongSize | Disconnected | PeerGone | Corrupt
-    | Json);
+    | Json | Lagged | Dropped);
 
 /// Why a wait for the peer, or a look at it, ended without what it was for: what the waits
 /// of sends, receives and connects share. Each operation's error type takes it in.

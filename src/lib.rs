@@ -459,8 +459,13 @@ pub use seam::{Grant, Message};
 pub use service::{Connection, Listener, Selector, SelectorWaker, DEFAULT_MAX_CLIENTS};
 pub use shm::channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
 pub use shm::layout::listener::MAX_CLIENTS;
+pub use shm::layout::topic::MAX_SUBSCRIBERS;
 pub use shm::mapping::MAX_NAME_LEN;
 pub use shm::ring::{ReadGuard, WriteGrant};
+pub use shm::topic::{
+    Publisher, Subscriber, SubscriberConfig, SubscriberInfo, TopicConfig, TopicMode,
+    DEFAULT_MAX_SUBSCRIBERS,
+};
 pub use shm::{ring, segments};
 pub use surface::endpoint::{Backend, Endpoint, EndpointListener, Received, Reserved};
 #[cfg(feature = "tokio")]

@@ -558,3 +558,139 @@ fn loom_a_wake_racing_the_sleep_ends_it() {
         waker.join().unwrap();
     });
 }
+
+/// A topic's table of one slot, and the publisher's proposal and position, as the topic's
+/// protocol (`shm/topic/protocol.rs`) reads them.
+struct OneSlot {
+    state: AtomicU32,
+    cursor: crate::sync::AtomicU64,
+    proposal: crate::sync::AtomicU64,
+    tail: crate::sync::AtomicU64,
+}
+
+impl crate::shm::topic::Cursors for OneSlot {
+    fn slots(&self) -> usize {
+        1
+    }
+    fn state(&self, _: usize) -> &AtomicU32 {
+        &self.state
+    }
+    fn cursor(&self, _: usize) -> &crate::sync::AtomicU64 {
+        &self.cursor
+    }
+}
+
+/// The reclaim rule and the join: a subscriber that settles its cursor while the publisher
+/// takes rounds is never passed by a floor (no round lets the publisher write over what it is
+/// about to read), and is never taken for a hostile one. Without either fence of the join
+/// (F-P, F-S) a round misses the joiner's cursor while the joiner misses the round's proposal.
+#[test]
+fn loom_topic_join_is_never_passed_by_a_floor() {
+    use crate::shm::layout::topic::{state_of, SLOT_ACTIVE, SLOT_JOINING};
+    use crate::shm::topic::{join, lossless_floor};
+    model(|| {
+        let t = Arc::new(OneSlot {
+            state: AtomicU32::new(0),
+            cursor: crate::sync::AtomicU64::new(0),
+            proposal: crate::sync::AtomicU64::new(0),
+            tail: crate::sync::AtomicU64::new(0),
+        });
+        let publisher = {
+            let t = t.clone();
+            thread::spawn(move || {
+                let mut floor = 0;
+                let mut floors = Vec::new();
+                for tail in [8u64, 16] {
+                    // Release: the position a joiner picks.
+                    t.tail.store(tail, Ordering::Release);
+                    floor = lossless_floor(&*t, &t.proposal, floor, tail, tail);
+                    floors.push(floor);
+                }
+                floors
+            })
+        };
+        // Relaxed and Release, as `Subscriber::connect_with` stores them.
+        t.state.store(SLOT_JOINING, Ordering::Relaxed);
+        // Acquire: pairs with the publisher's Release store of its position.
+        let settled = join(
+            &t.cursor,
+            &t.proposal,
+            |_| Some(t.tail.load(Ordering::Acquire)),
+            2,
+        );
+        t.state.store(SLOT_ACTIVE, Ordering::Release);
+        let floors = publisher.join().unwrap();
+        if let Some(p) = settled {
+            for f in floors {
+                assert!(
+                    f <= p,
+                    "a floor of {f} passed a subscriber that settled at {p}"
+                );
+            }
+            assert_eq!(
+                state_of(t.state.load(Ordering::Acquire)),
+                SLOT_ACTIVE,
+                "an honest joiner was dropped"
+            );
+        }
+    });
+}
+
+/// The overwrite check: a subscriber whose copy saw any byte the publisher wrote after its
+/// claim finds the claim past where its message began. Without the fences (or with the claim
+/// stored after the write) a stale copy passes the check.
+#[test]
+fn loom_topic_overwrite_check_catches_every_torn_copy() {
+    use crate::shm::topic::{fresh, overwrite_claim};
+    model(|| {
+        let claim = Arc::new(crate::sync::AtomicU64::new(0));
+        // One word of the message at index 0 of a 64-byte ring, as the subscriber copies it.
+        let byte = Arc::new(crate::sync::AtomicU64::new(1));
+        let publisher = {
+            let (claim, byte) = (claim.clone(), byte.clone());
+            thread::spawn(move || {
+                // A frame ending at 72 overwrites index 0..16.
+                let got = overwrite_claim(&claim, 0, 64, 72, 64);
+                assert!(got >= 16);
+                // Relaxed: ordered by the claim's fence.
+                byte.store(2, Ordering::Relaxed);
+            })
+        };
+        // Relaxed: the copy; judged by `fresh`.
+        let copied = byte.load(Ordering::Relaxed);
+        if fresh(&claim, 0) {
+            assert_eq!(copied, 1, "a torn copy passed the check");
+        }
+        publisher.join().unwrap();
+    });
+}
+
+/// The index's sequence lock: an entry read whole names a message and the bounds written for
+/// it, never the bounds of another.
+#[test]
+fn loom_topic_index_entries_are_read_whole() {
+    use crate::shm::layout::topic::IndexEntry;
+    use crate::shm::topic::{index_read, index_write};
+    model(|| {
+        let entry = Arc::new(IndexEntry {
+            seq: crate::sync::AtomicU64::new(0),
+            start: crate::sync::AtomicU64::new(0),
+            end: crate::sync::AtomicU64::new(0),
+            _reserved: crate::sync::AtomicU64::new(0),
+        });
+        let publisher = {
+            let entry = entry.clone();
+            thread::spawn(move || {
+                index_write(&entry, 0, 8, 16);
+                index_write(&entry, 1, 24, 32);
+            })
+        };
+        for _ in 0..2 {
+            if let Some((seq, start, end)) = index_read(&entry) {
+                let want = if seq == 0 { (8, 16) } else { (24, 32) };
+                assert_eq!((start, end), want, "entry {seq} read torn");
+            }
+        }
+        publisher.join().unwrap();
+    });
+}

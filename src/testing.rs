@@ -220,3 +220,29 @@ pub fn json_decode<'de, T: serde::Deserialize<'de>>(
 ) -> Result<T, serde_json::Error> {
     crate::json::decode(bytes)
 }
+
+/// Where the parts of a topic of `capacity` bytes, keeping `history` messages, with
+/// `max_subscribers` slots, lie: (offset of the slots, offset of the region).
+pub fn topic_offsets(capacity: usize, history: usize, max_subscribers: usize) -> (usize, usize) {
+    let index_len = crate::shm::topic::index_len(capacity, history);
+    layout::topic::topic_offsets(index_len, max_subscribers)
+}
+
+/// Bytes of one topic subscriber slot.
+pub const TOPIC_SLOT_SIZE: usize = layout::topic::SLOT_SIZE;
+/// Offset of a topic slot's state word in the slot.
+pub const TOPIC_SLOT_STATE: usize = std::mem::offset_of!(layout::topic::SubscriberSlot, state);
+/// Offset of a topic slot's cursor in the slot.
+pub const TOPIC_SLOT_CURSOR: usize = std::mem::offset_of!(layout::topic::SubscriberSlot, cursor);
+/// Offset of the topic's ring header (its `tail` first).
+pub const TOPIC_RING_OFFSET: usize = layout::topic::RING_OFFSET;
+/// Offset of the topic's words: floor, proposal, claim, published (128 bytes each).
+pub const TOPIC_WORDS_OFFSET: usize = layout::topic::WORDS_OFFSET;
+/// Topic slot states (the low byte of the state word).
+pub const TOPIC_SLOT_FREE: u32 = layout::topic::SLOT_FREE;
+/// See [`TOPIC_SLOT_FREE`].
+pub const TOPIC_SLOT_JOINING: u32 = layout::topic::SLOT_JOINING;
+/// See [`TOPIC_SLOT_FREE`].
+pub const TOPIC_SLOT_ACTIVE: u32 = layout::topic::SLOT_ACTIVE;
+/// See [`TOPIC_SLOT_FREE`].
+pub const TOPIC_SLOT_DROPPED: u32 = layout::topic::SLOT_DROPPED;

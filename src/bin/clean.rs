@@ -27,13 +27,25 @@ fn row(seg: &SegmentInfo) -> String {
     } else {
         "initialising"
     };
+    let readers = if seg.kind == "topic" {
+        let alive = seg.subscribers.iter().filter(|s| s.alive).count();
+        let pids: Vec<String> = seg.subscribers.iter().map(endpoint).collect();
+        format!(
+            "subscribers: {} ({alive} alive){}{}",
+            seg.subscribers.len(),
+            if pids.is_empty() { "" } else { ": " },
+            pids.join(", ")
+        )
+    } else {
+        format!("connector: {}", endpoint(&seg.connector))
+    };
     format!(
-        "{:<32} {:<13} {:>10}  creator: {:<28} connector: {}",
+        "{:<32} {:<8} {:<13} {:>10}  creator: {:<28} {readers}",
         seg.name,
+        seg.kind,
         state,
         seg.size,
         endpoint(&seg.creator),
-        endpoint(&seg.connector)
     )
 }
 

@@ -8,3 +8,4 @@ pub(crate) mod layout;
 pub(crate) mod mapping;
 pub mod ring;
 pub mod segments;
+pub(crate) mod topic;

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::OpenError;
 use crate::shm::layout::listener::{is_listener_size, LISTENER_MAGIC};
+use crate::shm::layout::topic::TOPIC_MAGIC;
 use crate::shm::layout::{
     valid_capacity, SegmentHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE, MAGIC, PEER_ABSENT,
     PEER_CLAIMING, PEER_CLOSED, PEER_PRESENT, READY,
@@ -61,14 +62,20 @@ pub struct SegmentInfo {
     pub owner_locked: bool,
     /// The creating endpoint.
     pub creator: EndpointInfo,
-    /// The connecting endpoint.
+    /// The connecting endpoint (`unknown` for a topic, whose readers are `subscribers`).
     pub connector: EndpointInfo,
+    /// `"channel"`, `"listener"` or `"topic"` (`"channel"` too for a segment whose creator
+    /// has not written its header yet).
+    pub kind: &'static str,
+    /// A topic's subscribers, one per slot in use: `joining`, `active` or `dropped`, the pid
+    /// each recorded, and whether it still holds its slot. Empty for the other kinds.
+    pub subscribers: Vec<EndpointInfo>,
     /// True when the creator is gone (whether or not it finished initialising): nobody will
     /// remove the name, and [`clean_dead`] will.
     pub stale: bool,
 }
 
-fn endpoint(info: &crate::shm::layout::PeerInfo, alive: bool) -> EndpointInfo {
+pub(crate) fn endpoint(info: &crate::shm::layout::PeerInfo, alive: bool) -> EndpointInfo {
     // Acquire: pairs with the Release stores of the endpoint's state.
     let state = info.state.load(Ordering::Acquire);
     EndpointInfo {
@@ -159,7 +166,11 @@ fn look(name: &str) -> Result<Looked> {
         // A listener starts with the same header fields (its creator is the server): it is
         // listed, judged and reclaimed like a channel.
         let listener = magic == LISTENER_MAGIC || (magic == 0 && is_listener_size(size));
-        if magic != MAGIC && !(magic == 0 && is_segment_size(size)) && !listener {
+        if magic != MAGIC
+            && magic != TOPIC_MAGIC
+            && !(magic == 0 && is_segment_size(size))
+            && !listener
+        {
             return Ok(Looked::Other(format!(
                 "{size} bytes without the shmlink magic (first word {magic:#018x})"
             )));
@@ -187,6 +198,8 @@ fn look(name: &str) -> Result<Looked> {
                 owner_locked,
                 creator: unknown.clone(),
                 connector: unknown,
+                kind: "channel",
+                subscribers: Vec::new(),
                 stale,
             },
             file,
@@ -196,13 +209,30 @@ fn look(name: &str) -> Result<Looked> {
     let hdr = unsafe { map.ptr().cast::<SegmentHeader>().as_ref() };
     // Acquire: pairs with the creator's Release store of `ready`. The magic is the one judged
     // above, not read again.
-    let ready =
-        hdr.ready.load(Ordering::Acquire) == READY && (magic == MAGIC || magic == LISTENER_MAGIC);
+    let ready = hdr.ready.load(Ordering::Acquire) == READY
+        && (magic == MAGIC || magic == LISTENER_MAGIC || magic == TOPIC_MAGIC);
     let creator = endpoint(&hdr.creator, owner_locked);
-    let connector = endpoint(&hdr.connector, false);
-    let connector = EndpointInfo {
-        alive: lock::alive(file.as_raw_fd(), CONNECTOR_LOCK)?,
-        ..connector
+    let (kind, connector, subscribers) = if magic == TOPIC_MAGIC {
+        let subscribers = if ready {
+            subscribers_of(&file, name, size)?
+        } else {
+            Vec::new()
+        };
+        let unknown = EndpointInfo {
+            state: "unknown",
+            pid: 0,
+            alive: false,
+        };
+        ("topic", unknown, subscribers)
+    } else {
+        let connector = endpoint(&hdr.connector, false);
+        let connector = EndpointInfo {
+            alive: lock::alive(file.as_raw_fd(), CONNECTOR_LOCK)?,
+            ..connector
+        };
+        let listener = magic == LISTENER_MAGIC || (magic == 0 && is_listener_size(size));
+        let kind = if listener { "listener" } else { "channel" };
+        (kind, connector, Vec::new())
     };
     // Nobody holds the creator's lock: the creator is gone, whatever pid the segment names.
     let stale = !owner_locked;
@@ -214,6 +244,8 @@ fn look(name: &str) -> Result<Looked> {
             owner_locked,
             creator,
             connector,
+            kind,
+            subscribers,
             stale,
         },
         file,
@@ -349,4 +381,58 @@ pub(crate) fn reclaim_if_dead(name: &str) -> Result<bool> {
         looked => reclaim_looked(name, looked)?,
     };
     Ok(matches!(reclaimed, Reclaim::Removed | Reclaim::Vanished))
+}
+
+/// A topic's subscribers, one per slot in use, for listings: each slot's state, the pid its
+/// holder recorded, and whether a process holds its lock. The topic's counts are read once
+/// and checked before anything past the header page is mapped; a topic whose counts do not
+/// fit its object lists none.
+fn subscribers_of(file: &std::fs::File, name: &str, size: u64) -> Result<Vec<EndpointInfo>> {
+    use crate::shm::layout::topic::{
+        slot_lock, state_of, topic_offsets, SubscriberSlot, TopicInfo, INFO_OFFSET, MAX_INDEX,
+        MAX_SUBSCRIBERS, MIN_INDEX, SLOT_ACTIVE, SLOT_DROPPED, SLOT_FREE, SLOT_JOINING,
+    };
+    let head = Mapping::prefix_of_shm_file(file.try_clone()?, name, HEADER_SIZE)?;
+    // SAFETY: INFO_OFFSET is inside the header page, aligned; `TopicInfo` is all atomics.
+    let info = unsafe { &*head.ptr().as_ptr().add(INFO_OFFSET).cast::<TopicInfo>() };
+    // Relaxed: published before `ready`, which the caller read with Acquire.
+    let slots = info.slots.load(Ordering::Relaxed) as usize;
+    let index_len = info.index_len.load(Ordering::Relaxed) as usize;
+    if !(1..=MAX_SUBSCRIBERS).contains(&slots)
+        || !index_len.is_power_of_two()
+        || !(MIN_INDEX..=MAX_INDEX).contains(&index_len)
+    {
+        return Ok(Vec::new());
+    }
+    let (slots_offset, region_offset) = topic_offsets(index_len, slots);
+    if region_offset as u64 > size {
+        return Ok(Vec::new());
+    }
+    let map = Mapping::prefix_of_shm_file(file.try_clone()?, name, region_offset)?;
+    let mut out = Vec::new();
+    for i in 0..slots {
+        // SAFETY: slot `i` lies below `region_offset`, inside the mapping, 128-aligned; all
+        // atomics.
+        let slot = unsafe {
+            &*map
+                .ptr()
+                .as_ptr()
+                .add(slots_offset + i * std::mem::size_of::<SubscriberSlot>())
+                .cast::<SubscriberSlot>()
+        };
+        // Relaxed: information only.
+        let state = match state_of(slot.state.load(Ordering::Relaxed)) {
+            SLOT_FREE => continue,
+            SLOT_JOINING => "joining",
+            SLOT_ACTIVE => "active",
+            SLOT_DROPPED => "dropped",
+            _ => "unknown",
+        };
+        out.push(EndpointInfo {
+            state,
+            pid: slot.peer.pid.load(Ordering::Relaxed),
+            alive: lock::alive(file.as_raw_fd(), slot_lock(slots_offset, i))?,
+        });
+    }
+    Ok(out)
 }

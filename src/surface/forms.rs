@@ -6,16 +6,25 @@
 /// (crate::Sender): the surface must have the sending cores ([`SendCore`](super::SendCore)),
 /// or this fails to compile naming the trait it lacks. `grant` is the surface's grant type,
 /// `setup` the examples' first lines (they make a sender `tx` and its peer's receiver `rx`),
-/// `commit` the line that commits the example's grant `grant` of 5 bytes.
+/// `commit` the line that commits the example's grant `grant` of 5 bytes, `long` (optional)
+/// the comment over the example's send of 3 MiB.
 macro_rules! send_methods {
     (grant: $grant:ty, setup: $setup:expr, commit: $commit:expr $(,)?) => {
+        send_methods!(
+            grant: $grant,
+            setup: $setup,
+            commit: $commit,
+            long: " // Longer than a frame (of a 1 MiB ring): fragmented, and received whole.",
+        );
+    };
+    (grant: $grant:ty, setup: $setup:expr, commit: $commit:expr, long: $long:expr $(,)?) => {
         #[doc = doc_send!()]
         ///
         /// ```
         #[doc = $setup]
         /// tx.send(b"hello")?;
         /// assert_eq!(&*rx.recv()?, b"hello");
-        /// // Longer than a frame (of a 1 MiB ring): fragmented, and received whole.
+        #[doc = $long]
         /// let long = vec![7u8; 3 << 20];
         /// std::thread::scope(|s| {
         ///     let sender = s.spawn(|| tx.send(&long));

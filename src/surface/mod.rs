@@ -38,6 +38,7 @@ pub(crate) mod connect;
 pub(crate) mod endpoint;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+mod topic;
 mod value;
 
 use std::time::Duration;

@@ -27,4 +27,5 @@ mod services;
 mod stress;
 #[cfg(feature = "tokio")]
 mod tokio_api;
+mod topic;
 mod wait;

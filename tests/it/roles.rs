@@ -44,6 +44,7 @@ pub const ROLES: &[(&str, Role)] = &[
     ("tokio-idle", crate::tokio_api::idle_child),
     #[cfg(feature = "tokio")]
     ("tokio-many", crate::tokio_api::many_child),
+    ("topic", crate::topic::child),
     ("wait", crate::wait::child),
 ];
 
@@ -129,6 +130,7 @@ fn every_role_the_sources_spawn_is_registered_and_every_registered_role_is_spawn
         include_str!("selector_many.rs"),
         include_str!("services.rs"),
         include_str!("stress.rs"),
+        include_str!("topic.rs"),
         include_str!("wait.rs"),
     ];
     if cfg!(feature = "tokio") {

@@ -28,7 +28,7 @@ use crate::shm::ring::ReadGuard;
 use crate::wait::{self, Deadline, WaitStrategy};
 
 pub(crate) use open::peek_magic;
-pub(crate) use recv::Ready;
+pub(crate) use recv::{Overtaken, Reader, Ready};
 
 /// Default for [`Channel::max_message`]: 1 GiB.
 pub const DEFAULT_MAX_MESSAGE: usize = 1 << 30;

@@ -218,12 +218,14 @@ impl Channel {
             // mapping holds HEADER_SIZE + 2 * capacity bytes. The mapping is page-aligned, so
             // both are aligned for their types.
             unsafe {
+                let header = NonNull::new_unchecked(
+                    base.as_ptr()
+                        .add(RINGS_OFFSET + i * std::mem::size_of::<RingHeader>())
+                        as *mut RingHeader,
+                );
                 RingPtrs {
-                    header: NonNull::new_unchecked(
-                        base.as_ptr()
-                            .add(RINGS_OFFSET + i * std::mem::size_of::<RingHeader>())
-                            as *mut RingHeader,
-                    ),
+                    header,
+                    head: NonNull::from(&*header.as_ref().head),
                     region: NonNull::new_unchecked(base.as_ptr().add(HEADER_SIZE + i * capacity)),
                     capacity,
                     peer_mode,
@@ -283,6 +285,7 @@ impl Channel {
                 max_message: DEFAULT_MAX_MESSAGE,
                 assembly: Vec::new(),
                 assembling: super::recv::Assembling::Idle,
+                overtaken: None,
                 shared,
             },
             wait,
@@ -300,4 +303,46 @@ pub(crate) fn peek_magic(map: &Mapping) -> u64 {
     // Relaxed: only compared; a creator publishes its header with `ready`, which the path
     // chosen by this value reads with Acquire before it trusts anything.
     segment(map).magic.load(Ordering::Relaxed)
+}
+
+impl RecvHalf {
+    /// The receiving half of a reader of a ring with many readers (a topic's subscriber), as
+    /// `reader` describes it, waiting with `wait`.
+    ///
+    /// # Safety
+    /// Every pointer of `reader` must point into `map`; this half must be the only consumer
+    /// of the cursor in `reader.ptrs`.
+    pub(crate) unsafe fn reader_of_many(
+        map: Mapping,
+        name: ChannelName,
+        reader: super::recv::Reader,
+        wait: WaitStrategy,
+    ) -> Result<RecvHalf> {
+        // SAFETY: per the contract: the ring lives in `map`, which moves into the `Shared`
+        // this half holds (or drops right here with the consumer on failure).
+        let rx = unsafe { Consumer::new(reader.ptrs, None, name.clone()) }?;
+        let peer = PeerWatch::new(
+            reader.writer,
+            map.file().as_raw_fd(),
+            reader.writer_lock,
+            name.clone(),
+        );
+        let shared = Arc::new(Shared {
+            me: reader.me,
+            out_data: NonNull::from(rx.data_cell()),
+            in_space: NonNull::from(rx.space_cell()),
+            name,
+            _map: map,
+        });
+        Ok(RecvHalf {
+            rx,
+            peer,
+            wait: Waiter::new(wait),
+            max_message: DEFAULT_MAX_MESSAGE,
+            assembly: Vec::new(),
+            assembling: super::recv::Assembling::Idle,
+            overtaken: Some(reader.overtaken),
+            shared,
+        })
+    }
 }

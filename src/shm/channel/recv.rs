@@ -3,8 +3,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use std::ptr::NonNull;
+
 use crate::error::{ChannelName, RecvError, WaitError};
+use crate::shm::layout::topic::{state_of, SLOT_DROPPED};
 use crate::shm::ring::{kind, Consumer, Frame, ReadGuard};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::wait::{self, Deadline, Waiter};
 
 use super::*;
@@ -23,6 +27,9 @@ pub struct RecvHalf {
     pub(super) assembly: Vec<u8>,
     /// Where the receiver is in a fragmented message.
     pub(super) assembling: Assembling,
+    /// For a reader of a ring with many readers (a topic's subscriber): the words that say
+    /// it was overtaken. None for a channel's.
+    pub(super) overtaken: Option<Overtaken>,
     // Declared last: the mapping `rx` and `peer` point into, kept alive by this half.
     pub(super) shared: Arc<Shared>,
 }
@@ -38,6 +45,59 @@ pub(crate) enum Assembling {
     /// the error was returned once): its remaining fragments are skipped, up to and including
     /// its last, so the messages after it still come through.
     Discarding,
+}
+
+/// The words that tell a reader of a ring with many readers (a topic's subscriber) that it
+/// can read no further where it is: its slot's state (the writer dropped it) and, when the
+/// writer overwrites, the writer's claim (it lagged: its position fell below the claim).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Overtaken {
+    /// The reader's slot's state word.
+    pub(crate) state: NonNull<AtomicU32>,
+    /// The writer's claim, where it overwrites.
+    pub(crate) claim: Option<NonNull<AtomicU64>>,
+}
+
+impl Overtaken {
+    /// `Dropped` when the writer dropped the reader; `Lagged` (with `missed` 0: the caller
+    /// counts) when its position `at` fell below the claim.
+    #[inline]
+    fn check(&self, at: u64, channel: &ChannelName) -> Result<(), RecvError> {
+        // SAFETY: both point into the mapping the half's `shared` keeps alive; atomics.
+        let state = unsafe { self.state.as_ref() };
+        // Relaxed: the writer's verdict; nothing is read by it.
+        if state_of(state.load(Ordering::Relaxed)) == SLOT_DROPPED {
+            return Err(RecvError::Dropped {
+                channel: channel.clone(),
+            });
+        }
+        if let Some(claim) = self.claim {
+            // SAFETY: as above.
+            let claim = unsafe { claim.as_ref() };
+            // Acquire: pairs with the writer's Release fence after its claim store.
+            if claim.load(Ordering::Acquire) > at {
+                return Err(RecvError::Lagged {
+                    channel: channel.clone(),
+                    missed: 0,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a reader of a ring with many readers is made of (see `RecvHalf::reader_of_many`).
+pub(crate) struct Reader {
+    /// The ring, whose consumer's index is the reader's own cursor.
+    pub(crate) ptrs: crate::shm::ring::RingPtrs,
+    /// The reader's own record, closed when the half drops.
+    pub(crate) me: NonNull<crate::shm::layout::PeerInfo>,
+    /// The writer's record, watched as a channel's peer.
+    pub(crate) writer: NonNull<crate::shm::layout::PeerInfo>,
+    /// The byte the writer's end keeps locked.
+    pub(crate) writer_lock: u64,
+    /// What tells the reader it was overtaken.
+    pub(crate) overtaken: Overtaken,
 }
 
 /// A whole message found by [`RecvHalf::next_ready`], not yet lent out: a frame in the ring,
@@ -78,6 +138,34 @@ impl RecvHalf {
     pub fn peer_pid(&self) -> Option<u32> {
         let _ = self.peer.check();
         self.peer.pid()
+    }
+
+    /// The name errors carry.
+    pub(crate) fn channel_name(&self) -> &ChannelName {
+        &self.shared.name
+    }
+
+    /// How far it has read: the free-running index of its ring.
+    #[inline]
+    pub(crate) fn position(&self) -> u64 {
+        self.rx.position()
+    }
+
+    /// Moves a reader of a ring with many readers to `index` (a frame another reader
+    /// could read next: an entry of a topic's index), dropping a message in fragments under
+    /// way.
+    pub(crate) fn reposition(&mut self, index: u64) -> Result<(), RecvError> {
+        self.assembling = Assembling::Idle;
+        self.rx.reposition(index)
+    }
+
+    /// `Dropped` or `Lagged` when this reader can read no further (see [`Overtaken`]).
+    #[inline]
+    fn overtaken(&self) -> Result<(), RecvError> {
+        match &self.overtaken {
+            Some(o) => o.check(self.rx.position(), &self.shared.name),
+            None => Ok(()),
+        }
     }
 
     /// Lends out a message [`next_ready`](RecvHalf::next_ready) found.
@@ -154,17 +242,22 @@ impl RecvHalf {
                         _ => {}
                     }
                 }
-                Ok(None) => match wait {
-                    Deadline::Now => {
-                        self.peer.check_throttled()?;
-                        return Err(RecvError::Empty {
-                            channel: self.shared.name.clone(),
-                        });
+                Ok(None) => {
+                    // A reader of a ring with many readers that was overtaken finds no more.
+                    self.overtaken()?;
+                    match wait {
+                        Deadline::Now => {
+                            self.peer.check_throttled()?;
+                            return Err(RecvError::Empty {
+                                channel: self.shared.name.clone(),
+                            });
+                        }
+                        Deadline::At(at) => self.wait_data(Some(at))?,
+                        Deadline::Never => self.wait_data(None)?,
                     }
-                    Deadline::At(at) => self.wait_data(Some(at))?,
-                    Deadline::Never => self.wait_data(None)?,
-                },
-                Err(e) => return Err(e),
+                }
+                // Overtaken, the frames at our position are not the ones to read.
+                Err(e) => return Err(self.overtaken().err().unwrap_or(e)),
             }
         }
     }
@@ -287,9 +380,12 @@ impl RecvHalf {
     #[inline]
     fn wait_data(&mut self, deadline: Option<Instant>) -> Result<(), RecvError> {
         let rx = &self.rx;
-        let result =
-            self.wait
-                .wait_until(rx.data_cell(), deadline, || rx.has_data(), &mut self.peer);
+        let (overtaken, name) = (self.overtaken, &self.shared.name);
+        let ready =
+            || rx.has_data() || overtaken.is_some_and(|o| o.check(rx.position(), name).is_err());
+        let result = self
+            .wait
+            .wait_until(rx.data_cell(), deadline, ready, &mut self.peer);
         match result {
             Err(e @ (WaitError::Disconnected { .. } | WaitError::PeerGone { .. })) => {
                 // Frames published before the close are visible now (Acquire in `state`).

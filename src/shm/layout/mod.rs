@@ -17,6 +17,7 @@
 pub(crate) mod frame;
 pub(crate) mod listener;
 mod segment;
+pub(crate) mod topic;
 
 /// The sleep/wake words of each ring's header: the waits' own type, placed in the mapping.
 pub(crate) use crate::wait::WaitCell;

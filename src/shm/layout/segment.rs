@@ -222,6 +222,28 @@ impl SegmentHeader {
         self.pointer_width.store(POINTER_WIDTH, Relaxed);
     }
 
+    /// Checks that the layout parameters the creator's build wrote are this build's.
+    pub(crate) fn check_layout(&self, name: &str) -> Result<(), OpenError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (field, cell, expected) in [
+            ("frame alignment", &self.frame_align, FRAME_ALIGN as u32),
+            ("cell alignment", &self.cell_align, CELL_ALIGN as u32),
+            ("pointer width", &self.pointer_width, POINTER_WIDTH),
+        ] {
+            // Relaxed: published before `ready`, which the caller read with Acquire.
+            let found = cell.load(Relaxed);
+            if found != expected {
+                return Err(OpenError::LayoutMismatch {
+                    channel: name.into(),
+                    field,
+                    found: found.into(),
+                    expected: expected.into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the fixed fields of a header the creator has marked ready, against the real
     /// length of the mapping; `magic` is the first word, as the caller read it. Returns the ring
     /// capacity. `name` names the channel in errors.
@@ -248,21 +270,7 @@ impl SegmentHeader {
                 expected: LAYOUT_VERSION,
             });
         }
-        for (field, cell, expected) in [
-            ("frame alignment", &self.frame_align, FRAME_ALIGN as u32),
-            ("cell alignment", &self.cell_align, CELL_ALIGN as u32),
-            ("pointer width", &self.pointer_width, POINTER_WIDTH),
-        ] {
-            let found = cell.load(Relaxed);
-            if found != expected {
-                return Err(OpenError::LayoutMismatch {
-                    channel: name.into(),
-                    field,
-                    found: found.into(),
-                    expected: expected.into(),
-                });
-            }
-        }
+        self.check_layout(name)?;
         let header_size = self.header_size.load(Relaxed) as usize;
         if header_size != HEADER_SIZE {
             return Err(OpenError::size_mismatch(

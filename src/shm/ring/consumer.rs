@@ -61,7 +61,7 @@ impl Consumer {
         channel: ChannelName,
     ) -> Result<Self, OpenError> {
         // Acquire: pairs with the Release store of our predecessor's index.
-        let head = ptrs.header().head.load(Ordering::Acquire);
+        let head = ptrs.head().load(Ordering::Acquire);
         // Acquire: pairs with the producer's Release store of its informational index.
         let tail = ptrs.header().tail.load(Ordering::Acquire);
         if head % FRAME_ALIGN as u64 != 0
@@ -107,6 +107,20 @@ impl Consumer {
     #[inline]
     pub(crate) fn position(&self) -> u64 {
         self.state.head
+    }
+
+    /// Moves to `index`, where a frame starts that another reader of a ring with many
+    /// readers could read next (a topic's subscriber that lagged is put back there), and
+    /// publishes it as our index. Fails on an index that is not 8-aligned (none is a frame's).
+    pub(crate) fn reposition(&mut self, index: u64) -> Result<(), RecvError> {
+        if index % FRAME_ALIGN as u64 != 0 {
+            return Err(self.corrupt(format!("a message said to start at index {index}")));
+        }
+        self.state.head = index;
+        self.state.empty_at.set(index);
+        self.state.found_empty.set(false);
+        self.store_head();
+        Ok(())
     }
 
     /// Largest payload a single frame carries.
@@ -458,11 +472,7 @@ impl Consumer {
         self.state.released.set(self.state.head);
         // RELEASE_SPACE (Release): pairs with RECLAIM in Producer::refresh_head; our reads of the
         // frames happen before the producer may overwrite them.
-        self.state
-            .ptrs
-            .header()
-            .head
-            .store(self.state.head, RELEASE_SPACE);
+        self.state.ptrs.head().store(self.state.head, RELEASE_SPACE);
         if self.state.ptrs.peer_mode() != MODE_SPIN {
             wait::wake_if_sleeping(&self.state.ptrs.header().space_wait);
         }

@@ -110,6 +110,18 @@ pub(crate) const RELEASE_SPACE: Ordering = Ordering::Release;
 /// [`RELEASE_SPACE`].
 pub(crate) const RECLAIM: Ordering = Ordering::Acquire;
 
+/// What stands for the consumer's index in a ring with many readers (a topic's publisher,
+/// `crate::shm::topic`): asked only when the producer's cached index says there is no room,
+/// and told of every frame published. Batches (`Producer::write_batch`) publish several frames
+/// with one word, so a producer with a gate sends one frame at a time.
+pub(crate) trait Gate: Send {
+    /// The index behind which the producer, at `tail`, may write now (at most `tail`, never
+    /// below what it returned before), for frames that would end at `end`.
+    fn reclaim(&mut self, tail: u64, end: u64) -> Result<u64, SendError>;
+    /// The frame at `start` was published; the producer's position is now `next`.
+    fn published(&mut self, start: u64, next: u64);
+}
+
 // What the ring lends out, as the seam names it.
 
 impl Sealed for WriteGrant<'_> {}

@@ -45,6 +45,9 @@ pub(crate) struct ProducerState {
     pub(super) _owned: Option<std::sync::Arc<Owned>>,
     /// The channel's name, for errors (`"ring"` for a ring between threads).
     pub(super) channel: ChannelName,
+    /// A ring with many readers (a topic's): what stands for the consumer's index, told of
+    /// each frame published. None for a ring of two ends.
+    pub(super) gate: Option<Box<dyn Gate>>,
 }
 
 // SAFETY: the producer only holds pointers into memory that outlives it (kept alive by `_owned`
@@ -74,7 +77,7 @@ impl Producer {
         let capacity = ptrs.capacity;
         // Acquire: pairs with the Release stores of our predecessor (a fresh ring is all zero).
         let tail = ptrs.header().tail.load(Ordering::Acquire);
-        let head = ptrs.header().head.load(RECLAIM);
+        let head = ptrs.head().load(RECLAIM);
         if tail % FRAME_ALIGN as u64 != 0
             || head % FRAME_ALIGN as u64 != 0
             || head > tail
@@ -100,8 +103,23 @@ impl Producer {
                 max_len: max_payload(capacity),
                 _owned: owned,
                 channel,
+                gate: None,
             }),
         })
+    }
+
+    /// Makes this the producer of a ring with many readers: `gate` stands for the consumer's
+    /// index from now on, and every publish wakes whoever sleeps for data.
+    pub(crate) fn set_gate(&mut self, gate: Box<dyn Gate>) {
+        self.state.gate = Some(gate);
+        // Readers behind may still need the start of the region: no early rewinds.
+        self.state.next_rewind = u64::MAX;
+    }
+
+    /// Our index: bytes published so far.
+    #[inline]
+    pub(crate) fn position(&self) -> u64 {
+        self.state.tail
     }
 
     /// Bytes in the ring region.
@@ -114,10 +132,14 @@ impl Producer {
         self.state.max_len
     }
 
-    /// Rereads the consumer's index. Fails if it moved backwards or past us.
+    /// Rereads the consumer's index (or asks the gate of a ring with many readers, for room
+    /// up to `end`). Fails if it moved backwards or past us.
     #[inline(never)]
-    pub(super) fn refresh_head(&mut self) -> Result<(), SendError> {
-        let head = self.state.ptrs.header().head.load(RECLAIM);
+    pub(super) fn refresh_head(&mut self, end: u64) -> Result<(), SendError> {
+        let head = match self.state.gate.as_mut() {
+            Some(gate) => gate.reclaim(self.state.tail, end)?,
+            None => self.state.ptrs.head().load(RECLAIM),
+        };
         if head < self.state.cached_head || head > self.state.tail || head % FRAME_ALIGN as u64 != 0
         {
             return Err(SendError::Corrupt {
@@ -166,7 +188,7 @@ impl Producer {
             start = self.maybe_rewind(self.state.tail & self.state.mask, fs)?;
         }
         if !self.fits(start + fs) {
-            self.refresh_head()?;
+            self.refresh_head(start + fs)?;
             if !self.fits(start + fs) {
                 return Ok(None);
             }
@@ -222,7 +244,7 @@ impl Producer {
             self.place_after(end, len) + frame_size(len) as u64
         });
         if !self.fits(end) {
-            self.refresh_head()?;
+            self.refresh_head(end)?;
         }
         Ok(self.fits(end))
     }
@@ -248,7 +270,7 @@ impl Producer {
         }
         let lap_end = self.state.tail + (cap - pos);
         self.state.next_rewind = lap_end + REWIND_AT;
-        self.refresh_head()?;
+        self.refresh_head(self.state.tail)?;
         Ok(if self.state.cached_head == self.state.tail {
             lap_end
         } else {
@@ -472,7 +494,7 @@ impl Producer {
                         break;
                     }
                     refreshed = true;
-                    if let Err(e) = self.refresh_head() {
+                    if let Err(e) = self.refresh_head(start + fs) {
                         // Nothing since `first` was published: the words written past it are
                         // in free space, where any value may lie. The frames published before
                         // it went out; the next call meets the error again.
@@ -562,7 +584,15 @@ impl Producer {
         // Release: informational copy of our index, read by `Producer::new` of a successor.
         self.state.ptrs.header().tail.store(next, Ordering::Release);
         self.zero_ahead(next, fs);
-        self.notify_consumer(from);
+        match self.state.gate.as_mut() {
+            None => self.notify_consumer(from),
+            Some(gate) => {
+                gate.published(at, next);
+                // Many readers share the data cell: any of them may sleep in front of this
+                // frame, whatever the index the gate stands for says.
+                wait::wake_if_sleeping(&self.state.ptrs.header().data_wait);
+            }
+        }
         if fs >= wait::LARGE_FRAME {
             // The consumer's copy of it is what this thread's next wait waits for.
             wait::note_large_frame(fs);

@@ -9,6 +9,10 @@ use crate::shm::layout::RingHeader;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RingPtrs {
     pub header: NonNull<RingHeader>,
+    /// The consumer's index: `header.head` for a ring of two ends; a subscriber's cursor in
+    /// its slot for a topic's reader, and the publisher's floor for a topic's writer (see
+    /// `crate::shm::topic`).
+    pub head: NonNull<AtomicU64>,
     pub region: NonNull<u8>,
     pub capacity: usize,
     /// The wait mode the *other* end announced (`MODE_*`), read to decide whether it needs a
@@ -23,6 +27,14 @@ impl RingPtrs {
         // initialised `RingHeader` that outlives every end holding these pointers; all fields
         // are atomics, so shared references to them are sound even while the peer writes.
         unsafe { self.header.as_ref() }
+    }
+
+    /// The consumer's index (see `head`).
+    #[inline]
+    pub(super) fn head(&self) -> &AtomicU64 {
+        // SAFETY: as in `header`: the word lives in the same memory (the ring header, or a
+        // topic's header or slot) and is an atomic.
+        unsafe { self.head.as_ref() }
     }
 
     #[inline]
@@ -90,8 +102,11 @@ pub(crate) struct RingParts {
 impl RingParts {
     /// The pointers of the producer and of the consumer of a ring of `capacity` bytes.
     pub(crate) fn ends(self, capacity: usize) -> (RingPtrs, RingPtrs) {
+        // SAFETY: `header` points at a live `RingHeader` (see the field).
+        let head = NonNull::from(&*unsafe { self.header.as_ref() }.head);
         let producer = RingPtrs {
             header: self.header,
+            head,
             region: self.region,
             capacity,
             peer_mode: self.consumer_mode,
