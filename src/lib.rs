@@ -296,6 +296,56 @@
 //! }
 //! ```
 //!
+//! ## Topics: one publisher, many subscribers
+//!
+//! A [`Publisher`] writes each message once into one ring that every [`Subscriber`] follows at
+//! its own position (the Disruptor's multicast): a camera feeding a recorder, a detector and a
+//! display, market data fanned out to strategies. The publisher has the whole send set of a
+//! channel, each subscriber the whole receive set, reading in place. What a slow subscriber
+//! costs is chosen when the topic is made ([`TopicConfig::mode`]): [`TopicMode::Lossless`] (the
+//! default: the publisher reuses space only behind the slowest live subscriber, so a full ring
+//! makes `send` wait and `try_send` fail with [`SendError::Full`]; a subscriber that dies, or
+//! that the publisher drops with [`Publisher::drop_subscriber`], holds nothing back) or
+//! [`TopicMode::Overwrite`] (the publisher never waits; a subscriber that falls a ring behind
+//! gets [`RecvError::Lagged`] once, with how many messages it missed, then the oldest one still
+//! there). A subscriber that joins late may ask for up to [`TopicConfig::history`] messages
+//! published before it ([`Subscriber::connect_with`]). Messages are at most
+//! `capacity / 2 - 72` bytes: a topic does not fragment.
+//!
+//! ```
+//! use shmlink::{Publisher, RecvError, Subscriber, TopicConfig, TopicMode, WaitStrategy};
+//!
+//! fn main() -> Result<(), shmlink::Error> {
+//!     let name = format!("doc-topic-{}", std::process::id());
+//!     let config = TopicConfig { capacity: 4096, mode: TopicMode::Overwrite, ..TopicConfig::default() };
+//!     let mut camera = Publisher::create(&name, &config)?;
+//!     let mut display = Subscriber::connect(&name, WaitStrategy::Block)?;
+//!     let mut recorder = Subscriber::connect(&name, WaitStrategy::Block)?;
+//!
+//!     camera.send(b"frame 0")?;
+//!     assert_eq!(&*display.recv()?, b"frame 0");
+//!     assert_eq!(&*recorder.recv()?, b"frame 0");
+//!
+//!     // The display falls far behind: the camera does not wait for it.
+//!     for i in 1..=500u32 {
+//!         camera.send(format!("frame {i}").as_bytes())?;
+//!         assert!(recorder.recv()?.starts_with(b"frame"));
+//!     }
+//!     match display.recv() {
+//!         Err(RecvError::Lagged { missed, .. }) => assert!(missed > 0),
+//!         other => panic!("expected Lagged, got {other:?}"),
+//!     }
+//!     assert!(display.recv()?.starts_with(b"frame")); // the oldest still there
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Across processes the calls are the same: `examples/topic_pub.rs` and
+//! `examples/topic_sub.rs` (`cargo run --example topic_pub` in one terminal, `cargo run
+//! --example topic_sub` in others). [`segments::list`] and `shmlink-clean` show topics with
+//! their subscribers and whether each is alive; [`Publisher::subscribers`] says which
+//! subscriber holds a lossless publisher back.
+
 //! ## Writing a service
 //!
 //! * **Signals do not end a wait.** A thread blocked in `recv`, `send`, `accept` or

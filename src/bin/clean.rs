@@ -40,11 +40,11 @@ fn row(seg: &SegmentInfo) -> String {
         format!("connector: {}", endpoint(&seg.connector))
     };
     format!(
-        "{:<32} {:<8} {:<13} {:>10}  creator: {:<28} {readers}",
+        "{:<32} {:<13} {:>10}  {:<8} creator: {:<28} {readers}",
         seg.name,
-        seg.kind,
         state,
         seg.size,
+        seg.kind,
         endpoint(&seg.creator),
     )
 }

@@ -525,3 +525,58 @@ fn forged_slot_states_hold_nothing_for_long() {
             .expect("the forged slots do not hold the publisher");
     }
 }
+
+#[test]
+fn segments_list_a_topic_with_its_subscribers_and_their_liveness() {
+    let name = unique("topic-listed");
+    let _unlink = NameGuard(name.clone());
+    let publisher = Publisher::create(&name, &TopicConfig::default()).expect("create");
+    let _here = Subscriber::connect(&name, WaitStrategy::Spin).expect("join");
+    let mut there = spawn(&format!("hold {name}"));
+    wait_for_subscribers(&publisher, 2);
+    let seen = shmlink::segments::inspect(&name).expect("inspect");
+    assert_eq!(seen.kind, "topic");
+    assert!(seen.ready && !seen.stale && seen.creator.alive);
+    assert_eq!(seen.subscribers.len(), 2);
+    assert!(seen
+        .subscribers
+        .iter()
+        .all(|s| s.alive && s.state == "active"));
+    assert!(seen.subscribers.iter().any(|s| s.pid == there.pid()));
+    there.kill();
+    there.reap();
+    let seen = shmlink::segments::inspect(&name).expect("inspect");
+    assert_eq!(
+        seen.subscribers.iter().filter(|s| s.alive).count(),
+        1,
+        "the killed subscriber's slot is not held: {:?}",
+        seen.subscribers
+    );
+}
+
+#[test]
+fn a_dead_publishers_topic_is_reclaimed_like_a_channel() {
+    let name = unique("topic-reclaimed");
+    let _unlink = NameGuard(name.clone());
+    let mut publisher = spawn(&format!("publish {name} 10 0"));
+    wait_for_line(&mut publisher, "sent");
+    assert!(!shmlink::segments::inspect(&name).expect("inspect").stale);
+    publisher.kill();
+    publisher.reap();
+    let seen = shmlink::segments::inspect(&name).expect("inspect");
+    assert!(seen.stale, "a killed publisher's topic is stale: {seen:?}");
+    assert!(shmlink::segments::list()
+        .expect("list")
+        .iter()
+        .any(|s| s.name == name && s.kind == "topic"));
+    assert!(matches!(
+        shmlink::segments::reclaim(&name).expect("reclaim"),
+        shmlink::segments::Reclaim::Removed
+    ));
+    // And a dead publisher's name is taken over by a new topic at once.
+    let mut again = spawn(&format!("publish {name} 10 0"));
+    wait_for_line(&mut again, "sent");
+    again.kill();
+    again.reap();
+    Publisher::create(&name, &TopicConfig::default()).expect("create over a dead publisher");
+}
