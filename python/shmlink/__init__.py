@@ -21,6 +21,11 @@ JSON goes through ``orjson`` when it is installed (``pip install shmlink[fast-js
 the standard ``json`` module; ``JSON_CODEC`` says which. Either way, a message that is not JSON
 (or an object that cannot be encoded) raises ``JsonError``, a ``ShmlinkError``.
 
+Topics: ``Publisher.create(name)`` publishes each message once to every ``Subscriber.connect(name)``
+(``mode="lossless"``: the publisher waits for the slowest live subscriber; ``"overwrite"``: it
+never waits, and a lapped subscriber gets ``Lagged`` with ``missed``). A Rust publisher or
+subscriber of the same name is the same topic.
+
 Plain values (``ctypes`` structures) travel as their bytes: ``send_value(tick)`` on one end,
 ``recv_value(Tick)`` on the other, which raises ``WrongSize`` for a message of another length.
 A Rust peer reads the same message with ``recv_value::<Tick>()`` of a ``#[repr(C)]`` struct of
@@ -59,6 +64,11 @@ from ._shmlink import (
     Timeout,
     TooLarge,
     TooManyClients,
+    TooManySubscribers,
+    Lagged,
+    Dropped,
+    Publisher,
+    Subscriber,
 )
 
 try:
@@ -111,5 +121,10 @@ __all__ = [
     "Timeout",
     "TooLarge",
     "TooManyClients",
+    "TooManySubscribers",
+    "Lagged",
+    "Dropped",
+    "Publisher",
+    "Subscriber",
     "connect",
 ]

@@ -81,6 +81,19 @@ class Incompatible(ShmlinkError):
 class TooManyClients(ShmlinkError):
     """The listener already serves as many clients as it accepts."""
 
+class TooManySubscribers(ShmlinkError):
+    """The topic has as many subscribers as its publisher admits."""
+    limit: int
+
+class Lagged(ShmlinkError):
+    """A subscriber of an overwrite topic fell a ring behind; the next receive gives the oldest
+    message still there."""
+    missed: int
+    """How many messages it will never see."""
+
+class Dropped(ShmlinkError):
+    """The topic's publisher dropped this subscriber; subscribe again to go on."""
+
 class Closed(ShmlinkError):
     """The channel or listener was closed on this side."""
 
@@ -178,6 +191,115 @@ class Channel:
     def is_peer_connected(self) -> bool: ...
     @property
     def backend(self) -> Literal["shm", "ipc-channel"]: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+class Publisher:
+    """The publishing end of a topic: each message is written once and every subscriber reads
+    it. ``"lossless"`` topics make ``send`` wait for the slowest live subscriber;
+    ``"overwrite"`` ones never wait (a lapped subscriber gets ``Lagged``)."""
+
+    @staticmethod
+    def create(
+        name: str,
+        capacity: int = 1048576,
+        wait: _Wait = "block",
+        mode: Literal["lossless", "overwrite"] = "lossless",
+        history: int = 0,
+        max_subscribers: int = 64,
+    ) -> Publisher:
+        """Makes the topic ``name`` (a ring of ``capacity`` bytes, a power of two), keeping
+        ``history`` messages for subscribers that join late."""
+    def send(self, data: Buffer, timeout: float | None = None) -> None:
+        """Publishes ``data``, waiting for room (``Timeout`` after ``timeout`` seconds)."""
+    def try_send(self, data: Buffer) -> None:
+        """Publishes ``data`` now, or raises ``Full``."""
+    def send_json(self, obj: Any, timeout: float | None = None) -> None:
+        """Publishes ``obj`` encoded as JSON."""
+    def try_send_json(self, obj: Any) -> None:
+        """Publishes ``obj`` encoded as JSON now, or raises ``Full``."""
+    def send_value(self, value: Buffer, timeout: float | None = None) -> None:
+        """Publishes a plain value (its bytes) as one message."""
+    def try_send_value(self, value: Buffer) -> None:
+        """``send_value`` now, or raises ``Full``."""
+    def send_batch(self, batch: Iterable[Buffer], timeout: float | None = None) -> int:
+        """Publishes the messages of ``batch`` in order; how many went."""
+    def try_send_batch(self, batch: Iterable[Buffer]) -> int:
+        """``send_batch`` of the messages that go now; ``Full`` when not even the first does."""
+    def subscribers(self) -> list[dict[str, Any]]:
+        """The subscribers in the table: ``slot``, ``state``, ``pid``, ``alive``, ``behind``."""
+    @property
+    def subscriber_count(self) -> int: ...
+    @property
+    def published(self) -> int: ...
+    def drop_subscriber(self, slot: int) -> bool:
+        """Drops the subscriber in ``slot`` (its next receive raises ``Dropped``)."""
+    @property
+    def max_message(self) -> int:
+        """The largest message (a topic does not fragment)."""
+    @property
+    def mode(self) -> Literal["lossless", "overwrite"]: ...
+    @property
+    def name(self) -> str: ...
+    def close(self) -> None:
+        """Closes the topic; subscribers read what is left, then get ``Disconnected``."""
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
+
+class Subscriber:
+    """A subscriber of a topic: every message published after it joined, in order."""
+
+    @staticmethod
+    def connect(
+        name: str, wait: _Wait = "block", history: int = 0, timeout: float | None = None
+    ) -> Subscriber:
+        """Joins the topic ``name``, asking for up to ``history`` earlier messages, waiting up
+        to ``timeout`` seconds for it to appear (``None``: try once)."""
+    def recv(self, timeout: float | None = None) -> bytes:
+        """Receives the next message (``Timeout`` after ``timeout`` seconds)."""
+    def try_recv(self) -> bytes:
+        """Receives the message waiting now, or raises ``Empty``."""
+    def recv_into(self, buffer: Buffer, timeout: float | None = None) -> int:
+        """Receives the next message into ``buffer``; its length."""
+    def try_recv_into(self, buffer: Buffer) -> int:
+        """``recv_into`` of the message waiting now, or raises ``Empty``."""
+    def recv_json(self, timeout: float | None = None) -> Any:
+        """Receives the next message and decodes it as JSON."""
+    def try_recv_json(self) -> Any:
+        """Receives the message waiting now and decodes it as JSON, or raises ``Empty``."""
+    def recv_value(self, cls: Callable[[], _V], timeout: float | None = None) -> _V:
+        """Receives the next message into a new ``cls()``."""
+    def try_recv_value(self, cls: Callable[[], _V]) -> _V:
+        """``recv_value`` of the message waiting now, or raises ``Empty``."""
+    def recv_batch(self, max: int, timeout: float | None = None) -> list[bytes]:
+        """Receives the next message and those waiting behind it, up to ``max``."""
+    def try_recv_batch(self, max: int) -> list[bytes]:
+        """``recv_batch`` of the messages waiting now, or raises ``Empty``."""
+    @property
+    def slot(self) -> int: ...
+    @property
+    def peer_pid(self) -> int | None: ...
+    def is_peer_connected(self) -> bool: ...
+    @property
+    def max_message(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    def close(self) -> None:
+        """Leaves the topic."""
+    @property
+    def closed(self) -> bool: ...
     def __enter__(self) -> Self: ...
     def __exit__(
         self,

@@ -119,6 +119,25 @@ create_exception!(
 );
 create_exception!(
     shmlink,
+    TooManySubscribers,
+    ShmlinkError,
+    "The topic has as many subscribers as its publisher admits."
+);
+create_exception!(
+    shmlink,
+    Lagged,
+    ShmlinkError,
+    "A subscriber of an overwrite topic fell a ring behind: `missed` messages are gone; the \
+     next receive gives the oldest one still there."
+);
+create_exception!(
+    shmlink,
+    Dropped,
+    ShmlinkError,
+    "The topic's publisher dropped this subscriber; subscribe again to go on."
+);
+create_exception!(
+    shmlink,
     WrongSize,
     ShmlinkError,
     "A message that is not exactly one value of the type recv_value asked for (consumed)."
@@ -190,6 +209,15 @@ pub(crate) fn to_py(e: impl Into<Error>) -> PyErr {
             | O::SizeMismatch { .. },
         ) => Incompatible::new_err(msg),
         Error::Open(O::TooManyClients { .. }) => TooManyClients::new_err(msg),
+        Error::Open(O::TooManySubscribers { limit, .. }) => {
+            attrs.push(("limit", limit.to_string()));
+            TooManySubscribers::new_err(msg)
+        }
+        Error::Recv(R::Lagged { missed, .. }) => {
+            attrs.push(("missed", missed.to_string()));
+            Lagged::new_err(msg)
+        }
+        Error::Recv(R::Dropped { .. }) => Dropped::new_err(msg),
         Error::Open(O::Io(io)) | Error::Send(S::Io(io)) | Error::Recv(R::Io(io)) => {
             attrs.push(("errno", io.raw_os_error().unwrap_or(0).to_string()));
             IoError::new_err(msg)
@@ -289,6 +317,9 @@ pub(crate) fn add_to(m: &Bound<'_, PyModule>) -> PyResult<()> {
         NotAChannel,
         Incompatible,
         TooManyClients,
+        TooManySubscribers,
+        Lagged,
+        Dropped,
         Closed,
         IoError
     );

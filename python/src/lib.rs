@@ -6,7 +6,8 @@
 //! call within one slice. A batch receive stops taking messages one slice after its first, so a
 //! peer that never lets the ring run dry cannot keep it (and the GIL) either.
 //!
-//! One module per class (`channel`, `endpoint`, `listener`, `selector`), the exceptions in
+//! One module per class (`channel`, `endpoint`, `listener`, `selector`; `topic` holds both of a
+//! topic's), the exceptions in
 //! `errors`, and the message method set in `methods`, written once for every Rust type a
 //! channel holds; `buffer`, `json` and `wait` are what they share.
 
@@ -19,6 +20,7 @@ mod listener;
 mod methods;
 mod segments;
 mod selector;
+mod topic;
 mod wait;
 
 use pyo3::prelude::*;
@@ -29,6 +31,8 @@ fn _shmlink(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<endpoint::Endpoint>()?;
     m.add_class::<listener::Listener>()?;
     m.add_class::<selector::Selector>()?;
+    m.add_class::<topic::Publisher>()?;
+    m.add_class::<topic::Subscriber>()?;
     m.add_function(wrap_pyfunction!(json::_set_codec, m)?)?;
     m.add_function(wrap_pyfunction!(segments::scan, m)?)?;
     m.add_function(wrap_pyfunction!(segments::inspect, m)?)?;

@@ -206,7 +206,7 @@ impl Info for RsEndpoint {
 
 /// A Rust type a Python channel holds: an end with both directions' cores (a server's
 /// connection holds a channel and frees its listener slot when dropped).
-pub(crate) trait Held: Info + Send + 'static {
+pub(crate) trait Held: Info + SendSide + RecvSide {
     type End: Sender + Receiver;
     fn end(&mut self) -> &mut Self::End;
 }
@@ -232,12 +232,76 @@ impl Held for RsEndpoint {
     }
 }
 
+/// What a send needs of a held end: its sending cores and its largest frame (a channel's,
+/// or a topic's publisher).
+pub(crate) trait SendSide: Send + 'static {
+    type Tx: Sender;
+    fn tx(&mut self) -> &mut Self::Tx;
+    fn max_frame(&self) -> usize;
+}
+
+/// What a receive needs of a held end: its receiving cores and how many bytes its ring holds
+/// (what a batch receive takes at most; a default ring's on the ipc-channel backend).
+pub(crate) trait RecvSide: Send + 'static {
+    type Rx: Receiver;
+    fn rx(&mut self) -> &mut Self::Rx;
+    fn ring_bytes(&mut self) -> usize;
+}
+
+macro_rules! both_sides {
+    ($($ty:ty),*) => {$(
+        impl SendSide for $ty {
+            type Tx = <$ty as Held>::End;
+            fn tx(&mut self) -> &mut Self::Tx {
+                self.end()
+            }
+            fn max_frame(&self) -> usize {
+                Info::max_frame(self)
+            }
+        }
+
+        impl RecvSide for $ty {
+            type Rx = <$ty as Held>::End;
+            fn rx(&mut self) -> &mut Self::Rx {
+                self.end()
+            }
+            fn ring_bytes(&mut self) -> usize {
+                Info::channel(self)
+                    .map_or_else(|| Config::default().capacity, |c| c.capacity())
+            }
+        }
+    )*};
+}
+
+both_sides!(RsChannel, Connection, RsEndpoint);
+
+impl SendSide for shmlink::Publisher {
+    type Tx = shmlink::Publisher;
+    fn tx(&mut self) -> &mut Self::Tx {
+        self
+    }
+    fn max_frame(&self) -> usize {
+        self.max_message()
+    }
+}
+
+impl RecvSide for shmlink::Subscriber {
+    type Rx = shmlink::Subscriber;
+    fn rx(&mut self) -> &mut Self::Rx {
+        self
+    }
+    fn ring_bytes(&mut self) -> usize {
+        // A topic's messages are at most half its ring.
+        2 * (self.max_message() + 72)
+    }
+}
+
 /// A held end behind its lock; `None` once closed.
 pub(crate) type Cell<H> = Mutex<Option<H>>;
 
 /// Sends `bytes` now (`try_only`) or within `deadline`, waiting in slices with the GIL
 /// released.
-pub(crate) fn send<H: Held>(
+pub(crate) fn send<H: SendSide>(
     py: Python<'_>,
     cell: &Cell<H>,
     bytes: &[u8],
@@ -252,7 +316,7 @@ pub(crate) fn send<H: Held>(
         Ok(mut g) => {
             let held = g.as_mut().ok_or_else(closed)?;
             if try_only || bytes.len() <= held.max_frame() {
-                match send_until(held.end(), bytes, Deadline::Now) {
+                match send_until(held.tx(), bytes, Deadline::Now) {
                     Ok(()) => return Ok(()),
                     Err(SendError::Full { .. }) if !try_only => {}
                     Err(e) => return Err(to_py(e)),
@@ -263,7 +327,7 @@ pub(crate) fn send<H: Held>(
             let r = py.allow_threads(|| {
                 let mut g = lock_nogil(cell);
                 let held = g.as_mut().ok_or(None)?;
-                send_until(held.end(), bytes, Deadline::Now).map_err(|e| Some(Error::from(e)))
+                send_until(held.tx(), bytes, Deadline::Now).map_err(|e| Some(Error::from(e)))
             });
             return r.map_err(|e| e.map_or_else(closed, to_py));
         }
@@ -283,7 +347,7 @@ pub(crate) fn send<H: Held>(
             } else {
                 Deadline::after(slice)
             };
-            send_until(held.end(), bytes, wait).map_err(|e| Some(Error::from(e)))
+            send_until(held.tx(), bytes, wait).map_err(|e| Some(Error::from(e)))
         });
         match r {
             Ok(()) => return Ok(()),
@@ -300,7 +364,7 @@ pub(crate) fn send<H: Held>(
 pub(crate) type Take<'a, R> = dyn Fn(Python<'_>, &[u8], &ChannelName) -> PyResult<R> + Sync + 'a;
 
 /// Receives one message now (`try_only`) or within `deadline`, and hands it to `take`.
-pub(crate) fn recv<H: Held, R: Send>(
+pub(crate) fn recv<H: RecvSide, R: Send>(
     py: Python<'_>,
     cell: &Cell<H>,
     deadline: Option<Instant>,
@@ -312,7 +376,7 @@ pub(crate) fn recv<H: Held, R: Send>(
     match cell.try_lock() {
         Ok(mut g) => {
             let held = g.as_mut().ok_or_else(closed)?;
-            match recv_until(held.end(), Deadline::Now, |m, c| take(py, m, c)) {
+            match recv_until(held.rx(), Deadline::Now, |m, c| take(py, m, c)) {
                 Ok(r) => return r,
                 Err(RecvError::Empty { .. }) if !try_only => {}
                 Err(e) => return Err(to_py(e)),
@@ -323,7 +387,7 @@ pub(crate) fn recv<H: Held, R: Send>(
             let r = py.allow_threads(|| {
                 let mut g = lock_nogil(cell);
                 let held = g.as_mut().ok_or(None)?;
-                recv_until(held.end(), Deadline::Now, |m, c| {
+                recv_until(held.rx(), Deadline::Now, |m, c| {
                     Python::with_gil(|py| take(py, m, c))
                 })
                 .map_err(|e| Some(Error::from(e)))
@@ -339,7 +403,7 @@ pub(crate) fn recv<H: Held, R: Send>(
             let held = g.as_mut().ok_or(None)?;
             // The message is copied out while it is in the ring, so the GIL is taken back
             // with the channel still locked: every other lock of it is taken without the GIL.
-            recv_until(held.end(), Deadline::after(slice), |m, c| {
+            recv_until(held.rx(), Deadline::after(slice), |m, c| {
                 Python::with_gil(|py| take(py, m, c))
             })
             .map_err(|e| Some(Error::from(e)))
@@ -357,7 +421,7 @@ pub(crate) fn recv<H: Held, R: Send>(
 /// went; an error after the first message ends the batch (the next call meets it again),
 /// except an exception that is not the library's (`KeyboardInterrupt` from a wait), which is
 /// raised whatever went.
-pub(crate) fn send_batch<H: Held>(
+pub(crate) fn send_batch<H: SendSide>(
     py: Python<'_>,
     cell: &Cell<H>,
     batch: &[&[u8]],
@@ -378,7 +442,7 @@ pub(crate) fn send_batch<H: Held>(
             Ok(mut g) => {
                 let held = g.as_mut().ok_or_else(closed)?;
                 if try_only || batch[sent].len() <= held.max_frame() {
-                    send_batch_until(held.end(), &batch[sent..], Deadline::Now).map_err(Some)
+                    send_batch_until(held.tx(), &batch[sent..], Deadline::Now).map_err(Some)
                 } else {
                     // Longer than a frame: `send` delivers it as the peer reads.
                     Err(None)
@@ -391,7 +455,7 @@ pub(crate) fn send_batch<H: Held>(
                 let r = py.allow_threads(|| {
                     let mut g = lock_nogil(cell);
                     let held = g.as_mut().ok_or(None)?;
-                    send_batch_until(held.end(), rest, Deadline::Now).map_err(Some)
+                    send_batch_until(held.tx(), rest, Deadline::Now).map_err(Some)
                 });
                 match r {
                     Ok(n) => Ok(n),
@@ -427,7 +491,7 @@ pub(crate) fn send_batch<H: Held>(
 /// Between chunks it also lets other threads take the GIL. It does not run signal handlers
 /// itself (one that raises would drop the messages already taken): it returns within a
 /// slice, and the interpreter runs them then.
-pub(crate) fn recv_batch<H: Held>(
+pub(crate) fn recv_batch<H: RecvSide>(
     py: Python<'_>,
     cell: &Cell<H>,
     max: usize,
@@ -456,10 +520,7 @@ pub(crate) fn recv_batch<H: Held>(
         };
         let Some(held) = g.as_mut() else { break };
         // The ipc-channel backend has no ring: a default ring's worth.
-        let budget = *budget.get_or_insert_with(|| {
-            held.channel()
-                .map_or_else(|| Config::default().capacity, |c| c.capacity())
-        });
+        let budget = *budget.get_or_insert_with(|| held.ring_bytes());
         let mut failed = None;
         let mut each = |m: &[u8]| {
             taken += frame_bytes(m.len());
@@ -467,7 +528,7 @@ pub(crate) fn recv_batch<H: Held>(
                 failed.get_or_insert(e);
             }
         };
-        let got = recv_batch_until(held.end(), want, &mut each, Deadline::Now);
+        let got = recv_batch_until(held.rx(), want, &mut each, Deadline::Now);
         drop(g);
         if let Some(e) = failed {
             return Err(e);
