@@ -506,7 +506,7 @@ mod wait;
 
 pub use error::{ChannelName, Error, OpenError, RecvError, Result, SendError};
 pub use seam::{Grant, Message};
-pub use service::{Connection, Listener, Selector, SelectorWaker, DEFAULT_MAX_CLIENTS};
+pub use service::{Connection, Listener, Selectable, Selector, SelectorWaker, DEFAULT_MAX_CLIENTS};
 pub use shm::channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_MESSAGE};
 pub use shm::layout::listener::MAX_CLIENTS;
 pub use shm::layout::topic::MAX_SUBSCRIBERS;

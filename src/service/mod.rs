@@ -15,4 +15,4 @@ mod selector;
 pub(crate) mod task;
 
 pub use listener::{Connection, Listener, DEFAULT_MAX_CLIENTS};
-pub use selector::{Selector, SelectorWaker};
+pub use selector::{Selectable, Selector, SelectorWaker};

@@ -45,7 +45,6 @@
 //!   peer, and without `futex_waitv` (kernels before 5.16) nothing is: in both cases
 //!   the selector looks every millisecond instead of sleeping.
 
-use std::borrow::BorrowMut;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,10 +52,59 @@ use std::time::{Duration, Instant};
 use super::listener::{Connection, Listener};
 use super::pool::{Fired, Pool, PER_THREAD};
 use crate::error::OpenError;
-use crate::shm::channel::Channel;
+use crate::shm::channel::{Channel, RecvHalf};
+use crate::shm::topic::Subscriber;
 use crate::sys::{FutexWaitv, WaitAny, WAITV_MAX};
 use crate::wait::handshake::{self, WakeFlag};
 use crate::wait::{Policy, WaitStrategy, UNWATCHED_SLICE};
+use sealed::Readable;
+/// Keeps [`Selectable`] to the crate's own types, and says where each keeps its receiving half.
+pub(crate) mod sealed {
+    /// What the selector reads of a member of its set: its receiving half.
+    pub trait Readable {
+        fn reader(&mut self) -> &mut crate::shm::channel::RecvHalf;
+    }
+}
+
+/// What a [`Selector`] waits on: a [`Channel`] (its receiving side), an accepted
+/// [`Connection`], a topic's [`Subscriber`], or a reference or box of one. Sealed.
+pub trait Selectable: sealed::Readable {}
+
+impl sealed::Readable for Channel {
+    fn reader(&mut self) -> &mut RecvHalf {
+        self.split().1
+    }
+}
+impl Selectable for Channel {}
+
+impl sealed::Readable for Connection {
+    fn reader(&mut self) -> &mut RecvHalf {
+        self.channel().split().1
+    }
+}
+impl Selectable for Connection {}
+
+impl sealed::Readable for Subscriber {
+    fn reader(&mut self) -> &mut RecvHalf {
+        Subscriber::reader(self)
+    }
+}
+impl Selectable for Subscriber {}
+
+impl<T: Selectable + ?Sized> sealed::Readable for &mut T {
+    fn reader(&mut self) -> &mut RecvHalf {
+        (**self).reader()
+    }
+}
+impl<T: Selectable + ?Sized> Selectable for &mut T {}
+
+impl<T: Selectable + ?Sized> sealed::Readable for Box<T> {
+    fn reader(&mut self) -> &mut RecvHalf {
+        (**self).reader()
+    }
+}
+impl<T: Selectable + ?Sized> Selectable for Box<T> {}
+
 /// The sleep slice of the degraded paths.
 const POLL_SLICE: Duration = Duration::from_millis(1);
 /// How long the hot phase sleeps, on the recently ready channels alone, before the selector
@@ -82,7 +130,9 @@ const WAKE: usize = usize::MAX - 2;
 /// Waits on many channels from one thread and says which are ready.
 ///
 /// A channel is *ready* when a frame is waiting in it or its peer is gone (closed, or its
-/// process died: the next receive reports which). [`wait`](Selector::wait) returns the indices
+/// process died: the next receive reports which). The set may hold channels, accepted
+/// connections or topic subscribers ([`Selectable`]); a subscriber is also ready once it
+/// lagged or was dropped (its next receive says so). [`wait`](Selector::wait) returns the indices
 /// of the ready channels, starting at a point that moves on every call: serve each returned
 /// channel once (one message, or a bounded batch) before waiting again, and a chatty channel
 /// cannot starve the others.
@@ -213,7 +263,7 @@ impl SelectorWaker {
 /// What the wait loop needs of a set of channels.
 trait Set {
     fn len(&self) -> usize;
-    fn channel(&mut self, i: usize) -> &mut Channel;
+    fn channel(&mut self, i: usize) -> &mut RecvHalf;
     /// The listener's doorbell, if new clients are accepted into the set.
     fn bell(&self) -> Option<&AtomicU32>;
     /// Accepts the clients waiting now.
@@ -222,12 +272,12 @@ trait Set {
 
 struct Plain<'a, C>(&'a mut [C]);
 
-impl<C: BorrowMut<Channel>> Set for Plain<'_, C> {
+impl<C: Selectable> Set for Plain<'_, C> {
     fn len(&self) -> usize {
         self.0.len()
     }
-    fn channel(&mut self, i: usize) -> &mut Channel {
-        self.0[i].borrow_mut()
+    fn channel(&mut self, i: usize) -> &mut RecvHalf {
+        self.0[i].reader()
     }
     fn bell(&self) -> Option<&AtomicU32> {
         None
@@ -246,8 +296,8 @@ impl Set for Accepting<'_> {
     fn len(&self) -> usize {
         self.conns.len()
     }
-    fn channel(&mut self, i: usize) -> &mut Channel {
-        &mut self.conns[i]
+    fn channel(&mut self, i: usize) -> &mut RecvHalf {
+        self.conns[i].reader()
     }
     fn bell(&self) -> Option<&AtomicU32> {
         Some(self.listener.doorbell())
@@ -344,7 +394,7 @@ impl Selector {
     /// Waits until at least one of `channels` is ready, or `timeout` passes (`None`: no
     /// timeout), or a [`SelectorWaker`] wakes it, and returns the indices of the ready ones
     /// (empty after a timeout, and after a wake: see [`woken`](Selector::woken)).
-    pub fn wait<C: BorrowMut<Channel>>(
+    pub fn wait<C: Selectable>(
         &mut self,
         channels: &mut [C],
         timeout: Option<Duration>,
@@ -371,7 +421,7 @@ impl Selector {
     }
 
     /// The ready channels among `channels` right now, without waiting.
-    pub fn poll<C: BorrowMut<Channel>>(&mut self, channels: &mut [C]) -> &[usize] {
+    pub fn poll<C: Selectable>(&mut self, channels: &mut [C]) -> &[usize] {
         let mut set = Plain(channels);
         self.rotate(set.len());
         self.scan(&mut set);
@@ -415,8 +465,8 @@ impl Selector {
     }
 
     /// True when `ch` is ready; registers its peer with the watcher (see `scan`).
-    fn probe(&mut self, ch: &mut Channel) -> bool {
-        let gone = match ch.watch_recv_peer() {
+    fn probe(&mut self, ch: &mut RecvHalf) -> bool {
+        let gone = match ch.watch_peer() {
             Ok(watched) => {
                 self.unwatched |= !watched;
                 false
@@ -441,7 +491,7 @@ impl Selector {
     /// True when any ring holds a frame or any peer closed: the cheap test polled while
     /// spinning, before the full scan.
     fn any_data(&self, set: &mut dyn Set) -> bool {
-        let probe = |ch: &mut Channel| ch.has_data() || ch.peer_closed();
+        let probe = |ch: &mut RecvHalf| ch.has_data() || ch.peer_closed();
         if self.narrow {
             self.hot.iter().any(|&i| probe(set.channel(i)))
         } else {
@@ -457,7 +507,7 @@ impl Selector {
         for k in 0..n {
             let i = (self.start + k) % n;
             let ch = set.channel(i);
-            let gone = match ch.watch_recv_peer() {
+            let gone = match ch.watch_peer() {
                 Ok(true) => false,
                 Ok(false) => ch.check_peer().is_err(),
                 Err(_) => true,
@@ -928,6 +978,6 @@ impl Selector {
 
 /// The address of a channel's data word: with its index, how the selector knows a recently
 /// ready channel again in the next call (a stale pair only costs a slot in the hot phase).
-fn cell_addr(ch: &Channel) -> usize {
+fn cell_addr(ch: &RecvHalf) -> usize {
     ch.data_cell() as *const _ as usize
 }

@@ -16,8 +16,8 @@ use shmlink::testing::{
     TOPIC_SLOT_STATE,
 };
 use shmlink::{
-    Channel, OpenError, Publisher, RecvError, SendError, Subscriber, SubscriberConfig, TopicConfig,
-    TopicMode, WaitStrategy,
+    Channel, OpenError, Publisher, RecvError, Selectable, Selector, SendError, Subscriber,
+    SubscriberConfig, TopicConfig, TopicMode, WaitStrategy,
 };
 use support::{unique, wait_for_line, ChildGuard, NameGuard, WATCHDOG};
 
@@ -579,4 +579,67 @@ fn a_dead_publishers_topic_is_reclaimed_like_a_channel() {
     again.kill();
     again.reap();
     Publisher::create(&name, &TopicConfig::default()).expect("create over a dead publisher");
+}
+
+#[test]
+fn a_selector_waits_on_subscribers_beside_channels() {
+    let name = unique("topic-select");
+    let _unlink = NameGuard(name.clone());
+    let channel_name = unique("topic-select-ch");
+    let _unlink_ch = NameGuard(channel_name.clone());
+    let mut publisher = Publisher::create(&name, &TopicConfig::default()).expect("create");
+    let mut peer = Channel::create(&channel_name, &Default::default()).expect("create");
+    let mut set: Vec<Box<dyn Selectable>> = vec![
+        Box::new(Channel::connect(&channel_name, WaitStrategy::Block).expect("connect")),
+        Box::new(Subscriber::connect(&name, WaitStrategy::Block).expect("join")),
+        Box::new(Subscriber::connect(&name, WaitStrategy::Block).expect("join")),
+    ];
+    let mut selector = Selector::new();
+    assert!(selector
+        .wait(&mut set, Some(Duration::from_millis(20)))
+        .is_empty());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            publisher.send(b"to all").unwrap();
+        });
+        let mut ready = selector.wait(&mut set, Some(WATCHDOG)).to_vec();
+        if ready.len() < 2 {
+            // The second subscriber's word may be looked at before the publish lands.
+            ready.extend(selector.wait(&mut set, Some(WATCHDOG)).iter());
+        }
+        ready.sort_unstable();
+        ready.dedup();
+        assert_eq!(ready, [1, 2], "both subscribers, not the channel");
+    });
+    peer.send(b"to one").unwrap();
+    // The subscribers' messages are still unread: all three are ready now.
+    let mut ready = selector.wait(&mut set, Some(WATCHDOG)).to_vec();
+    ready.sort_unstable();
+    assert_eq!(ready, [0, 1, 2]);
+}
+
+#[test]
+fn a_selector_reports_a_lapped_or_dropped_subscriber_ready() {
+    let name = unique("topic-select-lag");
+    let _unlink = NameGuard(name.clone());
+    let mut publisher = Publisher::create(&name, &small(TopicMode::Overwrite)).expect("create");
+    let mut subs = vec![Subscriber::connect(&name, WaitStrategy::Block).expect("join")];
+    // Lapped many times: its position may now lie in the middle of a later frame.
+    for seq in 0..1000 {
+        publisher.send(&message(seq)).unwrap();
+    }
+    let mut selector = Selector::new();
+    assert_eq!(selector.wait(&mut subs, Some(WATCHDOG)), [0]);
+    assert!(matches!(subs[0].try_recv(), Err(RecvError::Lagged { .. })));
+    let lossless = unique("topic-select-drop");
+    let _unlink2 = NameGuard(lossless.clone());
+    let mut publisher = Publisher::create(&lossless, &TopicConfig::default()).expect("create");
+    let mut subs = vec![Subscriber::connect(&lossless, WaitStrategy::Block).expect("join")];
+    assert!(selector
+        .wait(&mut subs, Some(Duration::from_millis(20)))
+        .is_empty());
+    assert!(publisher.drop_subscriber(subs[0].slot()));
+    assert_eq!(selector.wait(&mut subs, Some(WATCHDOG)), [0]);
+    assert!(matches!(subs[0].try_recv(), Err(RecvError::Dropped { .. })));
 }

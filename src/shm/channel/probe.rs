@@ -3,11 +3,53 @@
 
 use crate::error::WaitError;
 use crate::shm::layout::{WaitCell, PEER_CLOSED};
+use crate::wait::WaitStrategy;
 
-use super::Channel;
+use super::{Channel, RecvHalf};
+
+impl RecvHalf {
+    /// The cell the writer wakes after publishing a frame to us (when we announced `Block`).
+    pub(crate) fn data_cell(&self) -> &WaitCell {
+        self.rx.data_cell()
+    }
+
+    /// True when a receive would not find the ring empty: a frame is waiting (one relaxed
+    /// load), or, for a reader of a ring with many readers, it was dropped or lapped.
+    pub(crate) fn has_data(&self) -> bool {
+        self.rx.has_data() || self.overtaken_now()
+    }
+
+    /// True once the writer closed its end (no look at its process).
+    pub(crate) fn peer_closed(&self) -> bool {
+        self.peer.state() == PEER_CLOSED
+    }
+
+    /// How a receive on this half waits.
+    pub(crate) fn wait_strategy(&self) -> WaitStrategy {
+        self.wait.strategy()
+    }
+
+    /// Makes sure the process's death watcher covers the peer on the futex word of
+    /// [`data_cell`](RecvHalf::data_cell), where a receive sleeps: `Ok(true)` while it does (the
+    /// peer's death bumps and wakes that word), `Ok(false)` when it cannot (the peer has not
+    /// connected yet, no pidfds, a peer in another pid namespace: look at the peer now and
+    /// then instead), `Err` once the peer closed or its process is gone (remembered, so the
+    /// next receive reports it too, after any frames still in the ring). Read the word before
+    /// calling this (see `Waiter::watch`).
+    pub(crate) fn watch_peer(&mut self) -> Result<bool, WaitError> {
+        self.wait.watch(self.rx.data_cell(), &mut self.peer)
+    }
+
+    /// Looks at the peer now: `Err(Disconnected)` once it closed, `Err(PeerGone)` once its
+    /// process is gone.
+    pub(crate) fn check_peer(&self) -> Result<(), WaitError> {
+        self.peer.check()
+    }
+}
 
 impl Channel {
     /// The cell the peer wakes after publishing a frame to us (when we announced `Block`).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn data_cell(&self) -> &WaitCell {
         self.receiver.rx.data_cell()
     }
@@ -19,8 +61,9 @@ impl Channel {
     }
 
     /// True when a frame is waiting to be read: one relaxed load.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn has_data(&self) -> bool {
-        self.receiver.rx.has_data()
+        self.receiver.has_data()
     }
 
     /// True when a frame of `len` bytes fits in the outbound ring now (a corrupt index counts
@@ -38,7 +81,7 @@ impl Channel {
 
     /// True once the peer closed its end (no look at its process).
     pub(crate) fn peer_closed(&self) -> bool {
-        self.receiver.peer.state() == PEER_CLOSED
+        self.receiver.peer_closed()
     }
 
     /// Makes sure the process's death watcher covers the peer on the futex word of
@@ -48,9 +91,9 @@ impl Channel {
     /// then instead), `Err` once the peer closed or its process is gone (remembered, so the
     /// next receive reports it too, after any frames still in the ring). Read the word before
     /// calling this (see `Waiter::watch`).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn watch_recv_peer(&mut self) -> Result<bool, WaitError> {
-        let r = &mut self.receiver;
-        r.wait.watch(r.rx.data_cell(), &mut r.peer)
+        self.receiver.watch_peer()
     }
 
     /// Like [`watch_recv_peer`](Channel::watch_recv_peer), on the futex word of
@@ -63,7 +106,8 @@ impl Channel {
 
     /// Looks at the peer now: `Err(Disconnected)` once it closed, `Err(PeerGone)` once its
     /// process is gone.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn check_peer(&self) -> Result<(), WaitError> {
-        self.receiver.peer.check()
+        self.receiver.check_peer()
     }
 }

@@ -159,6 +159,12 @@ impl RecvHalf {
         self.rx.reposition(index)
     }
 
+    /// True when this reader can read no further where it is (see [`Overtaken`]).
+    #[inline]
+    pub(crate) fn overtaken_now(&self) -> bool {
+        self.overtaken.is_some() && self.overtaken().is_err()
+    }
+
     /// `Dropped` or `Lagged` when this reader can read no further (see [`Overtaken`]).
     #[inline]
     fn overtaken(&self) -> Result<(), RecvError> {

@@ -222,6 +222,11 @@ impl Subscriber {
         self.rx.name()
     }
 
+    /// Its receiving half (for the selector).
+    pub(crate) fn reader(&mut self) -> &mut RecvHalf {
+        &mut self.rx
+    }
+
     /// What a slow subscriber costs on this topic.
     pub fn mode(&self) -> TopicMode {
         if self.parts.mode == MODE_LOSSLESS {
