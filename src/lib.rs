@@ -340,6 +340,10 @@
 //! }
 //! ```
 //!
+//! A [`Selector`] waits on subscribers beside channels ([`Selectable`]), and the async API has
+//! a topic's two ends (`shmlink::tokio::AsyncPublisher`, `AsyncSubscriber`, feature `tokio`).
+//! Topics live in shared memory only: there is no ipc-channel form of them yet.
+//!
 //! Across processes the calls are the same: `examples/topic_pub.rs` and
 //! `examples/topic_sub.rs` (`cargo run --example topic_pub` in one terminal, `cargo run
 //! --example topic_sub` in others). [`segments::list`] and `shmlink-clean` show topics with

@@ -16,9 +16,10 @@ use std::time::Instant;
 
 use super::direct::{Armed, DirectWait};
 use super::reactor::Registration;
-use crate::error::{RecvError, SendError, WaitError};
+use crate::error::{ChannelName, RecvError, SendError, WaitError};
 use crate::shm::channel::Channel;
 use crate::shm::layout::WaitCell;
+use crate::shm::topic::{Publisher, Subscriber};
 use crate::wait::handshake::{self, Announced};
 use crate::wait::{Deadline, Plan, Policy, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
 
@@ -29,32 +30,102 @@ pub(crate) enum Want {
     Room(usize),
 }
 
-impl Want {
-    /// The cell the peer wakes when this want may be met.
-    pub(crate) fn cell(self, ch: &Channel) -> &WaitCell {
-        match self {
-            Want::Data => ch.data_cell(),
-            Want::Room(_) => ch.space_cell(),
-        }
-    }
-
+/// What an async side waits on: a channel (either direction), a topic's subscriber (data)
+/// or its publisher (room).
+pub(crate) trait Waitable {
+    /// The cell the peer wakes when `want` may be met.
+    fn cell(&self, want: Want) -> &WaitCell;
     /// True when the operation should be tried again: what we want is there, or the peer
     /// closed (the operation then reports it).
-    fn ready(self, ch: &mut Channel) -> bool {
-        let there = match self {
-            Want::Data => ch.has_data(),
-            Want::Room(len) => ch.has_room(len),
-        };
-        there || ch.peer_closed()
+    fn ready(&mut self, want: Want) -> bool;
+    /// Registers the peer with the death watcher on [`cell`](Waitable::cell)'s word (see
+    /// `Channel::watch_recv_peer`): `Ok(false)` where nobody can be watched.
+    fn watch(&mut self, want: Want) -> Result<bool, WaitError>;
+    /// Looks at the peer now (after each slice of an unwatched sleep).
+    fn check_peer(&mut self) -> Result<(), WaitError>;
+    /// The name errors carry.
+    fn channel_name(&self) -> &ChannelName;
+}
+
+impl Waitable for Channel {
+    fn cell(&self, want: Want) -> &WaitCell {
+        match want {
+            Want::Data => self.data_cell(),
+            Want::Room(_) => self.space_cell(),
+        }
     }
 
-    /// Registers the peer with the death watcher on [`cell`](Want::cell)'s word (see
-    /// `Channel::watch_recv_peer`).
-    fn watch(self, ch: &mut Channel) -> Result<bool, WaitError> {
-        match self {
-            Want::Data => ch.watch_recv_peer(),
-            Want::Room(_) => ch.watch_send_peer(),
+    fn ready(&mut self, want: Want) -> bool {
+        let there = match want {
+            Want::Data => self.has_data(),
+            Want::Room(len) => self.has_room(len),
+        };
+        there || self.peer_closed()
+    }
+
+    fn watch(&mut self, want: Want) -> Result<bool, WaitError> {
+        match want {
+            Want::Data => self.watch_recv_peer(),
+            Want::Room(_) => self.watch_send_peer(),
         }
+    }
+
+    fn check_peer(&mut self) -> Result<(), WaitError> {
+        Channel::check_peer(self)
+    }
+
+    fn channel_name(&self) -> &ChannelName {
+        Channel::channel_name(self)
+    }
+}
+
+impl Waitable for Subscriber {
+    fn cell(&self, _: Want) -> &WaitCell {
+        self.reader_ref().data_cell()
+    }
+
+    fn ready(&mut self, _: Want) -> bool {
+        let r = self.reader();
+        r.has_data() || r.peer_closed()
+    }
+
+    fn watch(&mut self, _: Want) -> Result<bool, WaitError> {
+        self.reader().watch_peer()
+    }
+
+    fn check_peer(&mut self) -> Result<(), WaitError> {
+        self.reader().check_peer()
+    }
+
+    fn channel_name(&self) -> &ChannelName {
+        self.reader_ref().channel_name()
+    }
+}
+
+impl Waitable for Publisher {
+    fn cell(&self, _: Want) -> &WaitCell {
+        self.space_cell()
+    }
+
+    fn ready(&mut self, want: Want) -> bool {
+        match want {
+            Want::Room(len) => self.has_room(len),
+            Want::Data => true,
+        }
+    }
+
+    fn watch(&mut self, _: Want) -> Result<bool, WaitError> {
+        // Many subscribers, none to watch: the task sleeps in slices and sweeps after each.
+        Ok(false)
+    }
+
+    fn check_peer(&mut self) -> Result<(), WaitError> {
+        self.sweep_dead();
+        Ok(())
+    }
+
+    fn channel_name(&self) -> &ChannelName {
+        Publisher::channel_name(self)
     }
 }
 
@@ -181,14 +252,14 @@ impl Side {
     /// Runs `attempt` (the operation, tried without waiting: `Ok(None)` when it found nothing
     /// to do) until it is done, waiting between attempts as [`wait`](Side::wait) plans, until
     /// `deadline`. The poll of every operation of an [`AsyncChannel`].
-    pub(crate) fn poll_op<T, E: From<WaitError>>(
+    pub(crate) fn poll_op<T, E: From<WaitError>, C: Waitable>(
         &mut self,
         cx: &mut Context<'_>,
         wait: &mut Option<Wait>,
-        ch: &mut Channel,
+        ch: &mut C,
         want: Want,
         deadline: Deadline,
-        mut attempt: impl FnMut(&mut Channel) -> Result<Option<T>, E>,
+        mut attempt: impl FnMut(&mut C) -> Result<Option<T>, E>,
     ) -> Poll<Result<T, E>> {
         // A unit of the task's budget per operation that ends, as tokio's own sockets and
         // channels take one (see "Sharing the thread" in the module docs). Out of budget: the
@@ -196,7 +267,7 @@ impl Side {
         // tokio runtime the budget is unlimited.
         let coop = std::task::ready!(::tokio::task::coop::poll_proceed(cx));
         loop {
-            self.sleeper.withdraw_from(want.cell(ch));
+            self.sleeper.withdraw_from(ch.cell(want));
             let error = match attempt(ch) {
                 Ok(Some(done)) => {
                     coop.made_progress();
@@ -222,11 +293,11 @@ impl Side {
     /// Called when the operation found nothing to do: polls as the policy plans (yielding to
     /// the runtime between batches), then hands the cell's word to the reactor, with the
     /// deadline.
-    fn wait(
+    fn wait<C: Waitable>(
         &mut self,
         cx: &mut Context<'_>,
         wait: &mut Option<Wait>,
-        ch: &mut Channel,
+        ch: &mut C,
         want: Want,
         deadline: Deadline,
     ) -> Step {
@@ -242,7 +313,7 @@ impl Side {
             Policy::note_time(batch);
             if batch.duration_since(w.started) < budget {
                 for _ in 0..SPINS_PER_CLOCK_READ {
-                    if want.ready(ch) {
+                    if ch.ready(want) {
                         return Step::Again;
                     }
                     std::hint::spin_loop();
@@ -265,13 +336,13 @@ impl Side {
             }
             w.slept = true;
         }
-        let seen = self.sleeper.announce(want.cell(ch));
+        let seen = self.sleeper.announce(ch.cell(want));
         // After reading the word: a death recorded later changes it (see `Waiter::watch`).
-        let watched = match want.watch(ch) {
+        let watched = match ch.watch(want) {
             Ok(watched) => watched,
             Err(e) => {
-                self.sleeper.withdraw_from(want.cell(ch));
-                return if want.ready(ch) {
+                self.sleeper.withdraw_from(ch.cell(want));
+                return if ch.ready(want) {
                     Step::Again
                 } else {
                     Step::Fail(e)
@@ -281,8 +352,8 @@ impl Side {
         if !watched {
             // Woken every slice by the reactor: look at the peer's process each time.
             if let Err(e) = ch.check_peer() {
-                self.sleeper.withdraw_from(want.cell(ch));
-                return if want.ready(ch) {
+                self.sleeper.withdraw_from(ch.cell(want));
+                return if ch.ready(want) {
                     Step::Again
                 } else {
                     Step::Fail(e)
@@ -291,14 +362,14 @@ impl Side {
         }
         // F1, then the look (see `handshake::fence`): either we see the peer's frame (or room)
         // now, or it sees our sleeper and changes the word from `seen`.
-        if handshake::look_again(|| want.ready(ch)) {
+        if handshake::look_again(|| ch.ready(want)) {
             // The peer answered meanwhile: no need to bother the reactor.
-            self.sleeper.withdraw_from(want.cell(ch));
+            self.sleeper.withdraw_from(ch.cell(want));
             return Step::Again;
         }
         // Slept on after the look: a change of the word since `seen` stays in the word, and
         // the wait (which compares it with `seen`) ends at once for it.
-        self.sleep_on(cx, w, &want.cell(ch).futex, seen, watched, deadline)
+        self.sleep_on(cx, w, &ch.cell(want).futex, seen, watched, deadline)
     }
 }
 

@@ -384,10 +384,20 @@ macro_rules! recv_methods {
 }
 
 /// Writes the methods of the async surface from its async cores (`send_until`,
-/// `send_json_until`, `reserve_until`, `recv_until`, `recv_into_until`) and, for the `try_`
-/// forms, which do not wait, the channel's own cores (through `now()`).
+/// `send_json_until`, `reserve_until`, `send_batch_until`, `recv_until`, `recv_into_until`,
+/// `recv_batch_until`) and, for the `try_` forms, which do not wait, the surface's own cores
+/// (through `now()`): both halves, for a surface that sends and receives.
 #[cfg(feature = "tokio")]
 macro_rules! async_methods {
+    () => {
+        async_send_methods!();
+        async_recv_methods!();
+    };
+}
+
+/// The send forms of an async surface (see `async_methods!`): an async publisher's.
+#[cfg(feature = "tokio")]
+macro_rules! async_send_methods {
     () => {
         #[doc = doc_send!()]
         ///
@@ -477,6 +487,66 @@ macro_rules! async_methods {
                 .await
         }
 
+        #[doc = doc_send_value!()]
+        pub async fn send_value<T: zerocopy::IntoBytes + zerocopy::Immutable + ?Sized>(
+            &mut self,
+            value: &T,
+        ) -> Result<(), $crate::SendError> {
+            self.send_until(value.as_bytes(), $crate::wait::Deadline::Never)
+                .await
+        }
+
+        #[doc = doc_try_send_value!()]
+        pub fn try_send_value<T: zerocopy::IntoBytes + zerocopy::Immutable + ?Sized>(
+            &mut self,
+            value: &T,
+        ) -> Result<(), $crate::SendError> {
+            $crate::Sender::try_send_value(self.now(), value)
+        }
+
+        #[doc = doc_send_value_timeout!()]
+        pub async fn send_value_timeout<T: zerocopy::IntoBytes + zerocopy::Immutable + ?Sized>(
+            &mut self,
+            value: &T,
+            timeout: std::time::Duration,
+        ) -> Result<(), $crate::SendError> {
+            self.send_until(value.as_bytes(), $crate::wait::Deadline::after(timeout))
+                .await
+        }
+
+        #[doc = doc_send_batch!()]
+        pub async fn send_batch<B: AsRef<[u8]>>(
+            &mut self,
+            batch: &[B],
+        ) -> Result<usize, $crate::SendError> {
+            self.send_batch_until(batch, $crate::wait::Deadline::Never)
+                .await
+        }
+
+        #[doc = doc_try_send_batch!()]
+        pub fn try_send_batch<B: AsRef<[u8]>>(
+            &mut self,
+            batch: &[B],
+        ) -> Result<usize, $crate::SendError> {
+            $crate::Sender::try_send_batch(self.now(), batch)
+        }
+
+        #[doc = doc_send_batch_timeout!()]
+        pub async fn send_batch_timeout<B: AsRef<[u8]>>(
+            &mut self,
+            batch: &[B],
+            timeout: std::time::Duration,
+        ) -> Result<usize, $crate::SendError> {
+            self.send_batch_until(batch, $crate::wait::Deadline::after(timeout))
+                .await
+        }
+    };
+}
+
+/// The receive forms of an async surface (see `async_methods!`): an async subscriber's.
+#[cfg(feature = "tokio")]
+macro_rules! async_recv_methods {
+    () => {
         #[doc = doc_recv!()]
         pub async fn recv(&mut self) -> Result<$crate::ReadGuard<'_>, $crate::RecvError> {
             self.recv_until($crate::wait::Deadline::Never).await
@@ -541,33 +611,6 @@ macro_rules! async_methods {
                 .json()
         }
 
-        #[doc = doc_send_value!()]
-        pub async fn send_value<T: zerocopy::IntoBytes + zerocopy::Immutable + ?Sized>(
-            &mut self,
-            value: &T,
-        ) -> Result<(), $crate::SendError> {
-            self.send_until(value.as_bytes(), $crate::wait::Deadline::Never)
-                .await
-        }
-
-        #[doc = doc_try_send_value!()]
-        pub fn try_send_value<T: zerocopy::IntoBytes + zerocopy::Immutable + ?Sized>(
-            &mut self,
-            value: &T,
-        ) -> Result<(), $crate::SendError> {
-            $crate::Sender::try_send_value(self.now(), value)
-        }
-
-        #[doc = doc_send_value_timeout!()]
-        pub async fn send_value_timeout<T: zerocopy::IntoBytes + zerocopy::Immutable + ?Sized>(
-            &mut self,
-            value: &T,
-            timeout: std::time::Duration,
-        ) -> Result<(), $crate::SendError> {
-            self.send_until(value.as_bytes(), $crate::wait::Deadline::after(timeout))
-                .await
-        }
-
         #[doc = doc_recv_value!()]
         pub async fn recv_value<
             T: zerocopy::FromBytes + zerocopy::KnownLayout + zerocopy::Immutable,
@@ -597,33 +640,6 @@ macro_rules! async_methods {
                 self.recv_until($crate::wait::Deadline::after(timeout))
                     .await?,
             )
-        }
-
-        #[doc = doc_send_batch!()]
-        pub async fn send_batch<B: AsRef<[u8]>>(
-            &mut self,
-            batch: &[B],
-        ) -> Result<usize, $crate::SendError> {
-            self.send_batch_until(batch, $crate::wait::Deadline::Never)
-                .await
-        }
-
-        #[doc = doc_try_send_batch!()]
-        pub fn try_send_batch<B: AsRef<[u8]>>(
-            &mut self,
-            batch: &[B],
-        ) -> Result<usize, $crate::SendError> {
-            $crate::Sender::try_send_batch(self.now(), batch)
-        }
-
-        #[doc = doc_send_batch_timeout!()]
-        pub async fn send_batch_timeout<B: AsRef<[u8]>>(
-            &mut self,
-            batch: &[B],
-            timeout: std::time::Duration,
-        ) -> Result<usize, $crate::SendError> {
-            self.send_batch_until(batch, $crate::wait::Deadline::after(timeout))
-                .await
         }
 
         #[doc = doc_recv_batch!()]

@@ -138,6 +138,9 @@
 //! to the futex wait on the task's ring, or the reactor's clock), and the task returns
 //! `Timeout`.
 //!
+//! Topics have async ends too: [`AsyncPublisher`] (the send forms, waiting for room in a
+//! lossless topic as [`AsyncChannel`] waits) and [`AsyncSubscriber`] (the receive forms).
+//!
 //! [`connect`] waits for the server on tokio's blocking pool. Channels for tasks wait with
 //! [`WaitStrategy::Block`]: the peer only makes wake-up calls for ends that announced they may
 //! sleep.
@@ -155,6 +158,7 @@ use crate::service::task::{empty, full, not_now, Side, Want};
 use crate::service::{Connection, Listener};
 use crate::shm::channel::{Channel, Config};
 use crate::shm::ring::{ReadGuard, WriteGrant};
+use crate::shm::topic::{Publisher, Subscriber};
 use crate::wait::{Deadline, WaitStrategy};
 
 /// How the async directions of this process sleep: see [descriptors](crate::surface::tokio#descriptors).
@@ -523,4 +527,261 @@ async fn on_blocking_pool(
         .await
         .map_err(|e| OpenError::Io(std::io::Error::other(e)))??;
     AsyncChannel::new(channel)
+}
+
+/// A topic's [`Publisher`] with its send forms in async form (the blocking and `_timeout`
+/// forms `async`, the `try_` forms plain): a send to a full lossless topic sleeps as an
+/// [`AsyncChannel`]'s does, in slices of 10 ms (a publisher has no one peer to watch: after
+/// each slice it frees the slots of subscribers that died).
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use shmlink::tokio::{AsyncPublisher, AsyncSubscriber};
+/// use shmlink::{Publisher, Subscriber, TopicConfig, WaitStrategy};
+/// # let name = format!("doc-async-topic-{}", std::process::id());
+/// let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+/// runtime.block_on(async {
+///     let mut publisher = AsyncPublisher::new(Publisher::create(&name, &TopicConfig::default())?)?;
+///     let mut sub = AsyncSubscriber::new(Subscriber::connect(&name, WaitStrategy::Block)?)?;
+///     publisher.send(b"tick").await?;
+///     assert_eq!(&*sub.recv().await?, b"tick");
+///     Ok::<(), shmlink::Error>(())
+/// })?;
+/// # Ok(()) }
+/// ```
+pub struct AsyncPublisher {
+    send_side: Side,
+    // Last: the registration is disarmed (in `drop`) before the publisher's memory goes.
+    publisher: Publisher,
+}
+
+impl std::fmt::Debug for AsyncPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncPublisher")
+            .field("publisher", &self.publisher)
+            .finish()
+    }
+}
+
+impl AsyncPublisher {
+    /// Wraps a publisher (any wait strategy: its subscribers wake every sleeper).
+    pub fn new(publisher: Publisher) -> Result<Self, OpenError> {
+        Ok(AsyncPublisher {
+            send_side: Side::new(),
+            publisher,
+        })
+    }
+
+    /// The publisher, for its synchronous methods.
+    pub fn get_mut(&mut self) -> &mut Publisher {
+        self.withdraw();
+        &mut self.publisher
+    }
+
+    async_send_methods!();
+
+    /// The publisher for a `try_` form: no sleeper of an abandoned future stays announced.
+    fn now(&mut self) -> &mut Publisher {
+        self.send_side
+            .sleeper
+            .withdraw_from(self.publisher.space_cell());
+        &mut self.publisher
+    }
+
+    /// The core of every async send: waits for room for the whole message (a topic does
+    /// not fragment), then sends it.
+    async fn send_until(&mut self, bytes: &[u8], deadline: Deadline) -> Result<(), SendError> {
+        let (side, p) = (&mut self.send_side, &mut self.publisher);
+        let want = Want::Room(bytes.len());
+        let mut wait = None;
+        poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, p, want, deadline, |p| {
+                not_now(p.send_until(bytes, Deadline::Now), full)
+            })
+        })
+        .await
+    }
+
+    /// The core of every async JSON send: serialised, then sent as bytes.
+    async fn send_json_until<T: serde::Serialize + ?Sized>(
+        &mut self,
+        value: &T,
+        deadline: Deadline,
+    ) -> Result<(), SendError> {
+        let mut buf = Vec::new();
+        crate::json::encode(&mut buf, value).map_err(|source| SendError::Json {
+            channel: self.publisher.channel_name().clone(),
+            source,
+        })?;
+        self.send_until(&buf, deadline).await
+    }
+
+    /// The core of every async reservation: waits for room, then lends it out.
+    async fn reserve_until(
+        &mut self,
+        len: usize,
+        deadline: Deadline,
+    ) -> Result<WriteGrant<'_>, SendError> {
+        let (side, p) = (&mut self.send_side, &mut self.publisher);
+        let mut wait = None;
+        poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, p, Want::Room(len), deadline, |p| {
+                // Found room: the grant is dropped (it publishes nothing) and taken again
+                // below, where it can be lent out; the room stays ours.
+                not_now(p.reserve_until(len, Deadline::Now).map(drop), full)
+            })
+        })
+        .await?;
+        self.publisher.reserve_until(len, Deadline::Now)
+    }
+
+    /// The core of every async batch send: one message at a time, each waited for; how many
+    /// went (an error fails the call only if it met the first).
+    async fn send_batch_until<B: AsRef<[u8]>>(
+        &mut self,
+        batch: &[B],
+        deadline: Deadline,
+    ) -> Result<usize, SendError> {
+        let mut sent = 0;
+        for msg in batch {
+            match self.send_until(msg.as_ref(), deadline).await {
+                Ok(()) => sent += 1,
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(sent)
+    }
+
+    fn withdraw(&mut self) {
+        self.send_side
+            .sleeper
+            .withdraw_from(self.publisher.space_cell());
+        self.send_side.disarm();
+    }
+}
+
+impl Drop for AsyncPublisher {
+    fn drop(&mut self) {
+        self.withdraw();
+    }
+}
+
+/// A topic's [`Subscriber`] with its receive forms in async form (the blocking and
+/// `_timeout` forms `async`, the `try_` forms plain), waiting as an [`AsyncChannel`]'s
+/// receive waits (the death watcher covers the publisher). The example is on
+/// [`AsyncPublisher`].
+pub struct AsyncSubscriber {
+    recv_side: Side,
+    // Last: the registration is disarmed (in `drop`) before the subscriber's memory goes.
+    subscriber: Subscriber,
+}
+
+impl std::fmt::Debug for AsyncSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncSubscriber")
+            .field("subscriber", &self.subscriber)
+            .finish()
+    }
+}
+
+impl AsyncSubscriber {
+    /// Wraps a subscriber that waits with [`WaitStrategy::Block`]
+    /// ([`OpenError::InvalidConfig`] for another strategy).
+    pub fn new(mut subscriber: Subscriber) -> Result<Self, OpenError> {
+        let strategy = subscriber.reader().wait_strategy();
+        if strategy != WaitStrategy::Block {
+            return Err(OpenError::InvalidConfig {
+                channel: subscriber.name().into(),
+                what: format!("it waits with {strategy}; async use needs block"),
+            });
+        }
+        Ok(AsyncSubscriber {
+            recv_side: Side::new(),
+            subscriber,
+        })
+    }
+
+    /// The subscriber, for its synchronous methods.
+    pub fn get_mut(&mut self) -> &mut Subscriber {
+        self.withdraw();
+        &mut self.subscriber
+    }
+
+    async_recv_methods!();
+
+    /// The subscriber for a `try_` form: no sleeper of an abandoned future stays announced.
+    fn now(&mut self) -> &mut Subscriber {
+        let cell = self.subscriber.reader_ref().data_cell();
+        self.recv_side.sleeper.withdraw_from(cell);
+        &mut self.subscriber
+    }
+
+    /// Waits until a receive would find something (a message, a close, a lag or a drop).
+    async fn until_ready(&mut self, deadline: Deadline) -> Result<(), RecvError> {
+        let (side, s) = (&mut self.recv_side, &mut self.subscriber);
+        let mut wait = None;
+        poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, s, Want::Data, deadline, |s| {
+                Ok::<_, RecvError>(
+                    crate::service::task::Waitable::ready(s, Want::Data).then_some(()),
+                )
+            })
+        })
+        .await
+    }
+
+    /// The core of every async receive: waits, then lends the message out.
+    async fn recv_until(&mut self, deadline: Deadline) -> Result<ReadGuard<'_>, RecvError> {
+        self.until_ready(deadline).await?;
+        self.subscriber.recv_until(Deadline::Now)
+    }
+
+    /// The core of every async receive into a buffer.
+    async fn recv_into_until(
+        &mut self,
+        buf: &mut Vec<u8>,
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        let (side, s) = (&mut self.recv_side, &mut self.subscriber);
+        let mut wait = None;
+        poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, s, Want::Data, deadline, |s| {
+                not_now(s.recv_into_until(buf, Deadline::Now), empty)
+            })
+        })
+        .await
+    }
+
+    /// The core of every async batch receive.
+    async fn recv_batch_until(
+        &mut self,
+        max: usize,
+        f: &mut impl FnMut(&[u8]),
+        deadline: Deadline,
+    ) -> Result<usize, RecvError> {
+        if max == 0 {
+            return Ok(0);
+        }
+        let (side, s) = (&mut self.recv_side, &mut self.subscriber);
+        let mut wait = None;
+        poll_fn(|cx| {
+            side.poll_op(cx, &mut wait, s, Want::Data, deadline, |s| {
+                not_now(s.recv_batch_until(max, f, Deadline::Now), empty)
+            })
+        })
+        .await
+    }
+
+    fn withdraw(&mut self) {
+        let cell = self.subscriber.reader_ref().data_cell();
+        self.recv_side.sleeper.withdraw_from(cell);
+        self.recv_side.disarm();
+    }
+}
+
+impl Drop for AsyncSubscriber {
+    fn drop(&mut self) {
+        self.withdraw();
+    }
 }

@@ -643,3 +643,112 @@ fn a_selector_reports_a_lapped_or_dropped_subscriber_ready() {
     assert_eq!(selector.wait(&mut subs, Some(WATCHDOG)), [0]);
     assert!(matches!(subs[0].try_recv(), Err(RecvError::Dropped { .. })));
 }
+
+#[cfg(feature = "tokio")]
+mod async_ends {
+    use super::*;
+    use shmlink::tokio::{AsyncPublisher, AsyncSubscriber};
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn async_ends_wait_for_messages_and_for_room() {
+        let name = unique("topic-async");
+        let _unlink = NameGuard(name.clone());
+        let rt = runtime();
+        let mut publisher =
+            AsyncPublisher::new(Publisher::create(&name, &small(TopicMode::Lossless)).unwrap())
+                .unwrap();
+        let mut a =
+            AsyncSubscriber::new(Subscriber::connect(&name, WaitStrategy::Block).unwrap()).unwrap();
+        let slow = Subscriber::connect(&name, WaitStrategy::Block).unwrap();
+        // A receive that waits, woken by a publish from another thread.
+        std::thread::scope(|s| {
+            let p = &mut publisher;
+            s.spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                p.get_mut().send(&message(0)).unwrap();
+            });
+            let got = rt.block_on(a.recv_timeout(WATCHDOG)).map(|m| number(&m));
+            assert_eq!(got.unwrap(), 0);
+        });
+        rt.block_on(async {
+            // The slow subscriber fills the ring; a send then waits for it.
+            let mut seq = 1;
+            while publisher.try_send(&message(seq)).is_ok() {
+                seq += 1;
+            }
+            assert!(matches!(
+                publisher
+                    .send_timeout(&message(seq), Duration::from_millis(20))
+                    .await,
+                Err(SendError::Timeout { .. })
+            ));
+            // Both subscribers read on: the async one in a task, the other on a thread.
+            let slow_reader = std::thread::spawn(move || {
+                let mut slow = slow;
+                std::thread::sleep(Duration::from_millis(20));
+                for expected in 0..=seq {
+                    assert_eq!(number(&slow.recv_timeout(WATCHDOG).unwrap()), expected);
+                }
+                slow
+            });
+            let task = tokio::spawn(async move {
+                let mut got = Vec::new();
+                while got.len() < seq as usize {
+                    a.recv_batch_timeout(10_000, WATCHDOG, |m| got.push(number(m)))
+                        .await
+                        .unwrap();
+                }
+                (a, got)
+            });
+            publisher
+                .send_timeout(&message(seq), WATCHDOG)
+                .await
+                .expect("room once the subscribers read");
+            let (mut a, got) = task.await.unwrap();
+            assert_eq!(got, (1..=seq).collect::<Vec<_>>());
+            let _slow = slow_reader.join().unwrap();
+            publisher.send_json(&7u32).await.unwrap();
+            drop(publisher);
+            let mut buf = Vec::new();
+            // Everything left, then the close.
+            loop {
+                match a.recv_into_timeout(&mut buf, WATCHDOG).await {
+                    Ok(_) => {}
+                    Err(RecvError::Disconnected { .. }) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            assert_eq!(buf, b"7");
+        });
+    }
+
+    #[test]
+    fn an_async_subscriber_hears_of_a_killed_publisher() {
+        let name = unique("topic-async-killed");
+        let _unlink = NameGuard(name.clone());
+        let mut publisher = spawn(&format!("publish {name} 5 1"));
+        runtime().block_on(async {
+            let mut sub =
+                AsyncSubscriber::new(Subscriber::connect(&name, WaitStrategy::Block).unwrap())
+                    .unwrap();
+            for seq in 0..5 {
+                assert_eq!(number(&sub.recv_timeout(WATCHDOG).await.unwrap()), seq);
+            }
+            let pid = publisher.pid();
+            publisher.kill();
+            let end = sub.recv_timeout(WATCHDOG).await.map(|m| m.len());
+            match end {
+                Err(RecvError::PeerGone { pid: gone, .. }) => assert_eq!(gone, pid),
+                other => panic!("expected PeerGone, got {other:?}"),
+            }
+        });
+        publisher.reap();
+    }
+}

@@ -369,6 +369,33 @@ impl Publisher {
         dropped
     }
 
+    /// The cell the publisher sleeps on while the ring is full (for the async surface).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn space_cell(&self) -> &crate::shm::layout::WaitCell {
+        // SAFETY: the ring header is in `map`, alive as long as `self`; atomics.
+        &unsafe { self.table.parts.ring().as_ref() }.space_wait
+    }
+
+    /// True when a message of `len` bytes fits now (a corrupt floor counts as room, so the
+    /// send that follows reports it).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn has_room(&mut self, len: usize) -> bool {
+        self.tx.has_room(len.min(self.max)).unwrap_or(true)
+    }
+
+    /// Frees the slots of subscribers that died without closing (at most once per check
+    /// interval).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn sweep_dead(&mut self) {
+        self.table.sweep_throttled();
+    }
+
+    /// The name errors carry.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn channel_name(&self) -> &ChannelName {
+        &self.table.name
+    }
+
     /// Fails unless a message of `len` bytes can go.
     #[inline]
     fn check_len(&self, len: usize) -> Result<(), SendError> {

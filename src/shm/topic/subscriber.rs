@@ -222,9 +222,15 @@ impl Subscriber {
         self.rx.name()
     }
 
-    /// Its receiving half (for the selector).
+    /// Its receiving half (for the selector and the async surface).
     pub(crate) fn reader(&mut self) -> &mut RecvHalf {
         &mut self.rx
+    }
+
+    /// Its receiving half, to look at.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn reader_ref(&self) -> &RecvHalf {
+        &self.rx
     }
 
     /// What a slow subscriber costs on this topic.
