@@ -246,3 +246,11 @@ pub const TOPIC_SLOT_JOINING: u32 = layout::topic::SLOT_JOINING;
 pub const TOPIC_SLOT_ACTIVE: u32 = layout::topic::SLOT_ACTIVE;
 /// See [`TOPIC_SLOT_FREE`].
 pub const TOPIC_SLOT_DROPPED: u32 = layout::topic::SLOT_DROPPED;
+
+/// Where a subscriber's ring region and its whole mapping lie in this process: a message it
+/// lends in place lies inside the first, a copy outside the second.
+pub fn subscriber_regions(
+    sub: &crate::Subscriber,
+) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+    sub.regions()
+}

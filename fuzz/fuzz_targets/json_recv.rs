@@ -53,7 +53,8 @@ fuzz_target!(|data: &[u8]| {
     let mut ring = RING.lock().unwrap();
     let (tx, rx) = ring.get_or_insert_with(|| shmlink::ring::new(CAP).expect("a ring"));
     let bytes = &data[..data.len().min(tx.max_len())];
-    tx.try_send(bytes).expect("the ring is empty between inputs");
+    tx.try_send(bytes)
+        .expect("the ring is empty between inputs");
     let frame = rx.try_read().expect("the message just sent");
     let _ = decode::<serde_json::Value>(&frame);
     let _ = decode::<Vec<String>>(&frame);

@@ -752,3 +752,83 @@ mod async_ends {
         publisher.reap();
     }
 }
+
+mod hostile_proptest {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The words of a topic a hostile process may write, as offsets of the mapping of the
+    /// small topic these cases make (header, topic info, ring header, the topic's words, the
+    /// index, the slots, the ring), and the values written there.
+    fn writes() -> impl Strategy<Value = Vec<(usize, u64)>> {
+        let config = small(TopicMode::Lossless);
+        let (slots, region) = topic_offsets(config.capacity, 0, config.max_subscribers);
+        let end = region + config.capacity;
+        let offset = prop_oneof![
+            0usize..512,
+            512usize..2048,
+            2048..slots,
+            slots..(slots + 4 * TOPIC_SLOT_SIZE),
+            region..end,
+        ];
+        let value = prop_oneof![
+            any::<u64>(),
+            0u64..4096,
+            Just(u64::MAX),
+            Just(0),
+            (0u32..4).prop_map(u64::from),
+        ];
+        proptest::collection::vec((offset, value), 0..12)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever a hostile process writes into a topic between the ends' calls, the
+        /// publisher, the subscribers and new joiners answer with messages or typed errors, and
+        /// no call waits past its deadline.
+        #[test]
+        fn hostile_words_give_typed_errors(
+            overwrite in any::<bool>(),
+            before in writes(),
+            during in writes(),
+            sends in 0usize..300,
+        ) {
+            let mode = if overwrite { TopicMode::Overwrite } else { TopicMode::Lossless };
+            let config = small(mode);
+            let name = unique("topic-prop");
+            let _unlink = NameGuard(name.clone());
+            let mut publisher = Publisher::create(&name, &config).expect("create");
+            let mut sub = Subscriber::connect(&name, WaitStrategy::Spin).expect("join");
+            let map = open_topic(&name);
+            let write = |(at, value): (usize, u64)| {
+                let at = at & !7;
+                if at + 8 <= map.len() {
+                    // SAFETY: in bounds, 8-aligned; the library reads these words atomically
+                    // or copies them as bytes.
+                    unsafe { &*(map.as_ptr().add(at) as *const AtomicU64) }
+                        .store(value, Ordering::SeqCst);
+                }
+            };
+            for w in before {
+                write(w);
+            }
+            let late = Subscriber::connect(&name, WaitStrategy::Spin);
+            for (i, w) in during.into_iter().enumerate() {
+                write(w);
+                for seq in 0..(sends / 12) as u64 {
+                    let _ = publisher.try_send(&message(seq + i as u64));
+                }
+                let _ = publisher.send_timeout(b"x", Duration::from_millis(1));
+                for _ in 0..8 {
+                    let _ = sub.try_recv().map(|m| m.len());
+                    let _ = sub.recv_timeout(Duration::ZERO).map(|m| m.len());
+                }
+            }
+            if let Ok(mut late) = late {
+                let _ = late.try_recv_batch(64, |_| {});
+            }
+            let _ = publisher.subscribers();
+        }
+    }
+}

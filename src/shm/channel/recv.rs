@@ -140,6 +140,12 @@ impl RecvHalf {
         self.peer.pid()
     }
 
+    /// Where the ring region this half reads lies in this process (for the test hooks).
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn region(&self) -> std::ops::Range<usize> {
+        self.rx.region()
+    }
+
     /// The name errors carry.
     pub(crate) fn channel_name(&self) -> &ChannelName {
         &self.shared.name

@@ -227,6 +227,14 @@ impl Subscriber {
         &mut self.rx
     }
 
+    /// Where its ring region and its whole mapping lie in this process (for the test hooks).
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn regions(&self) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let ring = self.rx.region();
+        let start = ring.end - self.parts.region_offset - self.parts.capacity;
+        (ring.clone(), start..ring.end)
+    }
+
     /// Its receiving half, to look at.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn reader_ref(&self) -> &RecvHalf {
