@@ -23,6 +23,7 @@ pub(crate) fn child(role: &str) {
     match role {
         "idle-deadline" => idle_with_a_deadline(),
         "idle-forever" => idle_without_a_deadline(),
+        "idle-subscriber" => idle_subscriber(),
         "fallbacks" => fallbacks(),
         other => panic!("unknown role {other}"),
     }
@@ -124,6 +125,33 @@ fn idle_without_a_deadline() {
         cost.assert_idle("wait: receiver blocked without a deadline", MAX_SWITCHES);
         assert_watcher_looked_once_a_second(watcher, &cost);
     });
+}
+
+#[test]
+fn an_idle_subscriber_makes_no_timed_wake_ups() {
+    let _serial = serial();
+    in_a_child("idle-subscriber", &[]);
+}
+
+/// A topic's subscriber blocked on an idle topic (its publisher in another process, alive):
+/// asleep until its deadline, as a channel's receiver is.
+fn idle_subscriber() {
+    let name = unique("idle-subscriber");
+    let _guard = NameGuard(name.clone());
+    let mut publisher = crate::roles::spawn("topic", &format!("publish {name} 1 1"), &[]);
+    support::wait_for_line(&mut publisher, "ready");
+    let mut sub = shmlink::Subscriber::connect(&name, WaitStrategy::Block).expect("join");
+    assert_eq!(
+        sub.recv_timeout(WATCHDOG).expect("the first message").len(),
+        8
+    );
+    let watcher = thread_switches("shmlink-watch");
+    let (got, cost) = measure(|| sub.recv_timeout(IDLE).map(|m| m.to_vec()));
+    assert!(matches!(got, Err(RecvError::Timeout { .. })), "{got:?}");
+    cost.assert_idle("wait: subscriber blocked on an idle topic", MAX_SWITCHES);
+    assert_watcher_looked_once_a_second(watcher, &cost);
+    publisher.kill();
+    publisher.reap();
 }
 
 /// How long after the peer's process exited a waiting receive may take to report it: `Block`
