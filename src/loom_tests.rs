@@ -694,3 +694,52 @@ fn loom_topic_index_entries_are_read_whole() {
         publisher.join().unwrap();
     });
 }
+
+/// A topic's wake-up: a reader asleep on a cell of its own with a `Block` waiter (its
+/// position published before it waits), beside another reader's cell with nobody asleep on
+/// it, against a writer that publishes once and wakes the readers through
+/// `wait::wake_readers` with the topic's test (a reader whose position is at or past where
+/// the publish began). The reader never sleeps through the publish; without F2 in
+/// `handshake::after_publish` it does. (Two readers asleep at once are more interleavings
+/// than the model's branch bound takes.)
+#[test]
+fn loom_topic_readers_are_each_woken_by_a_publish() {
+    use crate::shm::layout::WaitCell;
+    model(|| {
+        let cell = || WaitCell {
+            futex: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+        };
+        let cells = Arc::new([cell(), cell()]);
+        let cursors = Arc::new([
+            crate::sync::AtomicU64::new(0),
+            crate::sync::AtomicU64::new(0),
+        ]);
+        let published = Arc::new(AtomicU32::new(0));
+        let writer = {
+            let (cells, cursors, published) = (cells.clone(), cursors.clone(), published.clone());
+            thread::spawn(move || {
+                // Release: the publish the reader looks for.
+                published.store(1, Ordering::Release);
+                let from = 8;
+                wait::wake_readers(|wake| {
+                    for (cell, cursor) in cells.iter().zip(cursors.iter()) {
+                        // Relaxed: ordered by F2, as the topic's gate loads it.
+                        wake(cell, &mut || cursor.load(Ordering::Relaxed) >= from);
+                    }
+                });
+            })
+        };
+        // Relaxed: its position, published before it waits (ordered by F1).
+        cursors[1].store(8, Ordering::Relaxed);
+        Waiter::new(WaitStrategy::Block)
+            .wait_until(
+                &cells[1],
+                None,
+                || published.load(Ordering::Acquire) != 0,
+                &mut open(),
+            )
+            .unwrap();
+        writer.join().unwrap();
+    });
+}

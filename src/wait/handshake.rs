@@ -143,9 +143,26 @@ pub(crate) fn wake_if_sleeping(cell: &WaitCell) -> bool {
 /// before its F1 whenever the sleeper's look could miss what the waker published.
 #[inline]
 pub(crate) fn wake_if_sleeping_and(cell: &WaitCell, needed: impl FnOnce() -> bool) -> bool {
+    after_publish(|| wake_if_announced(cell, needed))
+}
+
+/// The waker's side for a writer that many readers sleep on, each on a cell of its own (a
+/// topic's publisher): F2, then `each`, whose loads F2 orders after what was published, calls
+/// [`wake_if_announced`] on every cell a reader may sleep on. What a reader stores before its
+/// F1 (its position, its join) is visible to those loads whenever its look could miss the
+/// publish.
+#[inline]
+pub(crate) fn after_publish<R>(each: impl FnOnce() -> R) -> R {
     // F2: SeqCst, pairs with F1 in `fence` (see there).
     sync::fence(Ordering::SeqCst);
-    // Relaxed: ordered by F2.
+    each()
+}
+
+/// Within [`after_publish`]: wakes the sleepers of `cell` if one is announced and `needed()`
+/// says an earlier wake-up does not cover it. True if it made the wake-up call.
+#[inline]
+pub(crate) fn wake_if_announced(cell: &WaitCell, needed: impl FnOnce() -> bool) -> bool {
+    // Relaxed: ordered by F2 (in `after_publish`).
     if cell.sleepers.load(Ordering::Relaxed) != 0 && needed() {
         wake(cell);
         return true;

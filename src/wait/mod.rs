@@ -97,7 +97,7 @@ pub(crate) use handshake::WaitCell;
 pub(crate) use policy::Plan;
 pub(crate) use policy::Policy;
 pub(crate) use policy::{note_large_frame, LARGE_FRAME};
-pub(crate) use waiter::{wake_if_sleeping, wake_if_sleeping_and, Peer, Waiter};
+pub(crate) use waiter::{wake_if_sleeping, wake_if_sleeping_and, wake_readers, Peer, Waiter};
 
 /// How an endpoint waits for data or for room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]

@@ -353,6 +353,21 @@ pub(crate) fn wake_if_sleeping(cell: &WaitCell) {
     }
 }
 
+/// [`wake_if_sleeping_and`] for a writer that many readers sleep on, each on a cell of its
+/// own (a topic's publisher): one F2 for all of them (`handshake::after_publish`), then `each`
+/// hands every cell a reader may sleep on, with the test of whether an earlier wake-up covers
+/// it, to the function it is given.
+#[inline]
+pub(crate) fn wake_readers(each: impl FnOnce(&mut dyn FnMut(&WaitCell, &mut dyn FnMut() -> bool))) {
+    let mut woke = false;
+    handshake::after_publish(|| {
+        each(&mut |cell, needed| woke |= handshake::wake_if_announced(cell, needed))
+    });
+    if woke {
+        note_woke_peer();
+    }
+}
+
 /// [`wake_if_sleeping`], waking only if `needed()` says that no earlier wake-up covers the
 /// sleeper (see `handshake::wake_if_sleeping_and`).
 #[inline]

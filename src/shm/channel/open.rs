@@ -226,6 +226,7 @@ impl Channel {
                 RingPtrs {
                     header,
                     head: NonNull::from(&*header.as_ref().head),
+                    data_cell: NonNull::from(&*header.as_ref().data_wait),
                     region: NonNull::new_unchecked(base.as_ptr().add(HEADER_SIZE + i * capacity)),
                     capacity,
                     peer_mode,

@@ -5,11 +5,12 @@
 //! 0              SegmentHeader  topic magic, version, region offset, ring capacity, total size,
 //!                               ready word, creator = the publisher
 //! 384            TopicInfo      mode, history, slot count, index length, offsets
-//! 512            RingHeader     tail (the publisher's index), data_wait (every subscriber
-//!                               sleeps here), space_wait (the publisher sleeps here)
-//! 1024           TopicWords     floor, proposal, claim, published (one line each)
+//! 512            RingHeader     tail (the publisher's index), data_wait (woken on close
+//!                               only), space_wait (the publisher sleeps here)
+//! 1024           TopicWords     floor, proposal, claim, published, joins (one line each)
 //! INDEX_OFFSET   IndexEntry[index_len]    where the last messages start and end
-//! slots_offset   SubscriberSlot[slots]    one cursor per subscriber, 128 bytes each
+//! slots_offset   SubscriberSlot[slots]    per subscriber, 128 bytes: its record, the
+//!                                         slot's state, its cursor, the cell it sleeps on
 //! region_offset  region         `capacity` bytes of frames (the frame protocol of `frame.rs`)
 //! ```
 //!
@@ -23,7 +24,7 @@ use std::mem::offset_of;
 #[cfg(not(loom))]
 use std::mem::size_of;
 
-use super::{Padded, PeerInfo, CELL_ALIGN};
+use super::{Padded, PeerInfo, WaitCell, CELL_ALIGN};
 #[cfg(not(loom))]
 use super::{RingHeader, SegmentHeader};
 
@@ -113,6 +114,9 @@ pub(crate) struct TopicWords {
     pub(crate) claim: Padded<AtomicU64>,
     /// Messages published so far.
     pub(crate) published: Padded<AtomicU64>,
+    /// Joins so far: a joiner counts itself here before it can sleep, and the publisher, which
+    /// looks at it after each publish, adds its slot to the ones it wakes.
+    pub(crate) joins: Padded<AtomicU64>,
 }
 
 /// Where one recent message is: written by the publisher after the message is published, as a
@@ -145,6 +149,9 @@ pub(crate) struct SubscriberSlot {
     pub(crate) _reserved: AtomicU32,
     /// The subscriber's index: everything before it is read (the consumer's `head`).
     pub(crate) cursor: AtomicU64,
+    /// Where the subscriber sleeps for messages: the publisher wakes each subscriber on its
+    /// own cell, and only one that may sleep in front of what it published.
+    pub(crate) data_wait: WaitCell,
 }
 
 /// Where the parts of a topic of `slots` subscribers and an index of `index_len` entries lie:

@@ -487,7 +487,7 @@ impl Consumer {
 
     /// The wait cell the consumer sleeps on when the ring is empty.
     pub(crate) fn data_cell(&self) -> &WaitCell {
-        &self.state.ptrs.header().data_wait
+        self.state.ptrs.data_cell()
     }
 
     /// The wait cell the producer sleeps on (used to wake it on close).

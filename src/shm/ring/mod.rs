@@ -118,8 +118,10 @@ pub(crate) trait Gate: Send {
     /// The index behind which the producer, at `tail`, may write now (at most `tail`, never
     /// below what it returned before), for frames that would end at `end`.
     fn reclaim(&mut self, tail: u64, end: u64) -> Result<u64, SendError>;
-    /// The frame at `start` was published; the producer's position is now `next`.
-    fn published(&mut self, start: u64, next: u64);
+    /// The frame at `start` was published; the producer's position is now `next` (it was
+    /// `from` before the publish, markers included). Wakes the readers that may sleep in front
+    /// of it (see `Producer::notify_consumer`, whose rule holds for each reader).
+    fn published(&mut self, start: u64, next: u64, from: u64);
 }
 
 // What the ring lends out, as the seam names it.

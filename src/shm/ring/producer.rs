@@ -586,12 +586,8 @@ impl Producer {
         self.zero_ahead(next, fs);
         match self.state.gate.as_mut() {
             None => self.notify_consumer(from),
-            Some(gate) => {
-                gate.published(at, next);
-                // Many readers share the data cell: any of them may sleep in front of this
-                // frame, whatever the index the gate stands for says.
-                wait::wake_if_sleeping(&self.state.ptrs.header().data_wait);
-            }
+            // Many readers, each asleep on a cell of its own: the gate wakes them.
+            Some(gate) => gate.published(at, next, from),
         }
         if fs >= wait::LARGE_FRAME {
             // The consumer's copy of it is what this thread's next wait waits for.
@@ -652,7 +648,7 @@ impl Producer {
 
     /// The wait cell the consumer sleeps on (used to wake it on close).
     pub(crate) fn data_cell(&self) -> &WaitCell {
-        &self.state.ptrs.header().data_wait
+        self.state.ptrs.data_cell()
     }
 }
 

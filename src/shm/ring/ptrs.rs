@@ -3,7 +3,7 @@
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use std::ptr::NonNull;
 
-use crate::shm::layout::RingHeader;
+use crate::shm::layout::{RingHeader, WaitCell};
 
 /// Where a ring's memory lives. Both ends hold one; the memory must outlive both.
 #[derive(Clone, Copy, Debug)]
@@ -13,6 +13,10 @@ pub(crate) struct RingPtrs {
     /// its slot for a topic's reader, and the publisher's floor for a topic's writer (see
     /// `crate::shm::topic`).
     pub head: NonNull<AtomicU64>,
+    /// Where the consumer sleeps for data: `header.data_wait` for a ring of two ends; a
+    /// subscriber's own cell in its slot for a topic's reader (its publisher wakes each
+    /// subscriber on its own).
+    pub data_cell: NonNull<WaitCell>,
     pub region: NonNull<u8>,
     pub capacity: usize,
     /// The wait mode the *other* end announced (`MODE_*`), read to decide whether it needs a
@@ -27,6 +31,13 @@ impl RingPtrs {
         // initialised `RingHeader` that outlives every end holding these pointers; all fields
         // are atomics, so shared references to them are sound even while the peer writes.
         unsafe { self.header.as_ref() }
+    }
+
+    /// Where the consumer sleeps for data (see `data_cell`).
+    #[inline]
+    pub(super) fn data_cell(&self) -> &WaitCell {
+        // SAFETY: as in `header`: the cell lives in the same memory and is atomics.
+        unsafe { self.data_cell.as_ref() }
     }
 
     /// The consumer's index (see `head`).
@@ -103,10 +114,12 @@ impl RingParts {
     /// The pointers of the producer and of the consumer of a ring of `capacity` bytes.
     pub(crate) fn ends(self, capacity: usize) -> (RingPtrs, RingPtrs) {
         // SAFETY: `header` points at a live `RingHeader` (see the field).
-        let head = NonNull::from(&*unsafe { self.header.as_ref() }.head);
+        let header = unsafe { self.header.as_ref() };
+        let head = NonNull::from(&*header.head);
         let producer = RingPtrs {
             header: self.header,
             head,
+            data_cell: NonNull::from(&*header.data_wait),
             region: self.region,
             capacity,
             peer_mode: self.consumer_mode,

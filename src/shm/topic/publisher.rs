@@ -161,6 +161,46 @@ struct TopicGate {
     kept: VecDeque<u64>,
     /// Whether the index is kept (overwrite, or a history).
     indexed: bool,
+    /// The count of joins as last read (`TopicWords::joins`).
+    joins: u64,
+    /// The slots a subscriber may sleep on: every slot in use when `joins` was last read.
+    readers: Vec<usize>,
+}
+
+impl TopicGate {
+    /// Wakes the subscribers that may sleep in front of the frames published from `from` on:
+    /// after F2, looks at the count of joins (a subscriber counts its join before it can
+    /// sleep, so a new one is seen here whenever its look could miss this publish) and, for
+    /// each slot in use with a sleeper announced, at its cursor: a subscriber whose cursor
+    /// (published before it slept) is below `from` sleeps in front of an earlier frame, whose
+    /// publish woke it (`Producer::notify_consumer`'s rule); in an overwrite topic one the
+    /// claim has passed is woken whatever its cursor (it lagged, and its receive says so).
+    fn wake(&mut self, from: u64) {
+        let parts = self.parts;
+        let overwrite = parts.mode != MODE_LOSSLESS;
+        let claim = self.last;
+        let (joins, readers) = (&mut self.joins, &mut self.readers);
+        wait::wake_readers(|wake| {
+            // Relaxed: ordered by F2 (see above).
+            let now = parts.words().joins.load(Ordering::Relaxed);
+            if now != *joins {
+                *joins = now;
+                readers.clear();
+                readers.extend((0..parts.slots).filter(|&i| {
+                    // Relaxed: ordered by F2; a slot that goes in use later counts a join.
+                    state_of(parts.slot(i).state.load(Ordering::Relaxed)) != SLOT_FREE
+                }));
+            }
+            for &i in readers.iter() {
+                let slot = parts.slot(i);
+                wake(&slot.data_wait, &mut || {
+                    // Relaxed: ordered by F2 (see above).
+                    let cursor = slot.cursor.load(Ordering::Relaxed);
+                    cursor >= from || (overwrite && cursor < claim)
+                });
+            }
+        });
+    }
 }
 
 impl Gate for TopicGate {
@@ -190,7 +230,7 @@ impl Gate for TopicGate {
     }
 
     #[inline]
-    fn published(&mut self, start: u64, next: u64) {
+    fn published(&mut self, start: u64, next: u64, from: u64) {
         let seq = self.seq;
         self.seq += 1;
         if self.indexed {
@@ -208,6 +248,7 @@ impl Gate for TopicGate {
             .words()
             .published
             .store(self.seq, Ordering::Release);
+        self.wake(from);
     }
 }
 
@@ -238,6 +279,8 @@ impl Publisher {
         let ptrs = RingPtrs {
             header: parts.ring(),
             head: NonNull::from(&*parts.words().floor),
+            // Unused: the gate wakes each subscriber on its own cell.
+            data_cell: NonNull::from(&*parts.ring_header().data_wait),
             region: parts.region(),
             capacity: config.capacity,
             peer_mode: NonNull::from(&me.wait_mode),
@@ -252,6 +295,8 @@ impl Publisher {
             seq: 0,
             kept: VecDeque::new(),
             indexed: config.mode == TopicMode::Overwrite || config.history > 0,
+            joins: 0,
+            readers: Vec::new(),
         }));
         // Release: pairs with the Acquire load of `ready` in `Parts::read`.
         hdr.ready.store(READY, Ordering::Release);
@@ -363,8 +408,7 @@ impl Publisher {
             .is_ok();
         if dropped {
             // A subscriber asleep waiting for a message hears of it now.
-            // SAFETY: the ring header is in `map`, alive as long as `self`.
-            wait::wake_if_sleeping(&unsafe { parts.ring().as_ref() }.data_wait);
+            wait::handshake::wake(&parts.slot(slot).data_wait);
         }
         dropped
     }
@@ -456,6 +500,14 @@ impl Drop for Publisher {
             PEER_CLOSED,
             [&ring.data_wait, &ring.space_wait],
         );
+        // Each subscriber sleeps on a cell of its own.
+        for i in 0..parts.slots {
+            let slot = parts.slot(i);
+            // Relaxed: after the close's Release store, which a woken subscriber reads.
+            if state_of(slot.state.load(Ordering::Relaxed)) != SLOT_FREE {
+                wait::handshake::wake(&slot.data_wait);
+            }
+        }
     }
 }
 

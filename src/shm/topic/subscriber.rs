@@ -93,6 +93,13 @@ impl Subscriber {
         let joining = (word & !STATE_MASK).wrapping_add(STATE_MASK + 1) | SLOT_JOINING;
         // Relaxed: ordered before the publisher's scans by the join's fence (`protocol`).
         s.state.store(joining, Ordering::Relaxed);
+        // A sleeper a dead holder announced sleeps no more.
+        // Relaxed: only this holder's waits touch the cell from now on.
+        s.data_wait.sleepers.store(0, Ordering::Relaxed);
+        // Counted before this subscriber can sleep: the publisher, after each publish, looks
+        // at the count (after its F2; this store comes before our first wait's F1) and wakes
+        // this slot from then on. Relaxed: ordered by those fences.
+        parts.words().joins.fetch_add(1, Ordering::Relaxed);
         let history = config.history.min(parts.history);
         let failed = |what: &str| {
             // Relaxed: a slot given back; its lock goes with the mapping.
@@ -138,6 +145,7 @@ impl Subscriber {
         let ptrs = RingPtrs {
             header: parts.ring(),
             head: NonNull::from(&s.cursor),
+            data_cell: NonNull::from(&s.data_wait),
             region: parts.region(),
             capacity: parts.capacity,
             peer_mode: NonNull::from(&hdr.creator.wait_mode),
