@@ -9,6 +9,7 @@
 #   SIZES=1KiB,1MiB     message sizes of sweep (default: 1KiB,64KiB,1MiB,16MiB)
 #   STREAM_SIZES=8,128  message sizes of stream (default: 8,64,128,256,512,1KiB,2KiB,4KiB,64KiB)
 #   COUNT=100000        messages per row of stream (default: what fills about a second)
+#   FEATURES=iceoryx2   harness features to build with (iceoryx2: the iceoryx2 row of fanout)
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
@@ -20,6 +21,8 @@ sizes := env_var_or_default("SIZES", "1KiB,64KiB,1MiB,16MiB")
 stream_sizes := env_var_or_default("STREAM_SIZES", "8,64,128,256,512,1KiB,2KiB,4KiB,64KiB")
 count := env_var_or_default("COUNT", "")
 count_flag := if count == "" { "" } else { "--count " + count }
+features := env_var_or_default("FEATURES", "")
+feature_flags := if features == "" { "" } else { "--features shmlink-harness/" + features }
 target_dir := env_var_or_default("CARGO_TARGET_DIR", "target")
 cargo_flags := if build_mode == "release" { "--release" } else { "" }
 bin_dir := target_dir / build_mode
@@ -30,10 +33,10 @@ measures := if build_mode == "release" { "[info] measuring a release build" } el
 default:
     @just --list --unsorted
 
-# Build the library and both harness binaries (BUILD_MODE=release for optimised ones)
+# Build the library and both harness binaries (BUILD_MODE=release for optimised ones, FEATURES=iceoryx2 for fanout's iceoryx2 row)
 build:
     @echo "[info] building shmlink ({{build_mode}})"
-    cargo build {{cargo_flags}} --bins
+    cargo build {{cargo_flags}} --bins {{feature_flags}}
 
 # The transports, one a line, from the harness's transport table (DESCRIBE=1: the table itself)
 transports: build
@@ -103,17 +106,24 @@ clients n="1,4,16" *ARGS: build
     mkdir -p results
     {{bin_dir}}/ipc-parent clients {{n}} --duration {{duration}} --rounds {{rounds}} --save results/clients-{{build_mode}}.json {{ARGS}}
 
+# One publisher, N subscriber processes, for every N of the list: a shmlink topic, N shmlink channels, N uds sockets (and iceoryx2 with FEATURES=iceoryx2); saves results/fanout-<mode>.json, draws docs/fanout-chart.svg
+fanout n="1,2,4,8,16" *ARGS: build
+    @echo "{{measures}}"
+    mkdir -p results docs
+    {{bin_dir}}/ipc-parent fanout {{n}} --duration {{duration}} --rounds {{rounds}} --save results/fanout-{{build_mode}}.json {{ARGS}}
+    {{bin_dir}}/ipc-parent chart results/fanout-{{build_mode}}.json --output docs/fanout-chart.svg
+
 # Run every transport into results/<mode>.json and draw it as an SVG bar chart
 chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": build
     mkdir -p results "$(dirname {{output}})"
     test -f {{input}} || { echo "{{measures}}"; {{bin_dir}}/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json > {{input}}; }
     {{bin_dir}}/ipc-parent chart {{input}} --output {{output}}
 
-# Measure the documents of the results page (release, ROUNDS rounds, options after the name go to every run, e.g. --pin) into docs/results/, then render the page
+# Measure the documents of the results page (release, with fanout's iceoryx2 row, ROUNDS rounds, options after the name go to every run, e.g. --pin) into docs/results/, then render the page and draw docs/fanout-chart.svg
 results *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
-    cargo build --release --bins
+    cargo build --release --bins --features shmlink-harness/iceoryx2
     echo "[info] measuring a release build"
     bin={{target_dir}}/release/ipc-parent
     # `report --check` refuses a document started at a load of half the CPUs or more: before
@@ -131,6 +141,8 @@ results *ARGS:
     quiet; $bin sweep --rounds {{rounds}} --save docs/results/sweep.json {{ARGS}}
     quiet; $bin stream --rounds {{rounds}} --save docs/results/stream.json {{ARGS}}
     quiet; $bin clients 1,4,16 --rounds {{rounds}} --duration 1s --save docs/results/clients.json {{ARGS}}
+    quiet; $bin fanout 1,2,4,8,16 --rounds {{rounds}} --duration 1s --save docs/results/fanout.json {{ARGS}}
+    $bin chart docs/results/fanout.json --output docs/fanout-chart.svg
     $bin report
 
 # Render docs/results/README.md from the documents in docs/results/ (--check: fail if it differs)

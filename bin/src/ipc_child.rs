@@ -5,7 +5,10 @@
 //!
 //! With `--client ROW` it is one client of an `ipc-parent clients` run instead (see
 //! `shmlink_harness::client`): it connects to the parent's server for that row, makes checked
-//! round trips and prints its result line on standard output.
+//! round trips and prints its result line on standard output. With `--fanout ROW` it is one
+//! subscriber of an `ipc-parent fanout` run (see `shmlink_harness::fanout`): it joins the
+//! parent's publisher for that row, checks and times every message until the end message, and
+//! prints its result lines on standard output.
 //!
 //! Otherwise it never writes to standard output (that may be the `pipe` transport); diagnostics
 //! go to standard error. It exits on its own when the parent dies: `PR_SET_PDEATHSIG` on Linux, and
@@ -17,6 +20,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::client::{run_client, ClientRow, ClientSpec};
+use crate::fanout::{run_subscriber, FanoutRow, SubscriberSpec};
 use crate::stream_format;
 use crate::transport::{self, Kind, Options, Peer, Transport, Visitor};
 use crate::Error;
@@ -28,9 +32,10 @@ use shmlink::WaitStrategy;
 /// Answers the parent's pings over one transport.
 #[derive(Debug, Parser)]
 #[command(name = "ipc-child", version)]
+#[command(group(clap::ArgGroup::new("role").args(["client", "fanout"])))]
 struct Args {
     /// Transport to connect with.
-    #[arg(long, required_unless_present = "client")]
+    #[arg(long, required_unless_present_any = ["client", "fanout"])]
     transport: Option<Kind>,
     /// What the parent's listener reported: mapping name, socket path, TCP address, ...
     #[arg(long)]
@@ -70,8 +75,12 @@ struct Args {
     /// server), instead of the far end of a transport.
     #[arg(long, conflicts_with_all = ["transport", "mode"])]
     client: Option<ClientRow>,
-    /// Bytes per message of a client.
-    #[arg(long, default_value = "64", value_parser = common::parse_size, requires = "client")]
+    /// Be one subscriber of an `ipc-parent fanout` run, over this row (`--address`: the
+    /// row's topic, channel, socket or service), instead of the far end of a transport.
+    #[arg(long, conflicts_with_all = ["transport", "mode", "client"])]
+    fanout: Option<FanoutRow>,
+    /// Bytes per message of a client or a subscriber.
+    #[arg(long, default_value = "64", value_parser = common::parse_size, requires = "role")]
     size: usize,
     /// A client's untimed round trips: for this long.
     #[arg(long, default_value = "250ms", value_parser = common::parse_duration, requires = "client")]
@@ -162,6 +171,17 @@ fn run() -> anyhow::Result<()> {
         };
         let result = run_client(&spec).with_context(|| format!("{} client", row.name()))?;
         println!("{}", result.line());
+        return Ok(());
+    }
+    if let Some(row) = args.fanout {
+        let spec = SubscriberSpec {
+            row,
+            address: args.address.clone(),
+            size: args.size,
+            ring_size: args.ring_size,
+        };
+        let result = run_subscriber(&spec).with_context(|| format!("{} subscriber", row.name()))?;
+        println!("{}", result.lines());
         return Ok(());
     }
     let Some(kind) = args.transport else {

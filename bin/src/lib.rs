@@ -6,6 +6,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod client;
+pub mod fanout;
 pub mod ipc_child;
 pub mod parent;
 pub mod stream_format;

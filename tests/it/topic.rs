@@ -169,6 +169,15 @@ fn every_form_reaches_every_subscriber() {
             Err(RecvError::Timeout { .. })
         ));
     }
+    assert_eq!(
+        TopicConfig::default().max_message(),
+        publisher.max_message()
+    );
+    let tiny = TopicConfig {
+        capacity: 0,
+        ..TopicConfig::default()
+    };
+    assert_eq!(tiny.max_message(), 0);
     let too_long = vec![0u8; publisher.max_message() + 1];
     assert!(matches!(
         publisher.send(&too_long),

@@ -42,6 +42,8 @@ pub enum Cmd {
     Stream(StreamArgs),
     /// N client processes against one server, per server design and N.
     Clients(ClientsArgs),
+    /// One publisher, N subscriber processes, per fan-out design, size and N.
+    Fanout(FanoutArgs),
     /// Render the saved documents (docs/results/*.json) as the results page.
     Report(ReportArgs),
     /// Draw an SVG bar chart of a saved document.
@@ -233,6 +235,29 @@ pub struct ClientsArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct FanoutArgs {
+    /// The subscriber counts, a comma list: the run measures every row with each.
+    #[arg(value_delimiter = ',', default_value = "1,2,4,8,16")]
+    pub counts: Vec<usize>,
+    /// Rows: a comma list of shmlink-topic, shmlink-topic-spin (only where the publisher and
+    /// every subscriber have a CPU each), shmlink-channels, uds, iceoryx2 (a build with
+    /// `--features iceoryx2`), or `all` (every row this build has).
+    #[arg(long, short, default_value = "all")]
+    pub transport: String,
+    /// Message sizes, a comma list (at least 24 bytes: the header).
+    #[arg(long, default_value = "64,4KiB")]
+    pub sizes: String,
+    /// Timed messages the publisher sends per row [default: for `--duration`].
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// How long the publisher sends timed messages per row.
+    #[arg(long, short, default_value = "1s", value_parser = parse_duration)]
+    pub duration: Duration,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct ReportArgs {
     /// The folder of saved documents; the page is written there as README.md.
     #[arg(long, default_value = "docs/results")]
@@ -376,6 +401,38 @@ mod tests {
         assert_eq!(c.counts, [1, 4, 16]);
 
         let Ok(Cli {
+            command: Some(Cmd::Fanout(f)),
+            ..
+        }) = parse(&["fanout"])
+        else {
+            panic!("not a fanout run")
+        };
+        assert_eq!(f.counts, [1, 2, 4, 8, 16]);
+        assert_eq!((f.sizes.as_str(), f.transport.as_str()), ("64,4KiB", "all"));
+        assert_eq!((f.count, f.duration), (None, Duration::from_secs(1)));
+        let Ok(Cli {
+            command: Some(Cmd::Fanout(f)),
+            ..
+        }) = parse(&[
+            "fanout",
+            "1,2",
+            "--count",
+            "300",
+            "--rounds",
+            "3",
+            "--transport",
+            "iceoryx2",
+            "--sizes",
+            "64",
+        ])
+        else {
+            panic!("not a fanout run")
+        };
+        assert_eq!(f.counts, [1, 2]);
+        assert_eq!((f.count, f.common.rounds), (Some(300), 3));
+        assert_eq!((f.transport.as_str(), f.sizes.as_str()), ("iceoryx2", "64"));
+
+        let Ok(Cli {
             command: Some(Cmd::Report(r)),
             ..
         }) = parse(&["report", "--check"])
@@ -414,6 +471,9 @@ mod tests {
             &["stream", "--pace", "1ms"],
             &["stream", "--wait", "spin,block"],
             &["clients", "--sizes", "8"],
+            &["fanout", "--wait", "spin"],
+            &["fanout", "--pace", "1ms"],
+            &["fanout", "1,x"],
             &["ping-pong", "--sizes", "8"],
             &["report", "--rounds", "2"],
             // Mode options before a subcommand belong to the default mode.

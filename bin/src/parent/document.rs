@@ -86,6 +86,8 @@ pub enum Results {
     Stream(Stream),
     /// `clients`: N clients against one server, per row and N.
     Clients(Clients),
+    /// `fanout`: one publisher, N subscribers, per row, size and N.
+    Fanout(Fanout),
     /// `python`: the Python package against Python's IPC, written by `python/bench/bench.py`.
     Python(PythonBench),
 }
@@ -98,6 +100,7 @@ impl Results {
             Results::Sweep(_) => "sweep",
             Results::Stream(_) => "stream",
             Results::Clients(_) => "clients",
+            Results::Fanout(_) => "fanout",
             Results::Python(_) => "python",
         }
     }
@@ -374,6 +377,95 @@ pub struct ClientsResult {
     pub p99_median_client_ns: MedianBest,
     /// The worst client's p99: median and best (lowest) over the rounds.
     pub p99_worst_client_ns: MedianBest,
+}
+
+/// `fanout`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Fanout {
+    /// The subscriber counts (one result per row, size and count).
+    pub counts: Vec<usize>,
+    /// Bytes per message.
+    pub sizes: Vec<usize>,
+    /// Timed messages the publisher sent per row and round (none: for `duration_s`).
+    pub count: Option<u64>,
+    pub duration_s: f64,
+    /// Bytes of the topic's ring, of each channel's, of each socket's buffers; iceoryx2: a
+    /// subscriber's buffer holds as many samples as this ring holds messages.
+    pub ring_size: usize,
+    /// The iceoryx2 version, when its row ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iceoryx2: Option<String>,
+    /// Rows left out at some subscriber count, and why.
+    #[serde(default)]
+    pub skipped: Vec<FanoutSkip>,
+    pub results: Vec<FanoutResult>,
+}
+
+/// A row left out of a fan-out run at one subscriber count.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FanoutSkip {
+    pub row: String,
+    pub subscribers: usize,
+    pub why: String,
+}
+
+/// One round of a fan-out row.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FanoutRound {
+    /// Timed messages the publisher sent (every subscriber received each one).
+    pub messages: u64,
+    /// The publisher's span, from its first timed message to its last, in seconds.
+    pub publisher_seconds: f64,
+    /// The publisher thread's CPU time over that span (`CLOCK_THREAD_CPUTIME_ID`), in seconds.
+    pub publisher_cpu_s: f64,
+    /// Timed messages over the publisher's span.
+    pub published_per_s: f64,
+    /// Timed messages per second of the publisher's CPU time.
+    pub msgs_per_cpu_s: f64,
+    /// Each subscriber's timed messages over its own span (first timed message received to
+    /// the last), in the order they were started.
+    pub subscriber_msgs_per_s: Vec<f64>,
+    /// The median subscriber's rate.
+    pub median_subscriber_msgs_per_s: f64,
+    /// The slowest subscriber's rate.
+    pub slowest_subscriber_msgs_per_s: f64,
+    /// One-way latency over every timed message of every subscriber.
+    pub latency_ns: Latency,
+}
+
+/// A rate over the rounds of a row: the median round's and the best round's.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Rates {
+    pub median: f64,
+    pub best: f64,
+}
+
+impl Rates {
+    /// The median and the best (highest) of per-round rates.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Rates {
+        let (best, median) = best_and_median(values);
+        Rates { median, best }
+    }
+}
+
+/// One row of a fan-out run at one size and subscriber count.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FanoutResult {
+    /// The row's name (`shmlink-topic`, `uds`, ...).
+    pub row: String,
+    /// Subscriber processes.
+    pub subscribers: usize,
+    /// Bytes per message.
+    pub size: usize,
+    pub rounds: Vec<FanoutRound>,
+    /// The median subscriber's messages per second, over the rounds.
+    pub subscriber_msgs_per_s: Rates,
+    /// The slowest subscriber's, over the rounds.
+    pub slowest_subscriber_msgs_per_s: Rates,
+    /// Messages per second of the publisher's CPU time, over the rounds.
+    pub msgs_per_cpu_s: Rates,
+    /// One-way latency over every timed message of every subscriber of all rounds.
+    pub latency_ns: Latency,
 }
 
 /// The best and the median of per-round values (0 for none).

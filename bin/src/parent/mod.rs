@@ -13,6 +13,10 @@
 //!   process, per row (shm selector, a thread per client, async, uds with a poll loop or
 //!   threads, ipc-channel with a receiver set), in aggregate round trips per second and
 //!   per-client p99.
+//! - `fanout 1,2,4,8,16`: one publisher (this process) and N subscriber processes
+//!   (`ipc-child --fanout ROW`), per row (a shmlink topic, N shmlink channels, N Unix sockets,
+//!   iceoryx2 with `--features iceoryx2`) and message size, in per-subscriber messages per
+//!   second, one-way latency and messages per second of publisher CPU.
 //! - `report`: the results page rendered from the saved documents; `chart`: an SVG bar chart
 //!   of a document; `compare`: a debug and a release document side by side.
 //!
@@ -31,12 +35,14 @@
 //! | `ping_pong/` | `ping-pong` (`mod.rs`, the parent's side in `pinger.rs`), `sweep` (`sweep.rs`), and their tables (`tables.rs`, `sweep.rs`) |
 //! | `stream/` | `stream`: one-way streaming with the ring and memcpy limit rows, and its tables |
 //! | `clients/` | `clients`: the servers of N client processes, per row, and its tables (the client side is `crate::client`) |
+//! | `fanout/` | `fanout`: the publisher of N subscriber processes, per row, and its tables (the subscriber side and the message format are `crate::fanout`) |
 //! | `report/` | `report`: the results page from the saved documents and the published figures; `chart.rs` (SVG bar charts), `compare.rs` (debug against release), `python.rs` (the Python benchmark's tables) |
 
 pub mod cli;
 mod clients;
 mod connect;
 pub mod document;
+mod fanout;
 mod limits;
 pub mod machine;
 mod measure;
@@ -47,6 +53,10 @@ mod session;
 mod spawn;
 mod stream;
 mod tables;
+
+// The iceoryx2 row's publisher gives up its retries on Ctrl-C.
+#[cfg(feature = "iceoryx2")]
+pub(crate) use spawn::interrupted;
 
 use clap::Parser;
 
@@ -95,6 +105,7 @@ pub fn main() -> std::process::ExitCode {
         Some(Cmd::Sweep(args)) => ping_pong::sweep::sweep(args),
         Some(Cmd::Stream(args)) => stream::run(args),
         Some(Cmd::Clients(args)) => clients::run(args),
+        Some(Cmd::Fanout(args)) => fanout::run(args),
         Some(Cmd::Report(args)) => report::report(&args),
         Some(Cmd::Chart { input, output }) => report::chart::chart(&input, &output),
         Some(Cmd::Compare { documents }) => report::compare::compare(&documents),

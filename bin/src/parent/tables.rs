@@ -74,6 +74,7 @@ pub(crate) fn body(doc: &Document) -> String {
         Results::Sweep(s) => super::ping_pong::sweep::tables(s),
         Results::Stream(s) => super::stream::tables::tables(s),
         Results::Clients(c) => super::clients::tables::tables(c),
+        Results::Fanout(f) => super::fanout::tables::tables(f, &doc.run),
         Results::Python(p) => super::report::python::python(p),
     };
     out.push_str(&rounds_table(&doc.run, &references(&doc.results)));

@@ -1,7 +1,7 @@
 //! End-to-end tests of the `ipc-parent` binary: the document of every mode (read back as the
 //! harness's own types), `--pin`, the forced fallback, a child killed mid-run, Ctrl-C, the
-//! clients run (its rows, a client killed, Ctrl-C), and the chart / compare subcommands. No
-//! timing is asserted.
+//! clients run (its rows, a client killed, Ctrl-C), the fan-out run (its rows, a subscriber
+//! killed, Ctrl-C), and the chart / compare subcommands. No timing is asserted.
 
 use shmlink_test_support as common;
 
@@ -13,6 +13,7 @@ use common::{
     assert_nothing_left, leftovers, process_exists, serial, unique, ChildGuard, Watchdog,
 };
 use shmlink_harness::client::ClientRow;
+use shmlink_harness::fanout::FanoutRow;
 use shmlink_harness::parent::document::{
     Document, Latency, PingPong, PingPongResult, Results, RoundConditions, RoundTripFigures,
     RoundTrips, RowId, Run, Sweep, SweepResult,
@@ -339,6 +340,13 @@ fn mode_options_are_checked() {
         &["clients", "1", "--transport", "shm"],
         &["clients", "1", "--count", "0"],
         &["clients", "--sweep"],
+        &["fanout", "0"],
+        &["fanout", "1", "--sizes", "16"],
+        &["fanout", "1", "--sizes", "1MiB"],
+        &["fanout", "1", "--transport", "shm"],
+        &["fanout", "1", "--transport", "uds-bare"],
+        &["fanout", "1", "--count", "0"],
+        &["fanout", "1", "--wait", "spin"],
         // Bare rows belong to the stream, and only the kernel transports have one.
         &["--transport", "pipe-bare"],
         &["ping-pong", "--message", "raw", "--transport", "tcp-bare"],
@@ -652,9 +660,8 @@ fn clients_table_lists_the_rows_and_the_ratios() {
 /// (SIGKILL) or interrupts the parent (SIGINT); returns the parent's (success, stderr, client
 /// pids).
 fn interrupt_clients_run(name: &str, kill_parent: bool) -> (bool, String, Vec<u32>) {
-    let mut command = Command::new(PARENT);
-    command
-        .args([
+    interrupt_many_run(
+        &[
             "clients",
             "3",
             "--transport",
@@ -665,12 +672,24 @@ fn interrupt_clients_run(name: &str, kill_parent: bool) -> (bool, String, Vec<u3
             "10ms",
             "--name",
             name,
-        ])
+        ],
+        "client pids ",
+        kill_parent,
+    )
+}
+
+/// Starts a long run of `args` with three children, waits for the line that lists their pids
+/// (after `marker`), then kills the first child (SIGKILL) or interrupts the parent (SIGINT);
+/// returns the parent's (success, stderr, child pids).
+fn interrupt_many_run(args: &[&str], marker: &str, kill_parent: bool) -> (bool, String, Vec<u32>) {
+    let mut command = Command::new(PARENT);
+    command
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut parent = ChildGuard::spawn(command);
-    let _watchdog = Watchdog::arm(LIMIT, "interrupted clients run");
+    let _watchdog = Watchdog::arm(LIMIT, &format!("interrupted run {args:?}"));
     let Some(stderr) = parent.child.stderr.take() else {
         panic!("no stderr")
     };
@@ -681,7 +700,7 @@ fn interrupt_clients_run(name: &str, kill_parent: bool) -> (bool, String, Vec<u3
         let Ok(line) = line else { break };
         log.push_str(&line);
         log.push('\n');
-        if let Some(rest) = line.split("client pids ").nth(1) {
+        if let Some(rest) = line.split(marker).nth(1) {
             pids = rest
                 .split_whitespace()
                 .filter_map(|p| p.parse::<u32>().ok())
@@ -689,15 +708,15 @@ fn interrupt_clients_run(name: &str, kill_parent: bool) -> (bool, String, Vec<u3
             break;
         }
     }
-    assert_eq!(pids.len(), 3, "no clients started:\n{log}");
-    // Let the round trips get going.
+    assert_eq!(pids.len(), 3, "no children started:\n{log}");
+    // Let the messages get going.
     std::thread::sleep(Duration::from_millis(500));
     let (target, signal) = if kill_parent {
         (parent.pid(), libc::SIGINT)
     } else {
         (pids[0], libc::SIGKILL)
     };
-    // SAFETY: kill on a process this test started (the parent, or one of its live clients).
+    // SAFETY: kill on a process this test started (the parent, or one of its live children).
     unsafe {
         libc::kill(target as i32, signal);
     }
@@ -731,6 +750,174 @@ fn killing_a_client_fails_the_clients_run_cleanly() {
 #[test]
 fn ctrl_c_reaps_every_client_and_unlinks_everything() {
     assert_clients_run_fails_cleanly("clisigint", true, "interrupted");
+}
+
+#[test]
+fn fanout_run_reports_every_row_at_every_count_and_size() {
+    let _serial = serial();
+    let name = unique("fanout");
+    let doc = document(
+        "fanout 1,2 --count 300 --warmup 10ms --rounds 2 --sizes 64,4KiB",
+        Some(&name),
+        &[],
+    );
+    check_run(&doc, "fanout", 2);
+    let Results::Fanout(f) = &doc.results else {
+        unreachable!("checked")
+    };
+    assert_eq!(
+        (f.counts.as_slice(), f.sizes.as_slice()),
+        (&[1, 2][..], &[64, 4096][..])
+    );
+    assert_eq!((f.count, f.ring_size), (Some(300), 1 << 20));
+    assert_eq!(f.iceoryx2.is_some(), cfg!(feature = "iceoryx2"));
+    // The spinning row runs only where the publisher and every subscriber have a CPU.
+    let pinning = &doc.run.pinning;
+    let mut cpus: Vec<usize> = pinning
+        .parent
+        .iter()
+        .chain(&pinning.children)
+        .copied()
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    for n in [1, 2] {
+        for row in FanoutRow::ALL.into_iter().filter(|r| r.built()) {
+            let skipped = f
+                .skipped
+                .iter()
+                .any(|s| s.row == row.name() && s.subscribers == n);
+            assert_eq!(
+                skipped,
+                row.spins() && n + 1 > cpus.len(),
+                "{row:?} x{n}: {f:?}"
+            );
+            for size in [64, 4096] {
+                let found = f
+                    .results
+                    .iter()
+                    .find(|r| r.row == row.name() && r.subscribers == n && r.size == size);
+                if skipped {
+                    assert!(found.is_none(), "{} ran x{n}", row.name());
+                    continue;
+                }
+                let Some(r) = found else {
+                    panic!("no {} x{n} {size} result:\n{f:?}", row.name())
+                };
+                assert_eq!(r.rounds.len(), 2, "{r:?}");
+                for round in &r.rounds {
+                    // Every subscriber received exactly the --count timed messages, all checked.
+                    assert_eq!(round.messages, 300, "{r:?}");
+                    assert_eq!(round.subscriber_msgs_per_s.len(), n, "{r:?}");
+                    assert!(
+                        round.slowest_subscriber_msgs_per_s > 0.0
+                            && round.slowest_subscriber_msgs_per_s
+                                <= round.median_subscriber_msgs_per_s
+                            && round.publisher_cpu_s > 0.0
+                            && round.msgs_per_cpu_s > 0.0,
+                        "{r:?}"
+                    );
+                    let l = round.latency_ns;
+                    assert!(l.p50 > 0 && l.p50 <= l.p99 && l.p99 <= l.max, "{r:?}");
+                }
+                assert!(r.subscriber_msgs_per_s.best >= r.subscriber_msgs_per_s.median);
+            }
+        }
+    }
+    assert_nothing_left(&name);
+}
+
+#[test]
+fn fanout_table_lists_the_rows_and_the_ratios() {
+    let _serial = serial();
+    let name = unique("fantable");
+    let args = [
+        "fanout",
+        "8",
+        "--transport",
+        "shmlink-topic,shmlink-channels",
+        "--sizes",
+        "64",
+        "--count",
+        "200",
+        "--warmup",
+        "0s",
+        "--name",
+        &name,
+    ];
+    let (ok, stdout, stderr) = run_parent(&args, &[]);
+    assert!(ok, "ipc-parent fanout failed:\n{stderr}");
+    for row in ["shmlink-topic", "shmlink-channels"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(&format!(" {row} ")))
+            .unwrap_or_else(|| panic!("no table line for {row}:\n{stdout}"));
+        // subscribers, size, row, messages: 200 timed messages to each subscriber.
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(
+            cells.get(1..5),
+            Some(&["8", "64 B", row, "200"][..]),
+            "{line}"
+        );
+    }
+    for needle in [
+        "shmlink-topic / shmlink-channels, msg per publisher CPU-s, 8 subscribers, 64 B",
+        "With 8 subscribers, one topic moves",
+        "N + 1 processes sharing this machine's",
+    ] {
+        assert!(stdout.contains(needle), "{needle:?} missing:\n{stdout}");
+    }
+    assert!(
+        !stdout.contains(" uds "),
+        "rows not asked for ran:\n{stdout}"
+    );
+    assert_nothing_left(&name);
+}
+
+/// Runs a long `fanout 3` over `row` and kills one subscriber (or, with `interrupt`, sends
+/// Ctrl-C): the run must fail with `expected` in its log, and leave no process or name behind.
+fn assert_fanout_run_fails_cleanly(tag: &str, row: &str, interrupt: bool, expected: &str) {
+    let _serial = serial();
+    let name = unique(tag);
+    let args = [
+        "fanout",
+        "3",
+        "--transport",
+        row,
+        "--sizes",
+        "64",
+        "--duration",
+        "60s",
+        "--warmup",
+        "10ms",
+        "--name",
+        &name,
+    ];
+    let (ok, log, pids) = interrupt_many_run(&args, "subscriber pids ", interrupt);
+    assert!(!ok, "the {row} run must fail:\n{log}");
+    assert!(
+        log.contains(expected),
+        "{row}: {expected:?} expected:\n{log}"
+    );
+    for pid in pids {
+        assert!(!process_exists(pid), "{row}: subscriber {pid} not reaped");
+    }
+    assert_nothing_left(&name);
+}
+
+#[test]
+fn killing_a_subscriber_fails_the_fanout_run_cleanly() {
+    // A topic goes on without a dead subscriber: the publisher must notice it itself.
+    assert_fanout_run_fails_cleanly("killsub", "shmlink-topic", false, "exited before the end");
+    assert_fanout_run_fails_cleanly("killsubuds", "uds", false, "Error");
+    if cfg!(feature = "iceoryx2") {
+        assert_fanout_run_fails_cleanly("killsubiox", "iceoryx2", false, "Error");
+    }
+}
+
+#[test]
+fn ctrl_c_reaps_every_subscriber_and_unlinks_everything() {
+    assert_fanout_run_fails_cleanly("fansigint", "shmlink-channels", true, "interrupted");
 }
 
 /// Starts a long run over `transport`, waits for the first child, then does `act` to it (or to
@@ -1408,9 +1595,15 @@ fn measuring_recipes_say_which_build_they_measure() {
     let measuring: Vec<&(String, String)> = recipes
         .iter()
         .filter(|(_, body)| {
-            ["ping-pong", "sweep --", "stream --", "clients {{"]
-                .iter()
-                .any(|m| body.contains(&format!("ipc-parent {m}")))
+            [
+                "ping-pong",
+                "sweep --",
+                "stream --",
+                "clients {{",
+                "fanout {{",
+            ]
+            .iter()
+            .any(|m| body.contains(&format!("ipc-parent {m}")))
         })
         .collect();
     assert!(measuring.len() >= 8, "{measuring:?}");

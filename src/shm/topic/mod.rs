@@ -82,6 +82,16 @@ impl Default for TopicConfig {
     }
 }
 
+impl TopicConfig {
+    /// The largest message a topic made with this configuration carries: `capacity / 2 - 72`
+    /// (a topic does not fragment; [`Publisher::max_message`] says the same of a made one). 0
+    /// for a capacity too small to make a topic.
+    pub fn max_message(&self) -> usize {
+        use crate::shm::ring::{FRAME_HEADER, LINE};
+        (self.capacity / 2).saturating_sub(LINE + FRAME_HEADER)
+    }
+}
+
 /// How a subscriber joins.
 #[derive(Clone, Debug, Default)]
 pub struct SubscriberConfig {

@@ -34,6 +34,13 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
             format!("N clients against one server, {} B messages", c.size),
             "best round trips per second, all clients (log scale)",
         ),
+        Results::Fanout(f) => (
+            format!(
+                "fan-out: one publisher, N subscribers, {} messages",
+                size_label(chart_size(&f.sizes))
+            ),
+            "median subscriber's messages per second, best round (log scale)",
+        ),
         Results::Python(p) => (
             format!("Python {}: shmlink against Python's IPC", p.python),
             "median round trips (ping-pong) or messages (stream) / s (log scale)",
@@ -91,6 +98,26 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
                 })
                 .collect(),
         ),
+        Results::Fanout(f) => {
+            let size = chart_size(&f.sizes);
+            (
+                f.counts
+                    .iter()
+                    .map(|&n| format!("{n} subscriber{}", if n == 1 { "" } else { "s" }))
+                    .collect(),
+                f.results
+                    .iter()
+                    .filter(|r| r.size == size)
+                    .map(|r| {
+                        (
+                            r.row.clone(),
+                            index(&f.counts, r.subscribers),
+                            r.subscriber_msgs_per_s.best,
+                        )
+                    })
+                    .collect(),
+            )
+        }
         Results::Clients(c) => (
             c.counts.iter().map(|n| format!("{n} clients")).collect(),
             c.results
@@ -100,6 +127,15 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
         ),
     };
     grouped_chart(output, &title, y_desc, &groups, &bars)
+}
+
+/// The size a fan-out chart shows: 64 B when it was measured, else the smallest.
+fn chart_size(sizes: &[usize]) -> usize {
+    if sizes.contains(&64) {
+        64
+    } else {
+        sizes.iter().copied().min().unwrap_or(64)
+    }
 }
 
 fn index(list: &[usize], value: usize) -> usize {

@@ -71,6 +71,18 @@ fn lines(doc: &Document) -> (&'static str, Vec<Line>) {
                 })
                 .collect(),
         ),
+        Results::Fanout(f) => (
+            "msg/s per subscriber",
+            f.results
+                .iter()
+                .map(|r| Line {
+                    label: r.row.clone(),
+                    at: format!("x{} {}", r.subscribers, size_label(r.size)),
+                    best: r.subscriber_msgs_per_s.best,
+                    p50_ns: Some(r.latency_ns.p50),
+                })
+                .collect(),
+        ),
         Results::Clients(c) => (
             "rt/s",
             c.results

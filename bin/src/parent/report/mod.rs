@@ -173,7 +173,14 @@ fn render_dir(dir: &Path) -> anyhow::Result<(String, Vec<(String, Document)>)> {
 }
 
 /// The modes in the order the page shows them.
-const MODES: [&str; 5] = ["ping-pong", "sweep", "stream", "clients", "python"];
+const MODES: [&str; 6] = [
+    "ping-pong",
+    "sweep",
+    "stream",
+    "clients",
+    "fanout",
+    "python",
+];
 
 /// The page: a section per document, by mode and then by file name.
 pub fn page(docs: &[(String, Document)], published: &Published) -> String {
@@ -255,6 +262,7 @@ fn title(doc: &Document) -> String {
         Results::Sweep(_) => "Payload sweep".to_owned(),
         Results::Stream(_) => "One-way stream".to_owned(),
         Results::Clients(_) => "Clients against one server".to_owned(),
+        Results::Fanout(_) => "Fan-out: one publisher, N subscribers".to_owned(),
         Results::Python(_) => "Python: the package against Python's IPC".to_owned(),
     }
 }
@@ -655,5 +663,82 @@ Messages per second relative to pipe at the same size, best round here. Publishe
             &published,
         );
         assert_eq!(page, GOLDEN, "the page rendered:\n{page}");
+    }
+
+    /// A fan-out at 8 subscribers: the topic, 8 channels and iceoryx2, one round.
+    const FANOUT: &str = r#"{
+      "run": {"command": "ipc-parent fanout 8 --sizes 64", "commit": "unknown",
+              "date": "2025-01-02T03:04:05Z", "profile": "release",
+              "machine": {"cpu": "Test CPU", "cores": 2, "physical_cores": 2, "kernel": "Linux 6.1",
+                          "online": "0-1", "topology": []},
+              "pinning": {"pinned": false, "parent": [0, 1], "children": [0, 1]},
+              "load_average": 0.25, "load": 0, "rounds": 1, "warmup_s": 0.25,
+              "round_conditions": [{"round": 1, "part": "8 subscribers", "load_average": 0.25,
+                                    "steal_pct": 0.5, "seconds": 9.0}]},
+      "mode": "fanout", "counts": [8], "sizes": [64], "count": null, "duration_s": 1.0,
+      "ring_size": 1048576, "iceoryx2": "0.10.0",
+      "skipped": [{"row": "shmlink-topic-spin", "subscribers": 8, "why": "9 processes on 2 CPUs"}],
+      "results": [
+        {"row": "shmlink-topic", "subscribers": 8, "size": 64,
+         "rounds": [{"messages": 300000, "publisher_seconds": 1.0, "publisher_cpu_s": 0.1,
+                     "published_per_s": 300000.0, "msgs_per_cpu_s": 3000000.0,
+                     "subscriber_msgs_per_s": [300000.0], "median_subscriber_msgs_per_s": 300000.0,
+                     "slowest_subscriber_msgs_per_s": 290000.0,
+                     "latency_ns": {"p50": 2000, "p99": 9000, "p999": 10000, "max": 20000}}],
+         "subscriber_msgs_per_s": {"median": 300000.0, "best": 300000.0},
+         "slowest_subscriber_msgs_per_s": {"median": 290000.0, "best": 290000.0},
+         "msgs_per_cpu_s": {"median": 3000000.0, "best": 3000000.0},
+         "latency_ns": {"p50": 2000, "p99": 9000, "p999": 10000, "max": 20000}},
+        {"row": "shmlink-channels", "subscribers": 8, "size": 64,
+         "rounds": [{"messages": 100000, "publisher_seconds": 1.0, "publisher_cpu_s": 0.1,
+                     "published_per_s": 100000.0, "msgs_per_cpu_s": 1000000.0,
+                     "subscriber_msgs_per_s": [100000.0], "median_subscriber_msgs_per_s": 100000.0,
+                     "slowest_subscriber_msgs_per_s": 90000.0,
+                     "latency_ns": {"p50": 3000, "p99": 9000, "p999": 10000, "max": 20000}}],
+         "subscriber_msgs_per_s": {"median": 100000.0, "best": 100000.0},
+         "slowest_subscriber_msgs_per_s": {"median": 90000.0, "best": 90000.0},
+         "msgs_per_cpu_s": {"median": 1000000.0, "best": 1000000.0},
+         "latency_ns": {"p50": 3000, "p99": 9000, "p999": 10000, "max": 20000}},
+        {"row": "iceoryx2", "subscribers": 8, "size": 64,
+         "rounds": [{"messages": 100000, "publisher_seconds": 1.0, "publisher_cpu_s": 0.5,
+                     "published_per_s": 100000.0, "msgs_per_cpu_s": 200000.0,
+                     "subscriber_msgs_per_s": [100000.0], "median_subscriber_msgs_per_s": 100000.0,
+                     "slowest_subscriber_msgs_per_s": 90000.0,
+                     "latency_ns": {"p50": 8000, "p99": 9000, "p999": 10000, "max": 20000}}],
+         "subscriber_msgs_per_s": {"median": 100000.0, "best": 100000.0},
+         "slowest_subscriber_msgs_per_s": {"median": 90000.0, "best": 90000.0},
+         "msgs_per_cpu_s": {"median": 200000.0, "best": 200000.0},
+         "latency_ns": {"p50": 8000, "p99": 9000, "p999": 10000, "max": 20000}}]
+    }"#;
+
+    #[test]
+    fn a_fanout_document_gets_its_section_after_the_clients_with_its_ratios() {
+        let fanout: Document = serde_json::from_str(FANOUT).expect("the fixture is a document");
+        let stream: Document = serde_json::from_str(STREAM).expect("the fixture is a document");
+        let page = page(
+            &[
+                ("fanout.json".to_owned(), fanout),
+                ("stream.json".to_owned(), stream),
+            ],
+            &Published::default(),
+        );
+        let stream_at = page.find("## One-way stream (`stream.json`)");
+        let fanout_at = page.find("## Fan-out: one publisher, N subscribers (`fanout.json`)");
+        assert!(
+            stream_at.is_some() && fanout_at.is_some() && stream_at < fanout_at,
+            "{page}"
+        );
+        for needle in [
+            "ipc-parent fanout 8 --sizes 64",
+            "| shmlink-topic / shmlink-channels, msg per publisher CPU-s, 8 subscribers, 64 B |",
+            "one topic moves 3.00x at 64 B the messages per second of publisher CPU that 8 \
+             channels do",
+            "the topic's median one-way latency is 0.25x at 64 B iceoryx2's",
+            "- shmlink-topic-spin skipped with 8 subscribers: 9 processes on 2 CPUs",
+            "N + 1 processes sharing this machine's 2 CPUs (not pinned)",
+            "|     1 | 8 subscribers |",
+        ] {
+            assert!(page.contains(needle), "{needle:?} missing from\n{page}");
+        }
     }
 }
