@@ -389,8 +389,8 @@ pub(crate) fn reclaim_if_dead(name: &str) -> Result<bool> {
 /// fit its object lists none.
 fn subscribers_of(file: &std::fs::File, name: &str, size: u64) -> Result<Vec<EndpointInfo>> {
     use crate::shm::layout::topic::{
-        slot_lock, state_of, topic_offsets, SubscriberSlot, TopicInfo, INFO_OFFSET, MAX_INDEX,
-        MAX_SUBSCRIBERS, MIN_INDEX, SLOT_ACTIVE, SLOT_DROPPED, SLOT_FREE, SLOT_JOINING,
+        slot_lock, state_name, topic_offsets, SubscriberSlot, TopicInfo, INFO_OFFSET, MAX_INDEX,
+        MAX_SUBSCRIBERS, MIN_INDEX,
     };
     let head = Mapping::prefix_of_shm_file(file.try_clone()?, name, HEADER_SIZE)?;
     // SAFETY: INFO_OFFSET is inside the header page, aligned; `TopicInfo` is all atomics.
@@ -421,12 +421,9 @@ fn subscribers_of(file: &std::fs::File, name: &str, size: u64) -> Result<Vec<End
                 .cast::<SubscriberSlot>()
         };
         // Relaxed: information only.
-        let state = match state_of(slot.state.load(Ordering::Relaxed)) {
-            SLOT_FREE => continue,
-            SLOT_JOINING => "joining",
-            SLOT_ACTIVE => "active",
-            SLOT_DROPPED => "dropped",
-            _ => "unknown",
+        let state = match state_name(slot.state.load(Ordering::Relaxed)) {
+            "free" => continue,
+            state => state,
         };
         out.push(EndpointInfo {
             state,

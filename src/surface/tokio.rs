@@ -225,15 +225,7 @@ impl<C: BorrowMut<Channel>> AsyncChannel<C> {
     /// ([`OpenError::InvalidConfig`] for another strategy: its peer would never wake the task).
     pub fn new(channel: C) -> Result<Self, OpenError> {
         let ch: &Channel = channel.borrow();
-        if ch.wait_strategy() != WaitStrategy::Block {
-            return Err(OpenError::InvalidConfig {
-                channel: ch.name().into(),
-                what: format!(
-                    "it waits with {}; async use needs block",
-                    ch.wait_strategy()
-                ),
-            });
-        }
+        needs_block(ch.name(), ch.wait_strategy())?;
         Ok(AsyncChannel {
             recv_side: Side::new(),
             send_side: Side::new(),
@@ -493,6 +485,18 @@ impl AsyncListener {
     }
 }
 
+/// Refuses an end that waits with anything but [`WaitStrategy::Block`] for async use: its
+/// peer would never wake the task.
+fn needs_block(name: &str, wait: WaitStrategy) -> Result<(), OpenError> {
+    if wait == WaitStrategy::Block {
+        return Ok(());
+    }
+    Err(OpenError::InvalidConfig {
+        channel: name.into(),
+        what: format!("it waits with {wait}; async use needs block"),
+    })
+}
+
 /// Refuses a listener whose connections would wait with anything but [`WaitStrategy::Block`]:
 /// every accepted connection would fail in [`AsyncChannel::new`].
 fn check_listener_wait(name: &str, wait: WaitStrategy) -> Result<(), OpenError> {
@@ -690,12 +694,7 @@ impl AsyncSubscriber {
     /// ([`OpenError::InvalidConfig`] for another strategy).
     pub fn new(mut subscriber: Subscriber) -> Result<Self, OpenError> {
         let strategy = subscriber.reader().wait_strategy();
-        if strategy != WaitStrategy::Block {
-            return Err(OpenError::InvalidConfig {
-                channel: subscriber.name().into(),
-                what: format!("it waits with {strategy}; async use needs block"),
-            });
-        }
+        needs_block(subscriber.name(), strategy)?;
         Ok(AsyncSubscriber {
             recv_side: Side::new(),
             subscriber,

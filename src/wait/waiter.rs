@@ -76,12 +76,12 @@ impl std::fmt::Debug for Waiter {
 }
 
 impl Waiter {
-    /// A waiter that has not waited yet.
     /// How this waiter waits.
     pub(crate) fn strategy(&self) -> WaitStrategy {
         self.strategy
     }
 
+    /// A waiter that has not waited yet.
     pub(crate) fn new(strategy: WaitStrategy) -> Waiter {
         Waiter {
             strategy,

@@ -168,12 +168,13 @@ impl RecvHalf {
     /// True when this reader can read no further where it is (see [`Overtaken`]).
     #[inline]
     pub(crate) fn overtaken_now(&self) -> bool {
-        self.overtaken.is_some() && self.overtaken().is_err()
+        self.overtaken().is_err()
     }
 
-    /// `Dropped` or `Lagged` when this reader can read no further (see [`Overtaken`]).
+    /// `Dropped` or `Lagged` when this reader can read no further (see [`Overtaken`]); `Ok`
+    /// for a channel's.
     #[inline]
-    fn overtaken(&self) -> Result<(), RecvError> {
+    pub(crate) fn overtaken(&self) -> Result<(), RecvError> {
         match &self.overtaken {
             Some(o) => o.check(self.rx.position(), &self.shared.name),
             None => Ok(()),

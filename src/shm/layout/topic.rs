@@ -81,6 +81,18 @@ pub(crate) fn with_state(word: u32, state: u32) -> u32 {
     (word & !STATE_MASK) | state
 }
 
+/// The name of the state in a slot's state word, for listings: `"free"`, `"joining"`,
+/// `"active"`, `"dropped"`, or `"unknown"` for a byte no state has.
+pub(crate) fn state_name(word: u32) -> &'static str {
+    match state_of(word) {
+        SLOT_FREE => "free",
+        SLOT_JOINING => "joining",
+        SLOT_ACTIVE => "active",
+        SLOT_DROPPED => "dropped",
+        _ => "unknown",
+    }
+}
+
 /// The topic's fixed parameters, written by the publisher before `ready`.
 #[repr(C)]
 #[derive(Debug)]

@@ -315,6 +315,15 @@ impl Parts {
         unsafe { self.at::<RingHeader>(RING_OFFSET) }
     }
 
+    /// What a slow subscriber costs on this topic.
+    pub(crate) fn topic_mode(&self) -> TopicMode {
+        if self.mode == MODE_LOSSLESS {
+            TopicMode::Lossless
+        } else {
+            TopicMode::Overwrite
+        }
+    }
+
     pub(crate) fn ring_header(&self) -> &RingHeader {
         // SAFETY: as in `ring`; all atomics.
         unsafe { self.ring().as_ref() }

@@ -19,7 +19,7 @@ use crate::wait::{self, Deadline, Waiter, CHECK_INTERVAL};
 
 use super::protocol;
 use super::{Parts, TopicConfig, TopicMode};
-use crate::shm::layout::topic::{state_of, with_state};
+use crate::shm::layout::topic::{state_name, state_of, with_state};
 
 /// The publishing end of a topic: one writer, whose every message each subscriber receives.
 ///
@@ -332,11 +332,7 @@ impl Publisher {
 
     /// What a slow subscriber costs on this topic.
     pub fn mode(&self) -> TopicMode {
-        if self.table.parts.mode == MODE_LOSSLESS {
-            TopicMode::Lossless
-        } else {
-            TopicMode::Overwrite
-        }
+        self.table.parts.topic_mode()
     }
 
     /// Messages published so far.
@@ -353,11 +349,9 @@ impl Publisher {
             .filter_map(|i| {
                 let slot = parts.slot(i);
                 // Relaxed: information only.
-                let state = match state_of(slot.state.load(Ordering::Relaxed)) {
-                    SLOT_JOINING => "joining",
-                    SLOT_ACTIVE => "active",
-                    SLOT_DROPPED => "dropped",
-                    _ => return None,
+                let state = match state_name(slot.state.load(Ordering::Relaxed)) {
+                    "free" | "unknown" => return None,
+                    known => known,
                 };
                 let cursor = slot.cursor.load(Ordering::Relaxed);
                 Some(SubscriberInfo {

@@ -102,7 +102,7 @@ impl Subscriber {
         parts.words().joins.fetch_add(1, Ordering::Relaxed);
         let history = config.history.min(parts.history);
         let failed = |what: &str| {
-            // Relaxed: a slot given back; its lock goes with the mapping.
+            // SeqCst, as the drop's: a slot given back; its lock goes with the mapping.
             s.state
                 .store(with_state(joining, SLOT_FREE), Ordering::SeqCst);
             OpenError::corrupt(&name, what.to_owned())
@@ -251,11 +251,7 @@ impl Subscriber {
 
     /// What a slow subscriber costs on this topic.
     pub fn mode(&self) -> TopicMode {
-        if self.parts.mode == MODE_LOSSLESS {
-            TopicMode::Lossless
-        } else {
-            TopicMode::Overwrite
-        }
+        self.parts.topic_mode()
     }
 
     /// The slot this subscriber holds (as [`Publisher::subscribers`](crate::Publisher::subscribers)
@@ -330,20 +326,6 @@ impl Subscriber {
         self.next_seq = seq;
         Ok((missed > 0).then_some(missed))
     }
-
-    /// Lossless topics: `Dropped` once the publisher dropped us.
-    #[inline]
-    fn check_dropped(&self) -> Result<(), RecvError> {
-        // Relaxed: the publisher's verdict; nothing is read by it.
-        if state_of(self.parts.slot(self.slot).state.load(Ordering::Relaxed))
-            == crate::shm::layout::topic::SLOT_DROPPED
-        {
-            return Err(RecvError::Dropped {
-                channel: self.rx.channel_name().clone(),
-            });
-        }
-        Ok(())
-    }
 }
 
 impl Drop for Subscriber {
@@ -372,7 +354,8 @@ impl crate::seam::RecvCore for Subscriber {
     #[inline]
     fn recv_until(&mut self, deadline: Deadline) -> Result<ReadGuard<'_>, RecvError> {
         if self.parts.mode == MODE_LOSSLESS {
-            self.check_dropped()?;
+            // `Dropped` once the publisher dropped us (a lossless reader has no claim to lag behind).
+            self.rx.overtaken()?;
             return self.rx.recv_until(deadline);
         }
         self.next_copied(deadline)?;
@@ -385,7 +368,8 @@ impl crate::seam::RecvCore for Subscriber {
         deadline: Deadline,
     ) -> Result<usize, RecvError> {
         if self.parts.mode == MODE_LOSSLESS {
-            self.check_dropped()?;
+            // `Dropped` once the publisher dropped us (a lossless reader has no claim to lag behind).
+            self.rx.overtaken()?;
             return self.rx.recv_into_until(buf, deadline);
         }
         self.next_copied(deadline)?;
@@ -400,7 +384,8 @@ impl crate::seam::RecvCore for Subscriber {
         deadline: Deadline,
     ) -> Result<usize, RecvError> {
         if self.parts.mode == MODE_LOSSLESS {
-            self.check_dropped()?;
+            // `Dropped` once the publisher dropped us (a lossless reader has no claim to lag behind).
+            self.rx.overtaken()?;
             return self.rx.recv_batch_until(max, f, deadline);
         }
         // At most a ring's worth per call, as on a channel.
