@@ -342,7 +342,10 @@
 //!
 //! A [`Selector`] waits on subscribers beside channels ([`Selectable`]), and the async API has
 //! a topic's two ends (`shmlink::tokio::AsyncPublisher`, `AsyncSubscriber`, feature `tokio`).
-//! Topics live in shared memory only: there is no ipc-channel form of them yet.
+//! [`EndpointPublisher`] and [`EndpointSubscriber`] carry a topic on either backend, as
+//! [`Endpoint`] carries a channel: shared memory where a mapping can be made, else
+//! `ipc-channel`, where the publisher sends each subscriber a copy of each message (the costs
+//! are in [`EndpointPublisher`]'s docs); the same calls, errors and modes.
 //!
 //! Across processes the calls are the same: `examples/topic_pub.rs` and
 //! `examples/topic_sub.rs` (`cargo run --example topic_pub` in one terminal, `cargo run
@@ -521,7 +524,9 @@ pub use shm::topic::{
     DEFAULT_MAX_SUBSCRIBERS,
 };
 pub use shm::{ring, segments};
-pub use surface::endpoint::{Backend, Endpoint, EndpointListener, Received, Reserved};
+pub use surface::endpoint::{
+    Backend, Endpoint, EndpointListener, EndpointPublisher, EndpointSubscriber, Received, Reserved,
+};
 #[cfg(feature = "tokio")]
 pub use surface::tokio;
 pub use surface::{Receiver, Sender, Value};

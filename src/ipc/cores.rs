@@ -143,8 +143,8 @@ impl IpcGrant<'_> {
 /// A received message, lent out until the next call: the duplex's buffer, and its name for
 /// errors.
 pub(crate) struct IpcMessage<'a> {
-    bytes: &'a [u8],
-    channel: &'a ChannelName,
+    pub(super) bytes: &'a [u8],
+    pub(super) channel: &'a ChannelName,
 }
 
 impl std::ops::Deref for IpcMessage<'_> {

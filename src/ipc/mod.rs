@@ -47,12 +47,14 @@ mod cores;
 mod lane;
 pub(crate) mod listener;
 pub(crate) mod rendezvous;
+mod topic;
 
 use crate::error::{ChannelName, OpenError, RecvError, SendError, WaitError};
 use crate::wait::Deadline;
 pub(crate) use cores::{IpcGrant, IpcMessage};
 use lane::Lane;
 use rendezvous::{Kind, Published};
+pub(crate) use topic::{IpcPublisher, IpcSubscriber, IpcTopicGrant, MAX_TOPIC_MESSAGE};
 
 /// Largest message sent in one piece (ipc-channel splits large messages itself).
 pub(crate) const MAX_MESSAGE: usize = 256 << 20;
@@ -74,6 +76,17 @@ pub(crate) type Halves = (
 
 /// The byte a clean close sends on the goodbye channel.
 const GOODBYE: u8 = 1;
+/// The byte a topic's publisher sends on the goodbye channel of a subscriber it drops.
+const DROPPED: u8 = 2;
+
+/// How an end that said goodbye with `byte` ended.
+fn said(byte: u8) -> Ended {
+    if byte == DROPPED {
+        Ended::Dropped
+    } else {
+        Ended::Closed
+    }
+}
 
 /// True when `Endpoint::create` and `EndpointListener::bind` must use this backend: with the
 /// `force-fallback` cargo feature (and, in test builds, when `crate::testing` says so).
@@ -143,6 +156,8 @@ pub(crate) struct IpcDuplex {
     /// the data sender, so the peer sees the channel closed only once the lane's last message
     /// is out (and the goodbye, sent first, is there by then).
     lane: Option<Lane>,
+    /// What the drop says on the goodbye channel: [`GOODBYE`], or [`DROPPED`].
+    goodbye: u8,
     /// The creator's hold on its name (`None` on a connector's end and a listener's
     /// connection). Declared last: it is released after the rendezvous file is removed.
     _name_lock: Option<NameLock>,
@@ -178,10 +193,12 @@ impl std::fmt::Debug for IpcDuplex {
 }
 
 /// How the peer's end went away.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ended {
     /// Dropped cleanly: it said goodbye.
     Closed,
+    /// A topic's publisher dropped this subscriber ([`DROPPED`] for a goodbye).
+    Dropped,
     /// Gone without a goodbye: its process died or exited without dropping its end.
     Gone,
 }
@@ -317,7 +334,7 @@ impl IpcDuplex {
         let (creator_pid, server_name) = match rendezvous::read(name)? {
             Published::Channel { pid, server } => (pid, server),
             Published::Listener { .. } => {
-                return listener::connect(name, deadline);
+                return listener::connect(name, deadline, false);
             }
         };
         // A stale file (its creator died: its lock is free) names no server that will take
@@ -350,6 +367,7 @@ impl IpcDuplex {
             inbox: Vec::new(),
             out: Vec::new(),
             lane: None,
+            goodbye: GOODBYE,
             _name_lock: None,
         }
     }
@@ -418,8 +436,8 @@ impl IpcDuplex {
         };
         match bye_rx.try_recv() {
             Err(TryRecvError::Empty) => true,
-            Ok(_) => {
-                self.ended.set(Some(Ended::Closed));
+            Ok(byte) => {
+                self.ended.set(Some(said(byte)));
                 false
             }
             Err(TryRecvError::IpcError(_)) => {
@@ -443,7 +461,7 @@ impl IpcDuplex {
             // read in another order than they were written.
             self.ended.set(Some(
                 match bye_rx.try_recv_timeout(Duration::from_millis(20)) {
-                    Ok(_) => Ended::Closed,
+                    Ok(byte) => said(byte),
                     Err(_) => Ended::Gone,
                 },
             ));
@@ -665,7 +683,7 @@ impl Drop for IpcDuplex {
                 // Before the data channels close (the fields drop after this; the lane's copy
                 // of the sender closes once its last message is out): the peer that sees them
                 // closed finds the goodbye and reports a clean close.
-                let _ = bye_tx.send(GOODBYE);
+                let _ = bye_tx.send(self.goodbye);
             }
             Link::Broken => {}
         }

@@ -12,6 +12,7 @@ use crate::error::OpenError;
 use crate::service::listener::connect_client;
 use crate::shm::channel::{peek_magic, Channel};
 use crate::shm::layout::listener::LISTENER_MAGIC;
+use crate::shm::layout::topic::TOPIC_MAGIC;
 use crate::shm::mapping::{self, Mapping};
 use crate::wait::{Deadline, WaitStrategy};
 
@@ -106,6 +107,12 @@ pub(crate) fn connect_mapping(
 ) -> Result<Channel, OpenError> {
     match peek_magic(&map) {
         LISTENER_MAGIC => connect_client(map, name, wait, deadline),
+        TOPIC_MAGIC => Err(OpenError::NotAChannel {
+            channel: name.into(),
+            reason: "a topic, not a channel or listener (join it with Subscriber::connect or \
+                     EndpointSubscriber::connect)"
+                .into(),
+        }),
         magic => Channel::connect_mapping(map, name.into(), wait, magic),
     }
 }

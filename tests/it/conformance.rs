@@ -16,6 +16,8 @@
 
 use crate::support;
 
+pub(crate) mod topics;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -106,8 +108,9 @@ impl<V: FromBytes + KnownLayout + Immutable + Copy> PlainValue for V {}
 /// traits ([`shmlink::Sender`], [`shmlink::Receiver`]) in one impl, and the async surface has
 /// it by running each waiting form on the end's own runtime. Received messages are copied out,
 /// since each surface lends them in a guard of its own; a grant is filled with `fill` and
-/// commits `fill.len()` bytes.
-trait End: Send + 'static {
+/// commits `fill.len()` bytes. The sending forms are here, the receiving ones in [`RecvEnd`]
+/// (a topic's publisher has only these, its subscribers only those).
+trait SendEnd: Send + 'static {
     fn send(&mut self, bytes: &[u8]) -> Result<(), SendError>;
     fn try_send(&mut self, bytes: &[u8]) -> Result<(), SendError>;
     fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), SendError>;
@@ -135,6 +138,18 @@ trait End: Send + 'static {
     ) -> Result<(), SendError>;
     /// `try_reserve(len)`, and the grant dropped without a commit.
     fn reserve_and_drop(&mut self, len: usize) -> Result<(), SendError>;
+    fn send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError>;
+    fn try_send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError>;
+    fn send_batch_timeout(
+        &mut self,
+        batch: &[Vec<u8>],
+        timeout: Duration,
+    ) -> Result<usize, SendError>;
+    fn max_frame(&mut self) -> usize;
+}
+
+/// The receiving forms of [`End`].
+trait RecvEnd: Send + 'static {
     fn recv(&mut self) -> Result<Vec<u8>, RecvError>;
     fn try_recv(&mut self) -> Result<Vec<u8>, RecvError>;
     fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError>;
@@ -153,13 +168,6 @@ trait End: Send + 'static {
     fn recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError>;
     fn try_recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError>;
     fn recv_value_timeout<V: PlainValue>(&mut self, timeout: Duration) -> Result<V, RecvError>;
-    fn send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError>;
-    fn try_send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError>;
-    fn send_batch_timeout(
-        &mut self,
-        batch: &[Vec<u8>],
-        timeout: Duration,
-    ) -> Result<usize, SendError>;
     /// The messages a batch receive handed over, copied out (checked against its count).
     fn recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError>;
     fn try_recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError>;
@@ -168,11 +176,15 @@ trait End: Send + 'static {
         max: usize,
         timeout: Duration,
     ) -> Result<Vec<Vec<u8>>, RecvError>;
-    fn max_frame(&mut self) -> usize;
     /// `try_recv` of a message that starts with its number ([`numbered`]): the number, read
     /// from the message where it lies, without copying it out (a consumer as quick as it gets).
     fn try_recv_number(&mut self) -> Result<u64, RecvError>;
 }
+
+/// Both halves of the method set: one end of a duplex surface.
+trait End: SendEnd + RecvEnd {}
+
+impl<T: SendEnd + RecvEnd> End for T {}
 
 /// The number a [`numbered`] message of at least 8 bytes starts with.
 fn number_of(msg: &[u8]) -> u64 {
@@ -238,7 +250,7 @@ impl MaxFrame for Endpoint {
 
 /// `End` for every blocking surface, through the library's own method set
 /// ([`shmlink::Sender`] and [`shmlink::Receiver`]).
-impl<E: Sender + Receiver + MaxFrame + Send + 'static> End for E {
+impl<E: Sender + MaxFrame + Send + 'static> SendEnd for E {
     fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
         Sender::send(self, bytes)
     }
@@ -292,6 +304,25 @@ impl<E: Sender + Receiver + MaxFrame + Send + 'static> End for E {
         drop(Sender::try_reserve(self, len)?);
         Ok(())
     }
+    fn send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
+        Sender::send_batch(self, batch)
+    }
+    fn try_send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
+        Sender::try_send_batch(self, batch)
+    }
+    fn send_batch_timeout(
+        &mut self,
+        batch: &[Vec<u8>],
+        timeout: Duration,
+    ) -> Result<usize, SendError> {
+        Sender::send_batch_timeout(self, batch, timeout)
+    }
+    fn max_frame(&mut self) -> usize {
+        MaxFrame::max_frame(self)
+    }
+}
+
+impl<E: Receiver + Send + 'static> RecvEnd for E {
     fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
         Receiver::recv(self).map(|m| m.to_vec())
     }
@@ -335,19 +366,6 @@ impl<E: Sender + Receiver + MaxFrame + Send + 'static> End for E {
     fn recv_value_timeout<V: PlainValue>(&mut self, timeout: Duration) -> Result<V, RecvError> {
         Receiver::recv_value_timeout::<V>(self, timeout).map(value_out)
     }
-    fn send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
-        Sender::send_batch(self, batch)
-    }
-    fn try_send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
-        Sender::try_send_batch(self, batch)
-    }
-    fn send_batch_timeout(
-        &mut self,
-        batch: &[Vec<u8>],
-        timeout: Duration,
-    ) -> Result<usize, SendError> {
-        Sender::send_batch_timeout(self, batch, timeout)
-    }
     fn recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError> {
         collect_batch(|f| Receiver::recv_batch(self, max, f))
     }
@@ -360,9 +378,6 @@ impl<E: Sender + Receiver + MaxFrame + Send + 'static> End for E {
         timeout: Duration,
     ) -> Result<Vec<Vec<u8>>, RecvError> {
         collect_batch(|f| Receiver::recv_batch_timeout(self, max, timeout, f))
-    }
-    fn max_frame(&mut self) -> usize {
-        MaxFrame::max_frame(self)
     }
     fn try_recv_number(&mut self) -> Result<u64, RecvError> {
         Receiver::try_recv(self).map(|m| number_of(&m))
@@ -465,7 +480,7 @@ mod async_surface {
     use std::task::{Context, Poll, Wake, Waker};
 
     /// Where an end's futures run.
-    pub(super) struct Exec {
+    pub(crate) struct Exec {
         /// Runs the futures if `direct`; else only `connect`, which uses tokio's blocking pool.
         rt: tokio::runtime::Runtime,
         direct: bool,
@@ -509,7 +524,7 @@ mod async_surface {
     }
 
     impl Exec {
-        fn new(direct: bool) -> Exec {
+        pub(crate) fn new(direct: bool) -> Exec {
             if direct {
                 check_async_path();
             }
@@ -520,7 +535,7 @@ mod async_surface {
             Exec { rt, direct }
         }
 
-        fn block_on<F: Future>(&self, future: F) -> F::Output {
+        pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
             if self.direct {
                 return self.rt.block_on(future);
             }
@@ -587,151 +602,172 @@ mod async_surface {
         }
     }
 
-    impl<C: BorrowMut<Channel> + Send + 'static> End for AsyncEnd<C> {
-        fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
-            self.rt.block_on(self.ch.send(bytes))
-        }
-        fn try_send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
-            self.ch.try_send(bytes)
-        }
-        fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
-            self.rt.block_on(self.ch.send_timeout(bytes, timeout))
-        }
-        fn send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
-            self.rt.block_on(self.ch.send_json(value))
-        }
-        fn try_send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
-            self.ch.try_send_json(value)
-        }
-        fn send_json_timeout<T: Serialize>(
-            &mut self,
-            value: &T,
-            timeout: Duration,
-        ) -> Result<(), SendError> {
-            self.rt.block_on(self.ch.send_json_timeout(value, timeout))
-        }
-        fn send_value<V: IntoBytes + Immutable>(&mut self, value: &V) -> Result<(), SendError> {
-            self.rt.block_on(self.ch.send_value(value))
-        }
-        fn try_send_value<V: IntoBytes + Immutable>(&mut self, value: &V) -> Result<(), SendError> {
-            self.ch.try_send_value(value)
-        }
-        fn send_value_timeout<V: IntoBytes + Immutable>(
-            &mut self,
-            value: &V,
-            timeout: Duration,
-        ) -> Result<(), SendError> {
-            self.rt.block_on(self.ch.send_value_timeout(value, timeout))
-        }
-        fn recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError> {
-            let ch = &mut self.ch;
-            self.rt
-                .block_on(async { ch.recv_value::<V>().await.map(value_out) })
-        }
-        fn try_recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError> {
-            self.ch.try_recv_value::<V>().map(value_out)
-        }
-        fn recv_value_timeout<V: PlainValue>(&mut self, timeout: Duration) -> Result<V, RecvError> {
-            let ch = &mut self.ch;
-            self.rt
-                .block_on(async { ch.recv_value_timeout::<V>(timeout).await.map(value_out) })
-        }
-        fn reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
-            let ch = &mut self.ch;
-            self.rt
-                .block_on(async { fill_and_commit(ch.reserve(len).await?, len, fill) })
-        }
-        fn try_reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
-            fill_and_commit(self.ch.try_reserve(len)?, len, fill)
-        }
-        fn reserve_timeout(
-            &mut self,
-            len: usize,
-            fill: &[u8],
-            timeout: Duration,
-        ) -> Result<(), SendError> {
-            let ch = &mut self.ch;
-            self.rt.block_on(async {
-                fill_and_commit(ch.reserve_timeout(len, timeout).await?, len, fill)
-            })
-        }
-        fn reserve_and_drop(&mut self, len: usize) -> Result<(), SendError> {
-            drop(self.ch.try_reserve(len)?);
-            Ok(())
-        }
-        fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
-            let ch = &mut self.ch;
-            self.rt
-                .block_on(async { ch.recv().await.map(|m| m.to_vec()) })
-        }
-        fn try_recv(&mut self) -> Result<Vec<u8>, RecvError> {
-            self.ch.try_recv().map(|m| m.to_vec())
-        }
-        fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
-            let ch = &mut self.ch;
-            self.rt
-                .block_on(async { ch.recv_timeout(timeout).await.map(|m| m.to_vec()) })
-        }
-        fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
-            self.rt.block_on(self.ch.recv_into(buf))
-        }
-        fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
-            self.ch.try_recv_into(buf)
-        }
-        fn recv_into_timeout(
-            &mut self,
-            buf: &mut Vec<u8>,
-            timeout: Duration,
-        ) -> Result<usize, RecvError> {
-            self.rt.block_on(self.ch.recv_into_timeout(buf, timeout))
-        }
-        fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
-            self.rt.block_on(self.ch.recv_json())
-        }
-        fn try_recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
-            self.ch.try_recv_json()
-        }
-        fn recv_json_timeout<T: DeserializeOwned>(
-            &mut self,
-            timeout: Duration,
-        ) -> Result<T, RecvError> {
-            self.rt.block_on(self.ch.recv_json_timeout(timeout))
-        }
-        fn send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
-            self.rt.block_on(self.ch.send_batch(batch))
-        }
-        fn try_send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
-            self.ch.try_send_batch(batch)
-        }
-        fn send_batch_timeout(
-            &mut self,
-            batch: &[Vec<u8>],
-            timeout: Duration,
-        ) -> Result<usize, SendError> {
-            self.rt.block_on(self.ch.send_batch_timeout(batch, timeout))
-        }
-        fn recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError> {
-            let (ch, rt) = (&mut self.ch, &self.rt);
-            collect_batch(|f| rt.block_on(ch.recv_batch(max, f)))
-        }
-        fn try_recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError> {
-            collect_batch(|f| self.ch.try_recv_batch(max, f))
-        }
-        fn recv_batch_timeout(
-            &mut self,
-            max: usize,
-            timeout: Duration,
-        ) -> Result<Vec<Vec<u8>>, RecvError> {
-            let (ch, rt) = (&mut self.ch, &self.rt);
-            collect_batch(|f| rt.block_on(ch.recv_batch_timeout(max, timeout, f)))
-        }
-        fn max_frame(&mut self) -> usize {
-            Channel::max_frame(self.ch.get_mut())
-        }
-        fn try_recv_number(&mut self) -> Result<u64, RecvError> {
-            self.ch.try_recv().map(|m| number_of(&m))
-        }
+    /// The sending forms on an async end (`ch`, run on `rt`): an `AsyncChannel`'s or an
+    /// `AsyncPublisher`'s, which have the same async forms.
+    macro_rules! async_send_end {
+        (impl [$($head:tt)*] max_frame($me:ident) $max:expr) => {
+            impl $($head)* {
+                fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+                    self.rt.block_on(self.ch.send(bytes))
+                }
+                fn try_send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+                    self.ch.try_send(bytes)
+                }
+                fn send_timeout(&mut self, bytes: &[u8], timeout: Duration) -> Result<(), SendError> {
+                    self.rt.block_on(self.ch.send_timeout(bytes, timeout))
+                }
+                fn send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
+                    self.rt.block_on(self.ch.send_json(value))
+                }
+                fn try_send_json<T: Serialize>(&mut self, value: &T) -> Result<(), SendError> {
+                    self.ch.try_send_json(value)
+                }
+                fn send_json_timeout<T: Serialize>(
+                    &mut self,
+                    value: &T,
+                    timeout: Duration,
+                ) -> Result<(), SendError> {
+                    self.rt.block_on(self.ch.send_json_timeout(value, timeout))
+                }
+                fn send_value<V: IntoBytes + Immutable>(&mut self, value: &V) -> Result<(), SendError> {
+                    self.rt.block_on(self.ch.send_value(value))
+                }
+                fn try_send_value<V: IntoBytes + Immutable>(&mut self, value: &V) -> Result<(), SendError> {
+                    self.ch.try_send_value(value)
+                }
+                fn send_value_timeout<V: IntoBytes + Immutable>(
+                    &mut self,
+                    value: &V,
+                    timeout: Duration,
+                ) -> Result<(), SendError> {
+                    self.rt.block_on(self.ch.send_value_timeout(value, timeout))
+                }
+                fn reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
+                    let ch = &mut self.ch;
+                    self.rt
+                        .block_on(async { fill_and_commit(ch.reserve(len).await?, len, fill) })
+                }
+                fn try_reserve(&mut self, len: usize, fill: &[u8]) -> Result<(), SendError> {
+                    fill_and_commit(self.ch.try_reserve(len)?, len, fill)
+                }
+                fn reserve_timeout(
+                    &mut self,
+                    len: usize,
+                    fill: &[u8],
+                    timeout: Duration,
+                ) -> Result<(), SendError> {
+                    let ch = &mut self.ch;
+                    self.rt.block_on(async {
+                        fill_and_commit(ch.reserve_timeout(len, timeout).await?, len, fill)
+                    })
+                }
+                fn reserve_and_drop(&mut self, len: usize) -> Result<(), SendError> {
+                    drop(self.ch.try_reserve(len)?);
+                    Ok(())
+                }
+                fn send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
+                    self.rt.block_on(self.ch.send_batch(batch))
+                }
+                fn try_send_batch(&mut self, batch: &[Vec<u8>]) -> Result<usize, SendError> {
+                    self.ch.try_send_batch(batch)
+                }
+                fn send_batch_timeout(
+                    &mut self,
+                    batch: &[Vec<u8>],
+                    timeout: Duration,
+                ) -> Result<usize, SendError> {
+                    self.rt.block_on(self.ch.send_batch_timeout(batch, timeout))
+                }
+                fn max_frame(&mut self) -> usize {
+                    let $me = self;
+                    $max
+                }
+            }
+        };
     }
+    pub(super) use async_send_end;
+
+    /// The receiving forms on an async end: an `AsyncChannel`'s or an `AsyncSubscriber`'s.
+    macro_rules! async_recv_end {
+        (impl [$($head:tt)*]) => {
+            impl $($head)* {
+                fn recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError> {
+                    let ch = &mut self.ch;
+                    self.rt
+                        .block_on(async { ch.recv_value::<V>().await.map(value_out) })
+                }
+                fn try_recv_value<V: PlainValue>(&mut self) -> Result<V, RecvError> {
+                    self.ch.try_recv_value::<V>().map(value_out)
+                }
+                fn recv_value_timeout<V: PlainValue>(&mut self, timeout: Duration) -> Result<V, RecvError> {
+                    let ch = &mut self.ch;
+                    self.rt
+                        .block_on(async { ch.recv_value_timeout::<V>(timeout).await.map(value_out) })
+                }
+                fn recv(&mut self) -> Result<Vec<u8>, RecvError> {
+                    let ch = &mut self.ch;
+                    self.rt
+                        .block_on(async { ch.recv().await.map(|m| m.to_vec()) })
+                }
+                fn try_recv(&mut self) -> Result<Vec<u8>, RecvError> {
+                    self.ch.try_recv().map(|m| m.to_vec())
+                }
+                fn recv_timeout(&mut self, timeout: Duration) -> Result<Vec<u8>, RecvError> {
+                    let ch = &mut self.ch;
+                    self.rt
+                        .block_on(async { ch.recv_timeout(timeout).await.map(|m| m.to_vec()) })
+                }
+                fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
+                    self.rt.block_on(self.ch.recv_into(buf))
+                }
+                fn try_recv_into(&mut self, buf: &mut Vec<u8>) -> Result<usize, RecvError> {
+                    self.ch.try_recv_into(buf)
+                }
+                fn recv_into_timeout(
+                    &mut self,
+                    buf: &mut Vec<u8>,
+                    timeout: Duration,
+                ) -> Result<usize, RecvError> {
+                    self.rt.block_on(self.ch.recv_into_timeout(buf, timeout))
+                }
+                fn recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
+                    self.rt.block_on(self.ch.recv_json())
+                }
+                fn try_recv_json<T: DeserializeOwned>(&mut self) -> Result<T, RecvError> {
+                    self.ch.try_recv_json()
+                }
+                fn recv_json_timeout<T: DeserializeOwned>(
+                    &mut self,
+                    timeout: Duration,
+                ) -> Result<T, RecvError> {
+                    self.rt.block_on(self.ch.recv_json_timeout(timeout))
+                }
+                fn recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError> {
+                    let (ch, rt) = (&mut self.ch, &self.rt);
+                    collect_batch(|f| rt.block_on(ch.recv_batch(max, f)))
+                }
+                fn try_recv_batch(&mut self, max: usize) -> Result<Vec<Vec<u8>>, RecvError> {
+                    collect_batch(|f| self.ch.try_recv_batch(max, f))
+                }
+                fn recv_batch_timeout(
+                    &mut self,
+                    max: usize,
+                    timeout: Duration,
+                ) -> Result<Vec<Vec<u8>>, RecvError> {
+                    let (ch, rt) = (&mut self.ch, &self.rt);
+                    collect_batch(|f| rt.block_on(ch.recv_batch_timeout(max, timeout, f)))
+                }
+                fn try_recv_number(&mut self) -> Result<u64, RecvError> {
+                    self.ch.try_recv().map(|m| number_of(&m))
+                }
+            }
+        };
+    }
+    pub(super) use async_recv_end;
+
+    async_send_end!(impl [<C: BorrowMut<Channel> + Send + 'static> SendEnd for AsyncEnd<C>]
+        max_frame(end) Channel::max_frame(end.ch.get_mut()));
+    async_recv_end!(impl [<C: BorrowMut<Channel> + Send + 'static> RecvEnd for AsyncEnd<C>]);
 }
 
 #[cfg(feature = "tokio")]
@@ -810,7 +846,7 @@ fn first_not_empty<T>(mut attempt: impl FnMut() -> Result<T, RecvError>) -> Resu
 /// [`FULL_CONFIRM`]: on the ipc-channel backend a `Timeout` only says that the lane's thread
 /// has not sent the last message yet, which a thread kept off the core by a loaded machine
 /// also causes; a lane that still has not sent it after that long is held by a full socket.
-fn fill(end: &mut impl End, len: usize) -> Vec<usize> {
+fn fill(end: &mut impl SendEnd, len: usize) -> Vec<usize> {
     /// How long the second try waits for room before the channel counts as full.
     const FULL_CONFIRM: Duration = Duration::from_millis(250);
     let mut sent = Vec::new();
@@ -836,7 +872,7 @@ fn fill(end: &mut impl End, len: usize) -> Vec<usize> {
     sent
 }
 
-fn drain(end: &mut impl End, sent: &[usize]) {
+fn drain(end: &mut impl RecvEnd, sent: &[usize]) {
     for (i, &len) in sent.iter().enumerate() {
         let want = numbered(i as u64, len);
         expect_message(end.recv_timeout(WATCHDOG), &want, "a queued message");
@@ -886,7 +922,7 @@ fn note(id: u32, len: usize) -> Note {
 // The cases
 
 /// Sends messages of `sizes` from `from` on one thread while `to` receives them on this one.
-fn one_way(from: &mut impl End, to: &mut impl End, sizes: &[usize]) {
+fn one_way(from: &mut impl SendEnd, to: &mut impl RecvEnd, sizes: &[usize]) {
     std::thread::scope(|s| {
         s.spawn(|| {
             for (i, &len) in sizes.iter().enumerate() {

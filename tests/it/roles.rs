@@ -24,6 +24,10 @@ pub type Role = fn(&str);
 /// Every role a test of this binary spawns, by name.
 pub const ROLES: &[(&str, Role)] = &[
     ("conformance-peer", crate::conformance::peer_process),
+    (
+        "conformance-topic-peer",
+        crate::conformance::topics::peer_process,
+    ),
     ("delivery", crate::delivery::child),
     ("endpoint-services", crate::endpoint_services::child),
     ("fallback-trust", crate::fallback_trust::child_process_entry),
@@ -121,6 +125,7 @@ fn spawning_a_role_that_is_not_registered_fails_the_test_before_anything_runs() 
 fn every_role_the_sources_spawn_is_registered_and_every_registered_role_is_spawned() {
     let mut sources = vec![
         include_str!("conformance.rs"),
+        include_str!("conformance/topics.rs"),
         include_str!("delivery.rs"),
         include_str!("endpoint_services.rs"),
         include_str!("fallback_trust.rs"),

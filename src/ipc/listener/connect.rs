@@ -13,20 +13,30 @@ use ipc_channel::TryRecvError;
 use super::lease::open_lock;
 use super::{alive, Hello, Reply, Result, CLIENT_CHECK, WAITING_BYTE};
 use crate::error::OpenError as Error;
-use crate::ipc::rendezvous::{self, Connecting, Published};
+use crate::ipc::rendezvous::{self, Connecting, Published, Serves};
 use crate::ipc::{connector_side, IpcDuplex};
 use crate::shm::layout::CREATOR_LOCK;
 use crate::sys::lock;
 
 /// Connects to the listener `name` (whose rendezvous file says it is one): waits until the
 /// server has accepted or refused, at most until `deadline`.
-pub(crate) fn connect(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex> {
+pub(crate) fn connect(name: &str, deadline: Option<Instant>, topic: bool) -> Result<IpcDuplex> {
     let past = |deadline: Option<Instant>| deadline.is_some_and(|d| Instant::now() >= d);
     loop {
         let (pid, server) = match rendezvous::read(name)? {
-            Published::Listener { pid, server } => (pid, server),
+            Published::Listener {
+                pid,
+                server,
+                serves,
+            } => {
+                if matches!(serves, Serves::Topic { .. }) != topic {
+                    return Err(wrong_kind(name, topic));
+                }
+                (pid, server)
+            }
             // Replaced by a plain channel meanwhile.
-            Published::Channel { .. } => return IpcDuplex::connect_until(name, deadline),
+            Published::Channel { .. } if !topic => return IpcDuplex::connect_until(name, deadline),
+            Published::Channel { .. } => return Err(wrong_kind(name, topic)),
         };
         // A file whose listener died: nothing behind it until a new listener binds.
         if !alive(name)? {
@@ -34,7 +44,7 @@ pub(crate) fn connect(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex
                 channel: name.into(),
             });
         }
-        if let Some(duplex) = attempt(name, pid, &server, deadline)? {
+        if let Some(duplex) = attempt(name, pid, &server, deadline, topic)? {
             return Ok(duplex);
         }
         // Not taken: another client got that server, which is being replaced. Read again.
@@ -45,6 +55,19 @@ pub(crate) fn connect(name: &str, deadline: Option<Instant>) -> Result<IpcDuplex
             });
         }
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// What a connect finds under a name served for the other kind: a topic where a channel or
+/// listener was wanted (`topic` false), or the reverse.
+pub(crate) fn wrong_kind(name: &str, topic: bool) -> Error {
+    Error::NotAChannel {
+        channel: name.into(),
+        reason: if topic {
+            "a channel or listener, not a topic (connect to it with Endpoint::connect)".into()
+        } else {
+            "a topic, not a channel or listener (join it with EndpointSubscriber::connect)".into()
+        },
     }
 }
 
@@ -107,6 +130,7 @@ fn attempt(
     pid: u32,
     server: &str,
     deadline: Option<Instant>,
+    topic: bool,
 ) -> Result<Option<IpcDuplex>> {
     let mut waiting = Waiting {
         name,
@@ -144,10 +168,13 @@ fn attempt(
         match answer.try_recv_timeout(waiting.slice()) {
             Ok(Reply::Accepted) => return Ok(Some(duplex)),
             Ok(Reply::Refused { limit }) => {
-                return Err(Error::TooManyClients {
-                    channel: name.into(),
-                    limit: usize::try_from(limit).unwrap_or(usize::MAX),
-                })
+                let channel = name.into();
+                let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+                return Err(if topic {
+                    Error::TooManySubscribers { channel, limit }
+                } else {
+                    Error::TooManyClients { channel, limit }
+                });
             }
             Err(TryRecvError::Empty) => {}
             // The server went without answering: our hello was not taken (or the listener

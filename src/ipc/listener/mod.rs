@@ -60,12 +60,16 @@ mod connect;
 mod lease;
 mod serve;
 
-use super::rendezvous::{self, Kind};
+use super::rendezvous::{self, Kind, Serves};
+use super::topic::history_message;
 use super::{validate_name, Halves, IpcDuplex};
 use crate::error::{ChannelName, OpenError as Error};
+use crate::seam::SendCore;
 use crate::shm::layout::listener::MAX_CLIENTS;
+use crate::shm::layout::topic::MAX_SUBSCRIBERS;
 use crate::shm::layout::CREATOR_LOCK;
-pub(crate) use connect::connect;
+use crate::wait::Deadline;
+pub(crate) use connect::{connect, wrong_kind};
 #[cfg(any(test, feature = "test-hooks"))]
 pub(crate) use lease::lock_path;
 pub(crate) use lease::{alive, remove_dead_server, take_lock, Lease};
@@ -125,6 +129,15 @@ struct QueueState {
     ended: bool,
     /// The listener was dropped: nobody takes anything any more.
     closed: bool,
+    /// A topic's history: the messages each new connection is greeted with.
+    kept: Option<Kept>,
+}
+
+/// The last messages of a topic, kept for subscribers that join late.
+struct Kept {
+    /// How many.
+    keep: usize,
+    messages: VecDeque<Vec<u8>>,
 }
 
 impl Queue {
@@ -135,11 +148,24 @@ impl Queue {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Queues `item`; false (and `item` dropped) once the listener is gone.
-    fn push(&self, item: Result<Accepted>) -> bool {
+    /// Queues `item`; false (and `item` dropped) once the listener is gone. A new connection
+    /// of a topic with a history is greeted with it first, under the lock
+    /// [`IpcListener::arrivals`] adds to the history under: a message is either in its greeting
+    /// or sent to it once the publisher took it in, never both, never neither.
+    fn push(&self, mut item: Result<Accepted>) -> bool {
         let mut state = self.lock();
         if state.closed {
             return false;
+        }
+        if let (Ok((duplex, _)), Some(kept)) = (&mut item, &state.kept) {
+            if !kept.messages.is_empty() {
+                // Handed to the connection's own sending thread: this never waits for the
+                // subscriber to read. A connection that fails here fails its first send.
+                let _ = duplex.send_until(
+                    &history_message(&kept.messages),
+                    Deadline::At(Instant::now()),
+                );
+            }
         }
         state.items.push_back(item);
         self.ready.notify_one();
@@ -248,11 +274,35 @@ impl std::fmt::Debug for IpcListener {
 impl IpcListener {
     /// Makes the listener `name`, admitting at most `max_clients` live connections.
     pub(crate) fn bind(name: &str, max_clients: usize) -> Result<IpcListener> {
+        IpcListener::serve(name, max_clients, Serves::Clients, 0)
+    }
+
+    /// Makes the listener `name` for what `serves` says (a topic's publisher serves its
+    /// subscribers through one), admitting at most `max_clients` live connections; each
+    /// connection is greeted with the last `keep` messages [`IpcListener::arrivals`] was given
+    /// (a topic's history).
+    pub(crate) fn serve(
+        name: &str,
+        max_clients: usize,
+        serves: Serves,
+        keep: usize,
+    ) -> Result<IpcListener> {
         validate_name(name)?;
-        if !(1..=MAX_CLIENTS).contains(&max_clients) {
+        let limit = match serves {
+            Serves::Clients => MAX_CLIENTS,
+            Serves::Topic { .. } => MAX_SUBSCRIBERS,
+        };
+        if !(1..=limit).contains(&max_clients) {
             return Err(Error::InvalidConfig {
                 channel: name.into(),
-                what: format!("max_clients {max_clients} must be between 1 and {MAX_CLIENTS}"),
+                what: match serves {
+                    Serves::Clients => {
+                        format!("max_clients {max_clients} must be between 1 and {limit}")
+                    }
+                    Serves::Topic { .. } => {
+                        format!("max_subscribers {max_clients} must be between 1 and {limit}")
+                    }
+                },
             });
         }
         let (lock_path, lock_file) = take_lock(name)?.ok_or_else(|| Error::AlreadyExists {
@@ -264,11 +314,18 @@ impl IpcListener {
         let rendezvous = rendezvous::checked_path(name, Kind::Rendezvous, false)?;
         let control = Arc::new(Mutex::new(Control::default()));
         let queue = Arc::new(Queue::default());
+        if keep > 0 {
+            queue.lock().kept = Some(Kept {
+                keep,
+                messages: VecDeque::new(),
+            });
+        }
         let (events, received) = mpsc::channel();
         let mut worker = Worker::new(
             name,
             rendezvous.clone(),
             max_clients,
+            serves,
             Arc::clone(&control),
             Arc::clone(&queue),
             (events.clone(), received),
@@ -330,6 +387,19 @@ impl IpcListener {
             Some(next) => next,
             None => Err(self.ended()),
         }
+    }
+
+    /// Every connection waiting now; `sent`, if given, is added to the history connections
+    /// are greeted with, in the same step (see `Queue::push`).
+    pub(crate) fn arrivals(&self, sent: Option<&[u8]>) -> VecDeque<Result<Accepted>> {
+        let mut state = self.queue.lock();
+        if let (Some(kept), Some(sent)) = (&mut state.kept, sent) {
+            if kept.messages.len() == kept.keep {
+                kept.messages.pop_front();
+            }
+            kept.messages.push_back(sent.to_vec());
+        }
+        std::mem::take(&mut state.items)
     }
 
     /// A connection that is waiting now, else [`Error::NoClient`].

@@ -17,7 +17,7 @@ use super::{
     WAITING_BYTE,
 };
 use crate::error::OpenError as Error;
-use crate::ipc::rendezvous;
+use crate::ipc::rendezvous::{self, Serves};
 use crate::ipc::{Halves, IpcDuplex};
 use crate::sys::lock;
 
@@ -39,6 +39,7 @@ pub(super) struct Worker {
     name: String,
     rendezvous: PathBuf,
     max_clients: usize,
+    serves: Serves,
     /// Live connections (leases handed out and not dropped).
     live: Arc<AtomicUsize>,
     control: Arc<Mutex<Control>>,
@@ -72,6 +73,7 @@ impl Worker {
         name: &str,
         rendezvous: PathBuf,
         max_clients: usize,
+        serves: Serves,
         control: Arc<Mutex<Control>>,
         queue: Arc<Queue>,
         events: (mpsc::Sender<Event>, mpsc::Receiver<Event>),
@@ -81,6 +83,7 @@ impl Worker {
             name: name.to_owned(),
             rendezvous,
             max_clients,
+            serves,
             live: Arc::new(AtomicUsize::new(0)),
             control,
             queue,
@@ -144,7 +147,7 @@ impl Worker {
         }
         let contents = format!(
             "{}\n{}\n{server_name}",
-            rendezvous::LISTENER_TAG,
+            self.serves.tag(),
             std::process::id()
         );
         rendezvous::publish(&self.rendezvous, &contents)?;
@@ -243,11 +246,22 @@ impl Worker {
         // Relaxed: the count publishes nothing; the lease's decrement is the Release.
         self.live.fetch_add(1, Ordering::Relaxed);
         let lease = Lease(Arc::clone(&self.live));
+        let duplex = IpcDuplex::from_halves(&self.name, halves);
+        if matches!(self.serves, Serves::Topic { .. }) {
+            // A subscriber has joined once its connect returns: every message published after
+            // that must reach it, so it is queued (for the publisher's next send to take in)
+            // before it hears so. One that gave up meanwhile fails the publisher's first send
+            // to it, which drops it.
+            if !self.queue.push(Ok((duplex, lease))) {
+                return false;
+            }
+            let _ = reply.send(Reply::Accepted);
+            return true;
+        }
         if reply.send(Reply::Accepted).is_err() {
             // The client gave up: its place goes with the lease.
             return true;
         }
-        let duplex = IpcDuplex::from_halves(&self.name, halves);
         self.queue.push(Ok((duplex, lease)))
     }
 }

@@ -38,7 +38,7 @@ fn clients_racing_for_one_server_all_get_in() -> Result {
         .map(|i| {
             let name = name.clone();
             std::thread::spawn(move || -> Result<u8> {
-                let mut duplex = connect(&name, deadline())?;
+                let mut duplex = connect(&name, deadline(), false)?;
                 duplex.send(&[i])?;
                 let reply = duplex.recv_timeout(LIMIT)?.to_vec();
                 Ok(reply[0])
@@ -60,7 +60,7 @@ fn clients_racing_for_one_server_all_get_in() -> Result {
     assert_eq!(ids, (0..8).collect::<Vec<u8>>());
     // The ninth is refused while the eight are held.
     assert!(matches!(
-        connect(&name, deadline()),
+        connect(&name, deadline(), false),
         Err(Error::TooManyClients { limit: 8, .. })
     ));
     assert!(matches!(listener.try_accept(), Err(Error::NoClient { .. })));
@@ -81,7 +81,7 @@ fn concurrent_accepts_each_keep_their_deadline() -> Result {
         Err(Error::Timeout { .. })
     ));
     assert!(!long.is_finished(), "the long accept is still waiting");
-    let mut client = connect(&name, deadline())?;
+    let mut client = connect(&name, deadline(), false)?;
     let mut server = long.join().expect("accept thread")?;
     client.send(b"late")?;
     assert_eq!(&*server.recv_timeout(LIMIT)?, b"late");
@@ -104,7 +104,7 @@ fn a_live_name_is_not_bound_twice_and_a_closed_one_leaves_nothing() -> Result {
     assert!(!lock_path(&name).exists());
     assert!(!alive(&name)?);
     assert!(matches!(
-        connect(&name, deadline()),
+        connect(&name, deadline(), false),
         Err(Error::NotFound { .. })
     ));
     drop(IpcListener::bind(&name, 1)?);
@@ -131,7 +131,7 @@ fn garbage_hellos_do_not_stop_the_listener() -> Result {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    let mut client = connect(&name, deadline())?;
+    let mut client = connect(&name, deadline(), false)?;
     let (mut server, _lease) = listener.accept(deadline())?;
     client.send(b"still here")?;
     assert_eq!(&*server.recv_timeout(LIMIT)?, b"still here");
@@ -161,7 +161,7 @@ fn silent_connection(name: &str) -> IpcSender<Hello> {
 
 /// A client gets in and its first message reaches the server.
 fn gets_in(listener: &IpcListener, name: &str) -> Result {
-    let mut client = connect(name, deadline())?;
+    let mut client = connect(name, deadline(), false)?;
     let (mut server, _lease) = listener.accept(deadline())?;
     client.send(b"in")?;
     assert_eq!(&*server.recv_timeout(LIMIT)?, b"in");
@@ -203,7 +203,7 @@ fn a_full_queue_of_silent_connections_does_not_keep_other_clients_out() -> Resul
     let client = {
         let name = name.clone();
         std::thread::spawn(move || -> Result {
-            let mut client = connect(&name, deadline())?;
+            let mut client = connect(&name, deadline(), false)?;
             client.send(b"in")?;
             Ok(client.recv_timeout(LIMIT).map(drop)?)
         })
@@ -229,7 +229,10 @@ fn silent_connections_hold_a_bounded_number_of_servers() -> Result {
     }
     silent.push(silent_connection(&name));
     let short = Some(Instant::now() + 4 * HELLO_WAIT);
-    assert!(matches!(connect(&name, short), Err(Error::Timeout { .. })));
+    assert!(matches!(
+        connect(&name, short, false),
+        Err(Error::Timeout { .. })
+    ));
     // Once they go, their servers' threads end and clients get in again.
     drop(silent);
     gets_in(&listener, &name)
@@ -246,7 +249,7 @@ fn a_listener_held_by_a_silent_connection_drops_cleanly() -> Result {
     assert!(!lock_path(&name).exists());
     assert!(!Path::new(&server).exists(), "{server} left");
     assert!(matches!(
-        connect(&name, deadline()),
+        connect(&name, deadline(), false),
         Err(Error::NotFound { .. })
     ));
     // Once the connection goes, the server's thread ends and removes its directory.

@@ -60,6 +60,31 @@ pub(crate) const MAX_RENDEZVOUS: usize = 4096;
 
 /// First line of a listener's rendezvous file.
 pub(crate) const LISTENER_TAG: &str = "listener";
+/// First line of a lossless topic's rendezvous file (its publisher serves like a listener).
+const TOPIC_TAG: &str = "topic";
+/// First line of an overwrite topic's rendezvous file.
+const OVERWRITE_TOPIC_TAG: &str = "topic-overwrite";
+
+/// What a listener's accept thread serves: clients of a listener, or a topic's subscribers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Serves {
+    Clients,
+    /// A topic's subscribers; `overwrite` for a topic whose publisher never waits.
+    Topic {
+        overwrite: bool,
+    },
+}
+
+impl Serves {
+    /// The first line of its rendezvous file.
+    pub(crate) fn tag(self) -> &'static str {
+        match self {
+            Serves::Clients => LISTENER_TAG,
+            Serves::Topic { overwrite: false } => TOPIC_TAG,
+            Serves::Topic { overwrite: true } => OVERWRITE_TOPIC_TAG,
+        }
+    }
+}
 
 /// The fallback's files of one channel or listener.
 #[derive(Clone, Copy, Debug)]
@@ -337,12 +362,18 @@ pub(crate) enum Published {
     /// A channel made by [`IpcDuplex::create`](super::IpcDuplex::create): its creator's pid and
     /// one-shot server.
     Channel { pid: u32, server: String },
-    /// A listener ([`listener`](super::listener)): its pid and current one-shot server.
-    Listener { pid: u32, server: String },
+    /// A listener ([`listener`](super::listener)) or a topic's publisher (`topic.rs`): its
+    /// pid, current one-shot server, and which of the two it is.
+    Listener {
+        pid: u32,
+        server: String,
+        serves: Serves,
+    },
 }
 
 /// Reads the rendezvous file of `name`: `<pid>\n<server>` for a channel,
-/// `listener\n<pid>\n<server>` for a listener. `Err(NotFound)` without a file,
+/// `listener\n<pid>\n<server>` for a listener, `topic\n...` or `topic-overwrite\n...` for a
+/// topic. `Err(NotFound)` without a file,
 /// `Err(NotReady)` for one that does not parse; a file that cannot be trusted, or is longer
 /// than [`MAX_RENDEZVOUS`], is refused ([`Error::NotPrivate`], [`Error::NotAChannel`]).
 pub(crate) fn read(name: &str) -> Result<Published> {
@@ -372,10 +403,17 @@ fn parse(contents: &[u8]) -> Option<Published> {
             .and_then(|(pid, server)| Some((pid.parse::<u32>().ok()?, server.to_owned())))
             .filter(|(_, server)| !server.is_empty() && !server.contains('\n'))
     };
+    let listener = |rest: &str, serves| {
+        split(rest).map(|(pid, server)| Published::Listener {
+            pid,
+            server,
+            serves,
+        })
+    };
     match contents.split_once('\n') {
-        Some((LISTENER_TAG, rest)) => {
-            split(rest).map(|(pid, server)| Published::Listener { pid, server })
-        }
+        Some((LISTENER_TAG, rest)) => listener(rest, Serves::Clients),
+        Some((TOPIC_TAG, rest)) => listener(rest, Serves::Topic { overwrite: false }),
+        Some((OVERWRITE_TOPIC_TAG, rest)) => listener(rest, Serves::Topic { overwrite: true }),
         _ => split(contents).map(|(pid, server)| Published::Channel { pid, server }),
     }
 }

@@ -367,9 +367,20 @@ fn rendezvous_contents_parse_or_are_refused() {
         parse(b"listener\n13\n/tmp/.tmpB/socket"),
         Some(Published::Listener {
             pid: 13,
-            server: "/tmp/.tmpB/socket".into()
+            server: "/tmp/.tmpB/socket".into(),
+            serves: Serves::Clients,
         })
     );
+    for (tag, overwrite) in [("topic", false), ("topic-overwrite", true)] {
+        assert_eq!(
+            parse(format!("{tag}\n14\n/tmp/.tmpC/socket").as_bytes()),
+            Some(Published::Listener {
+                pid: 14,
+                server: "/tmp/.tmpC/socket".into(),
+                serves: Serves::Topic { overwrite },
+            })
+        );
+    }
     for bad in [
         &b""[..],
         b"12",

@@ -83,6 +83,29 @@ impl Default for TopicConfig {
 }
 
 impl TopicConfig {
+    /// Checks what every backend limits: the number of subscribers and the history.
+    pub(crate) fn check_limits(&self, name: &str) -> Result<(), OpenError> {
+        let config = self;
+        let bad = |what: String| OpenError::InvalidConfig {
+            channel: name.into(),
+            what,
+        };
+        if !(1..=MAX_SUBSCRIBERS).contains(&config.max_subscribers) {
+            return Err(bad(format!(
+                "max_subscribers {} must be between 1 and {MAX_SUBSCRIBERS} \
+                 (TopicConfig::max_subscribers)",
+                config.max_subscribers
+            )));
+        }
+        if config.history > MAX_INDEX {
+            return Err(bad(format!(
+                "history {} must be at most {MAX_INDEX} (TopicConfig::history)",
+                config.history
+            )));
+        }
+        Ok(())
+    }
+
     /// The largest message a topic made with this configuration carries: `capacity / 2 - 72`
     /// (a topic does not fragment; [`Publisher::max_message`] says the same of a made one). 0
     /// for a capacity too small to make a topic.
@@ -143,24 +166,8 @@ impl Parts {
 
     /// Checks a creator's configuration: the index length and the mapping size.
     pub(crate) fn plan(name: &str, config: &TopicConfig) -> Result<(usize, usize), OpenError> {
-        let bad = |what: String| OpenError::InvalidConfig {
-            channel: name.into(),
-            what,
-        };
         crate::shm::layout::check_capacity(name, config.capacity)?;
-        if !(1..=MAX_SUBSCRIBERS).contains(&config.max_subscribers) {
-            return Err(bad(format!(
-                "max_subscribers {} must be between 1 and {MAX_SUBSCRIBERS} \
-                 (TopicConfig::max_subscribers)",
-                config.max_subscribers
-            )));
-        }
-        if config.history > MAX_INDEX {
-            return Err(bad(format!(
-                "history {} must be at most {MAX_INDEX} (TopicConfig::history)",
-                config.history
-            )));
-        }
+        config.check_limits(name)?;
         let index_len = Self::index_len(config.capacity, config.history);
         Ok((
             index_len,

@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 mod listener;
+mod topic;
 pub use listener::EndpointListener;
+pub use topic::{EndpointPublisher, EndpointSubscriber};
 
 use crate::error::{ChannelName, OpenError, RecvError, SendError};
 use crate::ipc::listener as ipc_listener;
-use crate::ipc::{self, rendezvous, IpcDuplex, IpcGrant, IpcMessage};
+use crate::ipc::{self, rendezvous, IpcDuplex, IpcGrant, IpcMessage, IpcTopicGrant};
 use crate::seam::{Grant, Message, RecvCore, Sealed, SendCore};
 use crate::service::listener::SlotLease;
 use crate::service::Connection;
@@ -116,7 +118,7 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// A received message, from [`Endpoint::recv`]. Derefs to the bytes: a frame still in the
+/// A received message, from [`Endpoint::recv`] (or [`EndpointSubscriber::recv`]). Derefs to the bytes: a frame still in the
 /// shared-memory ring (released when this drops) or the fallback's receive buffer.
 pub struct Received<'a> {
     msg: Msg<'a>,
@@ -173,7 +175,8 @@ impl Message for Received<'_> {
     }
 }
 
-/// Room for one message, from [`Endpoint::reserve`], written in place. Derefs to the bytes: a
+/// Room for one message, from [`Endpoint::reserve`] (or
+/// [`EndpointPublisher::reserve`]), written in place. Derefs to the bytes: a
 /// frame in the shared-memory ring, or a buffer of the fallback's. [`commit`](Reserved::commit)
 /// sends it; dropped, it sends nothing.
 #[must_use = "a grant that is dropped without commit() sends nothing"]
@@ -184,6 +187,8 @@ pub struct Reserved<'a> {
 enum Room<'a> {
     Shm(WriteGrant<'a>),
     Ipc(IpcGrant<'a>),
+    /// A topic's on the fallback: sent to every subscriber.
+    IpcTopic(IpcTopicGrant<'a>),
 }
 
 /// `$body` with `$g` bound to the room of either backend.
@@ -192,6 +197,7 @@ macro_rules! on_grant {
         match $grant {
             Room::Shm($g) => $body,
             Room::Ipc($g) => $body,
+            Room::IpcTopic($g) => $body,
         }
     };
 }
@@ -207,6 +213,7 @@ impl Reserved<'_> {
                 Ok(())
             }
             Room::Ipc(grant) => grant.commit(used),
+            Room::IpcTopic(grant) => grant.commit(used),
         }
     }
 }
