@@ -152,7 +152,7 @@ pub fn forced() -> bool {
 /// reactor thread.
 #[cfg(feature = "tokio")]
 pub fn async_wakes_directly() -> bool {
-    crate::sys::FutexRing::new(false).is_some()
+    crate::sys::FutexRing::new().is_some()
 }
 
 /// The environment variable that tells the tests a machine refuses `io_uring` on purpose

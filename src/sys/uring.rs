@@ -8,35 +8,29 @@
 //! one completes the wait at once), and afterwards keeps only its address as a key: nothing
 //! here or in the kernel touches the word's memory after [`FutexRing::wait`] returns.
 //!
-//! # A ring for one thread
+//! # Why not a ring for one thread
 //!
-//! A ring that only one thread ever enters (a current-thread runtime's) is made with
-//! `IORING_SETUP_DEFER_TASKRUN`: the kernel then leaves the work of posting a completion to
-//! that thread's next `io_uring_enter`, instead of interrupting whatever the thread is doing
-//! (its `epoll_wait` returns `EINTR`, and the runtime calls it again to see the ring's
-//! descriptor readable). The descriptor polled is then an eventfd registered with the ring,
-//! which the kernel signals when it first owes the thread a completion; the next
-//! [`FutexRing::wait`] posts it in the same `io_uring_enter` that submits the new wait. The
-//! kernel also signals the eventfd whenever it posts completions, as it does then; so the
-//! eventfd is muted around this thread's own enters, or each wait would wake its task once
-//! for nothing. What the kernel came to owe while it was muted is seen in the ring's
-//! `IORING_SQ_TASKRUN` flag and taken by another enter (see [`FutexRing::enter`]).
+//! A ring only one thread enters could be made with `IORING_SETUP_DEFER_TASKRUN`, its
+//! completions posted by that thread's next enter and an eventfd registered with the ring
+//! polled in its place. On Linux 6.18 that eventfd was signalled some 15.6 ms after the peer's
+//! `FUTEX_WAKE` (`strace -tt` of a ping-pong between two current-thread runtimes: every round
+//! trip waited that long on each side, while an ordinary ring's descriptor turned readable at
+//! once), so every ring here is an ordinary one, which any thread may enter.
 //!
 //! # Descriptors
 //!
-//! Each ring holds a descriptor (a ring for one thread, two: the ring's and its eventfd), for
-//! as long as its waiter lives. So that rings never take the descriptors the rest of the
+//! Each ring holds a descriptor for as long as its waiter lives. So that rings never take the descriptors the rest of the
 //! process needs, the rings of a process hold at most a quarter of its soft `RLIMIT_NOFILE`
 //! (and never more than [`MAX_RING_FDS`]): past that, [`FutexRing::new`] says `None` and the
 //! waiter sleeps another way; [`held`] and [`over_limit`] say how many descriptors rings hold
 //! and how often one was refused.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use io_uring::{opcode, squeue, types, EnterFlags, IoUring};
+use io_uring::{opcode, squeue, types, IoUring};
 
 /// `FUTEX2_SIZE_U32`: a 32-bit word, shared between processes (no `FUTEX2_PRIVATE`).
 const FUTEX2_SIZE_U32: u32 = 0x02;
@@ -131,43 +125,26 @@ pub(crate) fn unsupported() -> bool {
 /// A ring for one waiter's futex waits, one wait at a time.
 pub(crate) struct FutexRing {
     ring: IoUring,
-    /// For a ring made for one thread (see the module docs): the eventfd the kernel signals
-    /// when it owes that thread a completion, polled in place of the ring's descriptor.
-    owed: Option<OwnedFd>,
     /// Numbers the waits; a completion's `user_data` carries the number of its wait.
     generation: u64,
     /// Whether the wait numbered `generation` was submitted and has not completed.
     in_flight: bool,
-    /// The descriptors it holds (1, or 2 with `owed`), counted in the rings' share.
-    fds: usize,
 }
 
 impl FutexRing {
     /// A new ring, or `None` when this kernel (or a sandbox around it) cannot give one that
-    /// waits on futexes; the caller then waits another way. With `one_thread`, a ring that
-    /// only the calling thread may enter (see the module docs) where the kernel and the
-    /// processor allow one, else one that any thread may enter: entered from another thread,
-    /// a ring for one thread fails its [`wait`](FutexRing::wait) with `EEXIST`.
+    /// waits on futexes; the caller then waits another way.
     ///
     /// `None` too when the process's rings hold their share of its descriptors (see the
     /// module docs), counted in [`over_limit`].
-    pub(crate) fn new(one_thread: bool) -> Option<FutexRing> {
+    pub(crate) fn new() -> Option<FutexRing> {
         if unsupported() {
             return None;
         }
-        // A ring for one thread holds two descriptors; with one left in the share, an
-        // ordinary ring serves that thread too.
-        let one_thread = one_thread && take_descriptors(2);
-        if !one_thread && !take_descriptors(1) {
+        if !take_descriptors(1) {
             // Relaxed: a count.
             OVER_LIMIT.fetch_add(1, Ordering::Relaxed);
             return None;
-        }
-        if one_thread {
-            if let Some(ring) = FutexRing::for_one_thread() {
-                return Some(ring);
-            }
-            give_back_descriptors(1);
         }
         let ring = FutexRing::ordinary();
         if ring.is_none() {
@@ -196,95 +173,18 @@ impl FutexRing {
             UNSUPPORTED.store(true, Ordering::Relaxed);
             return None;
         }
-        Some(FutexRing::around(ring, None))
+        Some(FutexRing::around(ring))
     }
 
-    /// `ring` (with `owed`, its eventfd, for a ring for one thread), no wait submitted yet.
-    fn around(ring: IoUring, owed: Option<OwnedFd>) -> FutexRing {
+    /// `ring`, no wait submitted yet.
+    fn around(ring: IoUring) -> FutexRing {
         // Relaxed: a count.
         RINGS.fetch_add(1, Ordering::Relaxed);
         FutexRing {
             ring,
-            fds: 1 + usize::from(owed.is_some()),
-            owed,
             generation: 0,
             in_flight: false,
         }
-    }
-
-    /// A ring with deferred completions and its eventfd, or `None` (the caller makes an
-    /// ordinary ring, which also finds out whether futex waits exist at all).
-    ///
-    /// Only on x86-64: [`enter`](FutexRing::enter) relies on the kernel setting
-    /// `IORING_SQ_TASKRUN` before it reads whether the eventfd is muted, and on the locked
-    /// instruction that sets it ordering the two, which x86-64 guarantees and weaker
-    /// processors do not.
-    fn for_one_thread() -> Option<FutexRing> {
-        if !cfg!(target_arch = "x86_64") {
-            return None;
-        }
-        // Kernels before 6.1 refuse these flags; futex waits need 6.7 anyway.
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_taskrun_flag()
-            .build(ENTRIES)
-            .ok()?;
-        if !waits_on_futexes(&ring) {
-            return None;
-        }
-        // SAFETY: `eventfd` takes no pointers; a non-negative result is a new descriptor.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: `fd` was just opened, and nothing else owns it.
-        let owed = unsafe { OwnedFd::from_raw_fd(fd) };
-        ring.submitter().register_eventfd(owed.as_raw_fd()).ok()?;
-        Some(FutexRing::around(ring, Some(owed)))
-    }
-
-    /// Submits what is queued. On a ring for one thread, also posts every completion the
-    /// kernel owes this thread, with the eventfd muted meanwhile (see the module docs); one it
-    /// came to owe while muted is posted by a second enter, heard. From then on, a completion
-    /// owed signals the eventfd.
-    fn enter(&mut self) -> io::Result<()> {
-        if self.owed.is_none() {
-            self.ring.submit()?;
-            return Ok(());
-        }
-        let to_submit = self.ring.submission().len() as u32;
-        self.ring.completion().disable_eventfd();
-        let entered = self.enter_for_completions(to_submit);
-        self.ring.completion().enable_eventfd();
-        // SeqCst: the store that unmutes comes before the flag's load below. Pairs with the
-        // kernel's locked `IORING_SQ_TASKRUN` set (a full barrier on x86-64, the only processor
-        // this ring is made on), made before it reads whether the eventfd is muted when it
-        // comes to owe a completion: either the kernel saw the eventfd heard and signals it, or
-        // the load below sees the flag.
-        fence(Ordering::SeqCst);
-        entered?;
-        if self.ring.submission().taskrun() {
-            // Owed while muted; or the flag was set late, for work the enter above already ran
-            // (the kernel clears it only when it finds work to run, so it may stay set): one
-            // more enter, heard, and no more.
-            self.enter_for_completions(0)?;
-        }
-        Ok(())
-    }
-
-    /// `io_uring_enter` that submits `to_submit` entries and posts the completions owed.
-    fn enter_for_completions(&self, to_submit: u32) -> io::Result<()> {
-        // SAFETY: no argument struct is passed; the queued entries are valid (see `wait`).
-        unsafe {
-            self.ring.submitter().enter::<libc::sigset_t>(
-                to_submit,
-                0,
-                EnterFlags::GETEVENTS.bits(),
-                None,
-            )
-        }
-        .map(drop)
     }
 
     /// Submits a wait on `word` while it holds `expected`, ended after `timeout` if given; a
@@ -296,8 +196,7 @@ impl FutexRing {
         expected: u32,
         timeout: Option<Duration>,
     ) -> io::Result<()> {
-        // Completions already posted; on a ring for one thread, one still owed is posted by
-        // the enter below, after the wait it completes is cancelled to no effect.
+        // Completions already posted.
         self.take_completions();
         let previous = self.generation;
         let cancel = self.in_flight;
@@ -349,31 +248,19 @@ impl FutexRing {
             }
         }
         // `ts` lives until here.
-        self.enter()?;
+        self.ring.submit()?;
         self.in_flight = true;
         Ok(())
-    }
-
-    /// Whether it is a ring for one thread (see the module docs).
-    #[cfg(test)]
-    pub(crate) fn is_for_one_thread(&self) -> bool {
-        self.owed.is_some()
     }
 
     /// Takes every completion; `true` when the latest wait completed (it was woken, found the
     /// word changed, or timed out), so its waiter should look again.
     pub(crate) fn reap(&mut self) -> bool {
-        if self.owed.is_some() && self.ring.submission().taskrun() {
-            // Failing only as its `wait` would, and the next `wait` reports that.
-            let _ = self.enter();
-        }
         self.take_completions()
     }
 
     /// The completions posted in the ring, without entering the kernel: `true` when the
-    /// latest wait's is among them. Right after [`wait`](FutexRing::wait) that is all there is
-    /// to take: its enter posted what was owed, and a completion owed later signals the
-    /// eventfd.
+    /// latest wait's is among them.
     pub(crate) fn take_completions(&mut self) -> bool {
         let mut latest = false;
         for cqe in self.ring.completion() {
@@ -394,7 +281,7 @@ impl Drop for FutexRing {
     fn drop(&mut self) {
         // Relaxed: a count.
         RINGS.fetch_sub(1, Ordering::Relaxed);
-        give_back_descriptors(self.fds);
+        give_back_descriptors(1);
     }
 }
 
@@ -423,14 +310,10 @@ fn waits_on_futexes(ring: &IoUring) -> bool {
         && probe.is_supported(opcode::LinkTimeout::CODE)
 }
 
-/// The descriptor to poll: readable when a wait completed (or, for a ring for one thread, when
-/// the kernel owes a completion).
+/// The descriptor to poll: readable when a wait completed.
 impl AsRawFd for FutexRing {
     fn as_raw_fd(&self) -> RawFd {
-        match &self.owed {
-            Some(owed) => owed.as_raw_fd(),
-            None => self.ring.as_raw_fd(),
-        }
+        self.ring.as_raw_fd()
     }
 }
 
@@ -445,12 +328,10 @@ pub(crate) mod tests {
     }
 
     /// Says why there is nothing to test, or fails: where the kernel has `io_uring` futex
-    /// waits (asked apart from `FutexRing::new`), a ring (`one_thread`: one for one thread, on
-    /// x86-64) must be had, unless `SHMLINK_TEST_NO_IO_URING` says it is refused on purpose.
-    pub(crate) fn no_ring_here(what: &str, one_thread: bool) {
-        let required = kernel_has_futex_ring_ops()
-            && (!one_thread || cfg!(target_arch = "x86_64"))
-            && !refused_on_purpose();
+    /// waits (asked apart from `FutexRing::new`), a ring must be had, unless
+    /// `SHMLINK_TEST_NO_IO_URING` says it is refused on purpose.
+    pub(crate) fn no_ring_here(what: &str) {
+        let required = kernel_has_futex_ring_ops() && !refused_on_purpose();
         assert!(
             !required,
             "this kernel has io_uring futex waits (IORING_REGISTER_PROBE says so), yet no {what} \
@@ -462,22 +343,17 @@ pub(crate) mod tests {
     }
 
     /// A ring, or `None` after [`no_ring_here`] let the test off.
-    fn ring(one_thread: bool) -> Option<FutexRing> {
-        let ring = FutexRing::new(one_thread);
+    fn ring() -> Option<FutexRing> {
+        let ring = FutexRing::new();
         if ring.is_none() {
-            no_ring_here("futex ring", false);
+            no_ring_here("futex ring");
         }
-        let ring = ring?;
-        if one_thread && ring.owed.is_none() {
-            no_ring_here("ring for one thread", true);
-            return None;
-        }
-        Some(ring)
+        ring
     }
 
     #[test]
     fn a_wait_completes_when_the_word_is_woken_or_had_changed_or_times_out() {
-        let Some(mut ring) = ring(false) else {
+        let Some(mut ring) = ring() else {
             return;
         };
         let word = AtomicU32::new(7);
@@ -525,33 +401,19 @@ pub(crate) mod tests {
         unsafe { libc::poll(&mut poll, 1, ms) == 1 }
     }
 
-    /// Empties an eventfd's count.
-    fn drain(fd: RawFd) {
-        let mut count = 0u64;
-        // SAFETY: eight writable bytes; the eventfd is non-blocking.
-        unsafe { libc::read(fd, std::ptr::addr_of_mut!(count).cast(), 8) };
-    }
-
     #[test]
-    fn a_ring_for_one_thread_signals_its_eventfd_for_a_peers_wake_up_and_never_for_its_own_enters()
-    {
-        let Some(mut ring) = ring(true) else {
+    fn the_descriptor_turns_readable_for_a_peers_wake_up_and_a_timeout_and_only_then() {
+        let Some(mut ring) = ring() else {
             return;
         };
-        let owed = ring.owed.as_ref().map(AsRawFd::as_raw_fd).unwrap();
-        assert_eq!(ring.as_raw_fd(), owed, "the eventfd stands for the ring");
+        let fd = ring.as_raw_fd();
         let word = std::sync::Arc::new(AtomicU32::new(7));
         let quiet = Duration::from_millis(20);
         for round in 0..3 {
-            // Woken by another thread: the eventfd is signalled before this thread enters, and
-            // the completion is posted by its next look.
             ring.wait(&word, word.load(Ordering::Acquire), None)
                 .unwrap();
             assert!(!ring.reap());
-            assert!(
-                !readable(owed, quiet),
-                "round {round}: signalled for nothing"
-            );
+            assert!(!readable(fd, quiet), "round {round}: readable for nothing");
             let peer = std::sync::Arc::clone(&word);
             std::thread::spawn(move || {
                 peer.fetch_add(1, Ordering::Release);
@@ -560,30 +422,15 @@ pub(crate) mod tests {
             .join()
             .unwrap();
             assert!(
-                readable(owed, Duration::from_secs(10)),
-                "round {round}: not signalled"
+                readable(fd, Duration::from_secs(10)),
+                "round {round}: a peer's wake-up left the descriptor unreadable"
             );
-            drain(owed);
-            // The next wait posts the owed completion (and cancels its wait, to no effect)
-            // without signalling: a task would otherwise be woken once for nothing per wait.
-            ring.wait(&word, word.load(Ordering::Acquire), None)
-                .unwrap();
+            assert!(ring.reap());
             assert!(
-                !ring.reap(),
-                "round {round}: an earlier wait's completion counted"
+                !readable(fd, quiet),
+                "round {round}: still readable once reaped"
             );
-            assert!(
-                !readable(owed, quiet),
-                "round {round}: the thread's own enter signalled the eventfd"
-            );
-            // Leave the wait in flight for the next round's wait to cancel.
         }
-        // A wait that finds the word changed completes in its submission, also unsignalled.
-        ring.wait(&word, word.load(Ordering::Acquire) + 1, None)
-            .unwrap();
-        assert!(ring.reap());
-        assert!(!readable(owed, quiet));
-        // A timeout signals it too.
         ring.wait(
             &word,
             word.load(Ordering::Acquire),
@@ -591,22 +438,10 @@ pub(crate) mod tests {
         )
         .unwrap();
         assert!(
-            readable(owed, Duration::from_secs(10)),
+            readable(fd, Duration::from_secs(10)),
             "the timeout never came"
         );
         assert!(ring.reap());
         assert!(!ring.in_flight);
-    }
-
-    #[test]
-    fn a_ring_for_one_thread_refuses_another_thread() {
-        let Some(mut ring) = ring(true) else {
-            return;
-        };
-        let word = AtomicU32::new(0);
-        ring.wait(&word, 0, None).unwrap();
-        let err = std::thread::scope(|s| s.spawn(|| ring.wait(&word, 0, None)).join().unwrap())
-            .expect_err("another thread entered a ring for one thread");
-        assert_eq!(err.raw_os_error(), Some(libc::EEXIST));
     }
 }

@@ -48,6 +48,8 @@ pub const ROLES: &[(&str, Role)] = &[
     ("tokio-idle", crate::tokio_api::idle_child),
     #[cfg(feature = "tokio")]
     ("tokio-many", crate::tokio_api::many_child),
+    #[cfg(feature = "tokio")]
+    ("tokio-many-senders", crate::tokio_api::many_senders),
     ("topic", crate::topic::child),
     ("wait", crate::wait::child),
 ];

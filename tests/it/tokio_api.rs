@@ -468,10 +468,11 @@ fn an_idle_async_recv_through_the_reactor_makes_no_timed_wake_ups() {
 
 /// Channels whose receivers sleep at once in `many_child`.
 const MANY_CHANNELS: usize = 900;
-/// The soft `RLIMIT_NOFILE` of `many_child`: each channel takes three descriptors of it without
-/// a ring (both ends' mappings in this process, and the receiver's pidfd of its peer), so a
-/// futex ring and its eventfd for every receiver would need more than there are.
-const MANY_NOFILE: u64 = 4096;
+/// The soft `RLIMIT_NOFILE` of `many_child`: each receiver takes two descriptors of it (its
+/// mapping, and the pidfd of its peer once it sleeps), 1,800 in all; the rings' share is a
+/// quarter, 750: fewer than the receivers, so some sleep through the reactor, and room is left
+/// for the rest. (The senders are in a process of their own, `many_senders`.)
+const MANY_NOFILE: u64 = 3000;
 
 /// Descriptors this process holds.
 fn open_descriptors() -> usize {
@@ -484,6 +485,15 @@ fn open_descriptors() -> usize {
 /// rest through the reactor), the process must still open files, and every task must wake for
 /// its message. A no-op in a normal test run.
 pub(crate) fn many_child(prefix: &str) {
+    // The senders first, before the limit is lowered (they inherit it).
+    let mut command = std::process::Command::new(std::env::current_exe().expect("current_exe"));
+    crate::roles::add_to(&mut command, "tokio-many-senders", prefix);
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    let mut senders = support::ChildGuard::spawn(command);
+    wait_for_line(&mut senders, "ready");
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -500,16 +510,10 @@ pub(crate) fn many_child(prefix: &str) {
         .map(|i| format!("{prefix}-{i}"))
         .collect();
     let _guards: Vec<NameGuard> = names.iter().map(|n| NameGuard(n.clone())).collect();
-    let config = Config {
-        capacity: 4096,
-        wait: WaitStrategy::Block,
-    };
-    let mut senders = Vec::new();
-    let mut receivers = Vec::new();
-    for name in &names {
-        senders.push(Channel::create(name, &config).expect("create"));
-        receivers.push(Channel::connect(name, WaitStrategy::Block).expect("connect"));
-    }
+    let receivers: Vec<Channel> = names
+        .iter()
+        .map(|name| Channel::connect(name, WaitStrategy::Block).expect("connect"))
+        .collect();
     let before = open_descriptors();
     let task = std::thread::spawn(move || {
         runtime().block_on(async move {
@@ -584,9 +588,12 @@ pub(crate) fn many_child(prefix: &str) {
         cpu * IDLE_CPU_SHARE <= idle,
         "the idle process used {cpu:?} of CPU in {idle:?}"
     );
-    for ch in &mut senders {
-        ch.send(b"wake up").expect("send");
+    {
+        use std::io::Write;
+        let stdin = senders.child.stdin.as_mut().expect("the senders' stdin");
+        writeln!(stdin, "send").expect("tell the senders");
     }
+    wait_for_line(&mut senders, "sent");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(task.join());
@@ -600,6 +607,32 @@ pub(crate) fn many_child(prefix: &str) {
         assert_eq!(msg.expect("recv"), b"wake up", "receiver {i}");
     }
     println!("every receiver woke");
+    // Closing their stdin ends the senders.
+    drop(senders.child.stdin.take());
+    assert!(senders.reap().success(), "the senders failed");
+}
+
+/// The senders of `many_child`, in a process of their own: they make [`MANY_CHANNELS`]
+/// channels, say `ready`, send one message on each when told on stdin, say `sent`, and keep
+/// the channels until stdin closes.
+pub(crate) fn many_senders(prefix: &str) {
+    use std::io::BufRead;
+    let config = Config {
+        capacity: 4096,
+        wait: WaitStrategy::Block,
+    };
+    let mut channels: Vec<Channel> = (0..MANY_CHANNELS)
+        .map(|i| Channel::create(&format!("{prefix}-{i}"), &config).expect("create"))
+        .collect();
+    println!("ready");
+    let mut stdin = std::io::stdin().lock();
+    let mut line = String::new();
+    stdin.read_line(&mut line).expect("stdin");
+    for ch in &mut channels {
+        ch.send(b"wake up").expect("send");
+    }
+    println!("sent");
+    let _ = stdin.read_line(&mut line);
 }
 
 #[test]
