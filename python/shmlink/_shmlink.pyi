@@ -212,9 +212,11 @@ class Publisher:
         mode: Literal["lossless", "overwrite"] = "lossless",
         history: int = 0,
         max_subscribers: int = 64,
+        backend: Literal["shm", "ipc-channel"] | None = None,
     ) -> Publisher:
         """Makes the topic ``name`` (a ring of ``capacity`` bytes, a power of two), keeping
-        ``history`` messages for subscribers that join late."""
+        ``history`` messages for subscribers that join late; on shared memory where a mapping
+        can be made, else on ipc-channel (``backend`` forces one)."""
     def send(self, data: Buffer, timeout: float | None = None) -> None:
         """Publishes ``data``, waiting for room (``Timeout`` after ``timeout`` seconds)."""
     def try_send(self, data: Buffer) -> None:
@@ -246,6 +248,8 @@ class Publisher:
     def mode(self) -> Literal["lossless", "overwrite"]: ...
     @property
     def name(self) -> str: ...
+    @property
+    def backend(self) -> Literal["shm", "ipc-channel"]: ...
     def close(self) -> None:
         """Closes the topic; subscribers read what is left, then get ``Disconnected``."""
     @property
@@ -288,7 +292,7 @@ class Subscriber:
     def try_recv_batch(self, max: int) -> list[bytes]:
         """``recv_batch`` of the messages waiting now, or raises ``Empty``."""
     @property
-    def slot(self) -> int: ...
+    def slot(self) -> int | None: ...
     @property
     def peer_pid(self) -> int | None: ...
     def is_peer_connected(self) -> bool: ...
@@ -296,6 +300,8 @@ class Subscriber:
     def max_message(self) -> int: ...
     @property
     def name(self) -> str: ...
+    @property
+    def backend(self) -> Literal["shm", "ipc-channel"]: ...
     def close(self) -> None:
         """Leaves the topic."""
     @property

@@ -24,7 +24,7 @@ use pyo3::types::{PyBytes, PyList};
 
 use shmlink::{
     Backend, Channel as RsChannel, ChannelName, Config, Connection, Endpoint as RsEndpoint, Error,
-    Message, Receiver, RecvError, SendError, Sender,
+    Message, Receiver, RecvError, SendError, Sender, TopicConfig,
 };
 
 use crate::buffer::RawBuffer;
@@ -275,8 +275,8 @@ macro_rules! both_sides {
 
 both_sides!(RsChannel, Connection, RsEndpoint);
 
-impl SendSide for shmlink::Publisher {
-    type Tx = shmlink::Publisher;
+impl SendSide for shmlink::EndpointPublisher {
+    type Tx = shmlink::EndpointPublisher;
     fn tx(&mut self) -> &mut Self::Tx {
         self
     }
@@ -285,14 +285,17 @@ impl SendSide for shmlink::Publisher {
     }
 }
 
-impl RecvSide for shmlink::Subscriber {
-    type Rx = shmlink::Subscriber;
+impl RecvSide for shmlink::EndpointSubscriber {
+    type Rx = shmlink::EndpointSubscriber;
     fn rx(&mut self) -> &mut Self::Rx {
         self
     }
     fn ring_bytes(&mut self) -> usize {
-        // A topic's messages are at most half its ring.
-        2 * (self.max_message() + 72)
+        match self.backend() {
+            // A topic's messages are at most half its ring.
+            Backend::Shm => 2 * (self.max_message() + 72),
+            Backend::IpcChannel => TopicConfig::default().capacity,
+        }
     }
 }
 

@@ -7,9 +7,10 @@ use std::time::Instant;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
+use pyo3::exceptions::PyValueError;
 use shmlink::{
-    OpenError, Publisher as RsPublisher, Subscriber as RsSubscriber, SubscriberConfig, TopicConfig,
-    TopicMode,
+    Backend, EndpointPublisher as RsPublisher, EndpointSubscriber as RsSubscriber, OpenError,
+    SubscriberConfig, TopicConfig, TopicMode,
 };
 
 use crate::buffer::{Payload, RawBuffer};
@@ -63,8 +64,12 @@ impl Publisher {
     /// `mode` is `"lossless"` (the publisher waits for the slowest live subscriber) or
     /// `"overwrite"` (it never waits; a lapped subscriber gets `Lagged`); `history` messages
     /// are kept for subscribers that join late and ask for them.
+    /// The backend is shared memory where a mapping can be made, else the ipc-channel fallback
+    /// (each subscriber sent a copy of each message); `backend` (`"shm"` or `"ipc-channel"`)
+    /// forces one.
     #[staticmethod]
-    #[pyo3(signature = (name, capacity = 1 << 20, wait = "block", mode = "lossless", history = 0, max_subscribers = shmlink::DEFAULT_MAX_SUBSCRIBERS))]
+    #[pyo3(signature = (name, capacity = 1 << 20, wait = "block", mode = "lossless", history = 0, max_subscribers = shmlink::DEFAULT_MAX_SUBSCRIBERS, backend = None))]
+    #[allow(clippy::too_many_arguments)]
     fn create(
         py: Python<'_>,
         name: &str,
@@ -73,7 +78,18 @@ impl Publisher {
         mode: &str,
         history: usize,
         max_subscribers: usize,
+        backend: Option<&str>,
     ) -> PyResult<Publisher> {
+        let backend = match backend {
+            None => None,
+            Some("shm") => Some(Backend::Shm),
+            Some("ipc-channel") => Some(Backend::IpcChannel),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!(
+                    "backend must be 'shm' or 'ipc-channel', not {other:?}"
+                )))
+            }
+        };
         let mode = match mode {
             "lossless" => TopicMode::Lossless,
             "overwrite" => TopicMode::Overwrite,
@@ -92,7 +108,10 @@ impl Publisher {
             max_subscribers,
         };
         let publisher = py
-            .allow_threads(|| RsPublisher::create(name, &config))
+            .allow_threads(|| match backend {
+                None => RsPublisher::create(name, &config),
+                Some(b) => RsPublisher::create_with(name, &config, b),
+            })
             .map_err(to_py)?;
         Ok(Publisher {
             end: Mutex::new(Some(publisher)),
@@ -220,6 +239,12 @@ impl Publisher {
     #[getter]
     fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `"shm"` or `"ipc-channel"`.
+    #[getter]
+    fn backend(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.with(py, |p| p.backend().as_str())
     }
 
     /// Closes the topic: subscribers read what is left, then get `Disconnected`. Closing
@@ -412,10 +437,17 @@ impl Subscriber {
         methods::recv_batch(py, &self.end, max, None, true)
     }
 
-    /// The slot this subscriber holds (as `Publisher.subscribers()` names it).
+    /// The slot this subscriber holds (as `Publisher.subscribers()` names it); `None` on the
+    /// ipc-channel backend, whose publisher numbers its subscribers itself.
     #[getter]
-    fn slot(&self, py: Python<'_>) -> PyResult<usize> {
+    fn slot(&self, py: Python<'_>) -> PyResult<Option<usize>> {
         self.with(py, |s| s.slot())
+    }
+
+    /// `"shm"` or `"ipc-channel"`.
+    #[getter]
+    fn backend(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.with(py, |s| s.backend().as_str())
     }
 
     /// The publisher's process id.

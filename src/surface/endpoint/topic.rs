@@ -278,6 +278,16 @@ impl EndpointSubscriber {
         on_sub!(&self.inner, b => b.max_message())
     }
 
+    /// The slot this subscriber holds (as [`EndpointPublisher::subscribers`] names it), on
+    /// shared memory; `None` on the fallback, whose publisher numbers its subscribers itself
+    /// when it takes them in.
+    pub fn slot(&self) -> Option<usize> {
+        match &self.inner {
+            SubInner::Shm(s) => Some(s.slot()),
+            SubInner::Ipc(_) => None,
+        }
+    }
+
     /// True while the publisher is there and its process runs.
     pub fn is_peer_connected(&self) -> bool {
         on_sub!(&self.inner, b => b.is_peer_connected())
