@@ -518,12 +518,22 @@ pub use shm::channel::{Channel, Config, RecvHalf, Role, SendHalf, DEFAULT_MAX_ME
 pub use shm::layout::listener::MAX_CLIENTS;
 pub use shm::layout::topic::MAX_SUBSCRIBERS;
 pub use shm::mapping::MAX_NAME_LEN;
+pub use shm::ring;
 pub use shm::ring::{ReadGuard, WriteGrant};
 pub use shm::topic::{
     Publisher, Subscriber, SubscriberConfig, SubscriberInfo, TopicConfig, TopicMode,
     DEFAULT_MAX_SUBSCRIBERS,
 };
-pub use shm::{ring, segments};
+
+/// What is on this machine: the shared-memory channels, listeners and topics (their mappings:
+/// [`list`](segments::list), [`scan`](segments::scan), [`inspect`](segments::inspect),
+/// [`reclaim`](segments::reclaim), [`clean_dead`](segments::clean_dead)) and those of the
+/// ipc-channel fallback (their files: [`list_fallback`](segments::list_fallback)). The `shmlink`
+/// command (package `shmlink-cli`) shows them.
+pub mod segments {
+    pub use crate::ipc::listing::{list_fallback, FallbackInfo};
+    pub use crate::shm::segments::*;
+}
 pub use surface::endpoint::{
     Backend, Endpoint, EndpointListener, EndpointPublisher, EndpointSubscriber, Received, Reserved,
 };

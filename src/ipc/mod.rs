@@ -46,6 +46,7 @@ use ipc_channel::{IpcError, TryRecvError};
 mod cores;
 mod lane;
 pub(crate) mod listener;
+pub(crate) mod listing;
 pub(crate) mod rendezvous;
 mod topic;
 

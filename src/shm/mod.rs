@@ -7,5 +7,5 @@ pub(crate) mod channel;
 pub(crate) mod layout;
 pub(crate) mod mapping;
 pub mod ring;
-pub mod segments;
+pub(crate) mod segments;
 pub(crate) mod topic;

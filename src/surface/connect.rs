@@ -62,7 +62,7 @@ impl Channel {
     /// and waiting for a listener's server to accept, until `timeout` has passed. Then it fails
     /// with [`OpenError::NotFound`], naming the channel, if there is still nothing under that
     /// name, and with [`OpenError::Timeout`] if something is there that has not become ready
-    /// (its creator is still making it, or died doing so: [`segments`](crate::shm::segments) tells
+    /// (its creator is still making it, or died doing so: [`segments`](crate::segments) tells
     /// which) or a listener that did not accept us in time. Any other error ends the wait at
     /// once.
     ///

@@ -287,6 +287,28 @@ pub(crate) fn rendezvous_path(name: &str) -> PathBuf {
     path_of(name, Kind::Rendezvous)
 }
 
+/// The names whose rendezvous files are in the fallback's directory now (none when it has no
+/// directory yet): each `shmlink-<name>.ipc` whose name follows the one name rule.
+pub(crate) fn published_names() -> Vec<String> {
+    let Ok(dir) = checked_dir("", false) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let file = entry.file_name().into_string().ok()?;
+            let name = file.strip_prefix("shmlink-")?.strip_suffix(".ipc")?;
+            crate::shm::mapping::validate_name(name).ok()?;
+            Some(name.to_owned())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 /// Whether anything is at the place of the rendezvous file of `name`, looked at without
 /// opening it: `false` only when its directory or the entry itself is absent. An entry that
 /// cannot be looked at counts as there, so that reading it reports what is wrong.

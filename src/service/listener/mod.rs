@@ -1,7 +1,7 @@
 //! One server, many clients: a [`Listener`] hands out one duplex [`Channel`] per client.
 //!
 //! The listener is a small mapping under the listener's name (`/shmlink-<name>`, its own magic
-//! number, so [`segments`](crate::shm::segments) lists it like a channel whose creator is the
+//! number, so [`segments`](crate::segments) lists it like a channel whose creator is the
 //! server). It holds a fixed number of client slots (the limit on concurrent clients) and a
 //! doorbell futex word (the bytes are drawn in `crate::shm::layout::listener`).
 //!

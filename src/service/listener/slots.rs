@@ -213,7 +213,7 @@ impl ListenerMap {
     /// Removes the channel `name` if its creator is gone; if it looks alive (it may be exiting
     /// right now), tries again at the next sweeps for a while.
     pub(super) fn reclaim(&self, name: String) {
-        if let Ok(crate::shm::segments::Reclaim::Alive) = crate::shm::segments::reclaim(&name) {
+        if let Ok(crate::segments::Reclaim::Alive) = crate::shm::segments::reclaim(&name) {
             self.lock_reclaims()
                 .push((name, Instant::now() + RECLAIM_FOR));
         }
@@ -231,7 +231,7 @@ impl ListenerMap {
             now < *until
                 && matches!(
                     crate::shm::segments::reclaim(name),
-                    Ok(crate::shm::segments::Reclaim::Alive)
+                    Ok(crate::segments::Reclaim::Alive)
                 )
         });
         self.lock_reclaims().extend(later);

@@ -1,0 +1,211 @@
+//! `shmlink`: what is on this machine.
+//!
+//! * `shmlink list [--json]`: every channel, listener and topic, on shared memory (from its
+//!   mapping: kind, state, size, the creator and its peers with their liveness) and on the
+//!   ipc-channel fallback (from its files: kind, creator, liveness).
+//! * `shmlink clean [--dry-run]`: removes the mappings whose creator is gone (never a live one).
+//!
+//! The JSON document of `list --json` is described in `cli/README.md`.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+use shmlink::segments::{self, EndpointInfo, FallbackInfo, SegmentInfo};
+
+#[derive(Parser)]
+#[command(name = "shmlink", version, about = "What shmlink has on this machine")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Every channel, listener and topic on this machine, on either backend.
+    List {
+        /// One JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Removes the shared-memory mappings whose creator is gone.
+    Clean {
+        /// Say what would be removed; remove nothing.
+        #[arg(long, short = 'n')]
+        dry_run: bool,
+    },
+}
+
+/// One endpoint in the JSON document.
+#[derive(Serialize)]
+struct Endpoint {
+    state: &'static str,
+    pid: u32,
+    alive: bool,
+}
+
+impl From<&EndpointInfo> for Endpoint {
+    fn from(e: &EndpointInfo) -> Endpoint {
+        Endpoint {
+            state: e.state,
+            pid: e.pid,
+            alive: e.alive,
+        }
+    }
+}
+
+/// One entry of `list --json`.
+#[derive(Serialize)]
+struct Entry {
+    name: String,
+    kind: &'static str,
+    backend: &'static str,
+    /// `live`, `initialising` or `stale` (shared memory); `live` or `stale` (fallback).
+    state: &'static str,
+    /// Bytes of the mapping (shared memory only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+    creator: Endpoint,
+    /// A channel's connector, a topic's subscribers (shared memory only).
+    peers: Vec<Endpoint>,
+}
+
+/// An entry that is named like ours and is not (left alone).
+#[derive(Serialize)]
+struct SkippedEntry {
+    name: String,
+    reason: String,
+}
+
+#[derive(Serialize)]
+struct Document {
+    entries: Vec<Entry>,
+    skipped: Vec<SkippedEntry>,
+}
+
+fn shm_entry(seg: &SegmentInfo) -> Entry {
+    let peers = if seg.kind == "topic" {
+        seg.subscribers.iter().map(Endpoint::from).collect()
+    } else if seg.connector.pid != 0 {
+        vec![Endpoint::from(&seg.connector)]
+    } else {
+        Vec::new()
+    };
+    Entry {
+        name: seg.name.clone(),
+        kind: seg.kind,
+        backend: "shm",
+        state: if seg.stale {
+            "stale"
+        } else if seg.ready {
+            "live"
+        } else {
+            "initialising"
+        },
+        size: Some(seg.size),
+        creator: Endpoint::from(&seg.creator),
+        peers,
+    }
+}
+
+fn fallback_entry(f: &FallbackInfo) -> Entry {
+    Entry {
+        name: f.name.clone(),
+        kind: f.kind,
+        backend: "ipc-channel",
+        state: if f.alive { "live" } else { "stale" },
+        size: None,
+        creator: Endpoint {
+            state: "present",
+            pid: f.pid,
+            alive: f.alive,
+        },
+        peers: Vec::new(),
+    }
+}
+
+fn document() -> shmlink::Result<Document> {
+    let listing = segments::scan()?;
+    let mut entries: Vec<Entry> = listing.channels.iter().map(shm_entry).collect();
+    entries.extend(segments::list_fallback().iter().map(fallback_entry));
+    Ok(Document {
+        entries,
+        skipped: listing
+            .skipped
+            .into_iter()
+            .map(|s| SkippedEntry {
+                name: s.name,
+                reason: s.reason,
+            })
+            .collect(),
+    })
+}
+
+fn pid_of(e: &Endpoint) -> String {
+    if e.pid == 0 {
+        "-".to_owned()
+    } else {
+        format!("{}{}", e.pid, if e.alive { "" } else { " (dead)" })
+    }
+}
+
+fn list(json: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let doc = document()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    println!(
+        "{:<32} {:<8} {:<11} {:<12} {:>10}  {:<14} PEERS",
+        "NAME", "KIND", "BACKEND", "STATE", "BYTES", "CREATOR"
+    );
+    for e in &doc.entries {
+        let peers: Vec<String> = e.peers.iter().map(pid_of).collect();
+        println!(
+            "{:<32} {:<8} {:<11} {:<12} {:>10}  {:<14} {}",
+            e.name,
+            e.kind,
+            e.backend,
+            e.state,
+            e.size.map_or("-".to_owned(), |s| s.to_string()),
+            pid_of(&e.creator),
+            if peers.is_empty() {
+                "-".to_owned()
+            } else {
+                peers.join(", ")
+            }
+        );
+    }
+    for s in &doc.skipped {
+        println!("{:<32} skipped: {}", s.name, s.reason);
+    }
+    Ok(())
+}
+
+fn clean(dry_run: bool) -> Result<(), Box<dyn std::error::Error>> {
+    if dry_run {
+        for seg in segments::list()?.iter().filter(|s| s.stale) {
+            println!("would remove {} ({} {})", seg.name, seg.kind, seg.size);
+        }
+        return Ok(());
+    }
+    for name in segments::clean_dead()? {
+        println!("removed {name}");
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::List { json } => list(json),
+        Command::Clean { dry_run } => clean(dry_run),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shmlink: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
