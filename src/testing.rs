@@ -228,6 +228,13 @@ pub fn topic_offsets(capacity: usize, history: usize, max_subscribers: usize) ->
     layout::topic::topic_offsets(index_len, max_subscribers)
 }
 
+/// Offset in a topic's mapping of the overwrite claim word (`layout::topic::TopicWords::claim`).
+pub const TOPIC_CLAIM_OFFSET: usize =
+    layout::topic::WORDS_OFFSET + std::mem::offset_of!(layout::topic::TopicWords, claim);
+/// Offset in a topic's mapping of the count of messages published
+/// (`layout::topic::TopicWords::published`).
+pub const TOPIC_PUBLISHED_OFFSET: usize =
+    layout::topic::WORDS_OFFSET + std::mem::offset_of!(layout::topic::TopicWords, published);
 /// Bytes of one topic subscriber slot.
 pub const TOPIC_SLOT_SIZE: usize = layout::topic::SLOT_SIZE;
 /// Offset of a topic slot's state word in the slot.

@@ -762,6 +762,37 @@ mod async_ends {
     }
 }
 
+/// A publisher whose claim stays past every message it indexes (here written by hand, with its
+/// count of messages set back) cannot keep an overwrite subscriber's receive from returning: it
+/// is `Corrupt` after a bounded number of catch-ups, whatever the deadline. (The hostile
+/// proptest once met this as a receive that never returned.)
+#[test]
+fn a_claim_past_every_message_ends_a_receive_with_corrupt() {
+    let _dog = support::Watchdog::arm(WATCHDOG, "claim past every message");
+    let name = unique("topic-claim");
+    let _unlink = NameGuard(name.clone());
+    let mut publisher = Publisher::create(&name, &small(TopicMode::Overwrite)).expect("create");
+    let mut sub = Subscriber::connect(&name, WaitStrategy::Spin).expect("join");
+    for seq in 0..3 {
+        publisher.send(&message(seq)).unwrap();
+    }
+    let map = open_topic(&name);
+    let word = |at: usize| {
+        // SAFETY: in bounds and 8-aligned; the library reads these words atomically.
+        unsafe { &*(map.as_ptr().add(at) as *const AtomicU64) }
+    };
+    // A claim past every message, and a count of messages back at none: the subscriber's
+    // message at its own place is never fresh, and catching up finds nothing it missed.
+    word(shmlink::testing::TOPIC_CLAIM_OFFSET).store(u64::MAX, Ordering::SeqCst);
+    word(shmlink::testing::TOPIC_PUBLISHED_OFFSET).store(0, Ordering::SeqCst);
+    for attempt in [Duration::ZERO, Duration::from_millis(20)] {
+        match sub.recv_timeout(attempt) {
+            Err(RecvError::Corrupt { channel, .. }) => assert_eq!(&*channel, name),
+            other => panic!("a claim past every message: {:?}", other.map(|m| m.len())),
+        }
+    }
+}
+
 mod hostile_proptest {
     use super::*;
     use proptest::prelude::*;

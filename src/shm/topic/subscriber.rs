@@ -281,6 +281,11 @@ impl Subscriber {
     fn next_copied(&mut self, deadline: Deadline) -> Result<(), RecvError> {
         let parts = self.parts;
         let claim = &*parts.words().claim;
+        // Catch-ups in a row that found nothing missed. An honest publisher that laps us again
+        // has published more by the next one, which then reports the messages missed; one whose
+        // claim stays past every message it indexes (or whose count of messages goes back)
+        // would keep us here for ever, so past [`IDLE_CATCH_UPS`] that is `Corrupt`.
+        let mut idle_catch_ups = 0;
         loop {
             let from = self.rx.position();
             match self.rx.next_ready(deadline) {
@@ -297,11 +302,20 @@ impl Subscriber {
                 Err(RecvError::Lagged { .. }) => {}
                 Err(e) => return Err(e),
             }
-            if let Some(missed) = self.catch_up()? {
-                return Err(RecvError::Lagged {
-                    channel: self.rx.channel_name().clone(),
-                    missed,
-                });
+            match self.catch_up()? {
+                Some(missed) => {
+                    return Err(RecvError::Lagged {
+                        channel: self.rx.channel_name().clone(),
+                        missed,
+                    })
+                }
+                None if idle_catch_ups < IDLE_CATCH_UPS => idle_catch_ups += 1,
+                None => {
+                    return Err(RecvError::Corrupt {
+                        channel: self.rx.channel_name().clone(),
+                        what: "the topic's claim stays past every message its index holds".into(),
+                    })
+                }
             }
         }
     }
@@ -327,6 +341,10 @@ impl Subscriber {
         Ok((missed > 0).then_some(missed))
     }
 }
+
+/// How many catch-ups in a row that find nothing missed an overwrite subscriber makes in one
+/// receive before it reports the topic corrupt (each is bounded: a look at the index).
+const IDLE_CATCH_UPS: u32 = 64;
 
 impl Drop for Subscriber {
     fn drop(&mut self) {
