@@ -3,7 +3,9 @@
 //! duplex ([`IpcDuplex`]): how it is made, connects and fails; `cores.rs` its send and receive
 //! cores and the message and grant they lend out; `lane.rs` the thread a send with a deadline
 //! hands its message to; `rendezvous/` is where the backend's ends meet (its files and the
-//! one-shot servers they name), `listener/` its listener; `tests.rs` the duplex's unit tests.
+//! one-shot servers they name), `listener/` its listener, `topic.rs` a topic's publisher and
+//! subscribers on this backend, `listing.rs` what its files say of everything made on it;
+//! `tests.rs` the duplex's unit tests.
 //!
 //! Bootstrap: the creator opens an [`IpcOneShotServer`](ipc_channel::ipc::IpcOneShotServer) and
 //! publishes the server's name in a rendezvous file named after the channel (`shmlink-<name>.ipc`,
