@@ -67,7 +67,7 @@ impl DirectWait {
         self.fd.get_mut().wait(word, seen, timeout)?;
         // A wait that completed in its submission (the word had changed): no need to go
         // through the runtime's poll.
-        if self.fd.get_mut().take_completions() {
+        if self.fd.get_mut().reap() {
             return Ok(Armed::Again);
         }
         loop {

@@ -197,7 +197,7 @@ impl FutexRing {
         timeout: Option<Duration>,
     ) -> io::Result<()> {
         // Completions already posted.
-        self.take_completions();
+        self.reap();
         let previous = self.generation;
         let cancel = self.in_flight;
         self.generation += 1;
@@ -253,15 +253,10 @@ impl FutexRing {
         Ok(())
     }
 
-    /// Takes every completion; `true` when the latest wait completed (it was woken, found the
-    /// word changed, or timed out), so its waiter should look again.
+    /// Takes every completion posted in the ring, without entering the kernel; `true` when the
+    /// latest wait completed (it was woken, found the word changed, or timed out), so its
+    /// waiter should look again.
     pub(crate) fn reap(&mut self) -> bool {
-        self.take_completions()
-    }
-
-    /// The completions posted in the ring, without entering the kernel: `true` when the
-    /// latest wait's is among them.
-    pub(crate) fn take_completions(&mut self) -> bool {
         let mut latest = false;
         for cqe in self.ring.completion() {
             let data = cqe.user_data();
