@@ -248,6 +248,21 @@ impl DerefMut for Reserved<'_> {
     }
 }
 
+/// The backend a connect to `name` takes, told by what is under the name before anything is
+/// opened (the rule [`Endpoint::connect`] states): a shared-memory object of this user, else the
+/// fallback's rendezvous file, else anything else in the shared-memory namespace (whose open
+/// reports what it is), else [`OpenError::NotFound`].
+fn backend_under(name: &str) -> Result<Backend, OpenError> {
+    match mapping::entry(name) {
+        Entry::Mapping => Ok(Backend::Shm),
+        _ if rendezvous::present(name) => Ok(Backend::IpcChannel),
+        Entry::Other => Ok(Backend::Shm),
+        Entry::Absent => Err(OpenError::NotFound {
+            channel: name.into(),
+        }),
+    }
+}
+
 /// Whether `Endpoint::create` and `EndpointListener::bind` go straight to the fallback: when it
 /// is forced, or when this system has no shared memory to make a mapping in (no directory of
 /// shared-memory objects, `/dev/shm`).
@@ -350,19 +365,14 @@ impl Endpoint {
         wait: WaitStrategy,
         deadline: Option<Instant>,
     ) -> Result<Endpoint, OpenError> {
-        let on_shm = || {
-            let map = Mapping::open_named(name)?;
-            connect_mapping(map, name, wait, deadline).map(Endpoint::from)
-        };
-        match mapping::entry(name) {
-            Entry::Mapping => on_shm(),
-            _ if rendezvous::present(name) => Ok(Endpoint {
+        match backend_under(name)? {
+            Backend::Shm => {
+                let map = Mapping::open_named(name)?;
+                connect_mapping(map, name, wait, deadline).map(Endpoint::from)
+            }
+            Backend::IpcChannel => Ok(Endpoint {
                 inner: Inner::Ipc(IpcDuplex::connect_until(name, deadline)?),
                 _lease: None,
-            }),
-            Entry::Other => on_shm(),
-            Entry::Absent => Err(OpenError::NotFound {
-                channel: name.into(),
             }),
         }
     }

@@ -4,11 +4,13 @@
 
 use std::fmt;
 
-use super::{fallback_only, mapping_unavailable, Backend, Msg, Received, Reserved, Room};
+use super::{
+    backend_under, fallback_only, mapping_unavailable, Backend, Msg, Received, Reserved, Room,
+};
 use crate::error::{OpenError, RecvError, SendError};
-use crate::ipc::{rendezvous, IpcPublisher, IpcSubscriber};
+use crate::ipc::{IpcPublisher, IpcSubscriber};
 use crate::seam::{RecvCore, SendCore};
-use crate::shm::mapping::{self, Entry};
+use crate::shm::mapping;
 use crate::shm::topic::{
     Publisher, Subscriber, SubscriberConfig, SubscriberInfo, TopicConfig, TopicMode,
 };
@@ -232,17 +234,9 @@ impl EndpointSubscriber {
         config: &SubscriberConfig,
     ) -> Result<EndpointSubscriber, OpenError> {
         mapping::validate_name(name)?;
-        let inner = match mapping::entry(name) {
-            Entry::Mapping => SubInner::Shm(Subscriber::connect_with(name, config)?),
-            _ if rendezvous::present(name) => {
-                SubInner::Ipc(IpcSubscriber::connect_with(name, config)?)
-            }
-            Entry::Other => SubInner::Shm(Subscriber::connect_with(name, config)?),
-            Entry::Absent => {
-                return Err(OpenError::NotFound {
-                    channel: name.into(),
-                })
-            }
+        let inner = match backend_under(name)? {
+            Backend::Shm => SubInner::Shm(Subscriber::connect_with(name, config)?),
+            Backend::IpcChannel => SubInner::Ipc(IpcSubscriber::connect_with(name, config)?),
         };
         Ok(EndpointSubscriber { inner })
     }
