@@ -1,13 +1,12 @@
 //! `Endpoint`: a `Channel` on shared memory where a mapping can be made, else on ipc-channel.
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use shmlink::{Backend, Config, Endpoint as RsEndpoint};
+use shmlink::{Config, Endpoint as RsEndpoint};
 
 use crate::channel::Channel;
 use crate::errors::to_py;
-use crate::wait::{connect_sliced, deadline, parse_wait};
+use crate::wait::{connect_sliced, deadline, parse_backend, parse_wait};
 
 /// One end of a channel on the shared-memory backend or, where no mapping can be made, the
 /// ipc-channel one: the same methods as `Channel`.
@@ -31,16 +30,7 @@ impl Endpoint {
             capacity,
             wait: parse_wait(wait)?,
         };
-        let backend = match backend {
-            None => None,
-            Some("shm") => Some(Backend::Shm),
-            Some("ipc-channel") => Some(Backend::IpcChannel),
-            Some(other) => {
-                return Err(PyValueError::new_err(format!(
-                    "backend must be 'shm' or 'ipc-channel', not {other:?}"
-                )))
-            }
-        };
+        let backend = parse_backend(backend)?;
         let ep = py
             .allow_threads(|| match backend {
                 None => RsEndpoint::create(name, &config),

@@ -7,9 +7,8 @@ use std::time::Instant;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use pyo3::exceptions::PyValueError;
 use shmlink::{
-    Backend, EndpointPublisher as RsPublisher, EndpointSubscriber as RsSubscriber, OpenError,
+    EndpointPublisher as RsPublisher, EndpointSubscriber as RsSubscriber, OpenError,
     SubscriberConfig, TopicConfig, TopicMode,
 };
 
@@ -17,7 +16,7 @@ use crate::buffer::{Payload, RawBuffer};
 use crate::errors::{closed, to_py};
 use crate::json::{codec, decode_json, encode_json, encoded_bytes};
 use crate::methods::{self, Cell};
-use crate::wait::{deadline, lock, next_slice, parse_wait};
+use crate::wait::{deadline, lock, next_slice, parse_backend, parse_wait};
 
 /// The publishing end of a topic (see the package documentation).
 #[pyclass(frozen, module = "shmlink")]
@@ -80,16 +79,7 @@ impl Publisher {
         max_subscribers: usize,
         backend: Option<&str>,
     ) -> PyResult<Publisher> {
-        let backend = match backend {
-            None => None,
-            Some("shm") => Some(Backend::Shm),
-            Some("ipc-channel") => Some(Backend::IpcChannel),
-            Some(other) => {
-                return Err(PyValueError::new_err(format!(
-                    "backend must be 'shm' or 'ipc-channel', not {other:?}"
-                )))
-            }
-        };
+        let backend = parse_backend(backend)?;
         let mode = match mode {
             "lossless" => TopicMode::Lossless,
             "overwrite" => TopicMode::Overwrite,

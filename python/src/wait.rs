@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use shmlink::WaitStrategy;
+use shmlink::{Backend, WaitStrategy};
 
 /// The longest a wait runs without the GIL before it looks for a pending signal (Ctrl-C), and
 /// the longest a batch receive goes on taking messages after its first.
@@ -48,6 +48,18 @@ pub(crate) fn next_slice(deadline: Option<Instant>) -> (Duration, bool) {
                 (SLICE, false)
             }
         }
+    }
+}
+
+/// `backend=`: `None` (the library chooses), `"shm"` or `"ipc-channel"`.
+pub(crate) fn parse_backend(backend: Option<&str>) -> PyResult<Option<Backend>> {
+    match backend {
+        None => Ok(None),
+        Some("shm") => Ok(Some(Backend::Shm)),
+        Some("ipc-channel") => Ok(Some(Backend::IpcChannel)),
+        Some(other) => Err(PyValueError::new_err(format!(
+            "backend must be 'shm' or 'ipc-channel', not {other:?}"
+        ))),
     }
 }
 

@@ -75,6 +75,15 @@ pub(super) fn history_message(kept: &VecDeque<Vec<u8>>) -> Vec<u8> {
     out
 }
 
+/// A topic's mode from whether it overwrites.
+fn mode_of(overwrite: bool) -> TopicMode {
+    if overwrite {
+        TopicMode::Overwrite
+    } else {
+        TopicMode::Lossless
+    }
+}
+
 /// One subscriber as the publisher holds it.
 struct Member {
     duplex: IpcDuplex,
@@ -128,11 +137,7 @@ impl IpcPublisher {
     }
 
     pub(crate) fn mode(&self) -> TopicMode {
-        if self.overwrite {
-            TopicMode::Overwrite
-        } else {
-            TopicMode::Lossless
-        }
+        mode_of(self.overwrite)
     }
 
     pub(crate) fn published(&self) -> u64 {
@@ -428,11 +433,7 @@ impl IpcSubscriber {
     }
 
     pub(crate) fn mode(&self) -> TopicMode {
-        if self.overwrite {
-            TopicMode::Overwrite
-        } else {
-            TopicMode::Lossless
-        }
+        mode_of(self.overwrite)
     }
 
     pub(crate) fn max_message(&self) -> usize {
