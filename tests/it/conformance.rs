@@ -795,7 +795,12 @@ struct Names {
 }
 
 fn names<S: Surface>(tag: &str) -> Names {
-    let name = unique(&format!("cf-{}-{tag}", S::NAME));
+    names_under(&format!("cf-{}-{tag}", S::NAME))
+}
+
+/// [`Names`] for a name made unique from `stem`.
+fn names_under(stem: &str) -> Names {
+    let name = unique(stem);
     Names {
         _shm: NameGuard(name.clone()),
         _files: FallbackFiles(name.clone()),

@@ -190,12 +190,7 @@ fn topic_config() -> TopicConfig {
 }
 
 fn topic_names<T: TopicSurface>(tag: &str) -> Names {
-    let name = unique(&format!("cft-{}-{tag}", T::NAME));
-    Names {
-        _shm: NameGuard(name.clone()),
-        _files: FallbackFiles(name.clone()),
-        name,
-    }
+    names_under(&format!("cft-{}-{tag}", T::NAME))
 }
 
 /// Waits (bounded by the case's watchdog) until the publisher counts `want` subscribers.
