@@ -491,7 +491,8 @@ pub(crate) fn send_batch<H: SendSide>(
 /// messages after the first are taken in chunks of [`BATCH_CHUNK`] with the GIL held, and
 /// between chunks the batch looks at its bounds: it ends once it holds a ring's worth of
 /// frames, [`SLICE`] after its first message, or at its deadline, whichever comes first.
-/// Between chunks it also lets other threads take the GIL. It does not run signal handlers
+/// Between chunks, once it has held the GIL for [`hand_over_after`], it hands the GIL to a
+/// thread that waits for it. It does not run signal handlers
 /// itself (one that raises would drop the messages already taken): it returns within a
 /// slice, and the interpreter runs them then.
 pub(crate) fn recv_batch<H: RecvSide>(
@@ -515,6 +516,8 @@ pub(crate) fn recv_batch<H: RecvSide>(
         None => Instant::now() + SLICE,
     };
     let mut budget = None;
+    let hold = hand_over_after(py);
+    let mut hand_over = Instant::now() + hold;
     while list.len() < max {
         let want = (max - list.len()).min(BATCH_CHUNK);
         // Another thread holds the channel: the batch ends with what it has.
@@ -541,9 +544,31 @@ pub(crate) fn recv_batch<H: RecvSide>(
         if got.map_or(true, |n| n < want) || taken >= budget || Instant::now() >= end {
             break;
         }
-        py.allow_threads(|| ());
+        let now = Instant::now();
+        if now >= hand_over {
+            // A thread that has waited a switch interval for the GIL has asked for it, and a
+            // release with that request pending waits until the thread took it (CPython's
+            // forced switching). Released sooner, the GIL goes back to this thread: the waiter
+            // is woken, finds it taken again and starts its interval anew, for as long as the
+            // batch goes on.
+            py.allow_threads(|| ());
+            hand_over = now + hold;
+        }
     }
     Ok(list.unbind())
+}
+
+/// How long a batch holds the GIL before it hands it over: twice the interpreter's switch
+/// interval (`sys.getswitchinterval()`), so that a thread that began to wait at any time
+/// before has timed out and asked for it.
+fn hand_over_after(py: Python<'_>) -> Duration {
+    let interval = py
+        .import("sys")
+        .and_then(|sys| sys.getattr("getswitchinterval")?.call0()?.extract::<f64>())
+        .ok()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .unwrap_or(Duration::from_millis(5));
+    interval.max(Duration::from_micros(100)) * 2
 }
 
 /// A held end, locked: `None` once closed.
