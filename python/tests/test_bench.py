@@ -176,7 +176,11 @@ class LateIceoryx2(bench.Iceoryx2):
 
 
 def test_an_iceoryx2_stream_ends_with_its_count_read_late(no_children_left):
-    pytest.importorskip("iceoryx2")
+    # Where the rivals are meant to be installed (CI installs them), a missing one fails.
+    if os.environ.get("SHMLINK_PY_RIVALS") == "required":
+        import iceoryx2  # noqa: F401
+    else:
+        pytest.importorskip("iceoryx2")
     assert bench.Row(STREAM, LateIceoryx2).measure(DURATION, WARMUP, 30) > 0
 
 
