@@ -528,11 +528,13 @@ pub use shm::topic::{
 /// What is on this machine: the shared-memory channels, listeners and topics (their mappings:
 /// [`list`](segments::list), [`scan`](segments::scan), [`inspect`](segments::inspect),
 /// [`reclaim`](segments::reclaim), [`clean_dead`](segments::clean_dead)) and those of the
-/// ipc-channel fallback (their files: [`list_fallback`](segments::list_fallback)). The `shmlink`
-/// command (package `shmlink-cli`) shows them.
+/// ipc-channel fallback (their files: [`list_fallback`](segments::list_fallback)), and what the
+/// counters in a mapping say ([`stats`](segments::stats)). The `shmlink` command (package
+/// `shmlink-cli`) shows them.
 pub mod segments {
     pub use crate::ipc::listing::{list_fallback, FallbackInfo};
     pub use crate::shm::segments::*;
+    pub use crate::shm::stats::{stats, Counts, RingStats, Stats, SubscriberStats};
 }
 pub use surface::endpoint::{
     Backend, Endpoint, EndpointListener, EndpointPublisher, EndpointSubscriber, Received, Reserved,

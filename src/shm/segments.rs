@@ -384,52 +384,14 @@ pub(crate) fn reclaim_if_dead(name: &str) -> Result<bool> {
 }
 
 /// A topic's subscribers, one per slot in use, for listings: each slot's state, the pid its
-/// holder recorded, and whether a process holds its lock. The topic's counts are read once
-/// and checked before anything past the header page is mapped; a topic whose counts do not
-/// fit its object lists none.
+/// holder recorded, and whether a process holds its lock (see `stats::subscriber_stats`).
 fn subscribers_of(file: &std::fs::File, name: &str, size: u64) -> Result<Vec<EndpointInfo>> {
-    use crate::shm::layout::topic::{
-        slot_lock, state_name, topic_offsets, SubscriberSlot, TopicInfo, INFO_OFFSET, MAX_INDEX,
-        MAX_SUBSCRIBERS, MIN_INDEX,
-    };
-    let head = Mapping::prefix_of_shm_file(file.try_clone()?, name, HEADER_SIZE)?;
-    // SAFETY: INFO_OFFSET is inside the header page, aligned; `TopicInfo` is all atomics.
-    let info = unsafe { &*head.ptr().as_ptr().add(INFO_OFFSET).cast::<TopicInfo>() };
-    // Relaxed: published before `ready`, which the caller read with Acquire.
-    let slots = info.slots.load(Ordering::Relaxed) as usize;
-    let index_len = info.index_len.load(Ordering::Relaxed) as usize;
-    if !(1..=MAX_SUBSCRIBERS).contains(&slots)
-        || !index_len.is_power_of_two()
-        || !(MIN_INDEX..=MAX_INDEX).contains(&index_len)
-    {
-        return Ok(Vec::new());
-    }
-    let (slots_offset, region_offset) = topic_offsets(index_len, slots);
-    if region_offset as u64 > size {
-        return Ok(Vec::new());
-    }
-    let map = Mapping::prefix_of_shm_file(file.try_clone()?, name, region_offset)?;
-    let mut out = Vec::new();
-    for i in 0..slots {
-        // SAFETY: slot `i` lies below `region_offset`, inside the mapping, 128-aligned; all
-        // atomics.
-        let slot = unsafe {
-            &*map
-                .ptr()
-                .as_ptr()
-                .add(slots_offset + i * std::mem::size_of::<SubscriberSlot>())
-                .cast::<SubscriberSlot>()
-        };
-        // Relaxed: information only.
-        let state = match state_name(slot.state.load(Ordering::Relaxed)) {
-            "free" => continue,
-            state => state,
-        };
-        out.push(EndpointInfo {
-            state,
-            pid: slot.peer.pid.load(Ordering::Relaxed),
-            alive: lock::alive(file.as_raw_fd(), slot_lock(slots_offset, i))?,
-        });
-    }
-    Ok(out)
+    Ok(crate::shm::stats::subscriber_stats(file, name, size, 0)?
+        .into_iter()
+        .map(|s| EndpointInfo {
+            state: s.state,
+            pid: s.pid,
+            alive: s.alive,
+        })
+        .collect())
 }

@@ -63,6 +63,8 @@ pub(crate) struct Waiter {
     strategy: WaitStrategy,
     policy: Policy,
     watch: Watch,
+    /// Sleeps in the kernel since [`take_sleeps`](Waiter::take_sleeps) last asked.
+    sleeps: u64,
 }
 
 impl std::fmt::Debug for Waiter {
@@ -87,7 +89,14 @@ impl Waiter {
             strategy,
             policy: Policy::default(),
             watch: Watch::Pending,
+            sleeps: 0,
         }
+    }
+
+    /// How many times this waiter went to sleep in the kernel since the last call (for the
+    /// counters).
+    pub(crate) fn take_sleeps(&mut self) -> u64 {
+        std::mem::take(&mut self.sleeps)
     }
 
     /// Waits until `ready()` returns true.
@@ -294,6 +303,7 @@ impl Waiter {
                 }
                 Err(e) => return finish(ready, e).map(|()| false),
             };
+            self.sleeps += 1;
             if handshake::sleep(cell, seen, timeout, ready) || ready() {
                 return Ok(true);
             }
@@ -346,19 +356,25 @@ fn finish(ready: &mut impl FnMut() -> bool, e: Error) -> Result<()> {
 /// Wakes whoever sleeps on `cell`, if anyone announced it (the waker's side of the
 /// handshake, `handshake::wake_if_sleeping`), and tells the policy that this thread woke its
 /// peer. Called after publishing.
+/// Whether it made the call.
 #[inline]
-pub(crate) fn wake_if_sleeping(cell: &WaitCell) {
-    if handshake::wake_if_sleeping(cell) {
+pub(crate) fn wake_if_sleeping(cell: &WaitCell) -> bool {
+    let woke = handshake::wake_if_sleeping(cell);
+    if woke {
         note_woke_peer();
     }
+    woke
 }
 
 /// [`wake_if_sleeping_and`] for a writer that many readers sleep on, each on a cell of its
 /// own (a topic's publisher): one F2 for all of them (`handshake::after_publish`), then `each`
 /// hands every cell a reader may sleep on, with the test of whether an earlier wake-up covers
 /// it, to the function it is given.
+/// Whether it woke any.
 #[inline]
-pub(crate) fn wake_readers(each: impl FnOnce(&mut dyn FnMut(&WaitCell, &mut dyn FnMut() -> bool))) {
+pub(crate) fn wake_readers(
+    each: impl FnOnce(&mut dyn FnMut(&WaitCell, &mut dyn FnMut() -> bool)),
+) -> bool {
     let mut woke = false;
     handshake::after_publish(|| {
         each(&mut |cell, needed| woke |= handshake::wake_if_announced(cell, needed))
@@ -366,15 +382,18 @@ pub(crate) fn wake_readers(each: impl FnOnce(&mut dyn FnMut(&WaitCell, &mut dyn 
     if woke {
         note_woke_peer();
     }
+    woke
 }
 
 /// [`wake_if_sleeping`], waking only if `needed()` says that no earlier wake-up covers the
-/// sleeper (see `handshake::wake_if_sleeping_and`).
+/// sleeper (see `handshake::wake_if_sleeping_and`): whether it made the call.
 #[inline]
-pub(crate) fn wake_if_sleeping_and(cell: &WaitCell, needed: impl FnOnce() -> bool) {
-    if handshake::wake_if_sleeping_and(cell, needed) {
+pub(crate) fn wake_if_sleeping_and(cell: &WaitCell, needed: impl FnOnce() -> bool) -> bool {
+    let woke = handshake::wake_if_sleeping_and(cell, needed);
+    if woke {
         note_woke_peer();
     }
+    woke
 }
 
 #[cfg(all(test, not(loom)))]

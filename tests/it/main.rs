@@ -9,6 +9,7 @@ mod support;
 
 mod alloc;
 mod conformance;
+mod counters;
 mod crash;
 mod delivery;
 mod echo;

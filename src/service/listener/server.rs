@@ -343,26 +343,7 @@ impl Drop for Listener {
 /// connection name is never created again, so nobody else would reclaim it. Live clients' names
 /// are left alone (the creator lock decides, as for any channel).
 fn reclaim_dead_connections(listener: &str) {
-    let Some(dir) = crate::shm::mapping::shm_dir() else {
-        return;
-    };
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let prefix = format!("{}{listener}.", crate::shm::mapping::OS_PREFIX);
-    for entry in entries.flatten() {
-        let file = entry.file_name();
-        let Some(rest) = file.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
-            continue;
-        };
-        let is_connection = rest.split_once('.').is_some_and(|(pid, seq)| {
-            !pid.is_empty()
-                && !seq.is_empty()
-                && pid.bytes().all(|b| b.is_ascii_digit())
-                && seq.bytes().all(|b| b.is_ascii_digit())
-        });
-        if is_connection {
-            let _ = crate::shm::segments::reclaim(&format!("{listener}.{rest}"));
-        }
+    for name in crate::shm::stats::connection_names(listener) {
+        let _ = crate::shm::segments::reclaim(&name);
     }
 }

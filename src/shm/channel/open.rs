@@ -1,9 +1,11 @@
 //! Making a channel: create a mapping or connect to one, claim an end, assemble the halves.
 
 use crate::error::{ChannelName, OpenError};
+use crate::shm::layout::counters::{Counters, COUNTERS_OFFSET};
 use crate::shm::layout::{
-    check_capacity, segment_size, RingHeader, CONNECTOR_LOCK, CREATOR_LOCK, HEADER_SIZE,
-    LAYOUT_VERSION, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_PRESENT, READY, RINGS_OFFSET,
+    check_capacity, segment_size, RingHeader, CELL_ALIGN, CONNECTOR_LOCK, CREATOR_LOCK,
+    HEADER_SIZE, LAYOUT_VERSION, MAGIC, PEER_ABSENT, PEER_CLAIMING, PEER_PRESENT, READY,
+    RINGS_OFFSET,
 };
 use crate::shm::mapping::{self, Mapping};
 use crate::shm::ring::{Consumer, Producer, RingPtrs};
@@ -212,9 +214,10 @@ impl Channel {
         let peer = NonNull::from(&**peer);
         // SAFETY: `peer` points into the mapping; `wait_mode` is a field of it.
         let peer_mode = NonNull::from(&unsafe { peer.as_ref() }.wait_mode);
-        let ring = |i: usize| {
-            // SAFETY: the two ring headers sit at RINGS_OFFSET inside the header page and the
-            // two regions right after it; `validate` (or our own sizing) checked that the
+        // Ring `i`'s sender counts in the counters' cell `2 i`, its receiver in `2 i + 1`.
+        let ring = |i: usize, receiver: bool| {
+            // SAFETY: the two ring headers sit at RINGS_OFFSET inside the header page, the
+            // four counters (128 bytes apart) at COUNTERS_OFFSET, and the two regions after it; `validate` (or our own sizing) checked that the
             // mapping holds HEADER_SIZE + 2 * capacity bytes. The mapping is page-aligned, so
             // both are aligned for their types.
             unsafe {
@@ -230,12 +233,17 @@ impl Channel {
                     region: NonNull::new_unchecked(base.as_ptr().add(HEADER_SIZE + i * capacity)),
                     capacity,
                     peer_mode,
+                    counters: NonNull::new_unchecked(
+                        base.as_ptr()
+                            .add(COUNTERS_OFFSET + (2 * i + receiver as usize) * CELL_ALIGN)
+                            .cast::<Counters>(),
+                    ),
                 }
             }
         };
         let (tx_ring, rx_ring) = match role {
-            Role::Creator => (ring(0), ring(1)),
-            Role::Connector => (ring(1), ring(0)),
+            Role::Creator => (ring(0, false), ring(1, true)),
+            Role::Connector => (ring(1, false), ring(0, true)),
         };
         // SAFETY: the rings live in `map`, which moves into the `Shared` that both halves hold
         // alongside these ends (or is dropped right here, together with them, on failure); the

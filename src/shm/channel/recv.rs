@@ -151,6 +151,11 @@ impl RecvHalf {
         &self.shared.name
     }
 
+    /// Counts `n` messages a topic's subscriber missed (see `crate::shm::layout::counters`).
+    pub(crate) fn count_missed(&self, n: u64) {
+        self.rx.tally().missed(n);
+    }
+
     /// How far it has read: the free-running index of its ring.
     #[inline]
     pub(crate) fn position(&self) -> u64 {
@@ -399,6 +404,7 @@ impl RecvHalf {
         let result = self
             .wait
             .wait_until(rx.data_cell(), deadline, ready, &mut self.peer);
+        rx.tally().slept(self.wait.take_sleeps());
         match result {
             Err(e @ (WaitError::Disconnected { .. } | WaitError::PeerGone { .. })) => {
                 // Frames published before the close are visible now (Acquire in `state`).

@@ -267,6 +267,7 @@ impl SendHalf {
     /// Waits for room for a frame of `len` bytes: `Full` at once for [`Deadline::Now`].
     #[inline]
     fn wait_room(&mut self, len: usize, deadline: Deadline) -> Result<(), SendError> {
+        self.tx.tally().full();
         let until = match deadline {
             Deadline::Now => {
                 return Err(SendError::Full {
@@ -281,14 +282,16 @@ impl SendHalf {
         // SAFETY: the cell lives in the mapping, not in `tx`, so the reference stays valid while
         // `tx` is borrowed mutably by the closure below.
         let cell = unsafe { &*cell };
-        self.wait.wait_until(
+        let waited = self.wait.wait_until(
             cell,
             until,
             // A corrupt index makes `has_room` fail; report "ready" so the caller's reserve
             // returns that error.
             || tx.has_room(len).unwrap_or(true),
             &mut self.peer,
-        )?;
+        );
+        self.tx.tally().slept(self.wait.take_sleeps());
+        waited?;
         Ok(())
     }
 

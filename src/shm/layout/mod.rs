@@ -4,8 +4,9 @@
 //! Two kinds of mapping exist, and both start with the fields of a [`SegmentHeader`] (magic,
 //! version, sizes, a ready word written last, the creator's record):
 //!
-//! * a channel ([`MAGIC`], `segment.rs`): the header, two ring headers, then two regions of
-//!   frames, each frame starting with a frame word (`frame.rs`);
+//! * a channel ([`MAGIC`], `segment.rs`): the header, two ring headers, each side's counters
+//!   (`counters.rs`), then two regions of frames, each frame starting with a frame word
+//!   (`frame.rs`);
 //! * a listener (`listener::LISTENER_MAGIC`, `listener.rs`): the header, the slot count and the
 //!   doorbell, then one slot per client.
 //!
@@ -14,6 +15,7 @@
 //! never pointers: each process maps the segment at its own address. Any change here bumps
 //! [`LAYOUT_VERSION`] (or, for the listener's own part, its `LISTENER_VERSION`).
 
+pub(crate) mod counters;
 pub(crate) mod frame;
 pub(crate) mod listener;
 mod segment;
@@ -33,7 +35,7 @@ pub use segment::{PeerInfo, RingHeader, SegmentHeader};
 /// `b"SHMLINK\0"` read as a little-endian `u64`.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"SHMLINK\0");
 /// Bumped whenever the layout or the frame protocol changes.
-pub(crate) const LAYOUT_VERSION: u32 = 6;
+pub(crate) const LAYOUT_VERSION: u32 = 7;
 /// Bytes before the first ring region; a page, so regions start page-aligned.
 pub(crate) const HEADER_SIZE: usize = 4096;
 /// Offset of the two ring headers inside the segment header page.

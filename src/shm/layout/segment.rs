@@ -4,6 +4,7 @@
 //! ```text
 //! offset 0      SegmentHeader   magic, version, sizes, ready word, one PeerInfo per endpoint
 //! RINGS_OFFSET  RingHeader[2]   ring 0: creator -> connector, ring 1: connector -> creator
+//! COUNTERS_OFFSET  Counters[4]  each ring's sender's and receiver's counts (`counters.rs`)
 //! HEADER_SIZE   region 0        `capacity` bytes of frames
 //! + capacity    region 1        `capacity` bytes of frames
 //! ```

@@ -8,9 +8,11 @@
 //! 512            RingHeader     tail (the publisher's index), data_wait (woken on close
 //!                               only), space_wait (the publisher sleeps here)
 //! 1024           TopicWords     floor, proposal, claim, published, joins (one line each)
+//! 1664           Counters       the publisher's counts (`counters.rs`)
 //! INDEX_OFFSET   IndexEntry[index_len]    where the last messages start and end
 //! slots_offset   SubscriberSlot[slots]    per subscriber, 128 bytes: its record, the
-//!                                         slot's state, its cursor, the cell it sleeps on
+//!                                         slot's state, its cursor, the cell it sleeps on,
+//!                                         its counts
 //! region_offset  region         `capacity` bytes of frames (the frame protocol of `frame.rs`)
 //! ```
 //!
@@ -24,6 +26,7 @@ use std::mem::offset_of;
 #[cfg(not(loom))]
 use std::mem::size_of;
 
+use super::counters::Counters;
 use super::{Padded, PeerInfo, WaitCell, CELL_ALIGN};
 #[cfg(not(loom))]
 use super::{RingHeader, SegmentHeader};
@@ -31,13 +34,15 @@ use super::{RingHeader, SegmentHeader};
 /// `b"SHMTOPIC"` read as a little-endian `u64`.
 pub(crate) const TOPIC_MAGIC: u64 = u64::from_le_bytes(*b"SHMTOPIC");
 /// Bumped whenever the topic layout or its protocol changes.
-pub(crate) const TOPIC_VERSION: u32 = 1;
+pub(crate) const TOPIC_VERSION: u32 = 2;
 /// Offset of [`TopicInfo`].
 pub(crate) const INFO_OFFSET: usize = 384;
 /// Offset of the ring header.
 pub(crate) const RING_OFFSET: usize = 512;
 /// Offset of [`TopicWords`].
 pub(crate) const WORDS_OFFSET: usize = 1024;
+/// Offset of the publisher's [`Counters`].
+pub(crate) const TOPIC_COUNTERS_OFFSET: usize = 1664;
 /// Offset of the index.
 pub(crate) const INDEX_OFFSET: usize = 2048;
 /// Most subscribers one topic admits.
@@ -164,6 +169,8 @@ pub(crate) struct SubscriberSlot {
     /// Where the subscriber sleeps for messages: the publisher wakes each subscriber on its
     /// own cell, and only one that may sleep in front of what it published.
     pub(crate) data_wait: WaitCell,
+    /// The subscriber's counts (its receiver's), written by its holder only.
+    pub(crate) counters: Counters,
 }
 
 /// Where the parts of a topic of `slots` subscribers and an index of `index_len` entries lie:
@@ -193,7 +200,9 @@ const _: () = {
     assert!(size_of::<SegmentHeader>() == INFO_OFFSET);
     assert!(size_of::<TopicInfo>() <= RING_OFFSET - INFO_OFFSET);
     assert!(size_of::<RingHeader>() == WORDS_OFFSET - RING_OFFSET);
-    assert!(size_of::<TopicWords>() <= INDEX_OFFSET - WORDS_OFFSET);
+    assert!(WORDS_OFFSET + size_of::<TopicWords>() <= TOPIC_COUNTERS_OFFSET);
+    assert!(TOPIC_COUNTERS_OFFSET % CELL_ALIGN == 0);
+    assert!(TOPIC_COUNTERS_OFFSET + size_of::<Padded<Counters>>() <= INDEX_OFFSET);
     assert!(size_of::<IndexEntry>() == INDEX_ENTRY);
     assert!(size_of::<SubscriberSlot>() == SLOT_SIZE);
 };

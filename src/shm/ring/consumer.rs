@@ -38,6 +38,8 @@ pub(crate) struct ConsumerState {
     pub(super) _owned: Option<std::sync::Arc<Owned>>,
     /// The channel's name, for errors (`"ring"` for a ring between threads).
     pub(super) channel: ChannelName,
+    /// What this end counts, and where it copies the counts.
+    pub(super) tally: Tally,
 }
 
 // SAFETY: as for `ProducerState`; `spare`, `released` and `found_empty` are plain owned memory.
@@ -87,6 +89,8 @@ impl Consumer {
                 spare: Cell::new(Vec::new()),
                 _owned: owned,
                 channel,
+                // SAFETY: the counters live with the ring, which outlives us (our contract).
+                tally: unsafe { Tally::new(ptrs.counters) },
             }),
         })
     }
@@ -201,6 +205,7 @@ impl Consumer {
         // after `f` returns. (A hostile producer process can still change these bytes under
         // us; they are plain bytes, any value is valid.)
         f(unsafe { std::slice::from_raw_parts(self.state.ptrs.bytes(frame.offset), frame.len) });
+        self.state.tally.frame(frame.kind, frame.len);
         if self.state.head - self.state.released.get() >= self.state.batch {
             self.store_head();
         }
@@ -473,9 +478,16 @@ impl Consumer {
         // RELEASE_SPACE (Release): pairs with RECLAIM in Producer::refresh_head; our reads of the
         // frames happen before the producer may overwrite them.
         self.state.ptrs.head().store(self.state.head, RELEASE_SPACE);
-        if self.state.ptrs.peer_mode() != MODE_SPIN {
-            wait::wake_if_sleeping(&self.state.ptrs.header().space_wait);
+        if self.state.ptrs.peer_mode() != MODE_SPIN
+            && wait::wake_if_sleeping(&self.state.ptrs.header().space_wait)
+        {
+            self.state.tally.woke();
         }
+    }
+
+    /// What this end counts (see `crate::shm::layout::counters`).
+    pub(crate) fn tally(&self) -> &Tally {
+        &self.state.tally
     }
 
     /// Under the loom models: never publish for a full batch, only for the other reasons
@@ -666,7 +678,15 @@ impl std::ops::Deref for ReadGuard<'_> {
 impl Drop for ReadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        if let Source::Frame { consumer, size, .. } = &mut self.src {
+        if let Source::Frame {
+            consumer,
+            size,
+            kind,
+            len,
+            ..
+        } = &mut self.src
+        {
+            consumer.state.tally.frame(*kind, *len);
             consumer.release(*size);
             if let Some(buf) = self.copy.take() {
                 consumer.state.spare.set(buf);

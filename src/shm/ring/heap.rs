@@ -45,9 +45,9 @@ impl Drop for Owned {
 }
 
 /// Offset of the region inside an in-process allocation: the header rounded up to 128 bytes,
-/// plus one 128-byte cell for the peer-mode words.
+/// one 128-byte cell for the peer-mode words, then one for each end's counters.
 #[cfg(not(loom))]
-const HEAP_REGION_OFFSET: usize = std::mem::size_of::<RingHeader>() + 128;
+const HEAP_REGION_OFFSET: usize = std::mem::size_of::<RingHeader>() + 3 * 128;
 
 #[cfg(not(loom))]
 impl Owned {
@@ -87,16 +87,20 @@ impl Owned {
 
     /// Where the ring header, the two mode words and the region are in the allocation.
     pub(crate) fn parts(&self) -> RingParts {
-        // All-zero bytes are a valid `RingHeader` (atomics and padding) and a valid empty region.
+        // All-zero bytes are a valid `RingHeader` (atomics and padding), valid `Counters` and a
+        // valid empty region.
         // SAFETY: every offset is inside the allocation: the header is at 0, the mode words right
-        // after it (4-aligned since the header size is a multiple of 128), the region after those.
+        // after it (4-aligned since the header size is a multiple of 128), the two counters in
+        // the 128-byte cells after those (128-aligned), the region after them.
         unsafe {
             let modes = self.ptr.as_ptr().add(std::mem::size_of::<RingHeader>());
+            let counters = |i: usize| NonNull::new_unchecked(modes.add(128 * (i + 1)).cast());
             RingParts {
                 header: self.ptr.cast::<RingHeader>(),
                 consumer_mode: NonNull::new_unchecked(modes as *mut AtomicU32),
                 producer_mode: NonNull::new_unchecked(modes.add(4) as *mut AtomicU32),
                 region: NonNull::new_unchecked(self.ptr.as_ptr().add(HEAP_REGION_OFFSET)),
+                counters: [counters(0), counters(1)],
             }
         }
     }

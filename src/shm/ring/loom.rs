@@ -8,6 +8,7 @@ use std::ptr::NonNull;
 
 use super::RingParts;
 use crate::error::OpenError;
+use crate::shm::layout::counters::Counters;
 use crate::shm::layout::{Padded, RingHeader, WaitCell, MODE_BLOCK};
 use crate::sync::{AtomicU32, AtomicU64};
 
@@ -27,6 +28,7 @@ pub(crate) fn announce(mode: u32) {
 pub(crate) struct LoomStorage {
     header: Box<RingHeader>,
     modes: Box<[AtomicU32; 2]>,
+    counters: Box<[Counters; 2]>,
     region: Box<LoomRegion>,
 }
 
@@ -63,6 +65,7 @@ impl LoomStorage {
                 AtomicU32::new(ANNOUNCE.with(|a| a.get())),
                 AtomicU32::new(ANNOUNCE.with(|a| a.get())),
             ]),
+            counters: Box::default(),
             region: Box::new(LoomRegion {
                 words: (0..capacity / 8).map(|_| AtomicU64::new(0)).collect(),
                 bytes: (0..capacity)
@@ -82,6 +85,10 @@ impl LoomStorage {
             consumer_mode: NonNull::from(&self.modes[0]),
             producer_mode: NonNull::from(&self.modes[1]),
             region: NonNull::from(&*self.region).cast(),
+            counters: [
+                NonNull::from(&self.counters[0]),
+                NonNull::from(&self.counters[1]),
+            ],
         }
     }
 }

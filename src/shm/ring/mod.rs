@@ -76,6 +76,7 @@ mod heap;
 mod loom;
 mod producer;
 mod ptrs;
+mod tally;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
@@ -91,6 +92,7 @@ pub use heap::new;
 pub(crate) use heap::Owned;
 pub use producer::{Producer, WriteGrant};
 pub(crate) use ptrs::{RingParts, RingPtrs};
+pub(crate) use tally::Tally;
 
 use crate::error::{ChannelName, RecvError, SendError};
 use crate::seam::{Grant, Message, Sealed};
@@ -120,8 +122,9 @@ pub(crate) trait Gate: Send {
     fn reclaim(&mut self, tail: u64, end: u64) -> Result<u64, SendError>;
     /// The frame at `start` was published; the producer's position is now `next` (it was
     /// `from` before the publish, markers included). Wakes the readers that may sleep in front
-    /// of it (see `Producer::notify_consumer`, whose rule holds for each reader).
-    fn published(&mut self, start: u64, next: u64, from: u64);
+    /// of it (see `Producer::notify_consumer`, whose rule holds for each reader): whether it
+    /// made a wake-up call.
+    fn published(&mut self, start: u64, next: u64, from: u64) -> bool;
 }
 
 // What the ring lends out, as the seam names it.

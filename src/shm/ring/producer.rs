@@ -48,6 +48,8 @@ pub(crate) struct ProducerState {
     /// A ring with many readers (a topic's): what stands for the consumer's index, told of
     /// each frame published. None for a ring of two ends.
     pub(super) gate: Option<Box<dyn Gate>>,
+    /// What this end counts, and where it copies the counts.
+    pub(super) tally: Tally,
 }
 
 // SAFETY: the producer only holds pointers into memory that outlives it (kept alive by `_owned`
@@ -104,6 +106,8 @@ impl Producer {
                 _owned: owned,
                 channel,
                 gate: None,
+                // SAFETY: the counters live with the ring, which outlives us (our contract).
+                tally: unsafe { Tally::new(ptrs.counters) },
             }),
         })
     }
@@ -151,6 +155,7 @@ impl Producer {
             });
         }
         self.state.cached_head = head;
+        self.state.tally.fill(self.state.tail - head);
         Ok(())
     }
 
@@ -223,6 +228,7 @@ impl Producer {
         copy_in(&mut self.grant_at(at, len, kind::DATA), bytes);
         let fs = frame_size(len) as u64;
         self.release_word(at, at, encode(at, kind::DATA, len as u32), at + fs, fs);
+        self.state.tally.frame(kind::DATA, len);
     }
 
     /// True when frames may end at index `end`: the space up to it and the header word after
@@ -458,8 +464,10 @@ impl Producer {
         let slice = BATCH_SLICE.min((self.state.mask + 1) / 4);
         let mut first = self.state.tail;
         let mut first_word = 0;
-        // How many went out in the publishes made so far.
+        // How many went out in the publishes made so far, and their bytes.
         let mut published = 0;
+        let mut published_bytes = 0;
+        let mut bytes_sent = 0;
         let mut refreshed = false;
         let mut sent = 0;
         let mut last_size = 0;
@@ -479,6 +487,7 @@ impl Producer {
                 self.release_word(first, first, first_word, self.state.tail, last_size);
                 first = self.state.tail;
                 published = sent;
+                published_bytes = bytes_sent;
                 pending = false;
             }
             let start = if sent == 0 {
@@ -499,6 +508,7 @@ impl Producer {
                         // in free space, where any value may lie. The frames published before
                         // it went out; the next call meets the error again.
                         self.state.tail = first;
+                        self.state.tally.messages(published as u64, published_bytes);
                         return if published > 0 { Ok(published) } else { Err(e) };
                     }
                     if !self.fits(start + fs) {
@@ -522,17 +532,20 @@ impl Producer {
             self.state.tail = start + fs;
             last_size = fs;
             sent += 1;
+            bytes_sent += len as u64;
             pending = true;
             if alone {
                 self.release_word(first, first, first_word, self.state.tail, last_size);
                 first = self.state.tail;
                 published = sent;
+                published_bytes = bytes_sent;
                 pending = false;
             }
         }
         if pending {
             self.release_word(first, first, first_word, self.state.tail, last_size);
         }
+        self.state.tally.messages(sent as u64, bytes_sent);
         Ok(sent)
     }
 
@@ -560,6 +573,7 @@ impl Producer {
         let fs = frame_size(used) as u64;
         let at = self.state.tail;
         self.release_word(from, at, encode(at, kind, used as u32), at + fs, fs);
+        self.state.tally.frame(kind, used);
     }
 
     /// The end of every publish: keeps the invariant (zeroes the word at `next`, our position
@@ -584,10 +598,13 @@ impl Producer {
         // Release: informational copy of our index, read by `Producer::new` of a successor.
         self.state.ptrs.header().tail.store(next, Ordering::Release);
         self.zero_ahead(next, fs);
-        match self.state.gate.as_mut() {
+        let woke = match self.state.gate.as_mut() {
             None => self.notify_consumer(from),
             // Many readers, each asleep on a cell of its own: the gate wakes them.
             Some(gate) => gate.published(at, next, from),
+        };
+        if woke {
+            self.state.tally.woke();
         }
         if fs >= wait::LARGE_FRAME {
             // The consumer's copy of it is what this thread's next wait waits for.
@@ -630,15 +647,23 @@ impl Producer {
     /// gives all it read back before it waits (see `Consumer::release`), before its F1, which
     /// our F2 follows whenever its look can miss this publish. A consumer that stores another
     /// index (a hostile one) can only delay its own wake-ups.
+    /// Whether it made a wake-up call.
     #[inline]
-    pub(super) fn notify_consumer(&self, from: u64) {
+    pub(super) fn notify_consumer(&self, from: u64) -> bool {
         if self.state.ptrs.peer_mode() != MODE_SPIN {
             let header = self.state.ptrs.header();
             wait::wake_if_sleeping_and(&header.data_wait, || {
                 // Relaxed: ordered by F2 (see above and `handshake::wake_if_sleeping_and`).
                 header.head.load(Ordering::Relaxed) >= from
-            });
+            })
+        } else {
+            false
         }
+    }
+
+    /// What this end counts (see `crate::shm::layout::counters`).
+    pub(crate) fn tally(&self) -> &Tally {
+        &self.state.tally
     }
 
     /// The wait cell the producer sleeps on when the ring is full.

@@ -3,6 +3,7 @@
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use std::ptr::NonNull;
 
+use crate::shm::layout::counters::Counters;
 use crate::shm::layout::{RingHeader, WaitCell};
 
 /// Where a ring's memory lives. Both ends hold one; the memory must outlive both.
@@ -22,6 +23,8 @@ pub(crate) struct RingPtrs {
     /// The wait mode the *other* end announced (`MODE_*`), read to decide whether it needs a
     /// wake-up call.
     pub peer_mode: NonNull<AtomicU32>,
+    /// This end's own counters (written by this end only).
+    pub counters: NonNull<Counters>,
 }
 
 impl RingPtrs {
@@ -108,6 +111,8 @@ pub(crate) struct RingParts {
     /// The mode the producer announced: read by the consumer.
     pub producer_mode: NonNull<AtomicU32>,
     pub region: NonNull<u8>,
+    /// The producer's counters and the consumer's.
+    pub counters: [NonNull<Counters>; 2],
 }
 
 impl RingParts {
@@ -123,9 +128,11 @@ impl RingParts {
             region: self.region,
             capacity,
             peer_mode: self.consumer_mode,
+            counters: self.counters[0],
         };
         let consumer = RingPtrs {
             peer_mode: self.producer_mode,
+            counters: self.counters[1],
             ..producer
         };
         (producer, consumer)

@@ -23,10 +23,11 @@ pub use subscriber::Subscriber;
 use std::ptr::NonNull;
 
 use crate::error::{ChannelName, OpenError};
+use crate::shm::layout::counters::Counters;
 use crate::shm::layout::topic::{
     topic_offsets, IndexEntry, SubscriberSlot, TopicInfo, TopicWords, INDEX_OFFSET, INFO_OFFSET,
-    MAX_INDEX, MAX_SUBSCRIBERS, MIN_INDEX, MODE_LOSSLESS, MODE_OVERWRITE, RING_OFFSET, TOPIC_MAGIC,
-    TOPIC_VERSION, WORDS_OFFSET,
+    MAX_INDEX, MAX_SUBSCRIBERS, MIN_INDEX, MODE_LOSSLESS, MODE_OVERWRITE, RING_OFFSET,
+    TOPIC_COUNTERS_OFFSET, TOPIC_MAGIC, TOPIC_VERSION, WORDS_OFFSET,
 };
 use crate::shm::layout::{valid_capacity, RingHeader, SegmentHeader, READY};
 use crate::shm::mapping::Mapping;
@@ -339,6 +340,12 @@ impl Parts {
     pub(crate) fn words(&self) -> &TopicWords {
         // SAFETY: as in `segment`; `WORDS_OFFSET` is 128-aligned.
         unsafe { self.at::<TopicWords>(WORDS_OFFSET).as_ref() }
+    }
+
+    /// The publisher's counters.
+    pub(crate) fn counters(&self) -> NonNull<Counters> {
+        // SAFETY: as in `segment`; `TOPIC_COUNTERS_OFFSET` is 128-aligned and below the index.
+        unsafe { self.at::<Counters>(TOPIC_COUNTERS_OFFSET) }
     }
 
     pub(crate) fn entry(&self, seq: u64) -> &IndexEntry {

@@ -175,7 +175,7 @@ impl TopicGate {
     /// (published before it slept) is below `from` sleeps in front of an earlier frame, whose
     /// publish woke it (`Producer::notify_consumer`'s rule); in an overwrite topic one the
     /// claim has passed is woken whatever its cursor (it lagged, and its receive says so).
-    fn wake(&mut self, from: u64) {
+    fn wake(&mut self, from: u64) -> bool {
         let parts = self.parts;
         let overwrite = parts.mode != MODE_LOSSLESS;
         let claim = self.last;
@@ -199,7 +199,7 @@ impl TopicGate {
                     cursor >= from || (overwrite && cursor < claim)
                 });
             }
-        });
+        })
     }
 }
 
@@ -230,7 +230,7 @@ impl Gate for TopicGate {
     }
 
     #[inline]
-    fn published(&mut self, start: u64, next: u64, from: u64) {
+    fn published(&mut self, start: u64, next: u64, from: u64) -> bool {
         let seq = self.seq;
         self.seq += 1;
         if self.indexed {
@@ -248,7 +248,7 @@ impl Gate for TopicGate {
             .words()
             .published
             .store(self.seq, Ordering::Release);
-        self.wake(from);
+        self.wake(from)
     }
 }
 
@@ -284,6 +284,7 @@ impl Publisher {
             region: parts.region(),
             capacity: config.capacity,
             peer_mode: NonNull::from(&me.wait_mode),
+            counters: parts.counters(),
         };
         let name: ChannelName = name.into();
         // SAFETY: the ring lives in `map`, which the publisher owns and drops after `tx`; the
@@ -453,6 +454,7 @@ impl Publisher {
             if let Some(start) = self.tx.room_for(len)? {
                 return Ok(start);
             }
+            self.tx.tally().full();
             let until = match deadline {
                 Deadline::Now => {
                     // A subscriber that died without closing no longer holds us back.
@@ -472,12 +474,14 @@ impl Publisher {
             let cell = &unsafe { self.table.parts.ring().as_ref() }.space_wait;
             let tx = &mut self.tx;
             // A corrupt floor is met again by `room_for` above, which reports it.
-            self.wait.wait_until(
+            let waited = self.wait.wait_until(
                 cell,
                 until,
                 || tx.has_room(len).unwrap_or(true),
                 &mut self.table,
-            )?;
+            );
+            self.tx.tally().slept(self.wait.take_sleeps());
+            waited?;
         }
     }
 }

@@ -149,6 +149,7 @@ impl Subscriber {
             region: parts.region(),
             capacity: parts.capacity,
             peer_mode: NonNull::from(&hdr.creator.wait_mode),
+            counters: NonNull::from(&s.counters),
         };
         let overtaken = Overtaken {
             state: NonNull::from(&s.state),
@@ -304,10 +305,11 @@ impl Subscriber {
             }
             match self.catch_up()? {
                 Some(missed) => {
+                    self.rx.count_missed(missed);
                     return Err(RecvError::Lagged {
                         channel: self.rx.channel_name().clone(),
                         missed,
-                    })
+                    });
                 }
                 None if idle_catch_ups < IDLE_CATCH_UPS => idle_catch_ups += 1,
                 None => {
