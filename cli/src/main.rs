@@ -3,9 +3,18 @@
 //! * `shmlink list [--json]`: every channel, listener and topic, on shared memory (from its
 //!   mapping: kind, state, size, the creator and its peers with their liveness) and on the
 //!   ipc-channel fallback (from its files: kind, creator, liveness).
+//! * `shmlink stat NAME [--json | --format prometheus] [--watch [SECS]]`: every counter of a
+//!   shared-memory channel, topic or listener, per direction and subscriber, with rates.
+//! * `shmlink top [--interval SECS]`: every shared-memory channel, topic and listener with its
+//!   rates, busiest first, refreshed in the terminal until `q`.
+//! * `shmlink tap TOPIC [--count N] [--hz] [--hex]`: subscribes and prints each message.
 //! * `shmlink clean [--dry-run]`: removes the mappings whose creator is gone (never a live one).
 //!
-//! The JSON document of `list --json` is described in `cli/README.md`.
+//! The JSON documents of `list --json` and `stat --json` are described in `cli/README.md`.
+
+mod stat;
+mod tap;
+mod top;
 
 use std::process::ExitCode;
 
@@ -24,9 +33,49 @@ struct Cli {
 enum Command {
     /// Every channel, listener and topic on this machine, on either backend.
     List {
-        /// One JSON document instead of a table.
+        /// One JSON document instead of a table (`--format json`).
         #[arg(long)]
         json: bool,
+        /// How to print: `prometheus` gives the counters of every shared-memory channel,
+        /// topic and listener in the Prometheus text format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: stat::Format,
+    },
+    /// Every counter of a shared-memory channel, topic or listener, per direction.
+    Stat {
+        /// The channel's, topic's or listener's name.
+        name: String,
+        /// One JSON document instead of a table (`--format json`).
+        #[arg(long)]
+        json: bool,
+        /// How to print.
+        #[arg(long, value_enum, default_value = "text")]
+        format: stat::Format,
+        /// Print again every SECS seconds (1 if not given), with rates; Ctrl-C ends it.
+        #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "1")]
+        watch: Option<f64>,
+    },
+    /// Every shared-memory channel, topic and listener with its rates (messages/s, MB/s,
+    /// full/s, sleeps/s, fill), busiest first, refreshed until `q`.
+    Top {
+        /// Seconds between two refreshes.
+        #[arg(long, value_name = "SECS", default_value = "1")]
+        interval: f64,
+    },
+    /// Subscribes to a topic (either backend) and prints each message: pretty JSON when it is
+    /// JSON, else hex.
+    Tap {
+        /// The topic's name.
+        topic: String,
+        /// Stop after this many messages.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Print the rate once a second instead of the messages.
+        #[arg(long)]
+        hz: bool,
+        /// Hex even for JSON.
+        #[arg(long)]
+        hex: bool,
     },
     /// Removes the shared-memory mappings whose creator is gone.
     Clean {
@@ -149,9 +198,20 @@ fn pid_of(e: &Endpoint) -> String {
     }
 }
 
-fn list(json: bool) -> Result<(), Box<dyn std::error::Error>> {
+fn list(format: stat::Format) -> Result<(), Box<dyn std::error::Error>> {
     let doc = document()?;
-    if json {
+    if format == stat::Format::Prometheus {
+        // The entries that are gone or not ready by now have no counters to show.
+        let all: Vec<_> = doc
+            .entries
+            .iter()
+            .filter(|e| e.backend == "shm" && e.state == "live")
+            .filter_map(|e| segments::stats(&e.name).ok())
+            .collect();
+        print!("{}", stat::prometheus(&all));
+        return Ok(());
+    }
+    if format == stat::Format::Json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
@@ -198,7 +258,20 @@ fn clean(dry_run: bool) -> Result<(), Box<dyn std::error::Error>> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::List { json } => list(json),
+        Command::List { json, format } => list(if json { stat::Format::Json } else { format }),
+        Command::Stat {
+            name,
+            json,
+            format,
+            watch,
+        } => stat::stat(&name, if json { stat::Format::Json } else { format }, watch),
+        Command::Top { interval } => top::top(interval),
+        Command::Tap {
+            topic,
+            count,
+            hz,
+            hex,
+        } => tap::tap(&topic, count, hz, hex),
         Command::Clean { dry_run } => clean(dry_run),
     };
     match result {

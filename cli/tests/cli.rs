@@ -106,3 +106,133 @@ fn list_shows_every_kind_on_either_backend_with_its_creator() {
         );
     }
 }
+
+/// `stat` while a channel and a topic carry messages: the JSON document's counts are the
+/// messages sent, the table and the Prometheus text say the same, and `--watch` prints rates.
+#[test]
+fn stat_shows_the_counters_of_a_channel_and_a_topic_in_use() {
+    let (chan, topic_name) = (unique("cli-stat"), unique("cli-stat-topic"));
+    let _guards = [NameGuard(chan.clone()), NameGuard(topic_name.clone())];
+    let mut a = shmlink::Channel::create(&chan, &Config::default()).unwrap();
+    let mut b = shmlink::Channel::connect(&chan, shmlink::WaitStrategy::Block).unwrap();
+    for i in 0..25u8 {
+        a.send(&[i; 40]).unwrap();
+    }
+    for _ in 0..20 {
+        b.recv().unwrap();
+    }
+    b.send(b"back").unwrap();
+    let mut publisher = Publisher::create(&topic_name, &TopicConfig::default()).unwrap();
+    let mut sub = shmlink::Subscriber::connect(&topic_name, shmlink::WaitStrategy::Block).unwrap();
+    for _ in 0..7 {
+        publisher.send(b"tick").unwrap();
+    }
+    sub.recv().unwrap();
+
+    let doc: Value = serde_json::from_str(&shmlink(&["stat", &chan, "--json"])).unwrap();
+    assert_eq!(doc["kind"], "channel");
+    let there = &doc["rings"][0];
+    assert_eq!(there["direction"], "creator->connector");
+    assert_eq!(there["sender"]["messages"], 25, "{doc}");
+    assert_eq!(there["sender"]["bytes"], 1000, "{doc}");
+    assert_eq!(there["receiver"]["messages"], 20, "{doc}");
+    assert!(there["fill"].as_u64().unwrap() >= 5 * 48, "{doc}");
+    assert_eq!(doc["rings"][1]["sender"]["messages"], 1, "{doc}");
+
+    let doc: Value = serde_json::from_str(&shmlink(&["stat", &topic_name, "--json"])).unwrap();
+    assert_eq!(doc["kind"], "topic");
+    assert_eq!(doc["rings"][0]["sender"]["messages"], 7, "{doc}");
+    assert_eq!(doc["subscribers"][0]["counts"]["messages"], 1, "{doc}");
+    assert_eq!(doc["subscribers"][0]["alive"], true, "{doc}");
+
+    let table = shmlink(&["stat", &chan]);
+    assert!(table.contains("messages           25"), "{table}");
+    let prom = shmlink(&["stat", &chan, "--format", "prometheus"]);
+    let line = format!(
+        "shmlink_messages_total{{name=\"{chan}\",kind=\"channel\",ring=\"creator->connector\",side=\"sender\"}} 25"
+    );
+    assert!(prom.contains(&line), "{line} not in:\n{prom}");
+    assert!(
+        prom.contains("# TYPE shmlink_messages_total counter"),
+        "{prom}"
+    );
+    let all = shmlink(&["list", "--format", "prometheus"]);
+    assert!(all.contains(&line), "{line} not in list's:\n{all}");
+
+    // `--watch 0.2` prints a table, then one with rates: ended by a kill after two.
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_shmlink"))
+        .args(["stat", &chan, "--watch", "0.2"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(watch.stdout.take().unwrap());
+    let mut seen = String::new();
+    let mut line = String::new();
+    while seen.matches(" (channel)").count() < 4 {
+        line.clear();
+        if std::io::BufRead::read_line(&mut out, &mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+        if seen.matches(" (channel)").count() == 2 {
+            // Between the second look and the third, more messages: a rate above zero.
+            for _ in 0..5 {
+                b.send(b"more").unwrap();
+            }
+        }
+    }
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    assert!(seen.contains("/s)"), "{seen}");
+    assert!(
+        seen.lines().any(|l| l.contains("sender")
+            && l.contains("messages")
+            && !l.contains("(         -)")
+            && !l.contains("(       0/s)")),
+        "no rate above zero:\n{seen}"
+    );
+    drop((a, b, publisher, sub));
+}
+
+/// `tap` as a person runs it against a topic on either backend: JSON pretty, the rest in hex,
+/// and it ends after `--count` messages.
+#[test]
+fn tap_prints_a_topics_messages_as_json_or_hex() {
+    for backend in [Backend::Shm, Backend::IpcChannel] {
+        let name = unique("cli-tap");
+        let _guards = (NameGuard(name.clone()), FallbackFiles(name.clone()));
+        let mut publisher =
+            EndpointPublisher::create_with(&name, &TopicConfig::default(), backend).unwrap();
+        let tap = Command::new(env!("CARGO_BIN_EXE_shmlink"))
+            .args(["tap", &name, "--count", "2"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while publisher.subscriber_count() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "tap never subscribed ({backend:?})"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        publisher.send(br#"{"price":101.5,"side":"buy"}"#).unwrap();
+        publisher.send(&[0xde, 0xad, 0xbe, 0xef, b'A']).unwrap();
+        let out = tap.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{backend:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("#1 (28 bytes)"), "{backend:?}:\n{text}");
+        assert!(text.contains("  \"price\": 101.5,"), "{backend:?}:\n{text}");
+        assert!(text.contains("#2 (5 bytes)"), "{backend:?}:\n{text}");
+        assert!(
+            text.contains("00000000  de ad be ef 41"),
+            "{backend:?}:\n{text}"
+        );
+        assert!(text.trim_end().ends_with("A"), "{backend:?}:\n{text}");
+    }
+}
