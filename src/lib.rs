@@ -534,7 +534,7 @@ pub use shm::topic::{
 pub mod segments {
     pub use crate::ipc::listing::{list_fallback, FallbackInfo};
     pub use crate::shm::segments::*;
-    pub use crate::shm::stats::{stats, Counts, RingStats, Stats, SubscriberStats};
+    pub use crate::shm::stats::{prometheus, stats, Counts, RingStats, Stats, SubscriberStats};
 }
 pub use surface::endpoint::{
     Backend, Endpoint, EndpointListener, EndpointPublisher, EndpointSubscriber, Received, Reserved,

@@ -208,7 +208,7 @@ fn list(format: stat::Format) -> Result<(), Box<dyn std::error::Error>> {
             .filter(|e| e.backend == "shm" && e.state == "live")
             .filter_map(|e| segments::stats(&e.name).ok())
             .collect();
-        print!("{}", stat::prometheus(&all));
+        print!("{}", segments::prometheus(&all));
         return Ok(());
     }
     if format == stat::Format::Json {

@@ -1,101 +1,11 @@
 //! `shmlink stat NAME`: every counter of a channel, topic or listener, as a table, one JSON
-//! document or the Prometheus text format; `--watch` repeats it with rates.
+//! document (`shmlink::segments::Stats` serialised) or the Prometheus text format
+//! (`shmlink::segments::prometheus`); `--watch` repeats it with rates.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use shmlink::segments::{self, Counts, RingStats, Stats, SubscriberStats};
-
-/// One side's counts in the JSON document (the fields of `shmlink::segments::Counts`).
-#[derive(Serialize)]
-pub(crate) struct CountsDoc {
-    messages: u64,
-    bytes: u64,
-    fragments: u64,
-    full: u64,
-    sleeps: u64,
-    wakes: u64,
-    high_water: u64,
-    last_ns: u64,
-    missed: u64,
-}
-
-impl From<&Counts> for CountsDoc {
-    fn from(c: &Counts) -> CountsDoc {
-        CountsDoc {
-            messages: c.messages,
-            bytes: c.bytes,
-            fragments: c.fragments,
-            full: c.full,
-            sleeps: c.sleeps,
-            wakes: c.wakes,
-            high_water: c.high_water,
-            last_ns: c.last_ns,
-            missed: c.missed,
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct RingDoc {
-    direction: &'static str,
-    capacity: u64,
-    fill: u64,
-    sender: CountsDoc,
-    receiver: CountsDoc,
-}
-
-#[derive(Serialize)]
-struct SubscriberDoc {
-    slot: usize,
-    state: &'static str,
-    pid: u32,
-    alive: bool,
-    lag: u64,
-    counts: CountsDoc,
-}
-
-/// The document of `stat --json`.
-#[derive(Serialize)]
-pub(crate) struct StatDoc {
-    name: String,
-    kind: &'static str,
-    rings: Vec<RingDoc>,
-    subscribers: Vec<SubscriberDoc>,
-    clients: Vec<String>,
-}
-
-pub(crate) fn doc(s: &Stats) -> StatDoc {
-    StatDoc {
-        name: s.name.clone(),
-        kind: s.kind,
-        rings: s
-            .rings
-            .iter()
-            .map(|r: &RingStats| RingDoc {
-                direction: r.direction,
-                capacity: r.capacity,
-                fill: r.fill,
-                sender: (&r.sender).into(),
-                receiver: (&r.receiver).into(),
-            })
-            .collect(),
-        subscribers: s
-            .subscribers
-            .iter()
-            .map(|s: &SubscriberStats| SubscriberDoc {
-                slot: s.slot,
-                state: s.state,
-                pid: s.pid,
-                alive: s.alive,
-                lag: s.lag,
-                counts: (&s.counts).into(),
-            })
-            .collect(),
-        clients: s.clients.clone(),
-    }
-}
+use shmlink::segments::{self, prometheus, Counts, Stats};
 
 /// How `stat` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -106,141 +16,6 @@ pub(crate) enum Format {
     Json,
     /// The Prometheus text exposition format, for a textfile collector.
     Prometheus,
-}
-
-/// One counter as a metric: its name, its help and how to read it from a side's counts.
-type Metric = (&'static str, &'static str, fn(&Counts) -> u64);
-
-/// The counters, as metrics.
-const COUNTERS: [Metric; 7] = [
-    ("messages", "Messages through this side of the ring.", |c| {
-        c.messages
-    }),
-    ("bytes", "Payload bytes of those messages.", |c| c.bytes),
-    (
-        "fragments",
-        "Fragments of messages longer than a frame.",
-        |c| c.fragments,
-    ),
-    ("full", "Sends that found the ring full.", |c| c.full),
-    ("sleeps", "Blocking waits that slept in the kernel.", |c| {
-        c.sleeps
-    }),
-    ("wakes", "Wake-up calls made to a sleeping peer.", |c| {
-        c.wakes
-    }),
-    ("missed", "Messages a topic subscriber missed.", |c| {
-        c.missed
-    }),
-];
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// The Prometheus text format of several channels' stats, each metric's samples together.
-pub(crate) fn prometheus(all: &[Stats]) -> String {
-    // Every side of every ring and subscriber: its labels and counts.
-    let mut sides: Vec<(String, &Counts)> = Vec::new();
-    for s in all {
-        let base = format!("name=\"{}\",kind=\"{}\"", escape(&s.name), s.kind);
-        for r in &s.rings {
-            sides.push((
-                format!("{base},ring=\"{}\",side=\"sender\"", r.direction),
-                &r.sender,
-            ));
-            if s.kind != "topic" {
-                sides.push((
-                    format!("{base},ring=\"{}\",side=\"receiver\"", r.direction),
-                    &r.receiver,
-                ));
-            }
-        }
-        for sub in &s.subscribers {
-            sides.push((
-                format!(
-                    "{base},ring=\"published\",side=\"subscriber\",slot=\"{}\"",
-                    sub.slot
-                ),
-                &sub.counts,
-            ));
-        }
-    }
-    let mut out = String::new();
-    for (metric, help, get) in COUNTERS {
-        let _ = writeln!(out, "# HELP shmlink_{metric}_total {help}");
-        let _ = writeln!(out, "# TYPE shmlink_{metric}_total counter");
-        for (labels, c) in &sides {
-            let _ = writeln!(out, "shmlink_{metric}_total{{{labels}}} {}", get(c));
-        }
-    }
-    let gauge = |out: &mut String, metric: &str, help: &str| {
-        let _ = writeln!(out, "# HELP shmlink_{metric} {help}");
-        let _ = writeln!(out, "# TYPE shmlink_{metric} gauge");
-    };
-    gauge(
-        &mut out,
-        "high_water_bytes",
-        "Highest fill of the ring its sender saw.",
-    );
-    for (labels, c) in sides.iter().filter(|(l, _)| l.contains("side=\"sender\"")) {
-        let _ = writeln!(out, "shmlink_high_water_bytes{{{labels}}} {}", c.high_water);
-    }
-    gauge(
-        &mut out,
-        "last_message_timestamp_seconds",
-        "Time of a recent message.",
-    );
-    for (labels, c) in sides.iter().filter(|(_, c)| c.last_ns != 0) {
-        let _ = writeln!(
-            out,
-            "shmlink_last_message_timestamp_seconds{{{labels}}} {:.3}",
-            c.last_ns as f64 / 1e9
-        );
-    }
-    for (metric, help, get) in [
-        (
-            "fill_bytes",
-            "Bytes in the ring not yet given back by its reader.",
-            (|r: &RingStats| r.fill) as fn(&RingStats) -> u64,
-        ),
-        ("capacity_bytes", "Bytes in the ring.", |r: &RingStats| {
-            r.capacity
-        }),
-    ] {
-        gauge(&mut out, metric, help);
-        for s in all {
-            for r in &s.rings {
-                let _ = writeln!(
-                    out,
-                    "shmlink_{metric}{{name=\"{}\",kind=\"{}\",ring=\"{}\"}} {}",
-                    escape(&s.name),
-                    s.kind,
-                    r.direction,
-                    get(r)
-                );
-            }
-        }
-    }
-    gauge(
-        &mut out,
-        "subscriber_lag_bytes",
-        "Bytes a subscriber is behind its publisher.",
-    );
-    for s in all {
-        for sub in &s.subscribers {
-            let _ = writeln!(
-                out,
-                "shmlink_subscriber_lag_bytes{{name=\"{}\",slot=\"{}\"}} {}",
-                escape(&s.name),
-                sub.slot,
-                sub.lag
-            );
-        }
-    }
-    out
 }
 
 /// Rates of one side between two looks.
@@ -321,7 +96,7 @@ pub(crate) fn stat(
         let s = segments::stats(name)?;
         match format {
             Format::Text => print!("{}", table(&s, None, 0.0)),
-            Format::Json => println!("{}", serde_json::to_string_pretty(&doc(&s))?),
+            Format::Json => println!("{}", serde_json::to_string_pretty(&s)?),
             Format::Prometheus => print!("{}", prometheus(std::slice::from_ref(&s))),
         }
         return Ok(());
@@ -338,7 +113,7 @@ pub(crate) fn stat(
             .as_ref()
             .map_or(0.0, |(_, t)| (now - *t).as_secs_f64());
         match format {
-            Format::Json => println!("{}", serde_json::to_string(&doc(&s))?),
+            Format::Json => println!("{}", serde_json::to_string(&s)?),
             Format::Prometheus => print!("{}", prometheus(std::slice::from_ref(&s))),
             Format::Text => print!("{}", table(&s, before.as_ref().map(|(b, _)| b), secs)),
         }

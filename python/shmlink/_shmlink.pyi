@@ -191,6 +191,9 @@ class Channel:
     def is_peer_connected(self) -> bool: ...
     @property
     def backend(self) -> Literal["shm", "ipc-channel"]: ...
+    def stats(self) -> dict[str, Any]:
+        """The channel's counters, as ``shmlink stat NAME --json`` prints them (``NotAChannel``
+        on the ipc-channel backend)."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self,
@@ -372,5 +375,15 @@ def inspect(name: str) -> dict[str, Any]:
 
 def reclaim(name: str) -> Literal["removed", "vanished", "alive", "not-a-channel"]:
     """Removes the channel ``name`` if its creator is gone."""
+
+def list_fallback() -> list[dict[str, Any]]:
+    """The channels, listeners and topics of the ipc-channel fallback (``name``, ``kind``,
+    ``pid``, ``alive``)."""
+
+def stats_json(name: str) -> str:
+    """The counters of ``name`` as the JSON document of ``shmlink stat --json``."""
+
+def prometheus(names: list[str]) -> str:
+    """The counters of ``names`` in the Prometheus text format."""
 
 def _set_codec(dumps: Callable[[Any], bytes | str], loads: Callable[[bytes], Any]) -> None: ...

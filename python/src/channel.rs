@@ -309,6 +309,21 @@ impl Channel {
         self.with_end(py, |e| e.backend().as_str())
     }
 
+    /// The channel's counters, as `shmlink stat NAME --json` prints them: a dict with `name`,
+    /// `kind`, `rings` (each direction's `capacity`, `fill`, and its `sender`'s and
+    /// `receiver`'s counts), `subscribers` and `clients`. `NotAChannel` on the ipc-channel
+    /// backend, which keeps no counters.
+    fn stats(&self, py: Python<'_>) -> PyResult<PyObject> {
+        if self.with_end(py, |e| e.backend())? == shmlink::Backend::IpcChannel {
+            return Err(to_py(shmlink::OpenError::NotAChannel {
+                channel: self.name.as_str().into(),
+                reason: "it is on the ipc-channel backend, which keeps no counters".into(),
+            }));
+        }
+        let text = crate::segments::stats_json(py, &self.name)?;
+        Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())
+    }
+
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }

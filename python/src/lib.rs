@@ -37,6 +37,9 @@ fn _shmlink(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(segments::scan, m)?)?;
     m.add_function(wrap_pyfunction!(segments::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(segments::reclaim, m)?)?;
+    m.add_function(wrap_pyfunction!(segments::list_fallback, m)?)?;
+    m.add_function(wrap_pyfunction!(segments::stats_json, m)?)?;
+    m.add_function(wrap_pyfunction!(segments::prometheus, m)?)?;
     m.add("SLICE_SECONDS", wait::SLICE.as_secs_f64())?;
     m.add("MAX_NAME_LEN", shmlink::MAX_NAME_LEN)?;
     errors::add_to(m)?;

@@ -1,5 +1,6 @@
-//! The channels on this machine: `scan`, `inspect` and `reclaim`, which `python -m shmlink`
-//! lists and cleans them with.
+//! The channels on this machine: `scan`, `inspect`, `reclaim`, `list_fallback` and the
+//! counters (`stats_json`, `prometheus`), which `python -m shmlink` lists, shows and cleans
+//! them with.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -64,7 +65,57 @@ fn segment_dict(py: Python<'_>, seg: &shmlink::segments::SegmentInfo) -> PyResul
     d.set_item("size", seg.size)?;
     d.set_item("ready", seg.ready)?;
     d.set_item("stale", seg.stale)?;
+    d.set_item("kind", seg.kind)?;
     d.set_item("creator", endpoint(&seg.creator)?)?;
     d.set_item("connector", endpoint(&seg.connector)?)?;
+    let subscribers = seg
+        .subscribers
+        .iter()
+        .map(endpoint)
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("subscribers", subscribers)?;
     Ok(d.into_any().unbind())
+}
+
+/// The channels, listeners and topics of the ipc-channel fallback, as dicts (`name`, `kind`,
+/// `pid`, `alive`).
+#[pyfunction]
+pub(crate) fn list_fallback(py: Python<'_>) -> PyResult<Vec<PyObject>> {
+    py.allow_threads(shmlink::segments::list_fallback)
+        .iter()
+        .map(|f| {
+            let d = PyDict::new(py);
+            d.set_item("name", &f.name)?;
+            d.set_item("kind", f.kind)?;
+            d.set_item("pid", f.pid)?;
+            d.set_item("alive", f.alive)?;
+            Ok(d.into_any().unbind())
+        })
+        .collect()
+}
+
+/// The counters of the channel, topic or listener `name` as the JSON document of
+/// `shmlink stat --json` (`shmlink::segments::Stats` serialised).
+#[pyfunction]
+pub(crate) fn stats_json(py: Python<'_>, name: &str) -> PyResult<String> {
+    let stats = py
+        .allow_threads(|| shmlink::segments::stats(name))
+        .map_err(to_py)?;
+    serde_json::to_string(&stats)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// The counters of the named channels, topics and listeners in the Prometheus text format
+/// (`shmlink::segments::prometheus`).
+#[pyfunction]
+pub(crate) fn prometheus(py: Python<'_>, names: Vec<String>) -> PyResult<String> {
+    let all = py
+        .allow_threads(|| {
+            names
+                .iter()
+                .map(|n| shmlink::segments::stats(n))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(to_py)?;
+    Ok(shmlink::segments::prometheus(&all))
 }

@@ -4,6 +4,7 @@ JSON errors, Rust peers on both sides, and nothing left in /dev/shm. Every wait 
 and a thread's failure fails its test (the `threads` fixture)."""
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import time
 import pytest
 
 import shmlink
-from conftest import read_line, reap
+from conftest import ROOT, read_line, reap
 
 # A child that connects to the channel named by argv[1] and sends back every message it gets,
 # until the creator closes the channel (or fails after 30 s without one).
@@ -768,3 +769,60 @@ def test_plain_values_go_by_value_between_processes_on_both_backends(name, spawn
             with pytest.raises(shmlink.Timeout):
                 ch.recv_value(Tick, timeout=0.05)
         reap(child)
+
+
+def _shmlink_command(rust_examples):
+    """The Rust `shmlink` command, built beside the examples (`cargo build -p shmlink-cli`)."""
+    exe = rust_examples.parent / "shmlink"
+    if not exe.exists():
+        subprocess.run(
+            ["cargo", "build", "-q", "-p", "shmlink-cli"], cwd=ROOT, check=True, timeout=900
+        )
+    return exe
+
+
+def test_channel_stats_count_exactly_and_python_m_shmlink_prints_what_the_command_prints(name, rust_examples):
+    a = shmlink.Channel.create(name, capacity=4096)
+    b = shmlink.Channel.connect(name)
+    try:
+        for i in range(12):
+            a.send(bytes([i]) * 10)
+        for _ in range(9):
+            b.recv()
+        b.send(b"back")
+        s = a.stats()
+        assert s == b.stats()
+        assert s["name"] == name and s["kind"] == "channel"
+        there, back = s["rings"]
+        assert there["direction"] == "creator->connector"
+        assert (there["sender"]["messages"], there["sender"]["bytes"]) == (12, 120)
+        assert (there["receiver"]["messages"], there["receiver"]["bytes"]) == (9, 90)
+        assert there["capacity"] == 4096 and there["fill"] >= 3 * 24
+        assert (back["sender"]["messages"], back["receiver"]["messages"]) == (1, 0)
+
+        run = lambda *args: subprocess.run(args, capture_output=True, text=True, timeout=60, check=True).stdout
+        rust = _shmlink_command(rust_examples)
+        py = [sys.executable, "-m", "shmlink"]
+        # The same documents and text, from Rust and from Python (nothing moves in between).
+        assert json.loads(run(*py, "stat", name, "--json")) == json.loads(run(rust, "stat", name, "--json")) == s
+        assert run(*py, "stat", name, "--format", "prometheus") == run(rust, "stat", name, "--format", "prometheus")
+        table = run(*py, "stat", name)
+        assert "messages           12" in table and table.splitlines()[0] == f"{name} (channel)"
+        ours = lambda doc: [e for e in doc["entries"] if e["name"] == name]
+        listed = ours(json.loads(run(*py, "list", "--json")))
+        assert listed == ours(json.loads(run(rust, "list", "--json"))) and len(listed) == 1
+        assert listed[0]["kind"] == "channel" and listed[0]["peers"][0]["pid"] == os.getpid()
+        assert name in run(*py, "list")
+        assert name not in run(*py, "clean", "--dry-run")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_stats_on_the_fallback_say_there_are_none(name):
+    ch = shmlink.Endpoint.create(name, backend="ipc-channel")
+    try:
+        with pytest.raises(shmlink.NotAChannel, match="keeps no counters"):
+            ch.stats()
+    finally:
+        ch.close()

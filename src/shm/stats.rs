@@ -5,6 +5,7 @@
 //! value, and two figures need not come from the same instant. The counters are information
 //! only: an end that writes nonsense into them misleads the viewer and nothing else.
 
+use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, SystemTime};
 
@@ -23,7 +24,7 @@ use crate::shm::mapping::{self, Mapping};
 type Result<T, E = OpenError> = std::result::Result<T, E>;
 
 /// One side's counts: a ring's sender's, its receiver's, or a topic subscriber's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
     /// Messages sent (a sender) or received (a receiver); a message in fragments counts once.
     pub messages: u64,
@@ -77,7 +78,7 @@ impl Counts {
 }
 
 /// One ring: a direction of a channel, or a topic's.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct RingStats {
     /// `"creator->connector"` or `"connector->creator"` for a channel, `"published"` for a
     /// topic.
@@ -94,7 +95,7 @@ pub struct RingStats {
 }
 
 /// One subscriber of a topic.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SubscriberStats {
     /// Its slot in the topic's table (what `Publisher::drop_subscriber` takes).
     pub slot: usize,
@@ -111,7 +112,7 @@ pub struct SubscriberStats {
 }
 
 /// What a channel's, a topic's or a listener's counters say, from [`stats`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Stats {
     /// The name it was made under.
     pub name: String,
@@ -342,5 +343,154 @@ pub(crate) fn connection_names(listener: &str) -> Vec<String> {
         })
         .collect();
     out.sort();
+    out
+}
+
+/// One counter as a metric: its name, its help and how to read it from a side's counts.
+type Metric = (&'static str, &'static str, fn(&Counts) -> u64);
+
+/// The counters, as metrics.
+const COUNTERS: [Metric; 7] = [
+    ("messages", "Messages through this side of the ring.", |c| {
+        c.messages
+    }),
+    ("bytes", "Payload bytes of those messages.", |c| c.bytes),
+    (
+        "fragments",
+        "Fragments of messages longer than a frame.",
+        |c| c.fragments,
+    ),
+    ("full", "Sends that found the ring full.", |c| c.full),
+    ("sleeps", "Blocking waits that slept in the kernel.", |c| {
+        c.sleeps
+    }),
+    ("wakes", "Wake-up calls made to a sleeping peer.", |c| {
+        c.wakes
+    }),
+    ("missed", "Messages a topic subscriber missed.", |c| {
+        c.missed
+    }),
+];
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The Prometheus text exposition format of the counters of `all` (for a textfile
+/// collector): each counter as `shmlink_<what>_total` (messages, bytes, fragments, full,
+/// sleeps, wakes, missed) per ring and side, and the gauges `shmlink_high_water_bytes`,
+/// `shmlink_last_message_timestamp_seconds`, `shmlink_fill_bytes`, `shmlink_capacity_bytes`
+/// and `shmlink_subscriber_lag_bytes`; labels `name`, `kind`, `ring`, `side`, `slot`.
+///
+/// ```
+/// use shmlink::{Channel, Config};
+/// let name = format!("doc-prometheus-{}", std::process::id());
+/// let mut a = Channel::create(&name, &Config::default())?;
+/// a.send(b"hello")?;
+/// let text = shmlink::segments::prometheus(&[shmlink::segments::stats(&name)?]);
+/// assert!(text.contains("ring=\"creator->connector\",side=\"sender\"} 1\n"));
+/// # Ok::<(), shmlink::Error>(())
+/// ```
+pub fn prometheus(all: &[Stats]) -> String {
+    // Every side of every ring and subscriber: its labels and counts.
+    let mut sides: Vec<(String, &Counts)> = Vec::new();
+    for s in all {
+        let base = format!("name=\"{}\",kind=\"{}\"", escape(&s.name), s.kind);
+        for r in &s.rings {
+            sides.push((
+                format!("{base},ring=\"{}\",side=\"sender\"", r.direction),
+                &r.sender,
+            ));
+            if s.kind != "topic" {
+                sides.push((
+                    format!("{base},ring=\"{}\",side=\"receiver\"", r.direction),
+                    &r.receiver,
+                ));
+            }
+        }
+        for sub in &s.subscribers {
+            sides.push((
+                format!(
+                    "{base},ring=\"published\",side=\"subscriber\",slot=\"{}\"",
+                    sub.slot
+                ),
+                &sub.counts,
+            ));
+        }
+    }
+    let mut out = String::new();
+    for (metric, help, get) in COUNTERS {
+        let _ = writeln!(out, "# HELP shmlink_{metric}_total {help}");
+        let _ = writeln!(out, "# TYPE shmlink_{metric}_total counter");
+        for (labels, c) in &sides {
+            let _ = writeln!(out, "shmlink_{metric}_total{{{labels}}} {}", get(c));
+        }
+    }
+    let gauge = |out: &mut String, metric: &str, help: &str| {
+        let _ = writeln!(out, "# HELP shmlink_{metric} {help}");
+        let _ = writeln!(out, "# TYPE shmlink_{metric} gauge");
+    };
+    gauge(
+        &mut out,
+        "high_water_bytes",
+        "Highest fill of the ring its sender saw.",
+    );
+    for (labels, c) in sides.iter().filter(|(l, _)| l.contains("side=\"sender\"")) {
+        let _ = writeln!(out, "shmlink_high_water_bytes{{{labels}}} {}", c.high_water);
+    }
+    gauge(
+        &mut out,
+        "last_message_timestamp_seconds",
+        "Time of a recent message.",
+    );
+    for (labels, c) in sides.iter().filter(|(_, c)| c.last_ns != 0) {
+        let _ = writeln!(
+            out,
+            "shmlink_last_message_timestamp_seconds{{{labels}}} {:.3}",
+            c.last_ns as f64 / 1e9
+        );
+    }
+    for (metric, help, get) in [
+        (
+            "fill_bytes",
+            "Bytes in the ring not yet given back by its reader.",
+            (|r: &RingStats| r.fill) as fn(&RingStats) -> u64,
+        ),
+        ("capacity_bytes", "Bytes in the ring.", |r: &RingStats| {
+            r.capacity
+        }),
+    ] {
+        gauge(&mut out, metric, help);
+        for s in all {
+            for r in &s.rings {
+                let _ = writeln!(
+                    out,
+                    "shmlink_{metric}{{name=\"{}\",kind=\"{}\",ring=\"{}\"}} {}",
+                    escape(&s.name),
+                    s.kind,
+                    r.direction,
+                    get(r)
+                );
+            }
+        }
+    }
+    gauge(
+        &mut out,
+        "subscriber_lag_bytes",
+        "Bytes a subscriber is behind its publisher.",
+    );
+    for s in all {
+        for sub in &s.subscribers {
+            let _ = writeln!(
+                out,
+                "shmlink_subscriber_lag_bytes{{name=\"{}\",slot=\"{}\"}} {}",
+                escape(&s.name),
+                sub.slot,
+                sub.lag
+            );
+        }
+    }
     out
 }
