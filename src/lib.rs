@@ -568,4 +568,6 @@ mod doc_files {
     struct Safety;
     #[doc = include_str!("../docs/testing.md")]
     struct Testing;
+    #[doc = include_str!("../docs/observe.md")]
+    struct Observe;
 }

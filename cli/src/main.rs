@@ -5,8 +5,8 @@
 //!   ipc-channel fallback (from its files: kind, creator, liveness).
 //! * `shmlink stat NAME [--json | --format prometheus] [--watch [SECS]]`: every counter of a
 //!   shared-memory channel, topic or listener, per direction and subscriber, with rates.
-//! * `shmlink top [--interval SECS]`: every shared-memory channel, topic and listener with its
-//!   rates, busiest first, refreshed in the terminal until `q`.
+//! * `shmlink top [--interval SECS] [--once]`: every shared-memory channel, topic and listener
+//!   with its rates, busiest first, refreshed in the terminal until `q` (or printed once).
 //! * `shmlink tap TOPIC [--count N] [--hz] [--hex]`: subscribes and prints each message.
 //! * `shmlink clean [--dry-run]`: removes the mappings whose creator is gone (never a live one).
 //!
@@ -61,6 +61,13 @@ enum Command {
         /// Seconds between two refreshes.
         #[arg(long, value_name = "SECS", default_value = "1")]
         interval: f64,
+        /// Print one refresh as text (an interval after a first look) and exit: no terminal
+        /// needed.
+        #[arg(long)]
+        once: bool,
+        /// With `--once`: columns of the text.
+        #[arg(long, default_value = "120")]
+        width: u16,
     },
     /// Subscribes to a topic (either backend) and prints each message: pretty JSON when it is
     /// JSON, else hex.
@@ -265,7 +272,14 @@ fn main() -> ExitCode {
             format,
             watch,
         } => stat::stat(&name, if json { stat::Format::Json } else { format }, watch),
-        Command::Top { interval } => top::top(interval),
+        Command::Top {
+            interval,
+            once: false,
+            ..
+        } => top::top(interval),
+        Command::Top {
+            interval, width, ..
+        } => top::once(interval, width),
         Command::Tap {
             topic,
             count,

@@ -135,12 +135,37 @@ fn table(rows: &[Rates], every: Duration) -> Table<'static> {
         ))))
 }
 
-/// Runs until `q`, Esc or Ctrl-C.
-pub(crate) fn top(every: f64) -> Result<(), Box<dyn std::error::Error>> {
-    let every = Duration::try_from_secs_f64(every)
+/// One refresh as text, `width` columns wide, a refresh interval after a first look: for
+/// scripts and captures (`--once`), no terminal needed.
+pub(crate) fn once(every: f64, width: u16) -> Result<(), Box<dyn std::error::Error>> {
+    let every = interval(every)?;
+    let mut looks = Looks {
+        last: HashMap::new(),
+    };
+    looks.look();
+    std::thread::sleep(every);
+    let rows = looks.look();
+    let height = u16::try_from(rows.len() + 3).unwrap_or(u16::MAX);
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(width, height))?;
+    terminal.draw(|f| f.render_widget(table(&rows, every), f.area()))?;
+    let buffer = terminal.backend().buffer();
+    for line in buffer.content().chunks(usize::from(width)) {
+        let text: String = line.iter().map(|c| c.symbol()).collect();
+        println!("{}", text.trim_end());
+    }
+    Ok(())
+}
+
+fn interval(every: f64) -> Result<Duration, Box<dyn std::error::Error>> {
+    Ok(Duration::try_from_secs_f64(every)
         .ok()
         .filter(|d| !d.is_zero())
-        .ok_or("--interval takes a positive number of seconds")?;
+        .ok_or("--interval takes a positive number of seconds")?)
+}
+
+/// Runs until `q`, Esc or Ctrl-C.
+pub(crate) fn top(every: f64) -> Result<(), Box<dyn std::error::Error>> {
+    let every = interval(every)?;
     let mut looks = Looks {
         last: HashMap::new(),
     };

@@ -86,7 +86,7 @@ pub struct RingStats {
     /// Bytes in the ring.
     pub capacity: u64,
     /// Bytes written and not yet given back by the reader, as both last published them (for
-    /// a topic: behind the publisher's floor, the slowest live subscriber it waited for).
+    /// a topic: not yet read by the slowest live subscriber).
     pub fill: u64,
     /// The writing side's counts.
     pub sender: Counts,
@@ -248,9 +248,18 @@ pub fn stats(name: &str) -> Result<Stats> {
                 .tail
                 .load(Relaxed);
             let subscribers = subscriber_stats(&file, name, size, tail)?;
+            // The ring's reader index is unused on a topic: what is unread is what the slowest
+            // live subscriber has not read.
+            let fill = subscribers
+                .iter()
+                .filter(|s| s.alive)
+                .map(|s| s.lag)
+                .max()
+                .unwrap_or(0)
+                .min(capacity as u64);
             Ok(Stats {
                 kind: "topic",
-                rings: vec![published],
+                rings: vec![RingStats { fill, ..published }],
                 subscribers,
                 ..base
             })

@@ -132,6 +132,8 @@ fn a_topics_counters_count_the_publisher_and_each_subscriber() {
         lags.contains(&0) && lags.iter().any(|&l| l >= 6 * 16),
         "{lags:?}"
     );
+    // The topic's fill is what its slowest live subscriber has not read.
+    assert_eq!(stats.rings[0].fill, *lags.iter().max().unwrap());
 }
 
 #[test]
