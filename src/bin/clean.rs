@@ -5,6 +5,9 @@
 //! touched. Entries named like a channel that are not one (a directory, a symbolic link, an
 //! object without the shmlink magic...) are listed as skipped and never touched. With
 //! `--dry-run` nothing is removed. With names, only those segments are considered.
+//!
+//! The `shmlink` command (package `shmlink-cli`: `list`, `stat`, `top`, `tap`, `clean`) does
+//! this and more, on both backends.
 
 use std::process::ExitCode;
 
@@ -121,6 +124,7 @@ fn main() -> ExitCode {
             "--dry-run" | "-n" => dry_run = true,
             "-h" | "--help" => {
                 println!("usage: shmlink-clean [--dry-run] [NAME...]");
+                println!("(the shmlink command, package shmlink-cli, lists, watches and cleans both backends)");
                 return ExitCode::SUCCESS;
             }
             _ => names.push(arg),
