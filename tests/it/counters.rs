@@ -144,3 +144,59 @@ fn stats_of_what_is_not_ours_or_not_there_fail_with_the_name() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The `counters-sender` role: connects to the channel named in `args`, sends ROUNDS batches
+/// of single messages, a batch call and one in fragments, and waits for each to be answered.
+pub fn sender(args: &str) {
+    let mut ch = Channel::connect(args, WaitStrategy::Block).unwrap();
+    let long = vec![1u8; ch.max_frame() + 1];
+    for round in 0..ROUNDS {
+        for i in 0..10u8 {
+            ch.send(&[i; 24]).unwrap();
+        }
+        ch.send_batch(&[&b"abc"[..]; 5]).unwrap();
+        if round % 10 == 0 {
+            ch.send(&long).unwrap();
+        }
+        ch.recv().unwrap();
+    }
+}
+
+/// Rounds of the `counters-sender` role.
+const ROUNDS: u64 = 200;
+
+/// Whoever has a message sees the count of it: a receiver in another process that reads the
+/// sender's counters just after each message it received finds every one of them counted
+/// (the sender counts before it publishes; counted after, a round's last messages would often
+/// be missing from the count the receiver reads).
+#[test]
+fn a_message_received_in_another_process_is_already_counted_by_its_sender() {
+    let name = unique("counters-causal");
+    let _guard = NameGuard(name.clone());
+    let mut ch = Channel::create(&name, &Config::default()).unwrap();
+    let mut child = crate::roles::spawn("counters-sender", &name, &[]);
+    let long = ch.max_frame() as u64 + 1;
+    let (mut messages, mut bytes) = (0u64, 0u64);
+    for round in 0..ROUNDS {
+        let mut got = 0;
+        while got < 15 + u64::from(round % 10 == 0) {
+            let len = ch.recv().unwrap().len() as u64;
+            got += 1;
+            messages += 1;
+            bytes += len;
+            let (tx, _) = ring(&name, 1);
+            assert!(
+                tx.messages >= messages && tx.bytes >= bytes,
+                "round {round}: received {messages} messages ({bytes} bytes), the sender's count says {} ({})",
+                tx.messages,
+                tx.bytes
+            );
+        }
+        ch.send(b"next").unwrap();
+    }
+    assert_eq!(bytes, ROUNDS * (10 * 24 + 5 * 3) + (ROUNDS / 10) * long);
+    let (tx, rx) = ring(&name, 1);
+    assert_eq!((tx.messages, tx.bytes), (messages, bytes));
+    assert_eq!((rx.messages, rx.bytes), (messages, bytes));
+    assert!(child.reap_within(Duration::from_secs(30)).success());
+}

@@ -28,6 +28,7 @@ pub const ROLES: &[(&str, Role)] = &[
         "conformance-topic-peer",
         crate::conformance::topics::peer_process,
     ),
+    ("counters-sender", crate::counters::sender),
     ("delivery", crate::delivery::child),
     ("endpoint-services", crate::endpoint_services::child),
     ("fallback-trust", crate::fallback_trust::child_process_entry),

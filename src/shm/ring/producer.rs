@@ -227,8 +227,9 @@ impl Producer {
         let len = bytes.len();
         copy_in(&mut self.grant_at(at, len, kind::DATA), bytes);
         let fs = frame_size(len) as u64;
-        self.release_word(at, at, encode(at, kind::DATA, len as u32), at + fs, fs);
+        // Counted before the publish: whoever has the message sees the count.
         self.state.tally.frame(kind::DATA, len);
+        self.release_word(at, at, encode(at, kind::DATA, len as u32), at + fs, fs);
     }
 
     /// True when frames may end at index `end`: the space up to it and the header word after
@@ -464,10 +465,11 @@ impl Producer {
         let slice = BATCH_SLICE.min((self.state.mask + 1) / 4);
         let mut first = self.state.tail;
         let mut first_word = 0;
-        // How many went out in the publishes made so far, and their bytes.
+        // How many went out in the publishes made so far; the frames and bytes written since
+        // the last (counted just before the publish that sends them, so that whoever has a
+        // message sees its count).
         let mut published = 0;
-        let mut published_bytes = 0;
-        let mut bytes_sent = 0;
+        let mut run = (0u64, 0u64);
         let mut refreshed = false;
         let mut sent = 0;
         let mut last_size = 0;
@@ -484,10 +486,11 @@ impl Producer {
             if alone && pending {
                 // The run of smaller frames before it goes out first, reached through the
                 // word at `first`.
+                self.state.tally.messages(run.0, run.1);
+                run = (0, 0);
                 self.release_word(first, first, first_word, self.state.tail, last_size);
                 first = self.state.tail;
                 published = sent;
-                published_bytes = bytes_sent;
                 pending = false;
             }
             let start = if sent == 0 {
@@ -508,7 +511,6 @@ impl Producer {
                         // in free space, where any value may lie. The frames published before
                         // it went out; the next call meets the error again.
                         self.state.tail = first;
-                        self.state.tally.messages(published as u64, published_bytes);
                         return if published > 0 { Ok(published) } else { Err(e) };
                     }
                     if !self.fits(start + fs) {
@@ -532,20 +534,21 @@ impl Producer {
             self.state.tail = start + fs;
             last_size = fs;
             sent += 1;
-            bytes_sent += len as u64;
+            run = (run.0 + 1, run.1 + len as u64);
             pending = true;
             if alone {
+                self.state.tally.messages(run.0, run.1);
+                run = (0, 0);
                 self.release_word(first, first, first_word, self.state.tail, last_size);
                 first = self.state.tail;
                 published = sent;
-                published_bytes = bytes_sent;
                 pending = false;
             }
         }
         if pending {
+            self.state.tally.messages(run.0, run.1);
             self.release_word(first, first, first_word, self.state.tail, last_size);
         }
-        self.state.tally.messages(sent as u64, bytes_sent);
         Ok(sent)
     }
 
@@ -572,8 +575,9 @@ impl Producer {
         }
         let fs = frame_size(used) as u64;
         let at = self.state.tail;
-        self.release_word(from, at, encode(at, kind, used as u32), at + fs, fs);
+        // Counted before the publish: whoever has the message sees the count.
         self.state.tally.frame(kind, used);
+        self.release_word(from, at, encode(at, kind, used as u32), at + fs, fs);
     }
 
     /// The end of every publish: keeps the invariant (zeroes the word at `next`, our position
