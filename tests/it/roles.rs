@@ -129,6 +129,7 @@ fn every_role_the_sources_spawn_is_registered_and_every_registered_role_is_spawn
     let mut sources = vec![
         include_str!("conformance.rs"),
         include_str!("conformance/topics.rs"),
+        include_str!("counters.rs"),
         include_str!("delivery.rs"),
         include_str!("endpoint_services.rs"),
         include_str!("fallback_trust.rs"),
