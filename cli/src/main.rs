@@ -121,6 +121,14 @@ struct Entry {
     /// Bytes of the mapping (shared memory only).
     #[serde(skip_serializing_if = "Option::is_none")]
     size: Option<u64>,
+    /// Whole seconds since the mapping was made (shared memory only, where the system says).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    age_s: Option<u64>,
+    /// Bytes of each ring, and the fullest ring's fill (live shared-memory channels and topics).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capacity: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fill: Option<u64>,
     creator: Endpoint,
     /// A channel's connector, a topic's subscribers (shared memory only).
     peers: Vec<Endpoint>,
@@ -147,10 +155,18 @@ fn shm_entry(seg: &SegmentInfo) -> Entry {
     } else {
         Vec::new()
     };
+    // Gone or not ready by now: no counters to show.
+    let stats = (seg.ready && !seg.stale)
+        .then(|| segments::stats(&seg.name).ok())
+        .flatten();
+    let rings = stats.as_ref().map_or(&[][..], |s| &s.rings[..]);
     Entry {
         name: seg.name.clone(),
         kind: seg.kind,
         backend: "shm",
+        age_s: seg.age.map(|a| a.as_secs()),
+        capacity: rings.first().map(|r| r.capacity),
+        fill: rings.iter().map(|r| r.fill).max(),
         state: if seg.stale {
             "stale"
         } else if seg.ready {
@@ -171,6 +187,9 @@ fn fallback_entry(f: &FallbackInfo) -> Entry {
         backend: "ipc-channel",
         state: if f.alive { "live" } else { "stale" },
         size: None,
+        age_s: None,
+        capacity: None,
+        fill: None,
         creator: Endpoint {
             state: "present",
             pid: f.pid,
@@ -223,18 +242,26 @@ fn list(format: stat::Format) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     println!(
-        "{:<32} {:<8} {:<11} {:<12} {:>10}  {:<14} PEERS",
-        "NAME", "KIND", "BACKEND", "STATE", "BYTES", "CREATOR"
+        "{:<32} {:<8} {:<11} {:<12} {:>10} {:>8} {:>10} {:>6}  {:<14} PEERS",
+        "NAME", "KIND", "BACKEND", "STATE", "BYTES", "AGE", "CAPACITY", "FILL", "CREATOR"
     );
     for e in &doc.entries {
         let peers: Vec<String> = e.peers.iter().map(pid_of).collect();
+        let dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+        let fill = e
+            .capacity
+            .zip(e.fill)
+            .map(|(c, f)| format!("{:.1}%", 100.0 * f as f64 / c.max(1) as f64));
         println!(
-            "{:<32} {:<8} {:<11} {:<12} {:>10}  {:<14} {}",
+            "{:<32} {:<8} {:<11} {:<12} {:>10} {:>8} {:>10} {:>6}  {:<14} {}",
             e.name,
             e.kind,
             e.backend,
             e.state,
-            e.size.map_or("-".to_owned(), |s| s.to_string()),
+            dash(e.size.map(|s| s.to_string())),
+            dash(e.age_s.map(|a| format!("{a}s"))),
+            dash(e.capacity.map(|c| c.to_string())),
+            dash(fill),
             pid_of(&e.creator),
             if peers.is_empty() {
                 "-".to_owned()

@@ -69,9 +69,19 @@ fn list_shows_every_kind_on_either_backend_with_its_creator() {
         assert_eq!(e["creator"]["alive"], true, "{e}");
         assert_eq!(e["size"].is_u64(), backend == "shm", "{e}");
     }
-    // The shared-memory channel's connector is its peer.
-    let peers = &entry(&doc, &names[0]).unwrap()["peers"];
-    assert_eq!(peers[0]["pid"], me, "{peers}");
+    // The shared-memory channel's connector is its peer; its rings' size and fill (the message
+    // sent, not yet read: a 16-byte frame), and its age.
+    let shm_channel = entry(&doc, &names[0]).unwrap();
+    assert_eq!(shm_channel["peers"][0]["pid"], me, "{shm_channel}");
+    assert_eq!(shm_channel["capacity"], 1 << 20, "{shm_channel}");
+    assert_eq!(shm_channel["fill"], 16, "{shm_channel}");
+    assert!(
+        shm_channel["age_s"].as_u64().is_some_and(|a| a < 60),
+        "{shm_channel}"
+    );
+    assert_eq!(entry(&doc, &names[2]).unwrap()["capacity"], 1 << 20);
+    assert!(entry(&doc, &names[1]).unwrap().get("capacity").is_none());
+    assert!(entry(&doc, &names[3]).unwrap().get("age_s").is_none());
 
     let table = shmlink(&["list"]);
     for name in &names {

@@ -63,17 +63,21 @@ def _document() -> dict[str, Any]:
         else:
             peers = []
         state = "stale" if seg["stale"] else ("live" if seg["ready"] else "initialising")
-        entries.append(
-            {
-                "name": seg["name"],
-                "kind": seg["kind"],
-                "backend": "shm",
-                "state": state,
-                "size": seg["size"],
-                "creator": seg["creator"],
-                "peers": peers,
-            }
-        )
+        entry = {"name": seg["name"], "kind": seg["kind"], "backend": "shm", "state": state, "size": seg["size"]}
+        if seg["age_s"] is not None:
+            entry["age_s"] = seg["age_s"]
+        rings = []
+        if seg["ready"] and not seg["stale"]:
+            try:
+                rings = json.loads(_shmlink.stats_json(seg["name"]))["rings"]
+            except ShmlinkError:
+                pass  # gone, or not ours, by now: no counters to show
+        if rings:
+            entry["capacity"] = rings[0]["capacity"]
+            entry["fill"] = max(r["fill"] for r in rings)
+        entry["creator"] = seg["creator"]
+        entry["peers"] = peers
+        entries.append(entry)
     for f in _shmlink.list_fallback():
         entries.append(
             {
@@ -104,13 +108,19 @@ def _list(fmt: str) -> int:
     if fmt == "json":
         print(json.dumps(doc, indent=2))
         return 0
-    print(f"{'NAME':<32} {'KIND':<8} {'BACKEND':<11} {'STATE':<12} {'BYTES':>10}  {'CREATOR':<14} PEERS")
+    print(
+        f"{'NAME':<32} {'KIND':<8} {'BACKEND':<11} {'STATE':<12} {'BYTES':>10} {'AGE':>8} "
+        f"{'CAPACITY':>10} {'FILL':>6}  {'CREATOR':<14} PEERS"
+    )
     for e in doc["entries"]:
         peers = ", ".join(_pid(p) for p in e["peers"]) or "-"
         size = str(e["size"]) if "size" in e else "-"
+        age = f"{e['age_s']}s" if "age_s" in e else "-"
+        capacity = str(e["capacity"]) if "capacity" in e else "-"
+        fill = f"{100.0 * e['fill'] / max(e['capacity'], 1):.1f}%" if "capacity" in e else "-"
         print(
-            f"{e['name']:<32} {e['kind']:<8} {e['backend']:<11} {e['state']:<12} {size:>10}  "
-            f"{_pid(e['creator']):<14} {peers}"
+            f"{e['name']:<32} {e['kind']:<8} {e['backend']:<11} {e['state']:<12} {size:>10} {age:>8} "
+            f"{capacity:>10} {fill:>6}  {_pid(e['creator']):<14} {peers}"
         )
     for s in doc["skipped"]:
         print(f"{s['name']:<32} skipped: {s['reason']}")

@@ -66,6 +66,7 @@ fn segment_dict(py: Python<'_>, seg: &shmlink::segments::SegmentInfo) -> PyResul
     d.set_item("ready", seg.ready)?;
     d.set_item("stale", seg.stale)?;
     d.set_item("kind", seg.kind)?;
+    d.set_item("age_s", seg.age.map(|a| a.as_secs()))?;
     d.set_item("creator", endpoint(&seg.creator)?)?;
     d.set_item("connector", endpoint(&seg.connector)?)?;
     let subscribers = seg

@@ -808,9 +808,11 @@ def test_channel_stats_count_exactly_and_python_m_shmlink_prints_what_the_comman
         assert run(*py, "stat", name, "--format", "prometheus") == run(rust, "stat", name, "--format", "prometheus")
         table = run(*py, "stat", name)
         assert "messages           12" in table and table.splitlines()[0] == f"{name} (channel)"
-        ours = lambda doc: [e for e in doc["entries"] if e["name"] == name]
+        # Our entry, its age apart (whole seconds: a second may turn between the two runs).
+        ours = lambda doc: [{k: v for k, v in e.items() if k != "age_s"} for e in doc["entries"] if e["name"] == name]
         listed = ours(json.loads(run(*py, "list", "--json")))
         assert listed == ours(json.loads(run(rust, "list", "--json"))) and len(listed) == 1
+        assert listed[0]["capacity"] == 4096 and listed[0]["fill"] >= 3 * 24
         assert listed[0]["kind"] == "channel" and listed[0]["peers"][0]["pid"] == os.getpid()
         assert name in run(*py, "list")
         assert name not in run(*py, "clean", "--dry-run")

@@ -73,6 +73,9 @@ pub struct SegmentInfo {
     /// True when the creator is gone (whether or not it finished initialising): nobody will
     /// remove the name, and [`clean_dead`] will.
     pub stale: bool,
+    /// How long ago the object was last sized (when its creator made it), where the system
+    /// says.
+    pub age: Option<Duration>,
 }
 
 pub(crate) fn endpoint(info: &crate::shm::layout::PeerInfo, alive: bool) -> EndpointInfo {
@@ -201,6 +204,7 @@ fn look(name: &str) -> Result<Looked> {
                 kind: "channel",
                 subscribers: Vec::new(),
                 stale,
+                age,
             },
             file,
         }));
@@ -247,6 +251,7 @@ fn look(name: &str) -> Result<Looked> {
             kind,
             subscribers,
             stale,
+            age,
         },
         file,
     }))
