@@ -360,10 +360,18 @@ PAIRED = "Rust server and Python peer, paired slices"
 
 def reclaim_prefix(prefix):
     """Removes the channels and listeners whose names start with `prefix` and whose creator is
-    gone."""
+    gone. Called once every process that could make one has been reaped: a zero-sized one left
+    is then from a creator killed between making it and sizing it, which the library judges
+    stale only after `INIT_GRACE` (a live creator looks the same for a few microseconds), so it
+    is removed here at once."""
     for seg in shmlink._shmlink.scan()[0]:
-        if seg["name"].startswith(prefix):
-            shmlink._shmlink.reclaim(seg["name"])
+        if not seg["name"].startswith(prefix):
+            continue
+        if shmlink._shmlink.reclaim(seg["name"]) == "alive" and seg["size"] == 0 and not seg["ready"]:
+            try:
+                os.unlink(f"/dev/shm/shmlink-{seg['name']}")
+            except FileNotFoundError:
+                pass
 
 
 def _iceoryx2_cleanup():

@@ -144,6 +144,28 @@ def test_a_row_that_works_gives_a_rate_and_leaves_nothing(name, no_children_left
         assert bench.Row(workload, bench.Pipe).measure(DURATION, WARMUP, 30) > 0
 
 
+class DiesCreating(bench.Shm):
+    """A measuring side killed while it makes its channel: after the object is made, before
+    it is sized (as `finish` may kill a side whose peer already failed)."""
+
+    name = "dies-creating"
+    made = []
+
+    def __init__(self, size):
+        super().__init__(size)
+        DiesCreating.made.append(self.id)
+
+    def parent(self):
+        os.close(os.open(f"/dev/shm/shmlink-{self.id}", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
+        os._exit(1)
+
+
+def test_a_side_killed_while_it_makes_its_channel_leaves_nothing(no_children_left):
+    fails(bench.Row(RAW, DiesCreating), slack=30)
+    (made,) = DiesCreating.made
+    assert not os.path.exists(f"/dev/shm/shmlink-{made}")
+
+
 def test_the_rust_server_rows_give_rates(rust_examples, no_children_left):
     server = str(rust_examples / "json_server")
     assert bench.Row(bench.WORKLOADS[0], bench.RUST, server).measure(DURATION, WARMUP, 30) > 0
