@@ -16,6 +16,20 @@ fn git(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// The version of the package `name` in the workspace's Cargo.lock (`unknown` if not there).
+fn locked_version(name: &str) -> String {
+    let lock = std::fs::read_to_string("../Cargo.lock").unwrap_or_default();
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line == format!("name = \"{name}\"") {
+            if let Some(v) = lines.next().and_then(|l| l.strip_prefix("version = ")) {
+                return v.trim_matches('"').to_owned();
+            }
+        }
+    }
+    "unknown".to_owned()
+}
+
 fn main() {
     let commit = match git(&["rev-parse", "HEAD"]) {
         Some(head) => {
@@ -26,6 +40,7 @@ fn main() {
                 "--",
                 ".",
                 "../src",
+                "../shmlink-zenoh",
             ])
             .is_some_and(|s| !s.is_empty());
             if changed {
@@ -37,6 +52,11 @@ fn main() {
         None => "unknown".to_owned(),
     };
     println!("cargo:rustc-env=HARNESS_COMMIT={commit}");
+    println!(
+        "cargo:rustc-env=HARNESS_ZENOH_VERSION={}",
+        locked_version("zenoh")
+    );
+    println!("cargo:rerun-if-changed=../Cargo.lock");
     // Built again when HEAD moves (a commit, a checkout) or the sources change. A file that
     // does not exist (packed-refs, often) would make every build run this script again.
     let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];

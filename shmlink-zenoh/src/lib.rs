@@ -34,13 +34,13 @@
 //! ```
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use shmlink::{
-    Channel, Config, Listener, OpenError, Publisher, RecvError, RecvHalf, SendError, SendHalf,
-    Subscriber, TopicConfig, TopicMode, WaitStrategy,
+    Channel, Config, Listener, OpenError, Publisher, RecvError, RecvHalf, SendHalf, Subscriber,
+    TopicConfig, TopicMode, WaitStrategy,
 };
 use zenoh::handlers::{FifoChannel, FifoChannelHandler};
 use zenoh::pubsub::Publisher as ZPublisher;
@@ -63,6 +63,9 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// is full, zenoh's receiving task waits: that is how a slow local reader holds back the
 /// sender on the other host.
 const QUEUE: usize = 256;
+
+/// Most messages an exporting bridge takes from its topic in one receive.
+const BATCH: usize = 256;
 
 /// What can go wrong while a bridge is set up. Once it runs, what happens to one topic or
 /// connection is written to standard error and does not stop the others.
@@ -382,12 +385,19 @@ fn export(
             if stop.load(Ordering::Relaxed) {
                 return;
             }
-            match sub.recv_timeout(POLL) {
-                Ok(message) => {
-                    if let Err(e) = publisher.put(&*message).wait() {
-                        say(format!("zenoh: {e}"));
-                    }
+            // What is waiting, in one receive (one wait, at most one wake-up), each message
+            // put as it is read.
+            let mut failed = None;
+            let got = sub.recv_batch_timeout(BATCH, POLL, |message| {
+                if let Err(e) = publisher.put(message).wait() {
+                    failed = Some(e);
                 }
+            });
+            if let Some(e) = failed {
+                say(format!("zenoh: {e}"));
+            }
+            match got {
+                Ok(_) => {}
                 Err(RecvError::Timeout { .. } | RecvError::Lagged { .. }) => {}
                 Err(e) => {
                     say(e.to_string());
@@ -408,64 +418,75 @@ fn export(
     }
 }
 
-fn import(session: &Session, mut publisher: Publisher, key: &str, stop: &AtomicBool) {
+fn import(session: &Session, publisher: Publisher, key: &str, stop: &Arc<AtomicBool>) {
     let topic = publisher.name().to_owned();
+    // Shared with zenoh's callback, which publishes each sample as it arrives (on zenoh's
+    // receiving task: while it waits for room, zenoh reads no more, and the exporting side is
+    // held back through the link).
+    let publisher = Arc::new(Mutex::new(publisher));
+    let count = |p: &Mutex<Publisher>| p.lock().map_or(0, |p| p.subscriber_count());
     while !stop.load(Ordering::Relaxed) {
-        if publisher.subscriber_count() == 0 {
+        if count(&publisher) == 0 {
             std::thread::sleep(POLL);
             continue;
         }
-        let sub = match session
+        let (target, halt) = (publisher.clone(), stop.clone());
+        let declared = session
             .declare_subscriber(key.to_owned())
-            .with(FifoChannel::new(QUEUE))
-            .wait()
-        {
+            .callback(move |sample| {
+                if sample.kind() != SampleKind::Put {
+                    return;
+                }
+                let bytes = sample.payload().to_bytes();
+                if let Ok(mut p) = target.lock() {
+                    publish(&mut p, &bytes, &halt);
+                }
+            })
+            .wait();
+        let sub = match declared {
             Ok(sub) => sub,
             Err(e) => {
                 eprintln!("shmlink-bridge: import {topic}: zenoh: {e}");
                 return;
             }
         };
-        let mut looked = Instant::now();
-        loop {
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            match sub.recv_timeout(POLL) {
-                Ok(Some(sample)) if sample.kind() == SampleKind::Put => {
-                    let bytes = sample.payload().to_bytes();
-                    if !publish(&mut publisher, &bytes, stop) {
-                        return;
-                    }
-                }
-                Ok(_) => {}
-                Err(_) => return,
-            }
-            if looked.elapsed() >= POLL {
-                looked = Instant::now();
-                if publisher.subscriber_count() == 0 {
-                    break;
-                }
-            }
+        while !stop.load(Ordering::Relaxed) && count(&publisher) > 0 {
+            std::thread::sleep(POLL);
         }
+        // Undeclared: nobody here to read what would arrive.
+        drop(sub);
     }
 }
 
-/// Publishes `bytes`, waiting as long as the topic makes it wait, until the bridge stops.
-/// False if it stopped or the message cannot be published.
-fn publish(publisher: &mut Publisher, bytes: &[u8], stop: &AtomicBool) -> bool {
+/// Publishes `bytes`, waiting as long as the topic makes it wait, until the bridge stops. A
+/// message the topic cannot take (larger than it takes) is dropped and said.
+fn publish(publisher: &mut Publisher, bytes: &[u8], stop: &AtomicBool) {
+    // Room now, the common case, without a deadline to compute.
+    match publisher.try_send(bytes) {
+        Ok(()) => return,
+        Err(e) if e.is_transient() => {}
+        Err(e) => {
+            eprintln!(
+                "shmlink-bridge: import {}: {e}; the message is dropped",
+                publisher.name()
+            );
+            return;
+        }
+    }
     loop {
         match publisher.send_timeout(bytes, POLL) {
-            Ok(()) => return true,
-            Err(SendError::Timeout { .. } | SendError::Full { .. })
-                if !stop.load(Ordering::Relaxed) => {}
-            Err(SendError::Timeout { .. } | SendError::Full { .. }) => return false,
+            Ok(()) => return,
+            Err(e) if e.is_transient() => {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
             Err(e) => {
                 eprintln!(
                     "shmlink-bridge: import {}: {e}; the message is dropped",
                     publisher.name()
                 );
-                return true;
+                return;
             }
         }
     }
@@ -527,6 +548,7 @@ fn carry_client(
         let up = session
             .declare_publisher(keys.up(id))
             .congestion_control(CongestionControl::Block)
+            .express(true)
             .wait()?;
         Ok((down, token, watch, up))
     })();
@@ -616,6 +638,7 @@ fn serve_one(
         let down = session
             .declare_publisher(keys.down(&id))
             .congestion_control(CongestionControl::Block)
+            .express(true)
             .wait()?;
         Ok((up, token, watch, down))
     })();

@@ -44,6 +44,17 @@ pub enum Cmd {
     Clients(ClientsArgs),
     /// One publisher, N subscriber processes, per fan-out design, size and N.
     Fanout(FanoutArgs),
+    /// Past one host: shmlink through two `shmlink-bridge`s (each in a mount namespace of its
+    /// own, joined by zenoh over TCP on 127.0.0.1) against zenoh's own round trip and put
+    /// throughput, and a TCP round trip (a build with `--features zenoh`; needs root for the
+    /// namespaces).
+    Bridge(BridgeArgs),
+    /// One process of a `bridge` run (started by it: a role and its arguments).
+    #[command(hide = true)]
+    BridgePeer {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Render the saved documents (docs/results/*.json) as the results page.
     Report(ReportArgs),
     /// Draw an SVG bar chart of a saved document.
@@ -253,6 +264,22 @@ pub struct FanoutArgs {
     /// How long the publisher sends timed messages per row.
     #[arg(long, short, default_value = "1s", value_parser = parse_duration)]
     pub duration: Duration,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BridgeArgs {
+    /// The stream's message sizes, a comma list (at least 8 bytes).
+    #[arg(long, default_value = "64,4KiB")]
+    pub sizes: String,
+    /// How long each row is measured per round, after `--warmup`.
+    #[arg(long, short, default_value = "1s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// The shmlink-bridge binary [default: next to this executable; `cargo build --release
+    /// -p shmlink-zenoh` builds it there].
+    #[arg(long, value_name = "PATH")]
+    pub bridge: Option<PathBuf>,
     #[command(flatten)]
     pub common: Common,
 }

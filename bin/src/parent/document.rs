@@ -90,6 +90,9 @@ pub enum Results {
     Fanout(Fanout),
     /// `python`: the Python package against Python's IPC, written by `python/bench/bench.py`.
     Python(PythonBench),
+    /// `bridge`: shmlink through two zenoh bridges against zenoh's own round trip and put
+    /// throughput, and a TCP round trip.
+    Bridge(BridgeBench),
 }
 
 impl Results {
@@ -102,6 +105,7 @@ impl Results {
             Results::Clients(_) => "clients",
             Results::Fanout(_) => "fanout",
             Results::Python(_) => "python",
+            Results::Bridge(_) => "bridge",
         }
     }
 }
@@ -118,13 +122,25 @@ pub struct PythonBench {
     pub codec_round_trips_per_s: std::collections::BTreeMap<String, f64>,
     /// Seconds measured per row and round.
     pub duration_s: f64,
-    pub workloads: Vec<PythonWorkload>,
+    pub workloads: Vec<ContenderWorkload>,
 }
 
-/// One workload of the Python benchmark.
+/// A run of `ipc-parent bridge`: each workload's rows (shmlink through two `shmlink-bridge`s,
+/// zenoh alone, TCP), with their per-round rates.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PythonWorkload {
-    /// Short name: `json`, `raw-64`, `raw-64k`, `stream-128`, `stream-4k`.
+pub struct BridgeBench {
+    /// The zenoh version the bridges and the zenoh rows were built with.
+    pub zenoh: String,
+    /// Seconds measured per row and round.
+    pub duration_s: f64,
+    pub workloads: Vec<ContenderWorkload>,
+}
+
+/// One workload of a benchmark whose rows are contenders (the Python benchmark, the bridge).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContenderWorkload {
+    /// Short name: `json`, `raw-64`, `raw-64k`, `stream-128`, `stream-4k` (Python);
+    /// `round-trip-64`, `stream-64`, `stream-4k` (bridge).
     pub name: String,
     pub title: String,
     /// `ping-pong` or `stream`.
@@ -133,12 +149,12 @@ pub struct PythonWorkload {
     pub size: Option<usize>,
     /// What a rate counts: `round trips/s` or `messages/s`.
     pub unit: String,
-    pub results: Vec<PythonResult>,
+    pub results: Vec<ContenderResult>,
 }
 
 /// One contender's rates in one workload.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PythonResult {
+pub struct ContenderResult {
     pub contender: String,
     /// The rate of each round, in the order measured.
     pub rounds: Vec<f64>,

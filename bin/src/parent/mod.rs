@@ -38,6 +38,7 @@
 //! | `fanout/` | `fanout`: the publisher of N subscriber processes, per row, and its tables (the subscriber side and the message format are `crate::fanout`) |
 //! | `report/` | `report`: the results page from the saved documents and the published figures; `chart.rs` (SVG bar charts), `compare.rs` (debug against release), `python.rs` (the Python benchmark's tables) |
 
+mod bridge;
 pub mod cli;
 mod clients;
 mod connect;
@@ -106,6 +107,8 @@ pub fn main() -> std::process::ExitCode {
         Some(Cmd::Stream(args)) => stream::run(args),
         Some(Cmd::Clients(args)) => clients::run(args),
         Some(Cmd::Fanout(args)) => fanout::run(args),
+        Some(Cmd::Bridge(args)) => bridge::run(args),
+        Some(Cmd::BridgePeer { args }) => bridge::peer(&args),
         Some(Cmd::Report(args)) => report::report(&args),
         Some(Cmd::Chart { input, output }) => report::chart::chart(&input, &output),
         Some(Cmd::Compare { documents }) => report::compare::compare(&documents),

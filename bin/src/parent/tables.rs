@@ -76,6 +76,7 @@ pub(crate) fn body(doc: &Document) -> String {
         Results::Clients(c) => super::clients::tables::tables(c),
         Results::Fanout(f) => super::fanout::tables::tables(f, &doc.run),
         Results::Python(p) => super::report::python::python(p),
+        Results::Bridge(b) => super::report::bridge::bridge(b),
     };
     out.push_str(&rounds_table(&doc.run, &references(&doc.results)));
     out

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail};
 
-use crate::parent::document::{Document, Results};
+use crate::parent::document::{BridgeBench, Document, PythonBench, Results};
 use crate::parent::tables::short_commit;
 use crate::workload::size_label;
 
@@ -44,6 +44,13 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
         Results::Python(p) => (
             format!("Python {}: shmlink against Python's IPC", p.python),
             "median round trips (ping-pong) or messages (stream) / s (log scale)",
+        ),
+        Results::Bridge(b) => (
+            format!(
+                "through two zenoh {} bridges, against zenoh alone and TCP",
+                b.zenoh
+            ),
+            "median round trips (round trip) or messages (stream) / s (log scale)",
         ),
     };
     let run = &doc.run;
@@ -86,9 +93,10 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
                 .map(|r| (r.row.label(), index(&s.sizes, r.size), r.msgs_per_s))
                 .collect(),
         ),
-        Results::Python(p) => (
-            p.workloads.iter().map(|w| w.title.clone()).collect(),
-            p.workloads
+        Results::Python(PythonBench { workloads, .. })
+        | Results::Bridge(BridgeBench { workloads, .. }) => (
+            workloads.iter().map(|w| w.title.clone()).collect(),
+            workloads
                 .iter()
                 .enumerate()
                 .flat_map(|(i, w)| {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
-use crate::parent::document::{Document, Results};
+use crate::parent::document::{BridgeBench, Document, PythonBench, Results};
 use crate::parent::tables::short_commit;
 use crate::workload::size_label;
 
@@ -57,9 +57,10 @@ fn lines(doc: &Document) -> (&'static str, Vec<Line>) {
                 })
                 .collect(),
         ),
-        Results::Python(p) => (
+        Results::Python(PythonBench { workloads, .. })
+        | Results::Bridge(BridgeBench { workloads, .. }) => (
             "/s",
-            p.workloads
+            workloads
                 .iter()
                 .flat_map(|w| {
                     w.results.iter().map(|r| Line {

@@ -5,6 +5,7 @@
 //! compare with. The page is a pure function of the files: `--check`
 //! fails when the committed page differs from it.
 
+pub(crate) mod bridge;
 pub(crate) mod chart;
 pub(crate) mod compare;
 pub(crate) mod python;
@@ -173,13 +174,14 @@ fn render_dir(dir: &Path) -> anyhow::Result<(String, Vec<(String, Document)>)> {
 }
 
 /// The modes in the order the page shows them.
-const MODES: [&str; 6] = [
+const MODES: [&str; 7] = [
     "ping-pong",
     "sweep",
     "stream",
     "clients",
     "fanout",
     "python",
+    "bridge",
 ];
 
 /// The page: a section per document, by mode and then by file name.
@@ -264,6 +266,7 @@ fn title(doc: &Document) -> String {
         Results::Clients(_) => "Clients against one server".to_owned(),
         Results::Fanout(_) => "Fan-out: one publisher, N subscribers".to_owned(),
         Results::Python(_) => "Python: the package against Python's IPC".to_owned(),
+        Results::Bridge(_) => "Past one host: through two zenoh bridges".to_owned(),
     }
 }
 
@@ -740,5 +743,61 @@ Messages per second relative to pipe at the same size, best round here. Publishe
         ] {
             assert!(page.contains(needle), "{needle:?} missing from\n{page}");
         }
+    }
+
+    /// A bridge run, one round: the round trip through two bridges against zenoh and TCP, and
+    /// the 64 B stream.
+    const BRIDGE: &str = r#"{
+      "run": {"command": "ipc-parent bridge --rounds 1", "commit": "unknown",
+              "date": "2025-01-02T03:04:05Z", "profile": "release",
+              "machine": {"cpu": "Test CPU", "cores": 2, "physical_cores": 2, "kernel": "Linux 6.1",
+                          "online": "0-1", "topology": []},
+              "pinning": {"pinned": false, "parent": [0, 1], "children": [0, 1]},
+              "load_average": 0.25, "load": 0, "rounds": 1, "warmup_s": 0.25,
+              "round_conditions": [{"round": 1, "load_average": 0.25, "steal_pct": 0.5,
+                                    "seconds": 9.0}]},
+      "mode": "bridge", "zenoh": "1.10.2", "duration_s": 1.0,
+      "workloads": [
+        {"name": "round-trip-64", "title": "round trip, 64 B", "kind": "ping-pong", "size": 64,
+         "unit": "round trips/s", "results": [
+           {"contender": "shmlink via two bridges", "rounds": [9000.0], "median": 9000.0, "best": 9000.0},
+           {"contender": "zenoh", "rounds": [10000.0], "median": 10000.0, "best": 10000.0},
+           {"contender": "tcp", "rounds": [20000.0], "median": 20000.0, "best": 20000.0}]},
+        {"name": "stream-64", "title": "one-way stream, 64 B", "kind": "stream", "size": 64,
+         "unit": "messages/s", "results": [
+           {"contender": "shmlink via two bridges", "rounds": [2000000.0], "median": 2000000.0, "best": 2000000.0},
+           {"contender": "zenoh", "rounds": [4000000.0], "median": 4000000.0, "best": 4000000.0}]}]
+    }"#;
+
+    #[test]
+    fn a_bridge_document_gets_its_section_last_with_its_ratios_and_targets() {
+        let bridge: Document = serde_json::from_str(BRIDGE).expect("the fixture is a document");
+        let fanout: Document = serde_json::from_str(FANOUT).expect("the fixture is a document");
+        let page = page(
+            &[
+                ("bridge.json".to_owned(), bridge),
+                ("fanout.json".to_owned(), fanout),
+            ],
+            &Published::default(),
+        );
+        let fanout_at = page.find("(`fanout.json`)");
+        let bridge_at = page.find("## Past one host: through two zenoh bridges (`bridge.json`)");
+        assert!(
+            fanout_at.is_some() && bridge_at.is_some() && fanout_at < bridge_at,
+            "{page}"
+        );
+        for needle in [
+            "ipc-parent bridge --rounds 1",
+            "zenoh 1.10.2 over TCP on 127.0.0.1",
+            "| zenoh                   | 10,000 | 10,000 |                                0.90x / 0.90x | 10,000 |",
+            "| round trip 64 B: rate ≥ 1/1.3 of zenoh's (≤ 30% added) |  0.90x | 0.90x | yes          |",
+            "| stream 64 B: ≥ 0.8x zenoh's put throughput             |  0.50x | 0.50x | no           |",
+        ] {
+            assert!(page.contains(needle), "{needle:?} missing from\n{page}");
+        }
+        assert!(
+            !page.contains("stream 4 KiB: ≥"),
+            "a target without figures: {page}"
+        );
     }
 }

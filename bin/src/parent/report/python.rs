@@ -12,19 +12,35 @@ pub(crate) fn python(p: &PythonBench) -> String {
         "Python {}, JSON through {}; {} s per row and round, each row's peer a fresh process.\n\n",
         p.python, p.json_codec, p.duration_s
     );
-    for w in &p.workloads {
+    out.push_str(&workload_tables(&p.workloads, "shmlink"));
+    if !p.codec_round_trips_per_s.is_empty() {
+        let codecs: Vec<String> = p
+            .codec_round_trips_per_s
+            .iter()
+            .map(|(name, rate)| format!("{name} {}", whole(*rate)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "JSON codec, encode + decode of the message per second in one process: {}.\n",
+            codecs.join(", ")
+        );
+    }
+    out.push_str(&python_targets(p));
+    out
+}
+
+/// A table per workload: each contender's median, best and rounds, and `ours` (the contender of
+/// that name) against each other one, as the ratio of medians and of bests.
+pub(crate) fn workload_tables(workloads: &[ContenderWorkload], ours: &str) -> String {
+    let mut out = String::new();
+    for w in workloads {
         let _ = writeln!(out, "**{}** ({}):\n", w.title, w.unit);
-        let ours = w.results.iter().find(|r| r.contender == "shmlink");
-        let mut t = Table::new(&[
-            "contender",
-            ">median",
-            ">best",
-            ">shmlink ÷ it (median / best)",
-            ">rounds",
-        ]);
+        let mine = w.results.iter().find(|r| r.contender == ours);
+        let head = format!(">{ours} ÷ it (median / best)");
+        let mut t = Table::new(&["contender", ">median", ">best", &head, ">rounds"]);
         for r in &w.results {
-            let vs = match ours {
-                Some(o) if r.contender != "shmlink" => format!(
+            let vs = match mine {
+                Some(o) if r.contender != ours => format!(
                     "{} / {}",
                     times(ratio(o.median, r.median)),
                     times(ratio(o.best, r.best))
@@ -43,19 +59,6 @@ pub(crate) fn python(p: &PythonBench) -> String {
         out.push_str(&t.render());
         out.push('\n');
     }
-    if !p.codec_round_trips_per_s.is_empty() {
-        let codecs: Vec<String> = p
-            .codec_round_trips_per_s
-            .iter()
-            .map(|(name, rate)| format!("{name} {}", whole(*rate)))
-            .collect();
-        let _ = writeln!(
-            out,
-            "JSON codec, encode + decode of the message per second in one process: {}.\n",
-            codecs.join(", ")
-        );
-    }
-    out.push_str(&python_targets(p));
     out
 }
 
