@@ -113,17 +113,27 @@ fanout n="1,2,4,8,16" *ARGS: build
     {{bin_dir}}/ipc-parent fanout {{n}} --duration {{duration}} --rounds {{rounds}} --save results/fanout-{{build_mode}}.json {{ARGS}}
     {{bin_dir}}/ipc-parent chart results/fanout-{{build_mode}}.json --output docs/fanout-chart.svg
 
+# shmlink through two zenoh bridges (each in a mount namespace of its own: needs root) against zenoh's own round trip and put stream, and TCP; saves results/bridge-<mode>.json, draws docs/bridge-chart.svg
+bridge *ARGS:
+    @echo "{{measures}}"
+    cargo build {{cargo_flags}} -p shmlink-zenoh
+    cargo build {{cargo_flags}} -p shmlink-harness --features zenoh
+    mkdir -p results docs
+    {{bin_dir}}/ipc-parent bridge --duration {{duration}} --rounds {{rounds}} --save results/bridge-{{build_mode}}.json {{ARGS}}
+    {{bin_dir}}/ipc-parent chart results/bridge-{{build_mode}}.json --output docs/bridge-chart.svg
+
 # Run every transport into results/<mode>.json and draw it as an SVG bar chart
 chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": build
     mkdir -p results "$(dirname {{output}})"
     test -f {{input}} || { echo "{{measures}}"; {{bin_dir}}/ipc-parent ping-pong --transport {{transports}} --duration {{duration}} --rounds {{rounds}} --json > {{input}}; }
     {{bin_dir}}/ipc-parent chart {{input}} --output {{output}}
 
-# Measure the documents of the results page (release, with fanout's iceoryx2 row, ROUNDS rounds, options after the name go to every run, e.g. --pin) into docs/results/, then render the page and draw docs/fanout-chart.svg
+# Measure the documents of the results page (release, with fanout's iceoryx2 row and the bridge, ROUNDS rounds, options after the name go to every run, e.g. --pin) into docs/results/, then render the page and draw docs/fanout-chart.svg
 results *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
-    cargo build --release --bins --features shmlink-harness/iceoryx2
+    cargo build --release --bins --features shmlink-harness/iceoryx2,shmlink-harness/zenoh
+    cargo build --release -p shmlink-zenoh
     echo "[info] measuring a release build"
     bin={{target_dir}}/release/ipc-parent
     # `report --check` refuses a document started at a load of half the CPUs or more: before
@@ -143,6 +153,8 @@ results *ARGS:
     quiet; $bin clients 1,4,16 --rounds {{rounds}} --duration 1s --save docs/results/clients.json {{ARGS}}
     quiet; $bin fanout 1,2,4,8,16 --rounds {{rounds}} --duration 1s --save docs/results/fanout.json {{ARGS}}
     $bin chart docs/results/fanout.json --output docs/fanout-chart.svg
+    quiet; $bin bridge --rounds {{rounds}} --duration 1s --save docs/results/bridge.json {{ARGS}}
+    $bin chart docs/results/bridge.json --output docs/bridge-chart.svg
     $bin report
 
 # Render docs/results/README.md from the documents in docs/results/ (--check: fail if it differs)
