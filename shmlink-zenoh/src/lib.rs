@@ -737,3 +737,78 @@ fn remote_to_local(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_cannot_be_a_key_chunk_are_refused_with_the_name() {
+        for bad in ["", "a/b", "cam*", "$x", "what?", "#1"] {
+            let err = check_name(bad).unwrap_err();
+            assert!(
+                matches!(&err, Error::BadName { name } if name == bad),
+                "{bad:?}: {err}"
+            );
+        }
+        for good in ["camera", "svc.1", "a-b_c"] {
+            check_name(good).unwrap();
+        }
+        assert_eq!(topic_key("shmlink", "camera"), "shmlink/topic/camera");
+        let keys = Keys::new("p", "svc");
+        assert_eq!(
+            (
+                keys.open.as_str(),
+                keys.up("z-1"),
+                keys.down("z-1"),
+                keys.token("z-1", "client")
+            ),
+            (
+                "p/channel/svc/open",
+                "p/channel/svc/z-1/up".into(),
+                "p/channel/svc/z-1/down".into(),
+                "p/alive/svc/z-1/client".into()
+            )
+        );
+    }
+
+    #[test]
+    fn endpoints_and_scouting_are_set_over_the_configuration() {
+        let c = peer_config(
+            &["tcp/127.0.0.1:7447".into()],
+            &["tcp/127.0.0.2:7447".into()],
+            false,
+        )
+        .unwrap();
+        let get = |k: &str| c.get_json(k).unwrap();
+        assert_eq!(get("listen/endpoints"), r#"["tcp/127.0.0.1:7447"]"#);
+        assert_eq!(get("connect/endpoints"), r#"["tcp/127.0.0.2:7447"]"#);
+        assert_eq!(get("scouting/multicast/enabled"), "false");
+        assert_eq!(get("scouting/gossip/enabled"), "false");
+        // A bad endpoint is zenoh's error, not a panic.
+        assert!(peer_config(&["nonsense".into()], &[], false).is_err());
+    }
+
+    /// The TLS configuration the README shows is one zenoh takes.
+    #[test]
+    fn the_readmes_tls_configuration_is_valid() {
+        let readme = include_str!("../README.md");
+        let start = readme.find("```json5\n").expect("a json5 block") + "```json5\n".len();
+        let block = &readme[start..];
+        let block = &block[..block.find("```").unwrap()];
+        let path =
+            std::env::temp_dir().join(format!("shmlink-zenoh-readme-{}.json5", std::process::id()));
+        std::fs::write(&path, block).unwrap();
+        let parsed = zenoh::Config::from_file(&path);
+        let _ = std::fs::remove_file(&path);
+        let config = parsed.unwrap_or_else(|e| panic!("the README's configuration: {e}"));
+        assert_eq!(
+            config.get_json("transport/link/tls/enable_mtls").unwrap(),
+            "true"
+        );
+        assert_eq!(
+            config.get_json("listen/endpoints").unwrap(),
+            r#"["tls/0.0.0.0:7447"]"#
+        );
+    }
+}
