@@ -285,6 +285,29 @@ fn a_slow_remote_subscriber_holds_back_a_lossless_publisher() {
     publisher.succeeds();
 }
 
+/// An overwrite topic crosses too (zenoh's drop congestion control, an overwrite topic on the
+/// other side), and a message larger than the importing side's topic takes is dropped there,
+/// alone: the messages before and after it arrive.
+fn an_overwrite_topic_crosses_and_a_message_too_large_there_is_dropped_alone() {
+    let hosts = Pair::new();
+    let _a = hosts.a.bridge(&hosts.listen(&["--export", "ow"]));
+    let _b = hosts
+        .b
+        .bridge(&hosts.peer(&["--import", "ow", "--overwrite", "--capacity", "65536"]));
+    // 65536 B rings take messages of up to 32,696 B: message 100 is 40,000 B.
+    let mut sub = hosts
+        .b
+        .role(&["subscribe-except", "ow", "200", "300", "100"]);
+    sub.expect("joined");
+    let mut publisher = hosts
+        .a
+        .role(&["publish-paced", "ow", "200", "300", "100", "40000"]);
+    publisher.expect("sent");
+    sub.succeeds();
+    publisher.say("done");
+    publisher.succeeds();
+}
+
 /// A client on host A calls `Channel::connect` to a name served on host B and gets its
 /// replies; a second client after it too.
 fn a_request_reply_channel_crosses_the_bridges() {
@@ -446,6 +469,61 @@ fn subscribe(args: &[String]) {
     println!("got {n}");
 }
 
+/// `publish-paced TOPIC N SIZE BIG BIG_SIZE`: creates an overwrite topic, waits for a
+/// subscriber, sends N messages 1 ms apart (message BIG of BIG_SIZE bytes), says `sent`, waits
+/// for a line on standard input.
+fn publish_paced(args: &[String]) {
+    let (topic, n, size, big, big_size): (_, u64, usize, u64, usize) = (
+        &args[0],
+        args[1].parse().unwrap(),
+        args[2].parse().unwrap(),
+        args[3].parse().unwrap(),
+        args[4].parse().unwrap(),
+    );
+    let config = TopicConfig {
+        mode: shmlink::TopicMode::Overwrite,
+        ..TopicConfig::default()
+    };
+    let mut publisher = Publisher::create(topic, &config).unwrap();
+    let deadline = Instant::now() + WATCHDOG;
+    while publisher.subscriber_count() == 0 {
+        assert!(Instant::now() < deadline, "no subscriber joined {topic}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for i in 0..n {
+        let m = message(i, if i == big { big_size } else { size });
+        publisher.send(&m).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    println!("sent {n}");
+    wait_stdin_line();
+}
+
+/// `subscribe-except TOPIC N SIZE SKIP`: joins the topic, says `joined`, checks messages 0 to
+/// N - 1 but SKIP in order byte for byte, and that none is missed (no `Lagged`).
+fn subscribe_except(args: &[String]) {
+    let (topic, n, size, skip): (_, u64, usize, u64) = (
+        &args[0],
+        args[1].parse().unwrap(),
+        args[2].parse().unwrap(),
+        args[3].parse().unwrap(),
+    );
+    let mut sub = Subscriber::connect(topic, WaitStrategy::Block).unwrap();
+    println!("joined");
+    for i in (0..n).filter(|&i| i != skip) {
+        let got = sub
+            .recv_timeout(WATCHDOG)
+            .unwrap_or_else(|e| panic!("message {i} of {n}: {e}"));
+        assert!(
+            *got == *message(i, size),
+            "message {i} differs (index {:?}, {} bytes)",
+            &got[..8.min(got.len())],
+            got.len()
+        );
+    }
+    println!("got {n}");
+}
+
 /// `echo-server NAME`: binds a listener, says `ready`, echoes every client's messages.
 fn echo_server(args: &[String]) {
     let listener = Listener::bind(&args[0], &shmlink::Config::default()).unwrap();
@@ -501,6 +579,10 @@ const CASES: &[Case] = &[
         a_slow_remote_subscriber_holds_back_a_lossless_publisher,
     ),
     (
+        "an_overwrite_topic_crosses_and_a_message_too_large_there_is_dropped_alone",
+        an_overwrite_topic_crosses_and_a_message_too_large_there_is_dropped_alone,
+    ),
+    (
         "a_request_reply_channel_crosses_the_bridges",
         a_request_reply_channel_crosses_the_bridges,
     ),
@@ -521,6 +603,8 @@ fn main() {
         match args[1].as_str() {
             "publish" => publish(rest),
             "subscribe" => subscribe(rest),
+            "publish-paced" => publish_paced(rest),
+            "subscribe-except" => subscribe_except(rest),
             "echo-server" => echo_server(rest),
             "client" => client(rest),
             other => panic!("no role {other}"),
