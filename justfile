@@ -122,6 +122,15 @@ bridge *ARGS:
     {{bin_dir}}/ipc-parent bridge --duration {{duration}} --rounds {{rounds}} --save results/bridge-{{build_mode}}.json {{ARGS}}
     {{bin_dir}}/ipc-parent chart results/bridge-{{build_mode}}.json --output docs/bridge-chart.svg
 
+# Seed 003's workloads in C against libshmlink (compiled by the run), beside the same in Rust and a pipe in C; saves results/c-api-<mode>.json, draws docs/c-api-chart.svg
+c-api *ARGS:
+    @echo "{{measures}}"
+    cargo build {{cargo_flags}} -p shmlink-c
+    cargo build {{cargo_flags}} --bin ipc-parent
+    mkdir -p results docs
+    {{bin_dir}}/ipc-parent c-api --duration 1s --rounds {{rounds}} --save results/c-api-{{build_mode}}.json {{ARGS}}
+    {{bin_dir}}/ipc-parent chart results/c-api-{{build_mode}}.json --output docs/c-api-chart.svg
+
 # Run every transport into results/<mode>.json and draw it as an SVG bar chart
 chart input=("results/" + build_mode + ".json") output="docs/ipc-chart.svg": build
     mkdir -p results "$(dirname {{output}})"
@@ -133,7 +142,7 @@ results *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
     cargo build --release --bins --features shmlink-harness/iceoryx2,shmlink-harness/zenoh
-    cargo build --release -p shmlink-zenoh
+    cargo build --release -p shmlink-zenoh -p shmlink-c
     echo "[info] measuring a release build"
     bin={{target_dir}}/release/ipc-parent
     # `report --check` refuses a document started at a load of half the CPUs or more: before
@@ -155,6 +164,8 @@ results *ARGS:
     $bin chart docs/results/fanout.json --output docs/fanout-chart.svg
     quiet; $bin bridge --rounds {{rounds}} --duration 1s --save docs/results/bridge.json {{ARGS}}
     $bin chart docs/results/bridge.json --output docs/bridge-chart.svg
+    quiet; $bin c-api --rounds {{rounds}} --duration 1s --save docs/results/c-api.json {{ARGS}}
+    $bin chart docs/results/c-api.json --output docs/c-api-chart.svg
     $bin report
 
 # Render docs/results/README.md from the documents in docs/results/ (--check: fail if it differs)

@@ -49,6 +49,16 @@ pub enum Cmd {
     /// throughput, and a TCP round trip (a build with `--features zenoh`; needs root for the
     /// namespaces).
     Bridge(BridgeArgs),
+    /// Seed 003's workloads written in C against libshmlink (compiled by the run with the
+    /// system's C compiler; `cargo build -p shmlink-c` first), beside the same in Rust and a
+    /// pipe in C.
+    CApi(CApiArgs),
+    /// One process of a `c-api` run (started by it: a role and its arguments).
+    #[command(hide = true)]
+    CApiPeer {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// One process of a `bridge` run (started by it: a role and its arguments).
     #[command(hide = true)]
     BridgePeer {
@@ -280,6 +290,18 @@ pub struct BridgeArgs {
     /// -p shmlink-zenoh` builds it there].
     #[arg(long, value_name = "PATH")]
     pub bridge: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CApiArgs {
+    /// The stream's message sizes, a comma list (at least 8 bytes).
+    #[arg(long, default_value = "128,4KiB")]
+    pub sizes: String,
+    /// How long each row is measured per round, after a warm-up of a tenth of it.
+    #[arg(long, short, default_value = "1s", value_parser = parse_duration)]
+    pub duration: Duration,
     #[command(flatten)]
     pub common: Common,
 }

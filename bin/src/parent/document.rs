@@ -93,6 +93,9 @@ pub enum Results {
     /// `bridge`: shmlink through two zenoh bridges against zenoh's own round trip and put
     /// throughput, and a TCP round trip.
     Bridge(BridgeBench),
+    /// `c-api`: seed 003's workloads written in C against libshmlink, beside the same in Rust
+    /// and through a pipe.
+    CApi(CApiBench),
 }
 
 impl Results {
@@ -106,6 +109,7 @@ impl Results {
             Results::Fanout(_) => "fanout",
             Results::Python(_) => "python",
             Results::Bridge(_) => "bridge",
+            Results::CApi(_) => "c-api",
         }
     }
 }
@@ -131,6 +135,17 @@ pub struct PythonBench {
 pub struct BridgeBench {
     /// The zenoh version the bridges and the zenoh rows were built with.
     pub zenoh: String,
+    /// Seconds measured per row and round.
+    pub duration_s: f64,
+    pub workloads: Vec<ContenderWorkload>,
+}
+
+/// A run of `ipc-parent c-api`: each workload's rows (C against libshmlink, the same in Rust,
+/// a pipe in C), with their per-round rates.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CApiBench {
+    /// The C compiler's version line.
+    pub compiler: String,
     /// Seconds measured per row and round.
     pub duration_s: f64,
     pub workloads: Vec<ContenderWorkload>,

@@ -39,6 +39,7 @@
 //! | `report/` | `report`: the results page from the saved documents and the published figures; `chart.rs` (SVG bar charts), `compare.rs` (debug against release), `python.rs` (the Python benchmark's tables) |
 
 mod bridge;
+mod c_api;
 pub mod cli;
 mod clients;
 mod connect;
@@ -109,6 +110,8 @@ pub fn main() -> std::process::ExitCode {
         Some(Cmd::Fanout(args)) => fanout::run(args),
         Some(Cmd::Bridge(args)) => bridge::run(args),
         Some(Cmd::BridgePeer { args }) => bridge::peer(&args),
+        Some(Cmd::CApi(args)) => c_api::run(args),
+        Some(Cmd::CApiPeer { args }) => c_api::peer(&args),
         Some(Cmd::Report(args)) => report::report(&args),
         Some(Cmd::Chart { input, output }) => report::chart::chart(&input, &output),
         Some(Cmd::Compare { documents }) => report::compare::compare(&documents),

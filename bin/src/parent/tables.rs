@@ -77,6 +77,7 @@ pub(crate) fn body(doc: &Document) -> String {
         Results::Fanout(f) => super::fanout::tables::tables(f, &doc.run),
         Results::Python(p) => super::report::python::python(p),
         Results::Bridge(b) => super::report::bridge::bridge(b),
+        Results::CApi(c) => super::report::c_api::c_api(c),
     };
     out.push_str(&rounds_table(&doc.run, &references(&doc.results)));
     out

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail};
 
-use crate::parent::document::{BridgeBench, Document, PythonBench, Results};
+use crate::parent::document::{BridgeBench, CApiBench, Document, PythonBench, Results};
 use crate::parent::tables::short_commit;
 use crate::workload::size_label;
 
@@ -52,6 +52,10 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
             ),
             "median round trips (round trip) or messages (stream) / s (log scale)",
         ),
+        Results::CApi(_) => (
+            "seed 003 in C against libshmlink, beside Rust and a pipe".to_owned(),
+            "median messages (stream) or round trips (ping-pong) / s (log scale)",
+        ),
     };
     let run = &doc.run;
     let title = format!(
@@ -94,7 +98,8 @@ pub(crate) fn chart(input: &Path, output: &Path) -> anyhow::Result<()> {
                 .collect(),
         ),
         Results::Python(PythonBench { workloads, .. })
-        | Results::Bridge(BridgeBench { workloads, .. }) => (
+        | Results::Bridge(BridgeBench { workloads, .. })
+        | Results::CApi(CApiBench { workloads, .. }) => (
             workloads.iter().map(|w| w.title.clone()).collect(),
             workloads
                 .iter()

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
-use crate::parent::document::{BridgeBench, Document, PythonBench, Results};
+use crate::parent::document::{BridgeBench, CApiBench, Document, PythonBench, Results};
 use crate::parent::tables::short_commit;
 use crate::workload::size_label;
 
@@ -58,7 +58,8 @@ fn lines(doc: &Document) -> (&'static str, Vec<Line>) {
                 .collect(),
         ),
         Results::Python(PythonBench { workloads, .. })
-        | Results::Bridge(BridgeBench { workloads, .. }) => (
+        | Results::Bridge(BridgeBench { workloads, .. })
+        | Results::CApi(CApiBench { workloads, .. }) => (
             "/s",
             workloads
                 .iter()

@@ -6,6 +6,7 @@
 //! fails when the committed page differs from it.
 
 pub(crate) mod bridge;
+pub(crate) mod c_api;
 pub(crate) mod chart;
 pub(crate) mod compare;
 pub(crate) mod python;
@@ -174,13 +175,14 @@ fn render_dir(dir: &Path) -> anyhow::Result<(String, Vec<(String, Document)>)> {
 }
 
 /// The modes in the order the page shows them.
-const MODES: [&str; 7] = [
+const MODES: [&str; 8] = [
     "ping-pong",
     "sweep",
     "stream",
     "clients",
     "fanout",
     "python",
+    "c-api",
     "bridge",
 ];
 
@@ -267,6 +269,7 @@ fn title(doc: &Document) -> String {
         Results::Fanout(_) => "Fan-out: one publisher, N subscribers".to_owned(),
         Results::Python(_) => "Python: the package against Python's IPC".to_owned(),
         Results::Bridge(_) => "Past one host: through two zenoh bridges".to_owned(),
+        Results::CApi(_) => "C: seed 003's workloads against libshmlink".to_owned(),
     }
 }
 
@@ -797,6 +800,48 @@ Messages per second relative to pipe at the same size, best round here. Publishe
         }
         assert!(
             !page.contains("stream 4 KiB: ≥"),
+            "a target without figures: {page}"
+        );
+    }
+
+    /// A C API run, one round: the 128 B stream and the ping-pong.
+    const C_API: &str = r#"{
+      "run": {"command": "ipc-parent c-api --rounds 1", "commit": "unknown",
+              "date": "2025-01-02T03:04:05Z", "profile": "release",
+              "machine": {"cpu": "Test CPU", "cores": 2, "physical_cores": 2, "kernel": "Linux 6.1",
+                          "online": "0-1", "topology": []},
+              "pinning": {"pinned": false, "parent": [0, 1], "children": [0, 1]},
+              "load_average": 0.25, "load": 0, "rounds": 1, "warmup_s": 0.25,
+              "round_conditions": [{"round": 1, "load_average": 0.25, "steal_pct": 0.5,
+                                    "seconds": 9.0}]},
+      "mode": "c-api", "compiler": "cc (Test) 12.2.0", "duration_s": 1.0,
+      "workloads": [
+        {"name": "stream-128", "title": "one-way stream, 128 B", "kind": "stream", "size": 128,
+         "unit": "messages/s", "results": [
+           {"contender": "C (libshmlink)", "rounds": [20000000.0], "median": 20000000.0, "best": 20000000.0},
+           {"contender": "Rust (shmlink)", "rounds": [21000000.0], "median": 21000000.0, "best": 21000000.0},
+           {"contender": "pipe (C)", "rounds": [1000000.0], "median": 1000000.0, "best": 1000000.0}]},
+        {"name": "ping-pong-64", "title": "ping-pong, 64 B", "kind": "ping-pong", "size": 64,
+         "unit": "round trips/s", "results": [
+           {"contender": "C (libshmlink)", "rounds": [100000.0], "median": 100000.0, "best": 100000.0},
+           {"contender": "Rust (shmlink)", "rounds": [125000.0], "median": 125000.0, "best": 125000.0}]}]
+    }"#;
+
+    #[test]
+    fn a_c_api_document_gets_its_section_with_its_ratios_and_targets() {
+        let c: Document = serde_json::from_str(C_API).expect("the fixture is a document");
+        let page = page(&[("c-api.json".to_owned(), c)], &Published::default());
+        for needle in [
+            "## C: seed 003's workloads against libshmlink (`c-api.json`)",
+            "C compiled by cc (Test) 12.2.0 (-O2) against libshmlink.a",
+            "| stream 128 B: C ≥ 0.9x Rust                |  0.95x |  0.95x | yes          |",
+            "| stream 128 B: C ≥ 5x a pipe                | 20.00x | 20.00x | yes          |",
+            "| ping-pong 64 B: C's rate ≥ 1/1.1 of Rust's |  0.80x |  0.80x | no           |",
+        ] {
+            assert!(page.contains(needle), "{needle:?} missing from\n{page}");
+        }
+        assert!(
+            !page.contains("stream 4 KiB: C"),
             "a target without figures: {page}"
         );
     }
