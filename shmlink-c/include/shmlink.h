@@ -70,6 +70,9 @@ typedef struct shmlink_listener shmlink_listener;
 // A topic's publisher. Opaque.
 typedef struct shmlink_publisher shmlink_publisher;
 
+// One thread waiting on many channels and subscribers at once. Opaque.
+typedef struct shmlink_selector shmlink_selector;
+
 // A topic's subscriber. Opaque.
 typedef struct shmlink_subscriber shmlink_subscriber;
 
@@ -379,6 +382,39 @@ enum shmlink_status shmlink_subscriber_release(struct shmlink_subscriber *h);
 // `name` is a NUL-terminated string; `buf` points to `cap` writable bytes (or is NULL with
 // `cap` 0); `len` points to writable storage.
 enum shmlink_status shmlink_stats_json(const char *name, char *buf, size_t cap, size_t *len);
+
+// Makes a selector.
+//
+// # Safety
+// `out` points to writable storage for a handle.
+enum shmlink_status shmlink_selector_new(struct shmlink_selector **out);
+
+// Closes a selector. NULL is ignored.
+//
+// # Safety
+// `sel` is NULL or a selector not closed before; it is not used afterwards.
+void shmlink_selector_close(struct shmlink_selector *sel);
+
+// Waits up to `timeout_ms` until at least one of the `n_channels` channels and `n_subscribers`
+// subscribers is ready (a message waits, or its peer closed or died: the next receive says
+// which). Their indices go to `ready` (room for `n_channels + n_subscribers`): `i` for
+// `channels[i]`, `n_channels + j` for `subscribers[j]`; their count to `*n_ready`.
+// `SHMLINK_TIMEOUT` (and `*n_ready` 0) if none became ready; `SHMLINK_BUSY` if a handle in the
+// set holds a received message or a reservation; `SHMLINK_INVALID_ARGUMENT` if a handle is
+// NULL or appears twice.
+//
+// # Safety
+// `sel` is a live selector; `channels` and `subscribers` point to that many live handles (or
+// are NULL with a count of 0), used by no other thread during the call; `ready` points to room
+// for `n_channels + n_subscribers` indices; `n_ready` to writable storage.
+enum shmlink_status shmlink_selector_wait(struct shmlink_selector *sel,
+                                          struct shmlink_channel *const *channels,
+                                          size_t n_channels,
+                                          struct shmlink_subscriber *const *subscribers,
+                                          size_t n_subscribers,
+                                          uint64_t timeout_ms,
+                                          size_t *ready,
+                                          size_t *n_ready);
 
 #ifdef __cplusplus
 }  // extern "C"

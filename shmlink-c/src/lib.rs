@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use shmlink_rs::{
     Channel, Config, Connection, Listener, OpenError, Publisher, ReadGuard, RecvError, RecvHalf,
-    SendError, SendHalf, Subscriber, TopicConfig, TopicMode, WaitStrategy, WriteGrant,
+    Selectable, Selector, SendError, SendHalf, Subscriber, TopicConfig, TopicMode, WaitStrategy,
+    WriteGrant,
 };
 
 /// What a call did.
@@ -396,6 +397,35 @@ impl shmlink_channel {
             rx,
             end,
         }))
+    }
+
+    /// Whether it lends nothing out (no received message held, no reservation open).
+    fn idle(&self) -> bool {
+        self.held.0.is_none() && self.reserved.0.is_none()
+    }
+
+    /// The whole channel, for the selector. Only for an [`idle`](Self::idle) handle, and
+    /// `rederive` must follow before the halves are used again.
+    fn whole(&mut self) -> &mut Channel {
+        debug_assert!(self.idle());
+        // SAFETY: `end` is valid while `self` lives, and nothing borrows it now (the handle is
+        // idle); the halves' pointers are taken again by `rederive` before their next use.
+        match unsafe { &mut *self.end } {
+            End::Channel(c) => c,
+            End::Connection(c) => c,
+        }
+    }
+
+    /// Takes the halves' pointers again, after a use of the whole channel.
+    fn rederive(&mut self) {
+        // SAFETY: as in `whole`; nothing is lent out.
+        let channel: &mut Channel = match unsafe { &mut *self.end } {
+            End::Channel(c) => c,
+            End::Connection(c) => c,
+        };
+        let (tx, rx) = channel.split();
+        self.tx = tx;
+        self.rx = rx;
     }
 
     fn sender(&mut self) -> Result<&mut SendHalf> {
@@ -1214,6 +1244,138 @@ pub unsafe extern "C" fn shmlink_stats_json(
             ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), text.len());
             *buf.add(text.len()) = 0;
         }
+        Ok(())
+    })
+}
+
+// --- the selector ---------------------------------------------------------------------------
+
+/// One thread waiting on many channels and subscribers at once. Opaque.
+pub struct shmlink_selector {
+    selector: Selector,
+}
+
+/// Makes a selector.
+///
+/// # Safety
+/// `out` points to writable storage for a handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmlink_selector_new(out: *mut *mut shmlink_selector) -> shmlink_status {
+    call(|| {
+        let out = out_arg(out)?;
+        *out = Box::into_raw(Box::new(shmlink_selector {
+            selector: Selector::new(),
+        }));
+        Ok(())
+    })
+}
+
+/// Closes a selector. NULL is ignored.
+///
+/// # Safety
+/// `sel` is NULL or a selector not closed before; it is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn shmlink_selector_close(sel: *mut shmlink_selector) {
+    if !sel.is_null() {
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: the caller's promise: a live handle from `Box::into_raw`, closed once.
+            drop(unsafe { Box::from_raw(sel) })
+        }));
+    }
+}
+
+/// Waits up to `timeout_ms` until at least one of the `n_channels` channels and `n_subscribers`
+/// subscribers is ready (a message waits, or its peer closed or died: the next receive says
+/// which). Their indices go to `ready` (room for `n_channels + n_subscribers`): `i` for
+/// `channels[i]`, `n_channels + j` for `subscribers[j]`; their count to `*n_ready`.
+/// `SHMLINK_TIMEOUT` (and `*n_ready` 0) if none became ready; `SHMLINK_BUSY` if a handle in the
+/// set holds a received message or a reservation; `SHMLINK_INVALID_ARGUMENT` if a handle is
+/// NULL or appears twice.
+///
+/// # Safety
+/// `sel` is a live selector; `channels` and `subscribers` point to that many live handles (or
+/// are NULL with a count of 0), used by no other thread during the call; `ready` points to room
+/// for `n_channels + n_subscribers` indices; `n_ready` to writable storage.
+#[no_mangle]
+pub unsafe extern "C" fn shmlink_selector_wait(
+    sel: *mut shmlink_selector,
+    channels: *const *mut shmlink_channel,
+    n_channels: usize,
+    subscribers: *const *mut shmlink_subscriber,
+    n_subscribers: usize,
+    timeout_ms: u64,
+    ready: *mut usize,
+    n_ready: *mut usize,
+) -> shmlink_status {
+    call(|| {
+        // SAFETY: the caller's promise.
+        let sel = unsafe { handle(sel) }?;
+        let n_ready = out_arg(n_ready)?;
+        *n_ready = 0;
+        let list = |p: *const *mut c_void, n: usize| -> Result<Vec<*mut c_void>> {
+            if n == 0 {
+                return Ok(Vec::new());
+            }
+            if p.is_null() {
+                return Err(invalid("a handle list is NULL with a count above 0"));
+            }
+            // SAFETY: the caller's promise: `n` readable handle pointers.
+            Ok(unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
+        };
+        let chans = list(channels.cast(), n_channels)?;
+        let subs = list(subscribers.cast(), n_subscribers)?;
+        let total = chans.len() + subs.len();
+        if total > 0 && ready.is_null() {
+            return Err(invalid("ready is NULL"));
+        }
+        // Two references to one handle would alias: every handle once.
+        let mut seen: Vec<*mut c_void> = chans.iter().chain(&subs).copied().collect();
+        seen.sort();
+        if seen.windows(2).any(|w| w[0] == w[1]) || seen.iter().any(|p| p.is_null()) {
+            return Err(invalid("a handle is NULL or appears twice in the set"));
+        }
+        let mut chan_handles: Vec<&mut shmlink_channel> = chans
+            .iter()
+            // SAFETY: live, distinct channel handles (checked above; the caller's promise).
+            .map(|&p| unsafe { &mut *p.cast::<shmlink_channel>() })
+            .collect();
+        let mut sub_handles: Vec<&mut shmlink_subscriber> = subs
+            .iter()
+            // SAFETY: as above, subscriber handles.
+            .map(|&p| unsafe { &mut *p.cast::<shmlink_subscriber>() })
+            .collect();
+        if chan_handles.iter().any(|c| !c.idle()) || sub_handles.iter().any(|s| s.held.0.is_some())
+        {
+            return Err(Fail(
+                SHMLINK_BUSY,
+                "a handle in the set holds a received message or a reservation".into(),
+            ));
+        }
+        let found: Vec<usize> = {
+            let mut set: Vec<&mut dyn Selectable> = Vec::with_capacity(total);
+            for c in chan_handles.iter_mut() {
+                set.push(c.whole());
+            }
+            for s in sub_handles.iter_mut() {
+                // SAFETY: the subscriber's box lives as long as its handle and nothing borrows
+                // it (no message is held).
+                set.push(unsafe { &mut *s.subscriber });
+            }
+            let timeout = Some(ms(timeout_ms));
+            sel.selector.wait(&mut set, timeout).to_vec()
+        };
+        for c in chan_handles.iter_mut() {
+            c.rederive();
+        }
+        if found.is_empty() {
+            return Err(Fail(
+                SHMLINK_TIMEOUT,
+                format!("nothing in the set was ready within {timeout_ms} ms"),
+            ));
+        }
+        // SAFETY: `ready` has room for `total >= found.len()` indices (the caller's promise).
+        unsafe { ptr::copy_nonoverlapping(found.as_ptr(), ready, found.len()) };
+        *n_ready = found.len();
         Ok(())
     })
 }

@@ -177,6 +177,11 @@ fn c_clients_of_a_c_listener_get_their_replies() {
 }
 
 #[test]
+fn a_c_selector_says_which_channels_and_subscribers_are_ready() {
+    run("selector");
+}
+
+#[test]
 fn c_subscribers_get_every_message_and_a_lagging_one_is_told() {
     run("topic");
 }

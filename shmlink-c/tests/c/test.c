@@ -315,9 +315,65 @@ static void topic(const char *base) {
     shmlink_publisher_close(p);
 }
 
+/* A selector over channels and a subscriber: it says which are ready, refuses a handle twice or
+ * one that holds a message, and the handles work as before after it. */
+static void selector(const char *base) {
+    shmlink_channel *a[3], *b[3];
+    for (int i = 0; i < 3; i++) {
+        char tail[16];
+        snprintf(tail, sizeof tail, "sel%d", i);
+        const char *name = named(i, base, tail);
+        CHECK(shmlink_channel_create(name, 4096, &a[i]), SHMLINK_OK);
+        CHECK(shmlink_channel_connect(name, 1000, &b[i]), SHMLINK_OK);
+    }
+    shmlink_publisher *p;
+    shmlink_subscriber *s;
+    CHECK(shmlink_publisher_create(named(3, base, "seltopic"), 0, 0, &p), SHMLINK_OK);
+    CHECK(shmlink_subscriber_connect(names[3], 0, 1000, &s), SHMLINK_OK);
+
+    shmlink_selector *sel;
+    CHECK(shmlink_selector_new(&sel), SHMLINK_OK);
+    size_t ready[4], n;
+    CHECK(shmlink_selector_wait(sel, a, 3, &s, 1, 10, ready, &n), SHMLINK_TIMEOUT);
+    ASSERT(n == 0);
+    CHECK(shmlink_send(b[1], "one", 3), SHMLINK_OK);
+    CHECK(shmlink_selector_wait(sel, a, 3, &s, 1, 5000, ready, &n), SHMLINK_OK);
+    ASSERT(n == 1 && ready[0] == 1);
+    CHECK(shmlink_publish(p, "all", 3), SHMLINK_OK);
+    CHECK(shmlink_selector_wait(sel, a, 3, &s, 1, 5000, ready, &n), SHMLINK_OK);
+    ASSERT(n == 2);
+    ASSERT((ready[0] == 1 && ready[1] == 3) || (ready[0] == 3 && ready[1] == 1));
+
+    shmlink_channel *twice[2] = {a[0], a[0]};
+    CHECK(shmlink_selector_wait(sel, twice, 2, NULL, 0, 10, ready, &n), SHMLINK_INVALID_ARGUMENT);
+    const uint8_t *data;
+    size_t len;
+    CHECK(shmlink_recv(a[1], &data, &len), SHMLINK_OK);
+    ASSERT(len == 3 && memcmp(data, "one", 3) == 0);
+    CHECK(shmlink_selector_wait(sel, a, 3, NULL, 0, 10, ready, &n), SHMLINK_BUSY);
+    CHECK(shmlink_release(a[1]), SHMLINK_OK);
+    uint8_t buf[8];
+    CHECK(shmlink_subscriber_recv_into(s, buf, sizeof buf, &len), SHMLINK_OK);
+    ASSERT(len == 3 && memcmp(buf, "all", 3) == 0);
+
+    /* After the waits, both ways of every channel still work. */
+    for (int i = 0; i < 3; i++) {
+        CHECK(shmlink_send(a[i], "back", 4), SHMLINK_OK);
+        CHECK(shmlink_recv_into_timeout(b[i], buf, sizeof buf, &len, 1000), SHMLINK_OK);
+        ASSERT(len == 4 && memcmp(buf, "back", 4) == 0);
+    }
+    shmlink_selector_close(sel);
+    shmlink_subscriber_close(s);
+    shmlink_publisher_close(p);
+    for (int i = 0; i < 3; i++) {
+        shmlink_channel_close(b[i]);
+        shmlink_channel_close(a[i]);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s errors|pingpong|killed|listener|topic|echo NAME\n", argv[0]);
+        fprintf(stderr, "usage: %s errors|pingpong|killed|listener|topic|selector|echo NAME\n", argv[0]);
         return 2;
     }
     const char *what = argv[1], *name = argv[2];
@@ -326,6 +382,7 @@ int main(int argc, char **argv) {
     else if (strcmp(what, "killed") == 0) killed(name);
     else if (strcmp(what, "listener") == 0) listener(name);
     else if (strcmp(what, "topic") == 0) topic(name);
+    else if (strcmp(what, "selector") == 0) selector(name);
     else if (strcmp(what, "echo") == 0) return echo(name);
     else {
         fprintf(stderr, "no case %s\n", what);
