@@ -1,6 +1,7 @@
 // The C++ wrapper's tests, one program: `test CASE NAME [PEER]` runs one case on names that start
 // with NAME; run by tests/c.rs, plain and with -fsanitize=address,undefined. PEER is the C test
-// program, for the case where a C++ end talks to a C one.
+// program, for the case where a C++ end talks to a C one. `echo` and `publish` are peers for
+// Python's tests (python/tests/test_cpp.py).
 
 #include "shmlink.hpp"
 
@@ -154,9 +155,19 @@ static void listeners(const std::string &base) {
     ASSERT(!l.accept(10ms));
 }
 
+// Publishes `n` messages ("message <i>") once a subscriber is there, then closes.
+static void publish(const std::string &name, int n) {
+    auto pub = shmlink::publisher::create(name);
+    for (int waited = 0; pub.subscribers() < 1; waited++) {
+        ASSERT(waited < 10000);
+        usleep(1000);
+    }
+    for (int i = 0; i < n; i++) pub.publish("message " + std::to_string(i));
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s errors|pingpong|c-peer|topics|listeners NAME [PEER]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s errors|pingpong|c-peer|topics|listeners|echo|publish NAME [PEER|N]\n", argv[0]);
         return 2;
     }
     std::string what = argv[1], name = argv[2];
@@ -165,6 +176,8 @@ int main(int argc, char **argv) {
     else if (what == "c-peer" && argc == 4) pingpong(name, argv[3]);
     else if (what == "topics") topics(name);
     else if (what == "listeners") listeners(name);
+    else if (what == "echo") return echo(name);
+    else if (what == "publish" && argc == 4) publish(name, std::atoi(argv[3]));
     else {
         std::fprintf(stderr, "no case %s\n", what.c_str());
         return 2;
