@@ -24,6 +24,30 @@ fn lib_dir() -> PathBuf {
         .to_owned()
 }
 
+/// `libshmlink.a` of this test's profile. `cargo test` builds the tests but not the library's
+/// static form (a test cannot link it): it is built here, by the same cargo, if it is missing.
+fn static_lib() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = lib_dir();
+            let lib = dir.join("libshmlink.a");
+            let release = dir.file_name().is_some_and(|n| n == "release");
+            let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+            cargo.args(["build", "--quiet", "-p", "shmlink-c", "--lib"]);
+            if release {
+                cargo.arg("--release");
+            }
+            let status = cargo.current_dir(MANIFEST).status().expect("running cargo");
+            assert!(
+                status.success() && lib.exists(),
+                "{lib:?} could not be built: {cargo:?}"
+            );
+            lib
+        })
+        .clone()
+}
+
 /// The language of a test program.
 #[derive(Clone, Copy, PartialEq)]
 enum Lang {
@@ -36,11 +60,7 @@ fn program(lang: Lang, sanitized: bool) -> &'static Path {
     static BUILT: [OnceLock<PathBuf>; 4] = [const { OnceLock::new() }; 4];
     let slot = (lang == Lang::Cpp) as usize * 2 + sanitized as usize;
     BUILT[slot].get_or_init(|| {
-        let lib = lib_dir().join("libshmlink.a");
-        assert!(
-            lib.exists(),
-            "{lib:?} is missing: cargo builds it with this test"
-        );
+        let lib = static_lib();
         let out = std::env::temp_dir().join(format!(
             "shmlink-{}-test-{}{}",
             if lang == Lang::C { "c" } else { "cpp" },
@@ -226,7 +246,7 @@ fn the_example_in_docs_c_md_runs() {
     let start = doc.find("```c\n").expect("a C block in docs/c.md") + "```c\n".len();
     let source = &doc[start..];
     let source = &source[..source.find("```").expect("the block's end")];
-    let lib = lib_dir().join("libshmlink.a");
+    let lib = static_lib();
     for sanitized in [false, true] {
         let dir = std::env::temp_dir();
         let src = dir.join(format!("shmlink-docs-example-{}.c", std::process::id()));
