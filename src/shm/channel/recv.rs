@@ -470,7 +470,7 @@ impl crate::seam::RecvCore for RecvHalf {
         let ring = self.rx.capacity() as u64;
         wait::in_steps(max, |read| {
             if read > 0 {
-                if self.rx.position() - start >= ring || timed_out(deadline) {
+                if self.rx.position().wrapping_sub(start) >= ring || timed_out(deadline) {
                     return Ok(0);
                 }
                 // After the first: only what is there now, frame after frame while they are

@@ -409,7 +409,12 @@ impl crate::seam::RecvCore for Subscriber {
             return self.rx.recv_batch_until(max, f, deadline);
         }
         // At most a ring's worth per call, as on a channel.
-        let end = self.rx.position() + self.parts.capacity as u64;
+        // Saturating: in overwrite mode the position follows what the publisher's index says,
+        // which a hostile publisher can put anywhere.
+        let end = self
+            .rx
+            .position()
+            .saturating_add(self.parts.capacity as u64);
         wait::in_steps(max, |read| {
             if read > 0 && self.rx.position() >= end {
                 return Ok(0);
