@@ -77,7 +77,8 @@ enum Command {
         /// Stop after this many messages.
         #[arg(long)]
         count: Option<u64>,
-        /// Print the rate once a second instead of the messages.
+        /// Print the rate once a second instead of the messages (and, when `--count` ends the
+        /// tap, the rate since the last line).
         #[arg(long)]
         hz: bool,
         /// Hex even for JSON.
@@ -130,8 +131,13 @@ struct Entry {
     #[serde(skip_serializing_if = "Option::is_none")]
     fill: Option<u64>,
     creator: Endpoint,
-    /// A channel's connector, a topic's subscribers (shared memory only).
+    /// A channel's connector, a topic's subscribers, a listener's clients (the creators of its
+    /// connections; shared memory only).
     peers: Vec<Endpoint>,
+    /// For a listener's connection: the listener's name (the connection is listed right after
+    /// it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listener: Option<String>,
 }
 
 /// An entry that is named like ours and is not (left alone).
@@ -147,9 +153,14 @@ struct Document {
     skipped: Vec<SkippedEntry>,
 }
 
-fn shm_entry(seg: &SegmentInfo) -> Entry {
+fn shm_entry(seg: &SegmentInfo, all: &[SegmentInfo]) -> Entry {
     let peers = if seg.kind == "topic" {
         seg.subscribers.iter().map(Endpoint::from).collect()
+    } else if seg.kind == "listener" {
+        all.iter()
+            .filter(|c| c.listener.as_deref() == Some(seg.name.as_str()))
+            .map(|c| Endpoint::from(&c.creator))
+            .collect()
     } else if seg.connector.pid != 0 {
         vec![Endpoint::from(&seg.connector)]
     } else {
@@ -177,6 +188,7 @@ fn shm_entry(seg: &SegmentInfo) -> Entry {
         size: Some(seg.size),
         creator: Endpoint::from(&seg.creator),
         peers,
+        listener: seg.listener.clone(),
     }
 }
 
@@ -196,12 +208,25 @@ fn fallback_entry(f: &FallbackInfo) -> Entry {
             alive: f.alive,
         },
         peers: Vec::new(),
+        listener: None,
     }
 }
 
 fn document() -> shmlink::Result<Document> {
     let listing = segments::scan()?;
-    let mut entries: Vec<Entry> = listing.channels.iter().map(shm_entry).collect();
+    let all = &listing.channels;
+    // Each listener's connections right after it, in name order.
+    let mut entries: Vec<Entry> = Vec::new();
+    for seg in all.iter().filter(|s| s.listener.is_none()) {
+        entries.push(shm_entry(seg, all));
+        if seg.kind == "listener" {
+            entries.extend(
+                all.iter()
+                    .filter(|c| c.listener.as_deref() == Some(seg.name.as_str()))
+                    .map(|c| shm_entry(c, all)),
+            );
+        }
+    }
     entries.extend(segments::list_fallback().iter().map(fallback_entry));
     Ok(Document {
         entries,
@@ -252,9 +277,14 @@ fn list(format: stat::Format) -> Result<(), Box<dyn std::error::Error>> {
             .capacity
             .zip(e.fill)
             .map(|(c, f)| format!("{:.1}%", 100.0 * f as f64 / c.max(1) as f64));
+        // A listener's connection, indented under it.
+        let name = match e.listener {
+            Some(_) => format!("  {}", e.name),
+            None => e.name.clone(),
+        };
         println!(
             "{:<32} {:<8} {:<11} {:<12} {:>10} {:>8} {:>10} {:>6}  {:<14} {}",
-            e.name,
+            name,
             e.kind,
             e.backend,
             e.state,

@@ -65,12 +65,20 @@ pub(crate) fn tap(
         }
         if second.elapsed() >= Duration::from_secs(1) {
             if hz {
-                let secs = second.elapsed().as_secs_f64();
-                writeln!(out, "{topic}: {:.1} messages/s", in_second as f64 / secs)?;
-                out.flush()?;
+                rate(&mut out, topic, in_second, second)?;
             }
             (in_second, second) = (0, Instant::now());
         }
     }
+    // Stopped by `--count`: the rate of the part of a second since the last line.
+    if hz && in_second > 0 {
+        rate(&mut out, topic, in_second, second)?;
+    }
     Ok(())
+}
+
+fn rate(out: &mut impl std::io::Write, topic: &str, n: u64, since: Instant) -> std::io::Result<()> {
+    let secs = since.elapsed().as_secs_f64();
+    writeln!(out, "{topic}: {:.1} messages/s", n as f64 / secs)?;
+    out.flush()
 }

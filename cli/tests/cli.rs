@@ -48,6 +48,15 @@ fn list_shows_every_kind_on_either_backend_with_its_creator() {
             .unwrap();
     let mut connector = Endpoint::connect(&names[0], shmlink::WaitStrategy::Block).unwrap();
     connector.send(b"hello").unwrap();
+    // A client of the shared-memory listener: its connection is listed under the listener.
+    let connecting = {
+        let name = names[1].clone();
+        std::thread::spawn(move || shmlink::Channel::connect(&name, shmlink::WaitStrategy::Block))
+    };
+    let accepted = listener
+        .accept_timeout(std::time::Duration::from_secs(30))
+        .unwrap();
+    let client = connecting.join().unwrap().unwrap();
 
     let doc: Value =
         serde_json::from_str(&shmlink(&["list", "--json"])).expect("one JSON document");
@@ -82,6 +91,25 @@ fn list_shows_every_kind_on_either_backend_with_its_creator() {
     assert_eq!(entry(&doc, &names[2]).unwrap()["capacity"], 1 << 20);
     assert!(entry(&doc, &names[1]).unwrap().get("capacity").is_none());
     assert!(entry(&doc, &names[3]).unwrap().get("age_s").is_none());
+    // The listener's connection: right after the listener, naming it; the listener's peers are
+    // its clients.
+    let entries = doc["entries"].as_array().unwrap();
+    let at = entries
+        .iter()
+        .position(|e| e["name"] == names[1].as_str())
+        .unwrap();
+    let conn = &entries[at + 1];
+    let conn_name = conn["name"].as_str().unwrap().to_owned();
+    assert!(
+        conn_name.starts_with(&format!("{}.{me}.", names[1])),
+        "{doc}"
+    );
+    assert_eq!(conn["listener"], names[1].as_str(), "{conn}");
+    assert_eq!(conn["kind"], "channel", "{conn}");
+    assert_eq!(entries[at]["peers"][0]["pid"], me, "{doc}");
+    assert_eq!(entries[at]["peers"].as_array().unwrap().len(), 1, "{doc}");
+    assert!(entries[at].get("listener").is_none(), "{doc}");
+    assert!(entry(&doc, &names[0]).unwrap().get("listener").is_none());
 
     let table = shmlink(&["list"]);
     for name in &names {
@@ -90,6 +118,15 @@ fn list_shows_every_kind_on_either_backend_with_its_creator() {
             "{name} not in the table:\n{table}"
         );
     }
+    let lines: Vec<&str> = table.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("{} ", names[1])))
+        .unwrap();
+    assert!(
+        lines[at + 1].starts_with(&format!("  {conn_name} ")),
+        "the connection is not indented under its listener:\n{table}"
+    );
     // Nothing live is cleaned, or said to be.
     let dry = shmlink(&["clean", "--dry-run"]);
     for name in &names {
@@ -102,6 +139,8 @@ fn list_shows_every_kind_on_either_backend_with_its_creator() {
     drop((
         channel,
         connector,
+        client,
+        accepted,
         listener,
         topic,
         ipc_channel,
@@ -245,4 +284,52 @@ fn tap_prints_a_topics_messages_as_json_or_hex() {
         );
         assert!(text.trim_end().ends_with("A"), "{backend:?}:\n{text}");
     }
+}
+
+/// `tap --hz`: a rate line once a second, and one for the last part of a second when `--count`
+/// ends it; the rate is of messages that arrived (at most what was sent in that time).
+#[test]
+fn tap_hz_says_the_rate() {
+    let name = unique("cli-hz");
+    let _guard = NameGuard(name.clone());
+    let mut publisher = Publisher::create(&name, &TopicConfig::default()).unwrap();
+    let tap = Command::new(env!("CARGO_BIN_EXE_shmlink"))
+        .args(["tap", &name, "--hz", "--count", "300"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while publisher.subscriber_count() == 0 {
+        assert!(std::time::Instant::now() < deadline, "tap never subscribed");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // 300 messages over about 1.5 s: one rate line after a second, one when the count ends it.
+    let start = std::time::Instant::now();
+    for i in 0..300u32 {
+        publisher.send(&i.to_le_bytes()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = tap.wait_with_output().unwrap();
+    let spent = start.elapsed().as_secs_f64();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rates: Vec<f64> = text
+        .lines()
+        .map(|l| {
+            let rest = l
+                .strip_prefix(&format!("{name}: "))
+                .and_then(|r| r.strip_suffix(" messages/s"))
+                .unwrap_or_else(|| panic!("not a rate line: {l:?} in\n{text}"));
+            rest.parse().unwrap()
+        })
+        .collect();
+    // Sending took over a second, so a line came after the first second; the messages after
+    // it get a line of their own when the count ends the tap.
+    assert!(spent > 1.0 && rates.len() >= 2, "{spent} s:\n{text}");
+    assert!(rates.iter().all(|r| r.is_finite() && *r > 0.0), "{text}");
 }

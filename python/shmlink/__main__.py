@@ -54,10 +54,19 @@ def _pid(e: dict[str, Any]) -> str:
 def _document() -> dict[str, Any]:
     """The document of ``list --json``, as the Rust command makes it."""
     segs, skipped = _shmlink.scan()
-    entries = []
+    # Each listener's connections right after it, in name order.
+    ordered = []
     for seg in segs:
+        if seg["listener"] is None:
+            ordered.append(seg)
+            if seg["kind"] == "listener":
+                ordered.extend(c for c in segs if c["listener"] == seg["name"])
+    entries = []
+    for seg in ordered:
         if seg["kind"] == "topic":
             peers = seg["subscribers"]
+        elif seg["kind"] == "listener":
+            peers = [c["creator"] for c in segs if c["listener"] == seg["name"]]
         elif seg["connector"]["pid"] != 0:
             peers = [seg["connector"]]
         else:
@@ -77,6 +86,8 @@ def _document() -> dict[str, Any]:
             entry["fill"] = max(r["fill"] for r in rings)
         entry["creator"] = seg["creator"]
         entry["peers"] = peers
+        if seg["listener"] is not None:
+            entry["listener"] = seg["listener"]
         entries.append(entry)
     for f in _shmlink.list_fallback():
         entries.append(
@@ -118,8 +129,9 @@ def _list(fmt: str) -> int:
         age = f"{e['age_s']}s" if "age_s" in e else "-"
         capacity = str(e["capacity"]) if "capacity" in e else "-"
         fill = f"{100.0 * e['fill'] / max(e['capacity'], 1):.1f}%" if "capacity" in e else "-"
+        name = f"  {e['name']}" if "listener" in e else e["name"]
         print(
-            f"{e['name']:<32} {e['kind']:<8} {e['backend']:<11} {e['state']:<12} {size:>10} {age:>8} "
+            f"{name:<32} {e['kind']:<8} {e['backend']:<11} {e['state']:<12} {size:>10} {age:>8} "
             f"{capacity:>10} {fill:>6}  {_pid(e['creator']):<14} {peers}"
         )
     for s in doc["skipped"]:

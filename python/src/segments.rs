@@ -75,6 +75,7 @@ fn segment_dict(py: Python<'_>, seg: &shmlink::segments::SegmentInfo) -> PyResul
         .map(endpoint)
         .collect::<PyResult<Vec<_>>>()?;
     d.set_item("subscribers", subscribers)?;
+    d.set_item("listener", seg.listener.as_deref())?;
     Ok(d.into_any().unbind())
 }
 

@@ -821,6 +821,37 @@ def test_channel_stats_count_exactly_and_python_m_shmlink_prints_what_the_comman
         b.close()
 
 
+def test_list_shows_a_listeners_connections_under_it_as_the_command_does(name, rust_examples):
+    run = lambda *args: subprocess.run(args, capture_output=True, text=True, timeout=60, check=True).stdout
+    rust = _shmlink_command(rust_examples)
+    py = [sys.executable, "-m", "shmlink"]
+    with shmlink.Listener.bind(name, capacity=1 << 16, max_clients=4) as listener:
+        got = []
+        client = threading.Thread(target=lambda: got.append(shmlink.connect(name, timeout=10)))
+        client.start()
+        server = listener.accept(timeout=10)
+        client.join(timeout=10)
+        try:
+            ours = lambda doc: [
+                {k: v for k, v in e.items() if k != "age_s"} for e in doc["entries"] if e["name"].startswith(name)
+            ]
+            listed = ours(json.loads(run(*py, "list", "--json")))
+            assert listed == ours(json.loads(run(rust, "list", "--json")))
+            assert [e["kind"] for e in listed] == ["listener", "channel"]
+            assert listed[1]["name"].startswith(f"{name}.{os.getpid()}.") and listed[1]["listener"] == name
+            assert "listener" not in listed[0] and [p["pid"] for p in listed[0]["peers"]] == [os.getpid()]
+            lines = run(*py, "list").splitlines()
+            at = next(i for i, line in enumerate(lines) if line.startswith(f"{name} "))
+            assert lines[at + 1].startswith(f"  {listed[1]['name']} ")
+            rust_lines = run(rust, "list").splitlines()
+            at = next(i for i, line in enumerate(rust_lines) if line.startswith(f"{name} "))
+            assert rust_lines[at + 1].startswith(f"  {listed[1]['name']} ")
+        finally:
+            server.close()
+            for ch in got:
+                ch.close()
+
+
 def test_stats_on_the_fallback_say_there_are_none(name):
     ch = shmlink.Endpoint.create(name, backend="ipc-channel")
     try:

@@ -76,6 +76,10 @@ pub struct SegmentInfo {
     /// How long ago the object was last sized (when its creator made it), where the system
     /// says.
     pub age: Option<Duration>,
+    /// For a listener's connection (a channel named `<listener>.<client pid>.<n>`, its creator
+    /// the client and its connector the server): the listener's name, when [`scan`] found that
+    /// listener too. `None` for everything else, and from [`inspect`].
+    pub listener: Option<String>,
 }
 
 pub(crate) fn endpoint(info: &crate::shm::layout::PeerInfo, alive: bool) -> EndpointInfo {
@@ -205,6 +209,7 @@ fn look(name: &str) -> Result<Looked> {
                 subscribers: Vec::new(),
                 stale,
                 age,
+                listener: None,
             },
             file,
         }));
@@ -252,9 +257,18 @@ fn look(name: &str) -> Result<Looked> {
             subscribers,
             stale,
             age,
+            listener: None,
         },
         file,
     }))
+}
+
+/// The listener a connection's name (`<listener>.<pid>.<n>`) names, if it has that form.
+fn listener_of(name: &str) -> Option<&str> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (rest, n) = name.rsplit_once('.')?;
+    let (listener, pid) = rest.rsplit_once('.')?;
+    (digits(n) && digits(pid) && !listener.is_empty()).then_some(listener)
 }
 
 /// Inspects the segment `name` without claiming anything in it. [`OpenError::NotAChannel`] if the
@@ -308,6 +322,17 @@ pub fn scan() -> Result<Listing> {
     }
     out.channels.sort_by(|a, b| a.name.cmp(&b.name));
     out.skipped.sort_by(|a, b| a.name.cmp(&b.name));
+    let listeners: std::collections::HashSet<String> = out
+        .channels
+        .iter()
+        .filter(|s| s.kind == "listener")
+        .map(|s| s.name.clone())
+        .collect();
+    for seg in out.channels.iter_mut().filter(|s| s.kind == "channel") {
+        seg.listener = listener_of(&seg.name)
+            .filter(|l| listeners.contains(*l))
+            .map(str::to_owned);
+    }
     Ok(out)
 }
 

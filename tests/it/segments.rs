@@ -870,3 +870,46 @@ fn a_live_listener_with_a_client_is_listed_as_live_with_its_creator() {
     assert!(info.ready && !info.stale, "{info:?}");
     assert_eq!(info.creator.pid, std::process::id());
 }
+
+/// A listener's connections are listed with the listener's name; a channel merely named like a
+/// connection, of a listener that does not exist, is not.
+#[test]
+fn a_listeners_connections_name_their_listener() {
+    let name = unique("seggroup");
+    let _guard = NameGuard(name.clone());
+    let listener = Listener::bind_with_limit(&name, &small(), 2).expect("bind");
+    let connecting = {
+        let name = name.clone();
+        std::thread::spawn(move || Channel::connect(&name, WaitStrategy::Block))
+    };
+    let _conn = listener.accept_timeout(support::WATCHDOG).expect("accept");
+    let _client = connecting.join().unwrap().expect("connect");
+    let lone = format!("{name}x.{}.7", std::process::id());
+    let _lone_guard = NameGuard(lone.clone());
+    let _lone = Channel::create(&lone, &small()).expect("create");
+
+    let listing = segments::scan().expect("scan");
+    let ours: Vec<_> = listing
+        .channels
+        .iter()
+        .filter(|s| s.name.starts_with(&name))
+        .collect();
+    let connection = format!("{name}.{}.", std::process::id());
+    let conns: Vec<_> = ours
+        .iter()
+        .filter(|s| s.name.starts_with(&connection))
+        .collect();
+    assert_eq!(conns.len(), 1, "{ours:#?}");
+    assert_eq!(
+        conns[0].listener.as_deref(),
+        Some(name.as_str()),
+        "{ours:#?}"
+    );
+    assert_eq!(conns[0].creator.pid, std::process::id());
+    for s in ours.iter().filter(|s| !s.name.starts_with(&connection)) {
+        assert_eq!(s.listener, None, "{s:#?}");
+    }
+    assert_eq!(ours.len(), 3, "{ours:#?}");
+    // `inspect` looks at one segment and says nothing of listeners.
+    assert_eq!(segments::inspect(&conns[0].name).unwrap().listener, None);
+}
