@@ -308,15 +308,17 @@ unsafe fn receive<R: Rx>(
     rx: *mut R,
     how: How,
 ) -> Result<&'static ReadGuard<'static>> {
-    if held.0.is_none() {
-        // SAFETY: the caller's promise: `rx` is valid and not borrowed while nothing is held.
-        let rx = unsafe { &mut *rx };
-        let guard = rx.take(how)?;
-        // SAFETY: the guard borrows `*rx`, which outlives it (see above); only its lifetime is
-        // widened, nothing else about it changes.
-        held.0 = Some(unsafe { std::mem::transmute::<ReadGuard<'_>, ReadGuard<'static>>(guard) });
-    }
-    let guard = held.0.as_ref().expect("just set");
+    let guard = match &mut held.0 {
+        Some(guard) => guard,
+        none => {
+            // SAFETY: the caller's promise: `rx` is valid and not borrowed while nothing is held.
+            let rx = unsafe { &mut *rx };
+            let guard = rx.take(how)?;
+            // SAFETY: the guard borrows `*rx`, which outlives it (see above); only its lifetime
+            // is widened, nothing else about it changes.
+            none.insert(unsafe { std::mem::transmute::<ReadGuard<'_>, ReadGuard<'static>>(guard) })
+        }
+    };
     // SAFETY: the reference lives as long as the caller uses it within this call, while `held`
     // is not changed.
     Ok(unsafe { &*(guard as *const ReadGuard<'static>) })
@@ -338,6 +340,22 @@ unsafe fn receive_into<R: Rx>(
     let len = out_arg(len)?;
     if buf.is_null() && cap > 0 {
         return Err(invalid("the buffer is NULL with a capacity above 0"));
+    }
+    if held.0.is_none() {
+        // Nothing held: the message is copied out and released here unless it does not fit
+        // (then it is held, as below).
+        // SAFETY: the caller's promise: `rx` is valid and not borrowed while nothing is held.
+        let guard = unsafe { &mut *rx }.take(how)?;
+        if guard.len() <= cap {
+            *len = guard.len();
+            if !guard.is_empty() {
+                // SAFETY: as below.
+                unsafe { ptr::copy_nonoverlapping(guard.as_ptr(), buf, guard.len()) };
+            }
+            return Ok(());
+        }
+        // SAFETY: as in `receive`: the guard borrows `*rx`, which outlives it.
+        held.0 = Some(unsafe { std::mem::transmute::<ReadGuard<'_>, ReadGuard<'static>>(guard) });
     }
     // SAFETY: the caller's promise, passed on.
     let message = unsafe { receive(held, rx, how) }?;
