@@ -245,6 +245,25 @@ fn stat_shows_the_counters_of_a_channel_and_a_topic_in_use() {
 
 /// `tap` as a person runs it against a topic on either backend: JSON pretty, the rest in hex,
 /// and it ends after `--count` messages.
+/// Starts `shmlink ARGS` (a tap) and waits until the topic counts it as a subscriber.
+fn spawn_tap(args: &[&str], subscribers: impl Fn() -> usize) -> std::process::Child {
+    let tap = Command::new(env!("CARGO_BIN_EXE_shmlink"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while subscribers() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never subscribed: {args:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    tap
+}
+
 #[test]
 fn tap_prints_a_topics_messages_as_json_or_hex() {
     for backend in [Backend::Shm, Backend::IpcChannel] {
@@ -252,20 +271,9 @@ fn tap_prints_a_topics_messages_as_json_or_hex() {
         let _guards = (NameGuard(name.clone()), FallbackFiles(name.clone()));
         let mut publisher =
             EndpointPublisher::create_with(&name, &TopicConfig::default(), backend).unwrap();
-        let tap = Command::new(env!("CARGO_BIN_EXE_shmlink"))
-            .args(["tap", &name, "--count", "2"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while publisher.subscriber_count() == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "tap never subscribed ({backend:?})"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        let tap = spawn_tap(&["tap", &name, "--count", "2"], || {
+            publisher.subscriber_count()
+        });
         publisher.send(br#"{"price":101.5,"side":"buy"}"#).unwrap();
         publisher.send(&[0xde, 0xad, 0xbe, 0xef, b'A']).unwrap();
         let out = tap.wait_with_output().unwrap();
@@ -293,17 +301,9 @@ fn tap_hz_says_the_rate() {
     let name = unique("cli-hz");
     let _guard = NameGuard(name.clone());
     let mut publisher = Publisher::create(&name, &TopicConfig::default()).unwrap();
-    let tap = Command::new(env!("CARGO_BIN_EXE_shmlink"))
-        .args(["tap", &name, "--hz", "--count", "300"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while publisher.subscriber_count() == 0 {
-        assert!(std::time::Instant::now() < deadline, "tap never subscribed");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let tap = spawn_tap(&["tap", &name, "--hz", "--count", "300"], || {
+        publisher.subscriber_count()
+    });
     // 300 messages over about 1.5 s: one rate line after a second, one when the count ends it.
     let start = std::time::Instant::now();
     for i in 0..300u32 {

@@ -854,9 +854,10 @@ fn connect_timeout_to_an_object_that_never_becomes_ready_times_out() {
 }
 
 /// A listener with a client connected shows up in the segment list as ready and live, its
-/// creator this process.
+/// creator this process; the client's connection is listed with the listener's name, and a
+/// channel merely named like a connection, of a listener that does not exist, is not.
 #[test]
-fn a_live_listener_with_a_client_is_listed_as_live_with_its_creator() {
+fn a_live_listener_with_a_client_is_listed_with_its_connection() {
     let name = unique("seglistener");
     let _guard = NameGuard(name.clone());
     let listener = Listener::bind_with_limit(&name, &small(), 2).expect("bind");
@@ -869,25 +870,10 @@ fn a_live_listener_with_a_client_is_listed_as_live_with_its_creator() {
     let info = segments::inspect(&name).expect("inspect");
     assert!(info.ready && !info.stale, "{info:?}");
     assert_eq!(info.creator.pid, std::process::id());
-}
 
-/// A listener's connections are listed with the listener's name; a channel merely named like a
-/// connection, of a listener that does not exist, is not.
-#[test]
-fn a_listeners_connections_name_their_listener() {
-    let name = unique("seggroup");
-    let _guard = NameGuard(name.clone());
-    let listener = Listener::bind_with_limit(&name, &small(), 2).expect("bind");
-    let connecting = {
-        let name = name.clone();
-        std::thread::spawn(move || Channel::connect(&name, WaitStrategy::Block))
-    };
-    let _conn = listener.accept_timeout(support::WATCHDOG).expect("accept");
-    let _client = connecting.join().unwrap().expect("connect");
     let lone = format!("{name}x.{}.7", std::process::id());
     let _lone_guard = NameGuard(lone.clone());
     let _lone = Channel::create(&lone, &small()).expect("create");
-
     let listing = segments::scan().expect("scan");
     let ours: Vec<_> = listing
         .channels
