@@ -375,6 +375,89 @@ fn a_killed_bridge_ends_its_connections_and_a_restarted_one_serves_again() {
     hosts.a.role(&["client", "svc", "10", "close"]).succeeds();
 }
 
+/// The README's mutual-TLS configuration, with certificates made here (a CA, and one
+/// certificate for each host, for 127.0.0.1): a topic crosses between two bridges that listen
+/// and connect only over TLS, every message checked.
+fn a_topic_crosses_over_mutual_tls_configured_as_the_readme_shows() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    };
+    let hosts = Pair::new();
+    let dir = std::env::temp_dir().join(format!("shmlink-zenoh-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _cleanup = RemoveDirOnDrop(dir.clone());
+
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "shmlink test CA");
+    let ca = ca.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    for host in ["host-a", "host-b"] {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, host);
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        std::fs::write(dir.join(format!("{host}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{host}-key.pem")), key.serialize_pem()).unwrap();
+    }
+
+    // The README's file for host A, its paths and address made this test's; host B's the same
+    // with its own certificate, listening on a port of its own.
+    let readme = include_str!("../README.md");
+    let start = readme.find("```json5\n").expect("a json5 block") + "```json5\n".len();
+    let block = &readme[start..];
+    let block = &block[..block.find("```").unwrap()];
+    assert!(block.contains("tls/0.0.0.0:7447") && block.contains("/etc/shmlink/"));
+    let config = |host: &str, port: u16| {
+        let text = block
+            .replace("/etc/shmlink/", &format!("{}/", dir.display()))
+            .replace("host-a", host)
+            .replace("tls/0.0.0.0:7447", &format!("tls/127.0.0.1:{port}"));
+        let path = dir.join(format!("{host}.json5"));
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (a_config, b_config) = (config("host-a", hosts.port), config("host-b", free_port()));
+
+    let _a = hosts.a.bridge(&[
+        "--config".to_owned(),
+        a_config,
+        "--export".to_owned(),
+        "camera".to_owned(),
+    ]);
+    let _b = hosts.b.bridge(&[
+        "--config".to_owned(),
+        b_config,
+        "--peer".to_owned(),
+        format!("tls/127.0.0.1:{}", hosts.port),
+        "--import".to_owned(),
+        "camera".to_owned(),
+    ]);
+    let mut sub = hosts.b.role(&["subscribe", "camera", "500", "300", "0"]);
+    sub.expect("joined");
+    let mut publisher = hosts
+        .a
+        .role(&["publish", "camera", "500", "300", "1048576"]);
+    publisher.expect("sent");
+    sub.succeeds();
+    publisher.say("done");
+    publisher.succeeds();
+}
+
+struct RemoveDirOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveDirOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 struct RemoveOnDrop(std::path::PathBuf);
 
 impl Drop for RemoveOnDrop {
@@ -570,6 +653,10 @@ fn client(args: &[String]) {
 type Case = (&'static str, fn());
 
 const CASES: &[Case] = &[
+    (
+        "a_topic_crosses_over_mutual_tls_configured_as_the_readme_shows",
+        a_topic_crosses_over_mutual_tls_configured_as_the_readme_shows,
+    ),
     (
         "a_topic_reaches_three_remote_subscribers",
         a_topic_reaches_three_remote_subscribers,
