@@ -219,7 +219,7 @@ impl Consumer {
                 consumer: self,
                 offset: frame.offset,
                 len: frame.len,
-                kind: frame.kind,
+                kind: KindWord(frame.kind),
                 size: frame.size,
             },
             copy: OnceCell::new(),
@@ -579,12 +579,21 @@ pub struct ReadGuard<'a> {
     copy: OnceCell<Vec<u8>>,
 }
 
+/// A frame's kind, in a word of its own: with every field of a frame's guard a whole word, a
+/// guard that is moved (returned, kept in a handle, as the C API keeps it) is copied word by
+/// word. With the kind a byte beside the enum's tag, the copy started at byte 1 and each of its
+/// loads spanned two earlier stores, which the processor cannot forward: a C stream of 128-byte
+/// messages read in place ran about 12% slower, measured.
+#[derive(Clone, Copy)]
+#[repr(align(8))]
+struct KindWord(u8);
+
 enum Source<'a> {
     Frame {
         consumer: &'a mut Consumer,
         offset: usize,
         len: usize,
-        kind: u8,
+        kind: KindWord,
         size: u64,
     },
     /// Bytes reassembled outside the ring, and the channel's name for errors.
@@ -604,7 +613,7 @@ impl<'a> ReadGuard<'a> {
     #[inline]
     pub(crate) fn kind(&self) -> u8 {
         match self.src {
-            Source::Frame { kind, .. } => kind,
+            Source::Frame { kind, .. } => kind.0,
             Source::Assembled(..) => kind::DATA,
         }
     }
@@ -686,7 +695,7 @@ impl Drop for ReadGuard<'_> {
             ..
         } = &mut self.src
         {
-            consumer.state.tally.frame(*kind, *len);
+            consumer.state.tally.frame(kind.0, *len);
             consumer.release(*size);
             if let Some(buf) = self.copy.take() {
                 consumer.state.spare.set(buf);
