@@ -19,6 +19,7 @@ use super::reactor::Registration;
 use crate::error::{ChannelName, RecvError, SendError, WaitError};
 use crate::shm::channel::Channel;
 use crate::shm::layout::WaitCell;
+use crate::shm::ring::tally::Tally;
 use crate::shm::topic::{Publisher, Subscriber};
 use crate::wait::handshake::{self, Announced};
 use crate::wait::{Deadline, Plan, Policy, SPINS_PER_CLOCK_READ, UNWATCHED_SLICE};
@@ -45,6 +46,8 @@ pub(crate) trait Waitable {
     fn check_peer(&mut self) -> Result<(), WaitError>;
     /// The name errors carry.
     fn channel_name(&self) -> &ChannelName;
+    /// What the side that waits for `want` counts (its sleeps).
+    fn tally(&self, want: Want) -> &Tally;
 }
 
 impl Waitable for Channel {
@@ -77,6 +80,13 @@ impl Waitable for Channel {
     fn channel_name(&self) -> &ChannelName {
         Channel::channel_name(self)
     }
+
+    fn tally(&self, want: Want) -> &Tally {
+        match want {
+            Want::Data => self.recv_tally(),
+            Want::Room(_) => self.send_tally(),
+        }
+    }
 }
 
 impl Waitable for Subscriber {
@@ -99,6 +109,10 @@ impl Waitable for Subscriber {
 
     fn channel_name(&self) -> &ChannelName {
         self.reader_ref().channel_name()
+    }
+
+    fn tally(&self, _: Want) -> &Tally {
+        self.reader_ref().tally()
     }
 }
 
@@ -126,6 +140,10 @@ impl Waitable for Publisher {
 
     fn channel_name(&self) -> &ChannelName {
         Publisher::channel_name(self)
+    }
+
+    fn tally(&self, _: Want) -> &Tally {
+        Publisher::tally(self)
     }
 }
 
@@ -369,7 +387,12 @@ impl Side {
         }
         // Slept on after the look: a change of the word since `seen` stays in the word, and
         // the wait (which compares it with `seen`) ends at once for it.
-        self.sleep_on(cx, w, &ch.cell(want).futex, seen, watched, deadline)
+        let step = self.sleep_on(cx, w, &ch.cell(want).futex, seen, watched, deadline);
+        if let Step::Pending = step {
+            // A sleep, counted as a blocking wait counts each of its own.
+            ch.tally(want).slept(1);
+        }
+        step
     }
 }
 

@@ -34,8 +34,8 @@ pub struct Counts {
     pub fragments: u64,
     /// A sender: sends that found the ring full (each wait for room counts once).
     pub full: u64,
-    /// Times a blocking wait of this side went to sleep in the kernel (the async faces'
-    /// waits are not counted).
+    /// Times a wait of this side went to sleep: a blocking wait in the kernel, or an async
+    /// task (`shmlink::tokio`) parked until its peer's wake-up.
     pub sleeps: u64,
     /// Wake-up calls this side made to a sleeping peer.
     pub wakes: u64,
@@ -370,7 +370,7 @@ const COUNTERS: [Metric; 7] = [
         |c| c.fragments,
     ),
     ("full", "Sends that found the ring full.", |c| c.full),
-    ("sleeps", "Blocking waits that slept in the kernel.", |c| {
+    ("sleeps", "Waits that slept (blocking, in the kernel, or async tasks parked).", |c| {
         c.sleeps
     }),
     ("wakes", "Wake-up calls made to a sleeping peer.", |c| {

@@ -792,3 +792,56 @@ fn a_task_whose_channel_is_always_ready_lets_the_other_tasks_of_its_thread_run()
         assert_eq!(*b.try_recv().unwrap(), i.to_le_bytes());
     }
 }
+
+/// An async receive that sleeps until a message comes, and an async send that sleeps until a
+/// full ring has room, count their sleeps in the mapping as blocking waits do.
+#[test]
+fn async_waits_that_sleep_are_counted() {
+    const K: u64 = 3;
+    let name = unique("async-sleeps");
+    let _guard = NameGuard(name.clone());
+    let config = Config {
+        capacity: 4096,
+        wait: WaitStrategy::Block,
+    };
+    let mut a = Channel::create(&name, &config).unwrap();
+    let b = Channel::connect(&name, WaitStrategy::Block).unwrap();
+    let sleeps = |ring: usize| {
+        let r = &shmlink::segments::stats(&name).unwrap().rings[ring];
+        (r.sender.sleeps, r.receiver.sleeps)
+    };
+    assert_eq!((sleeps(0), sleeps(1)), ((0, 0), (0, 0)));
+
+    // K receives, each long enough before its message to stop polling and sleep.
+    let sender = std::thread::spawn(move || {
+        for _ in 0..K {
+            std::thread::sleep(Duration::from_millis(100));
+            a.send(b"wake").unwrap();
+        }
+        a
+    });
+    let b = run_with_watchdog(WATCHDOG, async move {
+        let mut ch = AsyncChannel::new(b).unwrap();
+        for _ in 0..K {
+            ch.recv().await.unwrap();
+        }
+        ch
+    });
+    let mut a = sender.join().unwrap();
+    assert_eq!(sleeps(0), (0, K));
+
+    // One send into b's full outbound ring: it sleeps until a reads, 100 ms later.
+    let reader = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        while a.try_recv().is_ok() {}
+        a
+    });
+    let _b = run_with_watchdog(WATCHDOG, async move {
+        let mut ch = b;
+        while ch.try_send(&[1; 64]).is_ok() {}
+        ch.send(&[2; 64]).await.unwrap();
+        ch
+    });
+    let _a = reader.join().unwrap();
+    assert_eq!(sleeps(1).0, 1);
+}

@@ -24,6 +24,12 @@ impl RecvHalf {
         self.peer.state() == PEER_CLOSED
     }
 
+    /// What this half counts (an async wait adds its sleeps here).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn tally(&self) -> &crate::shm::ring::tally::Tally {
+        self.rx.tally()
+    }
+
     /// How a receive on this half waits.
     pub(crate) fn wait_strategy(&self) -> WaitStrategy {
         self.wait.strategy()
@@ -52,6 +58,18 @@ impl Channel {
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn data_cell(&self) -> &WaitCell {
         self.receiver.rx.data_cell()
+    }
+
+    /// What the receiving side counts.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn recv_tally(&self) -> &crate::shm::ring::tally::Tally {
+        self.receiver.tally()
+    }
+
+    /// What the sending side counts.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn send_tally(&self) -> &crate::shm::ring::tally::Tally {
+        self.sender.tx.tally()
     }
 
     /// The cell the peer wakes after making room in our outbound ring.

@@ -30,7 +30,8 @@ pub(crate) struct Counters {
     pub(crate) fragments: AtomicU64,
     /// A sender: times a send found the ring full (back-pressure).
     pub(crate) full: AtomicU64,
-    /// Times a blocking wait of this side went to sleep in the kernel.
+    /// Times a wait of this side went to sleep (a blocking one in the kernel, an async task
+    /// parked).
     pub(crate) sleeps: AtomicU64,
     /// Wake-up calls this side made to a sleeping peer.
     pub(crate) wakes: AtomicU64,

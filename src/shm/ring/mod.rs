@@ -76,7 +76,7 @@ mod heap;
 mod loom;
 mod producer;
 mod ptrs;
-mod tally;
+pub(crate) mod tally;
 #[cfg(all(test, not(loom)))]
 mod tests;
 

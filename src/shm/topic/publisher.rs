@@ -408,6 +408,12 @@ impl Publisher {
         dropped
     }
 
+    /// What the publisher counts (an async wait adds its sleeps here).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn tally(&self) -> &crate::shm::ring::tally::Tally {
+        self.tx.tally()
+    }
+
     /// The cell the publisher sleeps on while the ring is full (for the async surface).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn space_cell(&self) -> &crate::shm::layout::WaitCell {
