@@ -51,9 +51,15 @@ use zenoh::{Session, Wait};
 /// The first chunk of every key a bridge uses, unless it is given another.
 pub const DEFAULT_PREFIX: &str = "shmlink";
 
-/// How often a bridge's loops look at what may have changed while they wait: the stop flag, a
-/// remote subscriber appearing or leaving, a local topic's subscribers.
+/// How often a bridge looks again at something it is waiting for while work is under way (room
+/// in a full ring, a publisher for a topic a remote subscriber wants).
 const POLL: Duration = Duration::from_millis(20);
+
+/// How long an idle loop of a bridge waits (for a message, a client, a remote subscriber, whose
+/// arrival wakes it at once) before it looks at what has no event of its own: the bridge's stop
+/// flag, the other half of a connection, a local topic's subscribers. An idle bridge so wakes a
+/// few times a second per topic, listener and connection.
+const IDLE: Duration = Duration::from_millis(250);
 
 /// How long a bridge waits for the serving bridge to answer a connection (and the serving
 /// bridge for its local listener to accept it).
@@ -223,7 +229,7 @@ impl Bridge {
         let (session, stop, name) = (self.session.clone(), self.stop.clone(), name.to_owned());
         self.spawn(format!("serve {name}"), move || {
             while !stop.load(Ordering::Relaxed) {
-                let Ok(Some(query)) = queryable.recv_timeout(POLL) else {
+                let Ok(Some(query)) = queryable.recv_timeout(IDLE) else {
                     continue;
                 };
                 let (session, stop, keys, name) =
@@ -249,7 +255,7 @@ impl Bridge {
         self.spawn(format!("connect {name}"), move || {
             let mut opened = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                match listener.accept_timeout(POLL) {
+                match listener.accept_timeout(IDLE) {
                     Ok(conn) => {
                         opened += 1;
                         let id = format!("{}-{opened}", session.zid());
@@ -336,9 +342,18 @@ fn export(
             said = what;
         }
     };
+    // Told at once of a remote subscriber that comes or goes (the status is also asked
+    // directly: a change is never waited for longer than IDLE).
+    let changes = match probe.matching_listener().wait() {
+        Ok(listener) => listener,
+        Err(e) => {
+            say(format!("zenoh: {e}"));
+            return;
+        }
+    };
     while !stop.load(Ordering::Relaxed) {
         if !matching(&probe) {
-            std::thread::sleep(POLL);
+            let _ = changes.recv_timeout(IDLE);
             continue;
         }
         // A topic whose publisher died stays until a new publisher takes the name over: it
@@ -388,7 +403,7 @@ fn export(
             // What is waiting, in one receive (one wait, at most one wake-up), each message
             // put as it is read.
             let mut failed = None;
-            let got = sub.recv_batch_timeout(BATCH, POLL, |message| {
+            let got = sub.recv_batch_timeout(BATCH, IDLE, |message| {
                 if let Err(e) = publisher.put(message).wait() {
                     failed = Some(e);
                 }
@@ -406,7 +421,9 @@ fn export(
                     break;
                 }
             }
-            if looked.elapsed() >= POLL {
+            // A change of the remote subscribers since the last look, or IDLE since it.
+            let changed = changes.try_recv().is_ok_and(|c| c.is_some());
+            if changed || looked.elapsed() >= IDLE {
                 looked = Instant::now();
                 if !matching(&publisher) {
                     // Nobody remote: leave the topic so that it is not held back for nobody.
@@ -427,7 +444,7 @@ fn import(session: &Session, publisher: Publisher, key: &str, stop: &Arc<AtomicB
     let count = |p: &Mutex<Publisher>| p.lock().map_or(0, |p| p.subscriber_count());
     while !stop.load(Ordering::Relaxed) {
         if count(&publisher) == 0 {
-            std::thread::sleep(POLL);
+            std::thread::sleep(IDLE);
             continue;
         }
         let (target, halt) = (publisher.clone(), stop.clone());
@@ -451,7 +468,7 @@ fn import(session: &Session, publisher: Publisher, key: &str, stop: &Arc<AtomicB
             }
         };
         while !stop.load(Ordering::Relaxed) && count(&publisher) > 0 {
-            std::thread::sleep(POLL);
+            std::thread::sleep(IDLE);
         }
         // Undeclared: nobody here to read what would arrive.
         drop(sub);
@@ -689,7 +706,7 @@ fn carry(
 
 fn local_to_remote(rx: &mut RecvHalf, out: &ZPublisher<'_>, ended: &AtomicBool, stop: &AtomicBool) {
     while !ended.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
-        match rx.recv_timeout(POLL) {
+        match rx.recv_timeout(IDLE) {
             Ok(message) => {
                 if out.put(&*message).wait().is_err() {
                     return;
@@ -719,7 +736,7 @@ fn remote_to_local(
                 return;
             }
         }
-        match from.recv_timeout(POLL) {
+        match from.recv_timeout(IDLE) {
             Ok(Some(sample)) if sample.kind() == SampleKind::Put => {
                 let bytes = sample.payload().to_bytes();
                 loop {

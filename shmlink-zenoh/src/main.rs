@@ -1,7 +1,7 @@
 //! `shmlink-bridge`: carries this host's shmlink topics and channels to other hosts over zenoh
 //! (see the crate's README). It prints `ready` on standard output once everything it was asked
 //! to carry is declared, writes what happens to a topic or a connection on standard error, and
-//! runs until it is stopped.
+//! runs until SIGINT, SIGTERM or SIGHUP, when it closes what it made and exits.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -95,13 +95,35 @@ fn run(args: Args) -> Result<Bridge, Box<dyn std::error::Error>> {
     Ok(bridge)
 }
 
+/// The signals that stop the command: SIGINT, SIGTERM and SIGHUP.
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: `sigemptyset` initialises the zeroed set, `sigaddset` adds valid signals to it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
+    }
+}
+
 fn main() -> ExitCode {
+    // Blocked here, before zenoh or the bridge start a thread (each inherits the mask), so that
+    // they are delivered only to the `sigwait` below: the bridge is then closed, which removes
+    // the topics and listeners it made, instead of the process dying with them left behind.
+    let signals = stop_signals();
+    // SAFETY: a valid, initialised set; no old mask is asked for.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
     match run(Args::parse()) {
-        Ok(_bridge) => {
+        Ok(bridge) => {
             println!("ready");
-            loop {
-                std::thread::park();
-            }
+            let mut signal = 0;
+            // SAFETY: a valid set and a place for the signal's number.
+            unsafe { libc::sigwait(&signals, &mut signal) };
+            eprintln!("shmlink-bridge: signal {signal}: stopping");
+            bridge.close();
+            ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("shmlink-bridge: {e}");

@@ -81,6 +81,32 @@ impl Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// Sends `signal` (a name such as `TERM`) to the process (`nsenter` runs it in place).
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} {}", self.what);
+    }
+
+    /// Every line the process writes until it exits (within the watchdog).
+    fn all_lines(self) -> Vec<String> {
+        let deadline = Instant::now() + WATCHDOG;
+        let mut out = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => out.push(line),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return out,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("{}: still writing after {WATCHDOG:?}", self.what)
+                }
+            }
+        }
+    }
 }
 
 impl Drop for Proc {
@@ -158,6 +184,18 @@ impl Host {
         let mut all = vec!["role"];
         all.extend_from_slice(args);
         self.spawn(args[0], me.to_str().unwrap(), &all)
+    }
+
+    /// The shmlink names in this host's /dev/shm.
+    fn shm_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .spawn("ls", "ls", &["-1", "/dev/shm"])
+            .all_lines()
+            .into_iter()
+            .filter_map(|l| l.strip_prefix("shmlink-").map(str::to_owned))
+            .collect();
+        names.sort();
+        names
     }
 
     /// A bridge with `args`, once it says it is ready.
@@ -450,6 +488,19 @@ fn a_topic_crosses_over_mutual_tls_configured_as_the_readme_shows() {
     publisher.succeeds();
 }
 
+/// A bridge stopped by SIGTERM (as by SIGINT or SIGHUP) closes what it made: the topic it
+/// imports and the listener it binds are gone from its host, and it exits with success.
+fn a_stopped_bridge_removes_the_topics_and_listeners_it_made() {
+    let hosts = Pair::new();
+    let bridge = hosts
+        .a
+        .bridge(&hosts.listen(&["--import", "camera", "--connect", "svc"]));
+    assert_eq!(hosts.a.shm_names(), ["camera", "svc"]);
+    bridge.signal("TERM");
+    bridge.succeeds();
+    assert_eq!(hosts.a.shm_names(), Vec::<String>::new());
+}
+
 struct RemoveDirOnDrop(std::path::PathBuf);
 
 impl Drop for RemoveDirOnDrop {
@@ -653,6 +704,10 @@ fn client(args: &[String]) {
 type Case = (&'static str, fn());
 
 const CASES: &[Case] = &[
+    (
+        "a_stopped_bridge_removes_the_topics_and_listeners_it_made",
+        a_stopped_bridge_removes_the_topics_and_listeners_it_made,
+    ),
     (
         "a_topic_crosses_over_mutual_tls_configured_as_the_readme_shows",
         a_topic_crosses_over_mutual_tls_configured_as_the_readme_shows,

@@ -370,9 +370,11 @@ const COUNTERS: [Metric; 7] = [
         |c| c.fragments,
     ),
     ("full", "Sends that found the ring full.", |c| c.full),
-    ("sleeps", "Waits that slept (blocking, in the kernel, or async tasks parked).", |c| {
-        c.sleeps
-    }),
+    (
+        "sleeps",
+        "Waits that slept (blocking, in the kernel, or async tasks parked).",
+        |c| c.sleeps,
+    ),
     ("wakes", "Wake-up calls made to a sleeping peer.", |c| {
         c.wakes
     }),
