@@ -329,11 +329,9 @@ unsafe fn receive<R: Rx>(
         Some(guard) => guard,
         none => {
             // SAFETY: the caller's promise: `rx` is valid and not borrowed while nothing is held.
-            let rx = unsafe { &mut *rx };
-            let guard = rx.take(how)?;
-            // SAFETY: the guard borrows `*rx`, which outlives it (see above); only its lifetime
-            // is widened, nothing else about it changes.
-            none.insert(unsafe { std::mem::transmute::<ReadGuard<'_>, ReadGuard<'static>>(guard) })
+            let guard = unsafe { &mut *rx }.take(how)?;
+            // SAFETY: the guard borrows `*rx`, which outlives it (see above).
+            unsafe { hold(none, guard) }
         }
     };
     // SAFETY: the reference lives as long as the caller uses it within this call, while `held`
@@ -364,19 +362,31 @@ unsafe fn receive_into<R: Rx>(
         // (then it is held, as below).
         // SAFETY: the caller's promise: `rx` is valid and not borrowed while nothing is held.
         let guard = unsafe { &mut *rx }.take(how)?;
-        if guard.len() <= cap {
-            *len = guard.len();
-            if !guard.is_empty() {
-                // SAFETY: as below.
-                unsafe { ptr::copy_nonoverlapping(guard.as_ptr(), buf, guard.len()) };
+        // SAFETY: `buf` and `cap` as the caller promised.
+        return match unsafe { copy_out(&guard, buf, cap, len) } {
+            Ok(()) => Ok(()),
+            Err(too_small) => {
+                // SAFETY: as in `receive`: the guard borrows `*rx`, which outlives it.
+                unsafe { hold(&mut held.0, guard) };
+                Err(too_small)
             }
-            return Ok(());
-        }
-        // SAFETY: as in `receive`: the guard borrows `*rx`, which outlives it.
-        held.0 = Some(unsafe { std::mem::transmute::<ReadGuard<'_>, ReadGuard<'static>>(guard) });
+        };
     }
     // SAFETY: the caller's promise, passed on.
     let message = unsafe { receive(held, rx, how) }?;
+    // SAFETY: `buf` and `cap` as the caller promised.
+    unsafe { copy_out(message, buf, cap, len) }?;
+    held.0 = None;
+    Ok(())
+}
+
+/// Says `message`'s length in `len` and copies it into `buf`, or, if it is longer than `cap`,
+/// fails with `SHMLINK_BUFFER_TOO_SMALL` (the caller keeps the message).
+///
+/// # Safety
+/// `buf` is NULL with `cap` 0 or points to `cap` writable bytes.
+#[inline(always)]
+unsafe fn copy_out(message: &[u8], buf: *mut u8, cap: usize, len: &mut usize) -> Result<()> {
     *len = message.len();
     if message.len() > cap {
         return Err(Fail(
@@ -392,8 +402,22 @@ unsafe fn receive_into<R: Rx>(
         // bytes are shmlink's, not the caller's buffer.
         unsafe { ptr::copy_nonoverlapping(message.as_ptr(), buf, message.len()) };
     }
-    held.0 = None;
     Ok(())
+}
+
+/// Keeps `guard` in `held` for the caller, and gives it back.
+///
+/// # Safety
+/// As [`receive`]: the guard borrows a receiving side that stays where it is, unused but
+/// through `held`, for as long as `held` keeps it.
+#[inline(always)]
+unsafe fn hold<'h>(
+    held: &'h mut Option<ReadGuard<'static>>,
+    guard: ReadGuard<'_>,
+) -> &'h mut ReadGuard<'static> {
+    // SAFETY: the caller's promise; only the guard's lifetime is widened, nothing else about
+    // it changes.
+    held.insert(unsafe { std::mem::transmute::<ReadGuard<'_>, ReadGuard<'static>>(guard) })
 }
 
 // --- channels -------------------------------------------------------------------------------
