@@ -50,6 +50,14 @@ const _: () = {
     assert!(MAX_NAME_LEN == 200);
 };
 
+/// The listener a connection's name (`<listener>.<pid>.<seq>`) names, if the name has that form.
+pub(crate) fn connection_listener(name: &str) -> Option<&str> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (rest, seq) = name.rsplit_once('.')?;
+    let (listener, pid) = rest.rsplit_once('.')?;
+    (digits(seq) && digits(pid) && !listener.is_empty()).then_some(listener)
+}
+
 /// Checks a name a user chose, for a channel or a listener on either backend: 1 to
 /// [`MAX_NAME_LEN`] bytes of `[A-Za-z0-9._-]`, not starting with `.` or `-`.
 pub(crate) fn validate_name(name: &str) -> Result<()> {
@@ -577,6 +585,16 @@ mod tests {
         ));
         for good in ["a", "x.y_z-1", &"b".repeat(MAX_NAME_LEN)] {
             validate_name(good).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_connections_name_gives_its_listener_and_nothing_else_does() {
+        assert_eq!(connection_listener("svc.12.3"), Some("svc"));
+        // A listener name may itself end like a connection's.
+        assert_eq!(connection_listener("svc.1.12.3"), Some("svc.1"));
+        for not in ["svc", "svc.12", ".12.3", "svc.x.3", "svc.12.", "svc..3"] {
+            assert_eq!(connection_listener(not), None, "{not}");
         }
     }
 

@@ -263,14 +263,6 @@ fn look(name: &str) -> Result<Looked> {
     }))
 }
 
-/// The listener a connection's name (`<listener>.<pid>.<n>`) names, if it has that form.
-fn listener_of(name: &str) -> Option<&str> {
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let (rest, n) = name.rsplit_once('.')?;
-    let (listener, pid) = rest.rsplit_once('.')?;
-    (digits(n) && digits(pid) && !listener.is_empty()).then_some(listener)
-}
-
 /// Inspects the segment `name` without claiming anything in it. [`OpenError::NotAChannel`] if the
 /// entry under that name is not a channel.
 pub fn inspect(name: &str) -> Result<SegmentInfo> {
@@ -329,7 +321,7 @@ pub fn scan() -> Result<Listing> {
         .map(|s| s.name.clone())
         .collect();
     for seg in out.channels.iter_mut().filter(|s| s.kind == "channel") {
-        seg.listener = listener_of(&seg.name)
+        seg.listener = mapping::connection_listener(&seg.name)
             .filter(|l| listeners.contains(*l))
             .map(str::to_owned);
     }

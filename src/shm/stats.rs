@@ -340,15 +340,12 @@ pub(crate) fn connection_names(listener: &str) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let prefix = format!("{}{listener}.", mapping::OS_PREFIX);
     let mut out: Vec<String> = entries
         .flatten()
         .filter_map(|e| {
             let file = e.file_name();
-            let rest = file.to_str()?.strip_prefix(&prefix)?;
-            let (pid, seq) = rest.split_once('.')?;
-            let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-            (digits(pid) && digits(seq)).then(|| format!("{listener}.{rest}"))
+            let name = file.to_str()?.strip_prefix(mapping::OS_PREFIX)?;
+            (mapping::connection_listener(name) == Some(listener)).then(|| name.to_owned())
         })
         .collect();
     out.sort();
