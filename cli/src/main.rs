@@ -153,14 +153,10 @@ struct Document {
     skipped: Vec<SkippedEntry>,
 }
 
-fn shm_entry(seg: &SegmentInfo, all: &[SegmentInfo]) -> Entry {
+/// The entry of a segment; a listener's peers (its clients) are added by [`document`].
+fn shm_entry(seg: &SegmentInfo) -> Entry {
     let peers = if seg.kind == "topic" {
         seg.subscribers.iter().map(Endpoint::from).collect()
-    } else if seg.kind == "listener" {
-        all.iter()
-            .filter(|c| c.listener.as_deref() == Some(seg.name.as_str()))
-            .map(|c| Endpoint::from(&c.creator))
-            .collect()
     } else if seg.connector.pid != 0 {
         vec![Endpoint::from(&seg.connector)]
     } else {
@@ -218,14 +214,16 @@ fn document() -> shmlink::Result<Document> {
     // Each listener's connections right after it, in name order.
     let mut entries: Vec<Entry> = Vec::new();
     for seg in all.iter().filter(|s| s.listener.is_none()) {
-        entries.push(shm_entry(seg, all));
+        let conns: Vec<&SegmentInfo> = all
+            .iter()
+            .filter(|c| c.listener.as_deref() == Some(seg.name.as_str()))
+            .collect();
+        let mut entry = shm_entry(seg);
         if seg.kind == "listener" {
-            entries.extend(
-                all.iter()
-                    .filter(|c| c.listener.as_deref() == Some(seg.name.as_str()))
-                    .map(|c| shm_entry(c, all)),
-            );
+            entry.peers = conns.iter().map(|c| Endpoint::from(&c.creator)).collect();
         }
+        entries.push(entry);
+        entries.extend(conns.into_iter().map(shm_entry));
     }
     entries.extend(segments::list_fallback().iter().map(fallback_entry));
     Ok(Document {

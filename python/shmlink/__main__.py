@@ -54,19 +54,20 @@ def _pid(e: dict[str, Any]) -> str:
 def _document() -> dict[str, Any]:
     """The document of ``list --json``, as the Rust command makes it."""
     segs, skipped = _shmlink.scan()
-    # Each listener's connections right after it, in name order.
+    # Each listener's connections right after it, in name order; its clients its peers.
     ordered = []
+    clients = {}
     for seg in segs:
         if seg["listener"] is None:
-            ordered.append(seg)
-            if seg["kind"] == "listener":
-                ordered.extend(c for c in segs if c["listener"] == seg["name"])
+            conns = [c for c in segs if c["listener"] == seg["name"]]
+            clients[seg["name"]] = [c["creator"] for c in conns]
+            ordered += [seg, *conns]
     entries = []
     for seg in ordered:
         if seg["kind"] == "topic":
             peers = seg["subscribers"]
         elif seg["kind"] == "listener":
-            peers = [c["creator"] for c in segs if c["listener"] == seg["name"]]
+            peers = clients[seg["name"]]
         elif seg["connector"]["pid"] != 0:
             peers = [seg["connector"]]
         else:
