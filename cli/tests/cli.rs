@@ -295,7 +295,7 @@ fn tap_prints_a_topics_messages_as_json_or_hex() {
 }
 
 /// `tap --hz`: a rate line once a second, and one for the last part of a second when `--count`
-/// ends it; the rate is of messages that arrived (at most what was sent in that time).
+/// ends it, each a positive rate.
 #[test]
 fn tap_hz_says_the_rate() {
     let name = unique("cli-hz");

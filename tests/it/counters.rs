@@ -18,7 +18,7 @@ fn small() -> Config {
 }
 
 /// The counts of the two sides of a channel's ring `i` (0: creator to connector).
-fn ring(name: &str, i: usize) -> (Counts, Counts) {
+pub(crate) fn ring(name: &str, i: usize) -> (Counts, Counts) {
     let stats = segments::stats(name).expect("stats");
     assert_eq!(stats.kind, "channel");
     let r = &stats.rings[i];

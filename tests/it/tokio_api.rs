@@ -806,9 +806,9 @@ fn async_waits_that_sleep_are_counted() {
     };
     let mut a = Channel::create(&name, &config).unwrap();
     let b = Channel::connect(&name, WaitStrategy::Block).unwrap();
-    let sleeps = |ring: usize| {
-        let r = &shmlink::segments::stats(&name).unwrap().rings[ring];
-        (r.sender.sleeps, r.receiver.sleeps)
+    let sleeps = |i| {
+        let (sender, receiver) = crate::counters::ring(&name, i);
+        (sender.sleeps, receiver.sleeps)
     };
     assert_eq!((sleeps(0), sleeps(1)), ((0, 0), (0, 0)));
 
